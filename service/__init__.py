@@ -1,0 +1,1 @@
+"""Clockwork: event-time stream processing with Flink semantics on Kafka."""

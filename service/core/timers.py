@@ -1,0 +1,377 @@
+"""The timer service: keyed, deduplicated, deletable timers in two time domains.
+
+One :class:`TimerService` belongs to one operator instance (one partition). Operators
+register timers; the service owns the queues and fires them, as Flink's
+``InternalTimerServiceImpl`` does.
+
+Why the queue looks the way it does: most timers share a timestamp (every key's window
+ends at the same instant), so a queue is a heap of *distinct* timestamps plus, per
+timestamp, an insertion-ordered bucket of ``(key, namespace)``. Registering into an
+existing timestamp is two dictionary operations and no heap work; firing drains a whole
+bucket per heap pop. Buckets are dicts, so dedup and delete are O(1), and their order is
+registration order, which gives the stricter tie rule (equal timestamps fire in the order
+they were registered). A timestamp whose bucket was emptied by deletes stays in the heap
+as a stale entry until the heap is rebuilt; rebuilding once stale entries outnumber live
+ones keeps the garbage bounded by the number of live timestamps.
+
+Invariants:
+- at most one timer per ``(timestamp, key, namespace)`` per domain;
+- the watermark seen by the service never goes back;
+- a timer registered while firing with ``timestamp <= limit`` fires in the same advance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable, Iterator
+from heapq import heappop, heappush
+from typing import Any, Generic, TypeVar
+
+from service.core.time import MIN_TIMESTAMP, TimeDomain
+
+K = TypeVar("K", bound=Hashable)
+N = TypeVar("N", bound=Hashable)
+
+TimerCallback = Callable[[int, K, N], None]
+"""Called as ``callback(timestamp, key, namespace)`` when a timer fires."""
+
+_ABSENT: Any = object()
+_REBUILD_SLACK = 64
+
+
+class TimerQueue(Generic[K, N]):
+    """Timers of one time domain, ordered by timestamp, ties by registration order."""
+
+    __slots__ = ("_buckets", "_heap", "_seq", "_size")
+
+    def __init__(self) -> None:
+        self._heap: list[int] = []
+        # timestamp -> {(key, namespace): registration sequence number}
+        self._buckets: dict[int, dict[tuple[K, N], int]] = {}
+        self._size = 0
+        self._seq = 0
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __contains__(self, timer: tuple[int, K, N]) -> bool:
+        bucket = self._buckets.get(timer[0])
+        return bucket is not None and (timer[1], timer[2]) in bucket
+
+    def add(self, timestamp: int, key: K, namespace: N) -> bool:
+        """Queue a timer; returns False (and changes nothing) if it is already queued."""
+        bucket = self._buckets.get(timestamp)
+        if bucket is None:
+            bucket = self._buckets[timestamp] = {}
+            heappush(self._heap, timestamp)
+        entry = (key, namespace)
+        if entry in bucket:
+            return False
+        bucket[entry] = self._seq
+        self._seq += 1
+        self._size += 1
+        return True
+
+    def remove(self, timestamp: int, key: K, namespace: N) -> bool:
+        """Dequeue a timer; returns False if it was not queued."""
+        bucket = self._buckets.get(timestamp)
+        if bucket is None or bucket.pop((key, namespace), _ABSENT) is _ABSENT:
+            return False
+        self._size -= 1
+        if not bucket:
+            del self._buckets[timestamp]
+            if len(self._heap) > 2 * len(self._buckets) + _REBUILD_SLACK:
+                # In place: a firing loop may hold a reference to the list.
+                self._heap[:] = sorted(self._buckets)
+        return True
+
+    def peek(self) -> int | None:
+        """The earliest queued timestamp, or None; drops stale heap entries on the way."""
+        heap = self._heap
+        buckets = self._buckets
+        while heap:
+            ts = heap[0]
+            if ts in buckets:
+                return ts
+            heappop(heap)
+        return None
+
+    def fire_until(self, limit: int, fire: Callable[[int, K, N], None]) -> int:
+        """Fire, in order, every timer with ``timestamp <= limit``; returns how many fired.
+
+        ``fire`` may add and remove timers of this queue. An added timer due by ``limit``
+        fires in this call (an earlier one pre-empts the rest of the current timestamp);
+        a removed timer that has not fired yet does not fire.
+        """
+        heap = self._heap
+        buckets = self._buckets
+        fired = 0
+        while heap:
+            ts = heap[0]
+            if ts > limit:
+                break
+            bucket = buckets.get(ts)
+            if bucket is None:  # stale: emptied by deletes, or a duplicate heap entry
+                heappop(heap)
+                continue
+            preempted = False
+            for entry in list(bucket):
+                if bucket.pop(entry, _ABSENT) is _ABSENT:  # deleted by an earlier callback
+                    continue
+                self._size -= 1
+                fired += 1
+                fire(ts, entry[0], entry[1])
+                if not heap or heap[0] != ts:  # an earlier timer was registered
+                    preempted = True
+                    break
+            if not bucket and buckets.get(ts) is bucket:
+                del buckets[ts]
+                if not preempted:
+                    heappop(heap)
+        return fired
+
+    def entries(self) -> Iterator[tuple[int, K, N, int]]:
+        """Every queued timer as ``(timestamp, key, namespace, seq)`` in firing order."""
+        for ts in sorted(self._buckets):
+            for (key, namespace), seq in self._buckets[ts].items():
+                yield ts, key, namespace, seq
+
+    def restore(self, timers: Iterable[tuple[int, K, N, int]]) -> None:
+        """Replace the contents with ``timers``; ties are re-ordered by their ``seq``."""
+        self._heap = []
+        self._buckets = {}
+        self._size = 0
+        top = -1
+        for ts, key, namespace, seq in sorted(timers, key=lambda t: (t[0], t[3])):
+            if self.add(ts, key, namespace):
+                self._buckets[ts][(key, namespace)] = seq
+            top = max(top, seq)
+        self._seq = top + 1
+
+    def get_seq(self, timestamp: int, key: K, namespace: N) -> int | None:
+        bucket = self._buckets.get(timestamp)
+        return None if bucket is None else bucket.get((key, namespace))
+
+
+class TimerService(Generic[K, N]):
+    """Event-time and processing-time timers of one operator instance.
+
+    The operator passes its two callbacks in; the service calls them as
+    ``callback(timestamp, key, namespace)``. With ``track_keys`` the service also keeps,
+    per key, the set of its queued timers and a set of keys whose timers changed since
+    :meth:`take_dirty_keys`, so a checkpoint can write just those keys.
+    """
+
+    __slots__ = (
+        "_dirty",
+        "_event",
+        "_index",
+        "_on_event",
+        "_on_processing",
+        "_processing",
+        "_processing_time",
+        "_track",
+        "_watermark",
+    )
+
+    def __init__(
+        self,
+        on_event_time: TimerCallback[K, N],
+        on_processing_time: TimerCallback[K, N],
+        *,
+        track_keys: bool = False,
+    ) -> None:
+        self._on_event = on_event_time
+        self._on_processing = on_processing_time
+        self._event: TimerQueue[K, N] = TimerQueue()
+        self._processing: TimerQueue[K, N] = TimerQueue()
+        self._watermark = MIN_TIMESTAMP
+        self._processing_time = MIN_TIMESTAMP
+        self._track = track_keys
+        # key -> {(domain is event, timestamp, namespace)}
+        self._index: dict[K, set[tuple[bool, int, N]]] = {}
+        self._dirty: set[K] = set()
+
+    # -- time ---------------------------------------------------------------------------
+    @property
+    def current_watermark(self) -> int:
+        """The last watermark this service advanced to (MIN before the first)."""
+        return self._watermark
+
+    @property
+    def current_processing_time(self) -> int:
+        """The processing time of the last :meth:`advance_processing_time`."""
+        return self._processing_time
+
+    def advance_watermark(self, watermark: int) -> int:
+        """Move event time to ``watermark`` and fire every event timer at or before it.
+
+        The new watermark is visible to the callbacks. A watermark that is not greater
+        than the current one changes nothing. Returns how many timers fired.
+        """
+        if watermark <= self._watermark:
+            return 0
+        self._watermark = watermark
+        if self._track:
+            return self._event.fire_until(watermark, self._fire_event_tracked)
+        return self._event.fire_until(watermark, self._on_event)
+
+    def advance_processing_time(self, now: int) -> int:
+        """Fire every processing-time timer at or before ``now``; returns how many fired."""
+        if now > self._processing_time:
+            self._processing_time = now
+        if self._track:
+            return self._processing.fire_until(now, self._fire_processing_tracked)
+        return self._processing.fire_until(now, self._on_processing)
+
+    def next_processing_time(self) -> int | None:
+        """When the earliest processing-time timer is due; the runtime's one wake-up."""
+        return self._processing.peek()
+
+    def next_event_time(self) -> int | None:
+        """The earliest event-time timer, or None."""
+        return self._event.peek()
+
+    # -- registration -------------------------------------------------------------------
+    def register_event_time_timer(self, timestamp: int, key: K, namespace: N) -> None:
+        if self._event.add(timestamp, key, namespace) and self._track:
+            self._index_add(key, (True, timestamp, namespace))
+
+    def delete_event_time_timer(self, timestamp: int, key: K, namespace: N) -> None:
+        if self._event.remove(timestamp, key, namespace) and self._track:
+            self._index_remove(key, (True, timestamp, namespace))
+
+    def register_processing_time_timer(self, timestamp: int, key: K, namespace: N) -> None:
+        if self._processing.add(timestamp, key, namespace) and self._track:
+            self._index_add(key, (False, timestamp, namespace))
+
+    def delete_processing_time_timer(self, timestamp: int, key: K, namespace: N) -> None:
+        if self._processing.remove(timestamp, key, namespace) and self._track:
+            self._index_remove(key, (False, timestamp, namespace))
+
+    def register(self, domain: TimeDomain, timestamp: int, key: K, namespace: N) -> None:
+        if domain is TimeDomain.EVENT_TIME:
+            self.register_event_time_timer(timestamp, key, namespace)
+        else:
+            self.register_processing_time_timer(timestamp, key, namespace)
+
+    def delete(self, domain: TimeDomain, timestamp: int, key: K, namespace: N) -> None:
+        if domain is TimeDomain.EVENT_TIME:
+            self.delete_event_time_timer(timestamp, key, namespace)
+        else:
+            self.delete_processing_time_timer(timestamp, key, namespace)
+
+    # -- metrics ------------------------------------------------------------------------
+    @property
+    def event_timers(self) -> int:
+        """How many event-time timers are queued."""
+        return len(self._event)
+
+    @property
+    def processing_timers(self) -> int:
+        """How many processing-time timers are queued."""
+        return len(self._processing)
+
+    def is_queued(self, domain: TimeDomain, timestamp: int, key: K, namespace: N) -> bool:
+        queue = self._event if domain is TimeDomain.EVENT_TIME else self._processing
+        return (timestamp, key, namespace) in queue
+
+    def timers(self, domain: TimeDomain) -> Iterator[tuple[int, K, N]]:
+        """The queued timers of ``domain`` in firing order."""
+        queue = self._event if domain is TimeDomain.EVENT_TIME else self._processing
+        for ts, key, namespace, _ in queue.entries():
+            yield ts, key, namespace
+
+    # -- snapshots ----------------------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        """All timers and the watermark as plain data (lists, ints; JSON-safe keys).
+
+        Each timer is ``[timestamp, key, namespace, seq]``; ``seq`` keeps the order of
+        timers that share a timestamp across a restore.
+        """
+        return {
+            "watermark": self._watermark,
+            "event": [[ts, k, _plain(ns), s] for ts, k, ns, s in self._event.entries()],
+            "processing": [[ts, k, _plain(ns), s] for ts, k, ns, s in self._processing.entries()],
+        }
+
+    def restore(self, snapshot: dict[str, Any]) -> None:
+        """Replace all timers and the watermark with those of ``snapshot``."""
+        self._watermark = int(snapshot["watermark"])
+        self._restore_queues(snapshot["event"], snapshot["processing"])
+
+    def snapshot_key(self, key: K) -> dict[str, list[list[Any]]]:
+        """The queued timers of one key (needs ``track_keys``), for incremental checkpoints."""
+        event: list[list[Any]] = []
+        processing: list[list[Any]] = []
+        for is_event, ts, namespace in self._index.get(key, ()):
+            queue = self._event if is_event else self._processing
+            target = event if is_event else processing
+            target.append([ts, _plain(namespace), queue.get_seq(ts, key, namespace)])
+        event.sort(key=lambda t: (t[0], t[2]))
+        processing.sort(key=lambda t: (t[0], t[2]))
+        return {"event": event, "processing": processing}
+
+    def restore_keys(
+        self, watermark: int, per_key: Iterable[tuple[K, dict[str, list[list[Any]]]]]
+    ) -> None:
+        """Replace all timers with those of :meth:`snapshot_key` results, and the watermark."""
+        event: list[list[Any]] = []
+        processing: list[list[Any]] = []
+        for key, timers in per_key:
+            event.extend([ts, key, ns, seq] for ts, ns, seq in timers["event"])
+            processing.extend([ts, key, ns, seq] for ts, ns, seq in timers["processing"])
+        self._watermark = watermark
+        self._restore_queues(event, processing)
+
+    def take_dirty_keys(self) -> set[K]:
+        """Keys whose timers changed since the last call (needs ``track_keys``)."""
+        dirty, self._dirty = self._dirty, set()
+        return dirty
+
+    # -- internals ----------------------------------------------------------------------
+    def _restore_queues(self, event: list[list[Any]], processing: list[list[Any]]) -> None:
+        self._event.restore((ts, k, _hashable(ns), s) for ts, k, ns, s in event)
+        self._processing.restore((ts, k, _hashable(ns), s) for ts, k, ns, s in processing)
+        self._index = {}
+        self._dirty = set()
+        if self._track:
+            for is_event, queue in ((True, self._event), (False, self._processing)):
+                for ts, key, namespace, _ in queue.entries():
+                    self._index.setdefault(key, set()).add((is_event, ts, namespace))
+
+    def _index_add(self, key: K, timer: tuple[bool, int, N]) -> None:
+        timers = self._index.get(key)
+        if timers is None:
+            self._index[key] = {timer}
+        else:
+            timers.add(timer)
+        self._dirty.add(key)
+
+    def _index_remove(self, key: K, timer: tuple[bool, int, N]) -> None:
+        timers = self._index.get(key)
+        if timers is not None:
+            timers.discard(timer)
+            if not timers:
+                del self._index[key]
+        self._dirty.add(key)
+
+    def _fire_event_tracked(self, timestamp: int, key: K, namespace: N) -> None:
+        self._index_remove(key, (True, timestamp, namespace))
+        self._on_event(timestamp, key, namespace)
+
+    def _fire_processing_tracked(self, timestamp: int, key: K, namespace: N) -> None:
+        self._index_remove(key, (False, timestamp, namespace))
+        self._on_processing(timestamp, key, namespace)
+
+
+def _plain(namespace: Any) -> Any:
+    """Namespaces are hashable (tuples); snapshots hold them as lists."""
+    if isinstance(namespace, tuple):
+        return [_plain(part) for part in namespace]
+    return namespace
+
+
+def _hashable(namespace: Any) -> Any:
+    if isinstance(namespace, list):
+        return tuple(_hashable(part) for part in namespace)
+    return namespace

@@ -1,0 +1,164 @@
+"""What every operator instance is to the runtime, and what it emits.
+
+An operator instance serves one partition of one pipeline (a partition is the key group:
+semantics.md section 7). It is synchronous and does no I/O: the runtime hands it batches
+of decoded, timestamped records and watermarks, and drains its :class:`Collector` after
+each call to produce what was emitted. That keeps the hot path a plain loop and puts
+batching, backpressure and serialization in one place (the runtime's sinks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol
+
+InputRecord = tuple[str, int, Any, int, Any]
+"""``(key, timestamp, value, position, source)`` as the runtime hands records in.
+
+``position`` is the record's offset in its partition (deterministic output ids are made
+from it); ``source`` is opaque to operators and comes back unchanged in late and failed
+outputs, so the runtime can forward the original Kafka key and value untouched.
+"""
+
+
+class FireKind(StrEnum):
+    """Why a window result was emitted (semantics.md section 5)."""
+
+    EARLY = "early"
+    """Before the watermark passed the window's ``max_ts``."""
+    ON_TIME = "on_time"
+    """The firing when the watermark reached ``max_ts``."""
+    LATE = "late"
+    """After that, caused by an allowed-late record."""
+
+
+@dataclass(slots=True)
+class WindowResult:
+    """One firing of one window of one key."""
+
+    id: str
+    key: str
+    start: int
+    end: int
+    result: Any
+    fire: FireKind
+    seq: int
+    watermark: int
+
+    @property
+    def timestamp(self) -> int:
+        """A window result is timestamped at the window's ``max_ts``."""
+        return self.end - 1
+
+
+@dataclass(slots=True)
+class KeyedOutput:
+    """A value emitted by a keyed process function."""
+
+    id: str
+    key: str
+    timestamp: int | None
+    value: Any
+
+
+@dataclass(slots=True)
+class LateRecord:
+    """A record every window of which was already past its cleanup time."""
+
+    source: Any
+    key: str
+    timestamp: int
+    watermark: int
+
+
+@dataclass(slots=True)
+class FailedRecord:
+    """A record (or timer) that user code or the operator could not process."""
+
+    source: Any
+    key: str | None
+    reason: str
+    detail: str
+
+
+@dataclass(slots=True)
+class Collector:
+    """What an operator emitted since the runtime last drained it.
+
+    The runtime swaps the lists out after each call (``drain``); tests read them.
+    """
+
+    results: list[WindowResult | KeyedOutput] = field(default_factory=list)
+    late: list[LateRecord] = field(default_factory=list)
+    failed: list[FailedRecord] = field(default_factory=list)
+    dropped_late: int = 0
+    """Late records counted and dropped because no late output is configured."""
+
+    def drain(
+        self,
+    ) -> tuple[list[WindowResult | KeyedOutput], list[LateRecord], list[FailedRecord]]:
+        out = (self.results, self.late, self.failed)
+        self.results, self.late, self.failed = [], [], []
+        return out
+
+
+@dataclass(slots=True)
+class OperatorGauges:
+    """Point-in-time numbers the runtime exports per partition (read per batch, not per record)."""
+
+    event_timers: int
+    processing_timers: int
+    windows_open: int
+    keys: int
+
+
+class Operator(Protocol):
+    """One operator instance, owned by one partition task."""
+
+    collector: Collector
+
+    @property
+    def current_watermark(self) -> int:
+        """The last watermark delivered (MIN before the first)."""
+        ...
+
+    def process_batch(self, records: Sequence[InputRecord]) -> None:
+        """Process records in order; emissions go to :attr:`collector`."""
+        ...
+
+    def advance_watermark(self, watermark: int) -> None:
+        """Fire event-time timers up to ``watermark`` (a smaller one changes nothing)."""
+        ...
+
+    def advance_processing_time(self, now: int) -> None:
+        """Fire processing-time timers up to ``now``."""
+        ...
+
+    def next_processing_time(self) -> int | None:
+        """When the runtime must call :meth:`advance_processing_time` next, or None."""
+        ...
+
+    def gauges(self) -> OperatorGauges: ...
+
+    def snapshot(self) -> dict[str, Any]:
+        """The whole state as plain data (JSON-safe: dicts, lists, str, int, float, bool)."""
+        ...
+
+    def restore(self, snapshot: dict[str, Any]) -> None:
+        """Replace the whole state with a :meth:`snapshot`."""
+        ...
+
+    def snapshot_changes(self) -> dict[str, Any]:
+        """State of the keys changed since the last call, as ``{entry: plain data or None}``.
+
+        ``None`` means the entry is gone (a tombstone). Together with
+        :meth:`restore_changes` this is the incremental checkpoint: applying every change
+        ever taken, newest last per entry, rebuilds the state.
+        """
+        ...
+
+    def restore_changes(self, entries: Iterable[tuple[str, Any]]) -> None:
+        """Rebuild the state from the newest value of each entry (tombstones skipped)."""
+        ...
