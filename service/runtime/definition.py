@@ -1,0 +1,83 @@
+"""What the runtime needs to run one pipeline, as plain frozen data.
+
+The API layer validates a pipeline spec (pydantic) and ``build()``s one of these; the
+runtime never sees pydantic, and tests can build definitions directly. Keeping the
+spec's raw JSON beside the built parts lets the runtime report it and decide whether a
+replacement can keep the state (same ``state_fingerprint``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from service.core.time import Clock
+from service.operators.base import Operator
+
+OperatorFactory = Callable[[Clock], Operator]
+"""Builds a fresh operator instance for one partition."""
+
+
+@dataclass(frozen=True, slots=True)
+class TimestampSettings:
+    """Where a record's event time comes from (semantics.md section 2)."""
+
+    source: Literal["field", "kafka"] = "kafka"
+    field: str | None = None
+    format: Literal["epoch_millis", "epoch_seconds", "iso8601"] = "epoch_millis"
+
+
+@dataclass(frozen=True, slots=True)
+class WatermarkSettings:
+    """How each partition's watermark is generated and how they are combined."""
+
+    strategy: Literal["bounded_out_of_orderness", "ascending", "punctuated"] = (
+        "bounded_out_of_orderness"
+    )
+    max_out_of_orderness_ms: int = 0
+    field: str | None = None
+    interval_ms: int = 200
+    """0 = recompute after every record."""
+    idle_timeout_ms: int | None = None
+    idle_advance: bool = False
+    """Let event time follow the wall clock when every partition is idle (issue 10)."""
+    max_drift_ms: int | None = None
+    """Pause partitions whose watermark runs ahead of the combined one by more (issue 10)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SinkSettings:
+    topic: str
+    dead_letter_topic: str
+    late_topic: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineDefinition:
+    """One validated pipeline, ready to run."""
+
+    name: str
+    topics: tuple[str, ...]
+    sink: SinkSettings
+    operator_factory: OperatorFactory
+    key_field: str | None = None
+    """Dotted path into the payload; None = the Kafka record key as UTF-8 text."""
+    timestamp: TimestampSettings = TimestampSettings()
+    watermark: WatermarkSettings = WatermarkSettings()
+    start_from: Literal["earliest", "latest"] = "earliest"
+    bounded: bool = False
+    spec: dict[str, Any] = field(default_factory=dict)
+    """The spec as the user gave it (JSON), for status and the pipeline store."""
+    state_fingerprint: str = ""
+    """Equal fingerprints mean a replaced spec can keep the checkpointed state."""
+
+    @property
+    def group_id(self) -> str:
+        """One consumer group per pipeline; every replica joins it."""
+        return f"clockwork.{self.name}"
+
+    @property
+    def changelog_topic(self) -> str:
+        """Where the pipeline's per-partition state is checkpointed."""
+        return f"clockwork.{self.name}.changelog"
