@@ -1,0 +1,324 @@
+"""Built-in incremental aggregations, compiled once per operator into tight code.
+
+Several named outputs share ONE accumulator per window: a flat list with a few slots
+per aggregation (after ``base`` leading slots the operator keeps for itself, such as
+the firing sequence number). Every slot is plain data, so a snapshot is a list copy:
+count/sum one number, min/max a number or None, avg ``sum, count``, first/last
+``timestamp, value``, count_distinct a dict of JSON-encoded values (never a set),
+collect a list.
+
+Why code generation: the per-record update is the hot path. Dispatching through a
+loop of ``(kind, path)`` pairs costs a call and several branches per aggregation per
+record; instead :meth:`AggregationPlan.fetch_lines` and :meth:`update_lines` emit
+straight-line Python for exactly the configured aggregations, which the operators
+compile into their batch loops. Only the aggregation kinds (a closed enum) shape the
+source; field names and the other constants enter through the namespace, never as text.
+
+Defined behaviour for bad input: a record whose field is missing, or (for sum, min,
+max, avg) whose value is not an int or float (bools are not numbers here), is skipped
+by that aggregation and counted in :attr:`AggregationPlan.invalid`. first/last pick the
+value with the smallest/largest event timestamp (ties: first/last to arrive), so the
+result does not depend on arrival order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+import orjson
+
+from service.core.errors import ConfigError
+from service.core.paths import MISSING, split_path
+
+from .errors import WindowConfigError
+
+
+class AggKind(StrEnum):
+    COUNT = "count"
+    SUM = "sum"
+    MIN = "min"
+    MAX = "max"
+    AVG = "avg"
+    FIRST = "first"
+    LAST = "last"
+    COUNT_DISTINCT = "count_distinct"
+    COLLECT = "collect"
+
+
+_WIDTH = {AggKind.AVG: 2, AggKind.FIRST: 2, AggKind.LAST: 2}
+_NUMERIC = frozenset({AggKind.SUM, AggKind.MIN, AggKind.MAX, AggKind.AVG})
+_INITIAL = {
+    AggKind.COUNT: "0",
+    AggKind.SUM: "0",
+    AggKind.MIN: "None",
+    AggKind.MAX: "None",
+    AggKind.AVG: "0, 0",
+    AggKind.FIRST: "None, None",
+    AggKind.LAST: "None, None",
+    AggKind.COUNT_DISTINCT: "{}",
+    AggKind.COLLECT: "[]",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class AggregationSpec:
+    """One named output: ``name`` is ``kind`` of the dotted ``field`` (None for count)."""
+
+    name: str
+    kind: AggKind
+    field: str | None = None
+
+
+def encode_distinct(value: Any) -> str:
+    """The canonical JSON text of ``value``: distinct values are distinct texts."""
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def parse_aggregations(spec: Mapping[str, Any]) -> list[AggregationSpec]:
+    """``{name: (fn, field)}`` or ``{name: {"fn": ..., "field": ...}}`` to specs."""
+    if not spec:
+        raise WindowConfigError("aggregations must name at least one output")
+    out: list[AggregationSpec] = []
+    for name, item in spec.items():
+        if isinstance(item, Mapping):
+            fn, field = item.get("fn"), item.get("field")
+        elif isinstance(item, tuple | list) and len(item) == 2:
+            fn, field = item
+        else:
+            raise WindowConfigError(f"aggregation {name!r}: expected (fn, field) or {{fn, field}}")
+        try:
+            kind = AggKind(str(fn))
+        except ValueError:
+            raise WindowConfigError(f"aggregation {name!r}: unknown fn {fn!r}") from None
+        if kind is AggKind.COUNT:
+            if field is not None:
+                raise WindowConfigError(f"aggregation {name!r}: count takes no field")
+        else:
+            if field is None:
+                raise WindowConfigError(f"aggregation {name!r}: {kind} needs a field")
+            try:
+                split_path(field)
+            except ConfigError as exc:
+                raise WindowConfigError(f"aggregation {name!r}: {exc}") from None
+        out.append(AggregationSpec(str(name), kind, field))
+    return out
+
+
+class AggregationPlan:
+    """The slot layout and compiled code of a list of aggregations."""
+
+    __slots__ = (
+        "_paths",
+        "add",
+        "base",
+        "check",
+        "fold",
+        "invalid",
+        "namespace",
+        "result",
+        "slots",
+        "specs",
+        "width",
+    )
+
+    def __init__(self, specs: list[AggregationSpec], base: int = 0) -> None:
+        self.specs = tuple(specs)
+        self.base = base
+        self.invalid = [0] * len(specs)
+        """Per aggregation: values skipped (field missing, or not a number)."""
+        slots: list[int] = []
+        position = base
+        for spec in self.specs:
+            slots.append(position)
+            position += _WIDTH.get(spec.kind, 1)
+        self.slots = tuple(slots)
+        self.width = position
+        self._paths: list[tuple[str, ...]] = []
+        for spec in self.specs:
+            if spec.field is not None and split_path(spec.field) not in self._paths:
+                self._paths.append(split_path(spec.field))
+        self.namespace: dict[str, Any] = {
+            "_MISSING": MISSING,
+            "_LOOKUP": (KeyError, TypeError, IndexError),
+            "_type": type,
+            "_int": int,
+            "_float": float,
+            "_enc": encode_distinct,
+            "_bad": self.invalid,
+        }
+        for p, parts in enumerate(self._paths):
+            for i, part in enumerate(parts):
+                self.namespace[f"_P{p}_{i}"] = part
+        self.add: Callable[[list[Any], int, Any], None] = self._compile("add", True, True)
+        """``add(acc, timestamp, value)``: fold one record in, counting invalid values."""
+        self.check: Callable[[Any, int, Any], None] = self._compile("check", True, False)
+        """``check(None, timestamp, value)``: only count invalid values (element lists)."""
+        self.fold: Callable[[list[Any], int, Any], None] = self._compile("fold", False, True)
+        """``fold(acc, timestamp, value)``: :attr:`add` without counting invalid values."""
+        self.result: Callable[[list[Any]], dict[str, Any]] = self._compile_result()
+        """``result(acc)``: the named outputs (fresh containers: the result may be kept)."""
+
+    # -- code generation ----------------------------------------------------------------
+    def initial_source(self, prefix: str = "") -> str:
+        """A list display of a fresh accumulator, after ``prefix`` (the base slots' text)."""
+        parts = [prefix] if prefix else []
+        parts.extend(_INITIAL[spec.kind] for spec in self.specs)
+        return "[" + ", ".join(parts) + "]"
+
+    def fetch_lines(self, value: str, indent: str, count: bool = True) -> list[str]:
+        """Read each field once into ``_v<p>``, classify it, count invalid values."""
+        lines: list[str] = []
+        for p, parts in enumerate(self._paths):
+            access = value + "".join(f"[_P{p}_{i}]" for i in range(len(parts)))
+            lines += [
+                f"{indent}try:",
+                f"{indent}    _v{p} = {access}",
+                f"{indent}except _LOOKUP:",
+                f"{indent}    _v{p} = _MISSING",
+            ]
+            kinds = {s.kind for s in self.specs if s.field and split_path(s.field) == parts}
+            if kinds & _NUMERIC:
+                lines += [
+                    f"{indent}_t{p} = _type(_v{p})",
+                    f"{indent}_n{p} = _t{p} is _int or _t{p} is _float",
+                ]
+            if AggKind.COUNT_DISTINCT in kinds:
+                lines.append(f"{indent}_e{p} = _enc(_v{p}) if _v{p} is not _MISSING else None")
+        for j, spec in enumerate(self.specs):
+            if spec.field is None or not count:
+                continue
+            p = self._paths.index(split_path(spec.field))
+            bad = f"not _n{p}" if spec.kind in _NUMERIC else f"_v{p} is _MISSING"
+            lines += [f"{indent}if {bad}:", f"{indent}    _bad[{j}] += 1"]
+        return lines
+
+    def update_lines(self, acc: str, ts: str, indent: str) -> list[str]:
+        """Fold the fetched values into accumulator ``acc`` (after :meth:`fetch_lines`)."""
+        lines: list[str] = []
+        for spec, i in zip(self.specs, self.slots, strict=True):
+            k = spec.kind
+            if k is AggKind.COUNT:
+                lines.append(f"{indent}{acc}[{i}] += 1")
+                continue
+            p = self._paths.index(split_path(str(spec.field)))
+            v = f"_v{p}"
+            if k in _NUMERIC:
+                lines.append(f"{indent}if _n{p}:")
+            else:
+                lines.append(f"{indent}if {v} is not _MISSING:")
+            body = indent + "    "
+            if k is AggKind.SUM:
+                lines.append(f"{body}{acc}[{i}] += {v}")
+            elif k is AggKind.AVG:
+                lines += [f"{body}{acc}[{i}] += {v}", f"{body}{acc}[{i + 1}] += 1"]
+            elif k in (AggKind.MIN, AggKind.MAX):
+                op = "<" if k is AggKind.MIN else ">"
+                lines += [
+                    f"{body}_x = {acc}[{i}]",
+                    f"{body}if _x is None or {v} {op} _x:",
+                    f"{body}    {acc}[{i}] = {v}",
+                ]
+            elif k in (AggKind.FIRST, AggKind.LAST):
+                op = "<" if k is AggKind.FIRST else ">="
+                lines += [
+                    f"{body}_x = {acc}[{i}]",
+                    f"{body}if _x is None or {ts} {op} _x:",
+                    f"{body}    {acc}[{i}] = {ts}",
+                    f"{body}    {acc}[{i + 1}] = {v}",
+                ]
+            elif k is AggKind.COUNT_DISTINCT:
+                lines.append(f"{body}{acc}[{i}][_e{p}] = None")
+            else:  # COLLECT
+                lines.append(f"{body}{acc}[{i}].append({v})")
+        return lines
+
+    def _compile(self, name: str, count: bool, update: bool) -> Callable[[Any, int, Any], None]:
+        lines = [f"def {name}(acc, ts, value):", "    pass"]
+        lines += self.fetch_lines("value", "    ", count)
+        if update:
+            lines += self.update_lines("acc", "ts", "    ")
+        namespace = dict(self.namespace)
+        exec(compile("\n".join(lines), f"<window-aggregations-{name}>", "exec"), namespace)
+        function: Callable[[Any, int, Any], None] = namespace[name]
+        return function
+
+    # -- accumulators -------------------------------------------------------------------
+    def new(self) -> list[Any]:
+        """A fresh accumulator (with ``base`` leading zeros)."""
+        acc: list[Any] = [0] * self.base
+        for spec in self.specs:
+            k = spec.kind
+            if k is AggKind.COUNT or k is AggKind.SUM:
+                acc.append(0)
+            elif k is AggKind.AVG:
+                acc += [0, 0]
+            elif k is AggKind.FIRST or k is AggKind.LAST:
+                acc += [None, None]
+            elif k is AggKind.COUNT_DISTINCT:
+                acc.append({})
+            elif k is AggKind.COLLECT:
+                acc.append([])
+            else:
+                acc.append(None)
+        return acc
+
+    def merge(self, target: list[Any], source: list[Any]) -> None:
+        """Fold ``source`` into ``target`` (session windows merging)."""
+        for spec, i in zip(self.specs, self.slots, strict=True):
+            k = spec.kind
+            if k in (AggKind.COUNT, AggKind.SUM):
+                target[i] += source[i]
+            elif k is AggKind.AVG:
+                target[i] += source[i]
+                target[i + 1] += source[i + 1]
+            elif k in (AggKind.MIN, AggKind.MAX):
+                a, b = target[i], source[i]
+                if b is not None and (a is None or (b < a if k is AggKind.MIN else b > a)):
+                    target[i] = b
+            elif k in (AggKind.FIRST, AggKind.LAST):
+                a, b = target[i], source[i]
+                if b is not None and (a is None or (b < a if k is AggKind.FIRST else b >= a)):
+                    target[i], target[i + 1] = b, source[i + 1]
+            elif k is AggKind.COUNT_DISTINCT:
+                target[i].update(source[i])
+            else:
+                target[i].extend(source[i])
+
+    def _compile_result(self) -> Callable[[list[Any]], dict[str, Any]]:
+        items: list[str] = []
+        namespace: dict[str, Any] = {"_len": len, "_list": list}
+        for j, (spec, i) in enumerate(zip(self.specs, self.slots, strict=True)):
+            namespace[f"_N{j}"] = spec.name
+            k = spec.kind
+            if k is AggKind.AVG:
+                expr = f"acc[{i}] / acc[{i + 1}] if acc[{i + 1}] else None"
+            elif k in (AggKind.FIRST, AggKind.LAST):
+                expr = f"acc[{i + 1}]"
+            elif k is AggKind.COUNT_DISTINCT:
+                expr = f"_len(acc[{i}])"
+            elif k is AggKind.COLLECT:
+                expr = f"_list(acc[{i}])"
+            else:
+                expr = f"acc[{i}]"
+            items.append(f"_N{j}: ({expr})")
+        source = "def result(acc):\n    return {" + ", ".join(items) + "}"
+        exec(compile(source, "<window-aggregations-result>", "exec"), namespace)
+        function: Callable[[list[Any]], dict[str, Any]] = namespace["result"]
+        return function
+
+    def of_elements(self, elements: list[list[Any]]) -> dict[str, Any]:
+        """The outputs over a window's element list (evictors).
+
+        Invalid values are not counted here: :attr:`check` counted them on arrival.
+        """
+        acc = self.new()
+        fold = self.fold
+        for ts, value in elements:
+            fold(acc, ts, value)
+        return self.result(acc)
+
+    def invalid_counts(self) -> dict[str, int]:
+        return {spec.name: n for spec, n in zip(self.specs, self.invalid, strict=True)}

@@ -1,0 +1,227 @@
+"""What both window operator classes share: time, timers, counters and checkpoints.
+
+Subclasses keep the windows; this class owns the timer service (namespace = window),
+the collector, the counters, and the snapshot envelopes:
+
+- full: ``{"version": 1, "meta": {...}, "timers": TimerService.snapshot(),
+  "keys": {key: per-key state (see keystate.py)}}``
+- incremental: ``{"k" + key: {"state": per-key state or None, "timers": ...} or None,
+  "\\u0000meta": {...}}`` for the keys changed since the last call (needs track_keys).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from service.core.time import MAX_TIMESTAMP, TimeDomain, saturating_add
+from service.core.timers import TimerService
+from service.operators.base import Collector, FireKind, LateRecord, OperatorGauges
+
+from .aggregations import AggregationPlan
+from .assigners import Window, max_timestamp
+from .config import WindowOperatorConfig
+from .counters import WindowCounters
+from .errors import WindowStateError
+from .keystate import KEY_PREFIX, META_ENTRY
+
+SNAPSHOT_VERSION = 1
+
+
+class WindowOperatorBase:
+    """Time, timers, counters and checkpoint envelopes of a window operator."""
+
+    def __init__(self, config: WindowOperatorConfig, plan_base: int) -> None:
+        self.config = config
+        self.collector = Collector()
+        self.counters = WindowCounters()
+        self._pipeline = config.pipeline
+        self._clock = config.clock
+        self._domain = config.time
+        self._event = config.time is TimeDomain.EVENT_TIME
+        self._lateness = config.allowed_lateness_ms
+        self._late_output = config.late_output
+        self._track = config.track_keys
+        self._dirty: set[str] = set()
+        self.plan: AggregationPlan | None = (
+            AggregationPlan(config.aggregation_specs(), plan_base)
+            if config.aggregations is not None
+            else None
+        )
+        self._timers: TimerService[str, Window] = TimerService(
+            self._on_event_time, self._on_processing_time, track_keys=config.track_keys
+        )
+
+    # -- time -------------------------------------------------------------------------
+    @property
+    def current_watermark(self) -> int:
+        return self._timers.current_watermark
+
+    def advance_watermark(self, watermark: int) -> None:
+        self._timers.advance_watermark(watermark)
+
+    def advance_processing_time(self, now: int) -> None:
+        self._timers.advance_processing_time(now)
+
+    def next_processing_time(self) -> int | None:
+        return self._timers.next_processing_time()
+
+    def cleanup_time(self, window: Window) -> int:
+        """When the window's state goes: ``max_ts + allowed_lateness`` (saturating)."""
+        if self._event:
+            return saturating_add(max_timestamp(window), self._lateness)
+        return max_timestamp(window)
+
+    def is_window_late(self, window: Window) -> bool:
+        return self._event and self.cleanup_time(window) <= self._timers.current_watermark
+
+    def register_cleanup_timer(self, key: str, window: Window) -> None:
+        cleanup = self.cleanup_time(window)
+        if cleanup != MAX_TIMESTAMP:
+            self._timers.register(self._domain, cleanup, key, window)
+
+    def delete_cleanup_timer(self, key: str, window: Window) -> None:
+        cleanup = self.cleanup_time(window)
+        if cleanup != MAX_TIMESTAMP:
+            self._timers.delete(self._domain, cleanup, key, window)
+
+    def fire_kind(self, window: Window, timer_domain: TimeDomain | None, timer_ts: int) -> FireKind:
+        """early / on_time / late of a firing (see docs: the time of the firing vs max_ts).
+
+        The time of a firing is the timer's timestamp when a timer of the window's own
+        domain caused it, else the window domain's current time (the watermark, or the
+        clock for processing-time windows). Before ``max_ts``: early; exactly at
+        ``max_ts`` by such a timer: on_time; otherwise late.
+        """
+        max_ts = max_timestamp(window)
+        if timer_domain is self._domain:
+            now = timer_ts
+            if now == max_ts:
+                return FireKind.ON_TIME
+        elif self._event:
+            now = self._timers.current_watermark
+        else:
+            now = self._clock.now_ms()
+        return FireKind.EARLY if now < max_ts else FireKind.LATE
+
+    def late_record(self, key: str, timestamp: int, source: Any) -> None:
+        """Semantics 5: a record every window of which was late."""
+        if self._late_output:
+            self.counters.late_emitted += 1
+            self.collector.late.append(
+                LateRecord(source, key, timestamp, self._timers.current_watermark)
+            )
+        else:
+            self.counters.late_dropped += 1
+            self.collector.dropped_late += 1
+
+    # -- metrics ----------------------------------------------------------------------
+    def gauges(self) -> OperatorGauges:
+        return OperatorGauges(
+            event_timers=self._timers.event_timers,
+            processing_timers=self._timers.processing_timers,
+            windows_open=self.windows_open(),
+            keys=self.key_count(),
+        )
+
+    def stats(self) -> dict[str, Any]:
+        """Cumulative counters and, per aggregation, the values it skipped as invalid."""
+        out: dict[str, Any] = self.counters.as_dict()
+        out["invalid_values"] = self.plan.invalid_counts() if self.plan is not None else {}
+        return out
+
+    # -- snapshots --------------------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "version": SNAPSHOT_VERSION,
+            "meta": self._meta(),
+            "timers": self._timers.snapshot(),
+            "keys": {key: self.encode_key(key) for key in self.state_keys()},
+        }
+
+    def restore(self, snapshot: dict[str, Any]) -> None:
+        if snapshot.get("version") != SNAPSHOT_VERSION:
+            raise WindowStateError(f"unknown window snapshot version {snapshot.get('version')!r}")
+        self._load_meta(snapshot["meta"])
+        self._timers.restore(snapshot["timers"])
+        self.load_keys(snapshot["keys"].items())
+        self._dirty.clear()
+
+    def snapshot_changes(self) -> dict[str, Any]:
+        if not self._track:
+            raise WindowStateError("snapshot_changes needs the operator built with track_keys")
+        keys = self._dirty | self._timers.take_dirty_keys()
+        self._dirty.clear()  # in place: the fast path's generated loop holds this set
+        changes: dict[str, Any] = {}
+        for key in keys:
+            state = self.encode_key(key) if self.has_key_state(key) else None
+            timers = self._timers.snapshot_key(key)
+            if state is None and not timers["event"] and not timers["processing"]:
+                changes[KEY_PREFIX + key] = None
+            else:
+                changes[KEY_PREFIX + key] = {"state": state, "timers": timers}
+        changes[META_ENTRY] = self._meta()
+        return changes
+
+    def restore_changes(self, entries: Iterable[tuple[str, Any]]) -> None:
+        newest: dict[str, Any] = {}
+        for name, value in entries:
+            newest[name] = value
+        meta = newest.pop(META_ENTRY, None)
+        if meta is not None:
+            self._load_meta(meta)
+        watermark = int(meta["watermark"]) if meta is not None else self.current_watermark
+        states: list[tuple[str, Any]] = []
+        timers: list[tuple[str, Any]] = []
+        for name, value in newest.items():
+            if value is None:
+                continue
+            if not name.startswith(KEY_PREFIX):
+                raise WindowStateError(f"unknown checkpoint entry {name!r}")
+            key = name[len(KEY_PREFIX) :]
+            if value["state"] is not None:
+                states.append((key, value["state"]))
+            timers.append((key, value["timers"]))
+        self._timers.restore_keys(watermark, timers)
+        self.load_keys(states)
+        self._dirty.clear()
+
+    def _meta(self) -> dict[str, Any]:
+        return {
+            "watermark": self._timers.current_watermark,
+            "counters": self.counters.as_dict(),
+            "invalid": list(self.plan.invalid) if self.plan is not None else [],
+        }
+
+    def _load_meta(self, meta: dict[str, Any]) -> None:
+        self.counters.load(meta.get("counters", {}))
+        if self.plan is not None:
+            invalid = [int(n) for n in meta.get("invalid", [])]
+            if len(invalid) == len(self.plan.invalid):
+                self.plan.invalid[:] = invalid
+
+    # -- what subclasses provide ------------------------------------------------------
+    def _on_event_time(self, timestamp: int, key: str, window: Window) -> None:
+        raise NotImplementedError
+
+    def _on_processing_time(self, timestamp: int, key: str, window: Window) -> None:
+        raise NotImplementedError
+
+    def windows_open(self) -> int:
+        raise NotImplementedError
+
+    def key_count(self) -> int:
+        raise NotImplementedError
+
+    def state_keys(self) -> Iterator[str]:
+        raise NotImplementedError
+
+    def has_key_state(self, key: str) -> bool:
+        raise NotImplementedError
+
+    def encode_key(self, key: str) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def load_keys(self, items: Iterable[tuple[str, dict[str, Any]]]) -> None:
+        """Replace all window state with these keys' states."""
+        raise NotImplementedError

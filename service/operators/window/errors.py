@@ -1,0 +1,18 @@
+"""The window operator's errors, as types.
+
+Configuration problems are found once, when the operator is built, and are
+:class:`WindowConfigError` (a :class:`~service.core.errors.ConfigError`, hence a
+``ValueError``), so a spec validator can turn them into a 422.
+"""
+
+from __future__ import annotations
+
+from service.core.errors import ConfigError
+
+
+class WindowConfigError(ConfigError):
+    """A window operator (assigner, trigger, evictor, aggregation) was misconfigured."""
+
+
+class WindowStateError(RuntimeError):
+    """The operator's state broke an invariant (a bug, or a corrupt snapshot)."""

@@ -1,0 +1,258 @@
+"""The fast path: tumbling or sliding event-time windows, default trigger, aggregations.
+
+This is the common configuration, and for it the per-record work is: compute the
+window start, one dictionary lookup of ``(key, start)``, and the accumulator update,
+inlined. The batch loop is generated once per operator (see aggregations.py for why
+and how the generated code is kept safe). Everything that is not the plain case -- a
+window already at or past its ``max_ts`` (allowed-late or late records) -- leaves the
+loop for :meth:`FastWindowOperator._slow_record`, which applies semantics.md
+section 5 rule by rule.
+
+Why timers are registered once per window instead of per record: the default trigger
+registers ``max_ts`` on every element of a window whose ``max_ts`` is after the
+watermark, and the cleanup timer is registered on every element; registration is
+deduplicated and neither timer can fire or be deleted while the window is open and
+``max_ts > W``, so registering both when the window is created is the same queue.
+
+State: ``{(key, start): [seq, *accumulator slots]}``, plus per key the starts of its
+windows (kept on window open/close only) for per-key snapshots and the key gauge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+from service.core.time import MAX_TIMESTAMP
+from service.operators.base import FireKind, InputRecord, WindowResult
+
+from .aggregations import AggregationPlan
+from .assigners import SlidingAssigner, TumblingAssigner, Window
+from .common import WindowOperatorBase
+from .config import WindowOperatorConfig
+from .errors import WindowConfigError, WindowStateError
+from .keystate import copy_contents
+from .triggers import EventTimeTrigger
+
+
+def supports(config: WindowOperatorConfig) -> bool:
+    """Whether :class:`FastWindowOperator` implements ``config`` exactly."""
+    return (
+        isinstance(config.assigner, TumblingAssigner | SlidingAssigner)
+        and config.time.value == "event"
+        and (config.trigger is None or isinstance(config.trigger, EventTimeTrigger))
+        and config.evictor is None
+        and config.function is None
+        and config.aggregations is not None
+    )
+
+
+class FastWindowOperator(WindowOperatorBase):
+    """Non-merging time windows + default event-time trigger + built-in aggregations."""
+
+    process_batch: Callable[[Sequence[InputRecord]], None]
+
+    def __init__(self, config: WindowOperatorConfig) -> None:
+        if not supports(config):
+            raise WindowConfigError("the fast window operator does not support this config")
+        super().__init__(config, plan_base=1)
+        assigner = config.assigner
+        if isinstance(assigner, TumblingAssigner):
+            self._size, self._slide, self._offset = assigner.size, assigner.size, assigner.offset
+        elif isinstance(assigner, SlidingAssigner):
+            self._size, self._slide, self._offset = assigner.size, assigner.slide, assigner.offset
+        self._assigner = assigner
+        self._windows: dict[tuple[str, int], list[Any]] = {}
+        self._starts: dict[str, set[int]] = {}
+        self.process_batch = self._compile_batch()
+
+    def _plan(self) -> AggregationPlan:
+        if self.plan is None:
+            raise WindowStateError("fast window operator without aggregations")
+        return self.plan
+
+    # -- the generated loop -----------------------------------------------------------
+    def _compile_batch(self) -> Callable[[Sequence[InputRecord]], None]:
+        plan = self._plan()
+        tumbling = self._size == self._slide
+        lines = [
+            "def process_batch(records):",
+            "    windows = _op._windows",
+            "    fresh_from = _timers.current_watermark - _SIZE + 2",
+            "    _counters.records += len(records)",
+            "    for key, ts, value, _position, source in records:",
+        ]
+        body = "        "
+        if tumbling:
+            lines += [
+                f"{body}start = ts - (ts - _OFFSET) % _SIZE",
+                f"{body}if start < fresh_from:",
+                f"{body}    _slow(key, ts, value, source)",
+                f"{body}    continue",
+                f"{body}acc = windows.get((key, start))",
+                f"{body}if acc is None:",
+                f"{body}    acc = windows[(key, start)] = {plan.initial_source('0')}",
+                f"{body}    _opened(key, start)",
+            ]
+            lines += plan.fetch_lines("value", body)
+            lines += plan.update_lines("acc", "ts", body)
+        else:
+            lines += [
+                f"{body}start = ts - (ts - _OFFSET) % _SLIDE",
+                f"{body}if start - ((start - ts + _SIZE - 1) // _SLIDE) * _SLIDE < fresh_from:",
+                f"{body}    _slow(key, ts, value, source)",
+                f"{body}    continue",
+            ]
+            lines += plan.fetch_lines("value", body)
+            inner = body + "    "
+            lines += [
+                f"{body}low = ts - _SIZE",
+                f"{body}while start > low:",
+                f"{inner}acc = windows.get((key, start))",
+                f"{inner}if acc is None:",
+                f"{inner}    acc = windows[(key, start)] = {plan.initial_source('0')}",
+                f"{inner}    _opened(key, start)",
+            ]
+            lines += plan.update_lines("acc", "ts", inner)
+            lines.append(f"{inner}start -= _SLIDE")
+        if self._track:
+            lines.append(f"{body}_dirty_add(key)")
+        namespace = dict(plan.namespace)
+        namespace.update(
+            _op=self,
+            _timers=self._timers,
+            _counters=self.counters,
+            _SIZE=self._size,
+            _SLIDE=self._slide,
+            _OFFSET=self._offset,
+            _slow=self._slow_record,
+            _opened=self._opened,
+            _dirty_add=self._dirty.add,
+        )
+        exec(compile("\n".join(lines), "<fast-window-batch>", "exec"), namespace)
+        batch: Callable[[Sequence[InputRecord]], None] = namespace["process_batch"]
+        return batch
+
+    # -- per window -------------------------------------------------------------------
+    def _opened(self, key: str, start: int) -> None:
+        """A fresh window (``max_ts > W``): the trigger's timer, then the cleanup timer."""
+        window = (start, start + self._size)
+        max_ts = window[1] - 1
+        self._timers.register_event_time_timer(max_ts, key, window)
+        cleanup = self.cleanup_time(window)
+        if cleanup != max_ts and cleanup != MAX_TIMESTAMP:
+            self._timers.register_event_time_timer(cleanup, key, window)
+        starts = self._starts.get(key)
+        if starts is None:
+            self._starts[key] = {start}
+        else:
+            starts.add(start)
+
+    def _slow_record(self, key: str, timestamp: int, value: Any, source: Any) -> None:
+        """A record with a window at or past ``max_ts``: semantics 5 step by step."""
+        plan = self._plan()
+        watermark = self._timers.current_watermark
+        windows = self._windows
+        skipped = True
+        for window in self._assigner.assign(timestamp):
+            if self.cleanup_time(window) <= watermark:
+                continue
+            skipped = False
+            start = window[0]
+            acc = windows.get((key, start))
+            if acc is None:
+                acc = windows[(key, start)] = plan.new()
+                starts = self._starts.get(key)
+                if starts is None:
+                    self._starts[key] = {start}
+                else:
+                    starts.add(start)
+            plan.fold(acc, timestamp, value)
+            max_ts = window[1] - 1
+            if max_ts <= watermark:  # the default trigger: an allowed-late record fires
+                self._emit(key, window, acc, self.fire_kind(window, None, 0))
+            else:
+                self._timers.register_event_time_timer(max_ts, key, window)
+            self.register_cleanup_timer(key, window)
+        if skipped:
+            if timestamp + self._lateness <= watermark:
+                self.late_record(key, timestamp, source)
+        else:
+            plan.check(None, timestamp, value)
+        if self._track:
+            self._dirty.add(key)
+
+    def _emit(self, key: str, window: Window, acc: list[Any], kind: FireKind) -> None:
+        seq = acc[0]
+        acc[0] = seq + 1
+        start, end = window
+        self.counters.count_firing(kind)
+        self.collector.results.append(
+            WindowResult(
+                f"{self._pipeline}|{key}|{start}|{end}",
+                key,
+                start,
+                end,
+                self._plan().result(acc),
+                kind,
+                seq,
+                self._timers.current_watermark,
+            )
+        )
+
+    def _on_event_time(self, timestamp: int, key: str, window: Window) -> None:
+        start, end = window
+        max_ts = end - 1
+        acc = self._windows.get((key, start))
+        if timestamp == max_ts and acc is not None:
+            self._emit(key, window, acc, FireKind.ON_TIME)
+        if timestamp == self.cleanup_time(window):
+            self._timers.delete_event_time_timer(max_ts, key, window)  # the trigger's clear
+            if acc is not None:
+                del self._windows[(key, start)]
+                starts = self._starts[key]
+                starts.discard(start)
+                if not starts:
+                    del self._starts[key]
+        if self._track:
+            self._dirty.add(key)
+
+    def _on_processing_time(self, timestamp: int, key: str, window: Window) -> None:
+        return None  # the fast path registers no processing-time timers
+
+    # -- state ------------------------------------------------------------------------
+    def windows_open(self) -> int:
+        return len(self._windows)
+
+    def key_count(self) -> int:
+        return len(self._starts)
+
+    def state_keys(self) -> Iterator[str]:
+        return iter(list(self._starts))
+
+    def has_key_state(self, key: str) -> bool:
+        return key in self._starts
+
+    def encode_key(self, key: str) -> dict[str, Any]:
+        size = self._size
+        contents: list[list[Any]] = []
+        seqs: list[list[int]] = []
+        for start in sorted(self._starts.get(key, ())):
+            acc = self._windows[(key, start)]
+            contents.append([start, start + size, copy_contents(acc[1:])])
+            if acc[0]:
+                seqs.append([start, start + size, acc[0]])
+        return {"contents": contents, "trigger": [], "seqs": seqs, "merging": None}
+
+    def load_keys(self, items: Iterable[tuple[str, dict[str, Any]]]) -> None:
+        self._windows.clear()  # cleared in place: the generated loop holds these dicts
+        self._starts.clear()
+        for key, data in items:
+            seqs = {(int(s), int(e)): int(n) for s, e, n in data["seqs"]}
+            for start, end, contents in data["contents"]:
+                window = (int(start), int(end))
+                if window[1] - window[0] != self._size:
+                    raise WindowStateError(f"snapshot window {window} does not fit this operator")
+                acc = [seqs.get(window, 0), *copy_contents(contents)]
+                self._windows[(key, window[0])] = acc
+                self._starts.setdefault(key, set()).add(window[0])

@@ -1,0 +1,330 @@
+"""The general window operator: every assigner, trigger, evictor and function.
+
+It follows Flink's ``WindowOperator`` / ``EvictingWindowOperator`` step by step
+(semantics.md section 5): per record and assigned window, skip late windows, add to
+the window's contents, ask the trigger, FIRE/PURGE, register the cleanup timer; late
+records are those skipped by every window with ``ts + allowed_lateness <= W``. Merging
+assigners go through the key's merging-window set; a merged window's trigger state and
+timers are rebuilt by ``Trigger.on_merge`` and the covered windows' are cleared.
+
+Deviation from Flink, on purpose: a new session window equal to an existing window
+keeps the existing state window (Flink's ``MergingWindowSet`` would remap it to itself).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+from service.core.time import TimeDomain
+from service.operators.base import FailedRecord, FireKind, InputRecord, WindowResult
+
+from .assigners import SessionAssigner, Window, max_timestamp
+from .common import WindowOperatorBase
+from .config import WindowOperatorConfig
+from .errors import WindowStateError
+from .functions import FUNCTION_ERROR
+from .keystate import KeyState, decode_key_state, encode_key_state
+from .merging import add_window, retire_window
+
+_merge_windows = SessionAssigner.merge_windows
+
+
+class _Context:
+    """The trigger context, reused: the operator points it at a key and window."""
+
+    __slots__ = ("_op", "key", "merged", "state", "window")
+
+    def __init__(self, op: GeneralWindowOperator) -> None:
+        self._op = op
+        self.key = ""
+        self.window: Window = (0, 0)
+        self.state = KeyState(False)
+        self.merged: list[Window] = []
+
+    @property
+    def current_watermark(self) -> int:
+        return self._op._timers.current_watermark
+
+    @property
+    def current_processing_time(self) -> int:
+        return self._op._clock.now_ms()
+
+    def register_event_time_timer(self, timestamp: int) -> None:
+        self._op._timers.register_event_time_timer(timestamp, self.key, self.window)
+
+    def delete_event_time_timer(self, timestamp: int) -> None:
+        self._op._timers.delete_event_time_timer(timestamp, self.key, self.window)
+
+    def register_processing_time_timer(self, timestamp: int) -> None:
+        self._op._timers.register_processing_time_timer(timestamp, self.key, self.window)
+
+    def delete_processing_time_timer(self, timestamp: int) -> None:
+        self._op._timers.delete_processing_time_timer(timestamp, self.key, self.window)
+
+    def get_state(self, name: str) -> Any:
+        values = self.state.trigger.get(self.window)
+        return None if values is None else values.get(name)
+
+    def set_state(self, name: str, value: Any) -> None:
+        triggers = self.state.trigger
+        if value is None:
+            values = triggers.get(self.window)
+            if values is not None:
+                values.pop(name, None)
+                if not values:
+                    del triggers[self.window]
+        else:
+            triggers.setdefault(self.window, {})[name] = value
+
+    def merge_state(self, name: str, combine: Callable[[Any, Any], Any]) -> None:
+        merged = self.get_state(name)
+        for window in self.merged:
+            values = self.state.trigger.get(window)
+            value = None if values is None else values.get(name)
+            if value is not None:
+                merged = value if merged is None else combine(merged, value)
+        self.set_state(name, merged)
+
+
+class GeneralWindowOperator(WindowOperatorBase):
+    """A keyed window operator for any configuration (see module docstring)."""
+
+    def __init__(self, config: WindowOperatorConfig) -> None:
+        super().__init__(config, plan_base=0)
+        self._assigner = config.assigner
+        self._merging = isinstance(config.assigner, SessionAssigner)
+        self._trigger = config.effective_trigger()
+        self._evictor = config.evictor
+        self._evict_after = config.evict_after
+        self._function = config.function
+        self._elements = config.keeps_elements
+        self._keys: dict[str, KeyState] = {}
+        self._open = 0
+        self._ctx = _Context(self)
+
+    # -- records ----------------------------------------------------------------------
+    def process_batch(self, records: Sequence[InputRecord]) -> None:
+        self.counters.records += len(records)
+        process = self._process
+        for key, timestamp, value, _position, source in records:
+            process(key, timestamp, value, source)
+
+    def _process(self, key: str, timestamp: int, value: Any, source: Any) -> None:
+        assigned = self._assigner.assign(timestamp if self._event else self._clock.now_ms())
+        state = self._state(key)
+        ctx = self._ctx
+        skipped = True
+        for window in assigned:
+            if state.merging is not None:
+                ctx.key, ctx.state = key, state
+                actual = add_window(state.merging, window, _merge_windows, self._merge)
+                if self.is_window_late(actual):
+                    self._drop_contents(state, retire_window(state.merging, actual))
+                    continue
+                state_window = state.merging[actual]
+            else:
+                if self.is_window_late(window):
+                    continue
+                actual = state_window = window
+            skipped = False
+            self._add(state, state_window, timestamp, value)
+            ctx.key, ctx.state, ctx.window = key, state, actual
+            result = self._trigger.on_element(timestamp, actual, ctx)
+            if result.is_fire:
+                self._emit(key, state, actual, state_window, self.fire_kind(actual, None, 0))
+            if result.is_purge:
+                self._drop_contents(state, state_window)
+            self.register_cleanup_timer(key, actual)
+        if skipped and self._event and timestamp + self._lateness <= self._timers.current_watermark:
+            self.late_record(key, timestamp, source)
+        self._done(key, state)
+
+    def _add(self, state: KeyState, window: Window, timestamp: int, value: Any) -> None:
+        contents = state.contents.get(window)
+        plan = self.plan
+        if self._elements:
+            if plan is not None:
+                plan.check(None, timestamp, value)
+            if contents is None:
+                state.contents[window] = [[timestamp, value]]
+                self._open += 1
+            else:
+                contents.append([timestamp, value])
+            return
+        if plan is None:
+            raise WindowStateError("an accumulating window operator without aggregations")
+        if contents is None:
+            contents = state.contents[window] = plan.new()
+            self._open += 1
+        plan.add(contents, timestamp, value)
+
+    def _drop_contents(self, state: KeyState, window: Window) -> None:
+        if state.contents.pop(window, None) is not None:
+            self._open -= 1
+
+    def _state(self, key: str) -> KeyState:
+        state = self._keys.get(key)
+        if state is None:
+            state = self._keys[key] = KeyState(self._merging)
+        return state
+
+    def _done(self, key: str, state: KeyState) -> None:
+        if self._track:
+            self._dirty.add(key)
+        if state.is_empty():
+            self._keys.pop(key, None)
+
+    # -- merging ----------------------------------------------------------------------
+    def _merge(
+        self, merged: Window, covered: list[Window], state_window: Window, folded: list[Window]
+    ) -> None:
+        """Flink's merge callback: trigger on_merge, clear covered windows, fold contents."""
+        if self._event and max_timestamp(merged) + self._lateness <= self._timers.current_watermark:
+            raise WindowStateError(
+                f"merging made window {merged} late (watermark {self._timers.current_watermark})"
+            )
+        ctx = self._ctx
+        state = ctx.state
+        ctx.window, ctx.merged = merged, covered
+        self._trigger.on_merge(merged, ctx)
+        ctx.merged = []
+        for window in covered:
+            ctx.window = window
+            self._trigger.clear(window, ctx)
+            state.trigger.pop(window, None)
+            state.seqs.pop(window, None)
+            self.delete_cleanup_timer(ctx.key, window)
+        target = state.contents.get(state_window)
+        for window in folded:
+            source = state.contents.pop(window, None)
+            if source is None:
+                continue
+            self._open -= 1
+            if target is None:
+                target = state.contents[state_window] = source
+                self._open += 1
+            elif self._elements:
+                target.extend(source)
+            elif self.plan is not None:
+                self.plan.merge(target, source)
+
+    # -- firing -----------------------------------------------------------------------
+    def _emit(
+        self, key: str, state: KeyState, window: Window, state_window: Window, kind: FireKind
+    ) -> None:
+        contents = state.contents.get(state_window)
+        if contents is None:
+            return
+        if self._elements:
+            result, ok = self._evaluate(key, window, contents)
+            if not contents:
+                self._drop_contents(state, state_window)
+            if not ok:
+                return
+        elif self.plan is not None:
+            result = self.plan.result(contents)
+        seq = state.seqs.get(window, 0)
+        state.seqs[window] = seq + 1
+        start, end = window
+        self.counters.count_firing(kind)
+        self.collector.results.append(
+            WindowResult(
+                f"{self._pipeline}|{key}|{start}|{end}",
+                key,
+                start,
+                end,
+                result,
+                kind,
+                seq,
+                self._timers.current_watermark,
+            )
+        )
+
+    def _evaluate(self, key: str, window: Window, elements: list[Any]) -> tuple[Any, bool]:
+        """Evict, apply the function to the elements, evict; the list is edited in place."""
+        evictor = self._evictor
+        if evictor is not None and not self._evict_after:
+            evictor.evict(elements)
+        ok = True
+        result: Any = None
+        if self._function is not None:
+            try:
+                result = self._function(key, window, [element[1] for element in elements])
+            except Exception as exc:  # user code: reported, never fatal to the partition
+                ok = False
+                self.counters.function_errors += 1
+                self.collector.failed.append(
+                    FailedRecord(None, key, FUNCTION_ERROR, f"window {list(window)}: {exc!r}")
+                )
+        elif self.plan is not None:
+            result = self.plan.of_elements(elements)
+        if evictor is not None and self._evict_after:
+            evictor.evict(elements)
+        return result, ok
+
+    def _on_event_time(self, timestamp: int, key: str, window: Window) -> None:
+        self._on_timer(TimeDomain.EVENT_TIME, timestamp, key, window)
+
+    def _on_processing_time(self, timestamp: int, key: str, window: Window) -> None:
+        self._on_timer(TimeDomain.PROCESSING_TIME, timestamp, key, window)
+
+    def _on_timer(self, domain: TimeDomain, timestamp: int, key: str, window: Window) -> None:
+        state = self._state(key)
+        if state.merging is not None:
+            found = state.merging.get(window)
+            if found is None:  # a timer of a window already merged away or cleared
+                self._done(key, state)
+                return
+            state_window = found
+        else:
+            state_window = window
+        ctx = self._ctx
+        ctx.key, ctx.state, ctx.window = key, state, window
+        if domain is TimeDomain.EVENT_TIME:
+            result = self._trigger.on_event_time(timestamp, window, ctx)
+        else:
+            result = self._trigger.on_processing_time(timestamp, window, ctx)
+        if result.is_fire:
+            self._emit(key, state, window, state_window, self.fire_kind(window, domain, timestamp))
+        if result.is_purge:
+            self._drop_contents(state, state_window)
+        if domain is self._domain and timestamp == self.cleanup_time(window):
+            self._clear_all(key, state, window, state_window)
+        self._done(key, state)
+
+    def _clear_all(self, key: str, state: KeyState, window: Window, state_window: Window) -> None:
+        self._drop_contents(state, state_window)
+        ctx = self._ctx
+        ctx.key, ctx.state, ctx.window = key, state, window
+        self._trigger.clear(window, ctx)
+        state.trigger.pop(window, None)
+        state.seqs.pop(window, None)
+        if state.merging is not None:
+            retire_window(state.merging, window)
+
+    # -- state ------------------------------------------------------------------------
+    def windows_open(self) -> int:
+        """Windows holding contents (a purged window is not open until its next element)."""
+        return self._open
+
+    def key_count(self) -> int:
+        return len(self._keys)
+
+    def state_keys(self) -> Iterator[str]:
+        return iter(list(self._keys))
+
+    def has_key_state(self, key: str) -> bool:
+        return key in self._keys
+
+    def encode_key(self, key: str) -> dict[str, Any]:
+        return encode_key_state(self._keys[key])
+
+    def load_keys(self, items: Iterable[tuple[str, dict[str, Any]]]) -> None:
+        self._keys = {}
+        self._open = 0
+        for key, data in items:
+            state = decode_key_state(data, self._merging)
+            if not state.is_empty():
+                self._keys[key] = state
+                self._open += len(state.contents)
