@@ -1,0 +1,149 @@
+"""A validated spec -> the runtime's :class:`PipelineDefinition` (plain data, no pydantic).
+
+Also decides what a replacement may keep: :func:`state_fingerprint` hashes exactly the
+parts of a spec that shape the checkpointed state (source topics: the partitions state
+is keyed by; key; timestamp and watermark strategy: what event time means; operator:
+what the state *is*). Interval, idleness, drift, sink topics and ``bounded`` only change
+how the pipeline runs, so a replacement that changes only those keeps its state.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from service.api.spec import KeyedProcessOperator, PipelineSpec, WindowOperator
+from service.core.errors import ConfigError
+from service.core.time import Clock, SystemClock
+from service.operators.base import Operator
+from service.operators.process import ProcessFunctionError, build_process_operator
+from service.operators.udf import UdfError, load_user_object
+from service.operators.window import WindowFunction, build_window_operator
+from service.runtime.definition import (
+    OperatorFactory,
+    PipelineDefinition,
+    SinkSettings,
+    TimestampSettings,
+    WatermarkSettings,
+)
+
+__all__ = ["BuildError", "build_definition", "state_fingerprint"]
+
+
+class BuildError(ValueError):
+    """A valid-looking spec whose operator cannot be built here (e.g. a user function
+    that does not import, or is not the right kind of class)."""
+
+    def __init__(self, loc: tuple[str | int, ...], msg: str) -> None:
+        self.loc = loc
+        self.msg = msg
+        super().__init__(f"{'.'.join(map(str, loc))}: {msg}")
+
+
+def state_fingerprint(spec: PipelineSpec) -> str:
+    """Equal for two specs whose checkpointed state is interchangeable."""
+    shaping: dict[str, Any] = {
+        "topics": sorted(spec.source.topics),
+        "key": spec.key.field if spec.key is not None else None,
+        "timestamp": spec.timestamp.model_dump(mode="json"),
+        "watermark": {"strategy": spec.watermark.strategy, "field": spec.watermark.field},
+        "operator": spec.operator.model_dump(mode="json"),
+    }
+    canonical = json.dumps(shaping, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+
+
+def build_definition(spec: PipelineSpec, allowed_modules: Sequence[str]) -> PipelineDefinition:
+    """The runtime's definition of ``spec``.
+
+    Builds one operator instance up front, so a function that cannot be loaded is a
+    :class:`BuildError` now (a 422) rather than a failed pipeline later.
+    """
+    factory = _operator_factory(spec, tuple(allowed_modules))
+    try:
+        factory(SystemClock())
+    except (ConfigError, ProcessFunctionError, UdfError, TypeError, ValueError) as exc:
+        loc: tuple[str | int, ...] = ("operator",)
+        if isinstance(exc, UdfError):
+            loc = ("operator", "function")
+        raise BuildError(loc, str(exc)) from exc
+    ts = spec.timestamp
+    wm = spec.watermark
+    return PipelineDefinition(
+        name=spec.name,
+        topics=tuple(spec.source.topics),
+        sink=SinkSettings(
+            topic=spec.sink.topic,
+            dead_letter_topic=spec.sink.dead_letter_topic or f"{spec.sink.topic}.dlq",
+            late_topic=spec.sink.late_topic,
+        ),
+        operator_factory=factory,
+        key_field=spec.key.field if spec.key is not None else None,
+        timestamp=(
+            TimestampSettings(source="kafka")
+            if ts.source == "kafka"
+            else TimestampSettings(source="field", field=ts.field, format=ts.format)
+        ),
+        watermark=WatermarkSettings(
+            strategy=wm.strategy,
+            max_out_of_orderness_ms=wm.max_out_of_orderness_ms,
+            field=wm.field,
+            interval_ms=wm.interval_ms,
+            idle_timeout_ms=wm.idle_timeout_ms,
+            idle_advance=wm.idle_advance,
+            max_drift_ms=wm.max_drift_ms,
+        ),
+        start_from=spec.source.start_from,
+        bounded=spec.source.bounded,
+        spec=spec.to_json(),
+        state_fingerprint=state_fingerprint(spec),
+    )
+
+
+def _operator_factory(spec: PipelineSpec, allowed: tuple[str, ...]) -> OperatorFactory:
+    op = spec.operator
+    name = spec.name
+    if isinstance(op, KeyedProcessOperator):
+        ref, params = op.function, dict(op.params)
+
+        def process_factory(clock: Clock) -> Operator:
+            return build_process_operator(name, ref, params, clock, allowed)
+
+        return process_factory
+    if isinstance(op, WindowOperator):
+        operator_json = op.model_dump(mode="json", exclude_none=True)
+        late_output = spec.sink.late_topic is not None
+        function = _window_function(op.function, allowed) if op.function is not None else None
+
+        def window_factory(clock: Clock) -> Operator:
+            # track_keys: the runtime checkpoints incrementally (snapshot_changes).
+            return build_window_operator(
+                name, operator_json, clock, late_output, function=function, track_keys=True
+            )
+
+        return window_factory
+    raise TypeError(f"unknown operator {type(op).__name__}")  # pragma: no cover
+
+
+def _window_function(ref: str, allowed: tuple[str, ...]) -> WindowFunction:
+    """Load ``package.module:Name``: a callable ``(key, window, values)``, or a class
+    whose no-argument instance is one."""
+    try:
+        obj = load_user_object(ref, allowed)
+        if isinstance(obj, type):
+            obj = obj()
+    except UdfError as exc:
+        raise BuildError(("operator", "function"), str(exc)) from exc
+    except Exception as exc:  # a user class's constructor may raise anything
+        raise BuildError(
+            ("operator", "function"), f"creating {ref!r} failed: {type(exc).__name__}: {exc}"
+        ) from exc
+    if not callable(obj):
+        raise BuildError(
+            ("operator", "function"),
+            f"{ref!r} is {type(obj).__name__}, not a callable (key, window, values)",
+        )
+    function: WindowFunction = obj
+    return function

@@ -1,0 +1,266 @@
+"""The pipelines of the service: REST operations on one side, the local runtime on the other.
+
+Writes go through the :class:`~service.api.store.PipelineStore` (so every replica sees
+them); :meth:`PipelineRegistry.on_change` is the store's change handler and is the only
+place that starts, replaces, pauses or stops pipelines in the local runtime. So a
+replica runs exactly what the store says, whichever replica took the request.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from pydantic import ValidationError
+
+from service.api.build import BuildError, build_definition
+from service.api.spec import PipelineSpec, validate_spec
+from service.api.store import PipelineStore, StoredPipeline
+from service.runtime.changelog import reset_state as reset_checkpointed_state
+from service.runtime.definition import PipelineDefinition
+from service.runtime.manager import Runtime, UnknownPipeline
+from service.settings import Settings
+
+__all__ = [
+    "PipelineExists",
+    "PipelineNotFound",
+    "PipelineRegistry",
+    "SpecInvalid",
+    "StateIncompatible",
+]
+
+logger = logging.getLogger(__name__)
+
+
+class PipelineNotFound(LookupError):
+    """No pipeline of that name in the store."""
+
+
+class PipelineExists(Exception):
+    """A pipeline of that name is already in the store."""
+
+
+class StateIncompatible(Exception):
+    """The replacement changes what the state is; it needs ``reset_state=true``."""
+
+
+class SpecInvalid(ValueError):
+    """Every problem of a spec, FastAPI-style: ``[{"loc", "msg", "type", "input"}]``."""
+
+    def __init__(self, errors: list[dict[str, Any]]) -> None:
+        self.errors = errors
+        super().__init__(f"{len(errors)} problem(s) in the pipeline spec")
+
+
+class PipelineRegistry:
+    """Create, replace, delete, pause and resume pipelines; answer what runs here."""
+
+    def __init__(self, store: PipelineStore, runtime: Runtime, settings: Settings) -> None:
+        self._store = store
+        self._runtime = runtime
+        self._settings = settings
+        self._timeout_s = settings.store_apply_timeout_ms / 1000
+        self._running: set[str] = set()
+        self._resetting: set[str] = set()
+        """Replacements with reset_state=true this replica wrote and has not applied yet:
+        the writer alone resets the checkpointed state (see :meth:`on_change`)."""
+        self._local_errors: dict[str, str] = {}
+        """Why a stored pipeline does not run on this replica (e.g. its function module
+        is not allowed here)."""
+
+    # -- validation ------------------------------------------------------------------
+
+    def parse(self, raw: Any) -> tuple[PipelineSpec, PipelineDefinition]:
+        """Validate and build; raises :class:`SpecInvalid` with every problem."""
+        try:
+            spec = validate_spec(raw, self._settings.udf_modules)
+        except ValidationError as exc:
+            raise SpecInvalid(_errors(exc)) from exc
+        try:
+            return spec, build_definition(spec, self._settings.udf_modules)
+        except BuildError as exc:
+            raise SpecInvalid(
+                [{"loc": list(exc.loc), "msg": exc.msg, "type": "build_failed", "input": None}]
+            ) from exc
+
+    # -- operations (any replica) ----------------------------------------------------
+
+    async def create(self, raw: Any) -> dict[str, Any]:
+        spec, _ = self.parse(raw)
+        async with self._store.write_lock:
+            await self._store.sync(self._timeout_s)
+            if self._store.get(spec.name) is not None:
+                raise PipelineExists(f"pipeline {spec.name!r} exists")
+            stored = await self._store.put(
+                StoredPipeline(name=spec.name, spec=spec.to_json()), self._timeout_s
+            )
+        return self.describe(stored)
+
+    async def replace(self, name: str, raw: Any, *, reset_state: bool) -> dict[str, Any]:
+        if isinstance(raw, Mapping) and "name" not in raw:
+            raw = {**raw, "name": name}
+        spec, definition = self.parse(raw)
+        if spec.name != name:
+            raise SpecInvalid(
+                [
+                    {
+                        "loc": ["name"],
+                        "msg": f"the name in the spec must be the one in the path ({name!r})",
+                        "type": "name_mismatch",
+                        "input": spec.name,
+                    }
+                ]
+            )
+        async with self._store.write_lock:
+            await self._store.sync(self._timeout_s)
+            current = self._require(name)
+            if not reset_state:
+                old_fingerprint = self._fingerprint(current)
+                if old_fingerprint is not None and old_fingerprint != definition.state_fingerprint:
+                    raise StateIncompatible(
+                        "the new spec changes what the pipeline's state is (source topics, "
+                        "key, timestamp, watermark strategy or operator): replace it with "
+                        "?reset_state=true to start with empty state"
+                    )
+            if reset_state:
+                self._resetting.add(name)
+            try:
+                stored = await self._store.put(
+                    replace(
+                        current,
+                        spec=spec.to_json(),
+                        state_epoch=current.state_epoch + (1 if reset_state else 0),
+                    ),
+                    self._timeout_s,
+                )
+            finally:
+                self._resetting.discard(name)
+        return self.describe(stored)
+
+    async def delete(self, name: str) -> None:
+        """Write the tombstone; once this replica stopped the pipeline, drop its state, so
+        a new pipeline of the same name starts afresh."""
+        async with self._store.write_lock:
+            await self._store.sync(self._timeout_s)
+            current = self._require(name)
+            await self._store.delete(name, self._timeout_s)
+        try:
+            _, definition = self.parse(current.spec)
+        except SpecInvalid:
+            return  # it never ran here; nothing of ours to drop
+        await reset_checkpointed_state(self._runtime.settings.bootstrap_servers, definition)
+
+    async def set_paused(self, name: str, paused: bool) -> dict[str, Any]:
+        async with self._store.write_lock:
+            await self._store.sync(self._timeout_s)
+            current = self._require(name)
+            if current.paused != paused:
+                current = await self._store.put(replace(current, paused=paused), self._timeout_s)
+        return self.describe(current)
+
+    # -- reading ---------------------------------------------------------------------
+
+    def get(self, name: str) -> dict[str, Any]:
+        return self.describe(self._require(name))
+
+    def list(self) -> list[dict[str, Any]]:
+        return [self.describe(p) for p in self._store.all()]
+
+    def status(self, name: str) -> dict[str, Any]:
+        self._require(name)
+        return self._status(name)
+
+    def describe(self, stored: StoredPipeline) -> dict[str, Any]:
+        """The pipeline as the API shows it: the stored spec and its status here."""
+        return {
+            "name": stored.name,
+            "spec": stored.spec,
+            "paused": stored.paused,
+            "state_epoch": stored.state_epoch,
+            "updated_by": stored.updated_by,
+            "updated_at_ms": stored.updated_at_ms,
+            "status": self._status(stored.name),
+        }
+
+    def _status(self, name: str) -> dict[str, Any]:
+        error = self._local_errors.get(name)
+        if error is not None:
+            return {"name": name, "state": "failed", "reason": error, "partitions": []}
+        try:
+            return self._runtime.status(name).to_dict()
+        except UnknownPipeline:
+            return {"name": name, "state": "starting", "reason": None, "partitions": []}
+
+    def _require(self, name: str) -> StoredPipeline:
+        stored = self._store.get(name)
+        if stored is None:
+            raise PipelineNotFound(f"no pipeline {name!r}")
+        return stored
+
+    def _fingerprint(self, stored: StoredPipeline) -> str | None:
+        try:
+            _, definition = self.parse(stored.spec)
+        except SpecInvalid:
+            return None  # the stored spec does not build here: nothing to keep
+        return definition.state_fingerprint
+
+    # -- applying the store to the local runtime (the store's change handler) ----------
+
+    async def on_change(
+        self, name: str, old: StoredPipeline | None, new: StoredPipeline | None
+    ) -> None:
+        """Make the local runtime run what the store now says about ``name``.
+
+        Only the replica that wrote a ``reset_state`` replacement resets the checkpointed
+        state (once, not once per replica); the others just restart on the new spec.
+        """
+        if new is None:
+            self._local_errors.pop(name, None)
+            if name in self._running:
+                logger.info("pipeline %r deleted: stopping it", name)
+                await self._stop(name)
+            return
+        try:
+            _, definition = self.parse(new.spec)
+        except SpecInvalid as exc:
+            reason = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors)
+            logger.error("pipeline %r cannot run on this replica: %s", name, reason)
+            self._local_errors[name] = f"the stored spec is invalid here: {reason}"
+            if name in self._running:
+                await self._stop(name)
+            return
+        self._local_errors.pop(name, None)
+        if name not in self._running or old is None:
+            logger.info("pipeline %r: starting (paused=%s)", name, new.paused)
+            self._runtime.start_pipeline(definition)
+            self._running.add(name)
+            if new.paused:
+                self._runtime.pause_pipeline(name)
+            return
+        if old.spec != new.spec or old.state_epoch != new.state_epoch:
+            reset = new.state_epoch != old.state_epoch and name in self._resetting
+            logger.info("pipeline %r: replacing (reset_state=%s)", name, reset)
+            await self._runtime.replace_pipeline(definition, reset)
+            if new.paused:
+                self._runtime.pause_pipeline(name)
+        elif old.paused != new.paused:
+            logger.info("pipeline %r: %s", name, "pausing" if new.paused else "resuming")
+            if new.paused:
+                self._runtime.pause_pipeline(name)
+            else:
+                self._runtime.resume_pipeline(name)
+
+    async def _stop(self, name: str) -> None:
+        self._running.discard(name)
+        with contextlib.suppress(UnknownPipeline):
+            await self._runtime.stop_pipeline(name)
+
+
+def _errors(exc: ValidationError) -> list[dict[str, Any]]:
+    return [
+        {"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"], "input": e.get("input")}
+        for e in exc.errors(include_url=False, include_context=False)
+    ]

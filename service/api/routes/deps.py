@@ -1,0 +1,38 @@
+"""How endpoints reach the service's parts: everything hangs off ``app.state``.
+
+The lifespan (:mod:`service.api.app`) puts them there once the broker, the runtime and
+the store follower are up; before that (or after shutdown) they answer 503.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fastapi import HTTPException, Request
+
+from service.api.registry import PipelineRegistry
+from service.api.store import PipelineStore
+from service.runtime.manager import Runtime
+from service.settings import Settings
+
+
+@dataclass(slots=True)
+class Services:
+    """The running parts of one app instance."""
+
+    settings: Settings
+    bootstrap_servers: str
+    runtime: Runtime
+    store: PipelineStore
+    registry: PipelineRegistry
+
+
+def services(request: Request) -> Services:
+    found: Services | None = getattr(request.app.state, "services", None)
+    if found is None:
+        raise HTTPException(503, "the service is starting or stopping")
+    return found
+
+
+def registry(request: Request) -> PipelineRegistry:
+    return services(request).registry

@@ -1,0 +1,43 @@
+"""Liveness and readiness probes.
+
+``/healthz`` only says the event loop answers (a restart would not fix anything else);
+``/readyz`` says whether this replica should get traffic: the broker answers and every
+stored pipeline has been loaded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz", summary="Liveness: the process answers")
+async def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get(
+    "/readyz",
+    summary="Readiness: broker reachable and pipelines loaded",
+    responses={503: {"description": "not ready; the body says which check failed"}},
+)
+async def readyz(request: Request) -> JSONResponse:
+    found = getattr(request.app.state, "services", None)
+    checks: dict[str, Any]
+    if found is None:
+        checks = {"started": False, "broker": False, "pipelines_loaded": False}
+    else:
+        checks = {
+            "started": True,
+            "broker": found.store.reachable() and found.runtime.ready,
+            "pipelines_loaded": found.store.loaded,
+        }
+    ready = all(checks.values())
+    return JSONResponse(
+        {"status": "ready" if ready else "not ready", "checks": checks},
+        status_code=200 if ready else 503,
+    )

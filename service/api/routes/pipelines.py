@@ -1,0 +1,113 @@
+"""``/pipelines``: the REST resource of contract.md.
+
+Bodies are read as raw JSON and validated by :func:`service.api.spec.validate_spec`
+(not by FastAPI's parameter binding), because the spec's rules need the service's
+allowed modules and must report every problem together; the OpenAPI document still shows
+the spec's schema (``openapi_extra``). Errors map to statuses in :mod:`service.api.app`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
+
+from service.api.registry import PipelineRegistry
+from service.api.routes.deps import registry
+
+router = APIRouter(prefix="/pipelines", tags=["pipelines"])
+
+Registry = Annotated[PipelineRegistry, Depends(registry)]
+
+_SPEC_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/PipelineSpec"}}},
+    }
+}
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    404: {"description": "no pipeline of that name"},
+    401: {"description": "SERVICE_API_TOKEN is set and the bearer token is missing or wrong"},
+    413: {"description": "the body is larger than SERVICE_MAX_BODY_BYTES"},
+    422: {"description": "every problem of the spec, each with its field path"},
+    503: {"description": "the pipeline store is unreachable"},
+    504: {"description": "this replica did not apply the change in time"},
+}
+
+
+async def _json_body(request: Request) -> Any:
+    raw = await request.body()
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise RequestValidationError(
+            [{"loc": ["body"], "msg": f"invalid JSON: {exc}", "type": "json_invalid"}]
+        ) from None
+
+
+@router.post(
+    "",
+    status_code=201,
+    summary="Create and start a pipeline",
+    openapi_extra=_SPEC_BODY,
+    responses={409: {"description": "a pipeline of that name exists"}, **_ERRORS},
+)
+async def create_pipeline(request: Request, pipelines: Registry) -> dict[str, Any]:
+    return await pipelines.create(await _json_body(request))
+
+
+@router.get("", summary="List the pipelines")
+async def list_pipelines(pipelines: Registry) -> list[dict[str, Any]]:
+    return pipelines.list()
+
+
+@router.get("/{name}", summary="A pipeline's spec and status", responses=_ERRORS)
+async def get_pipeline(name: str, pipelines: Registry) -> dict[str, Any]:
+    return pipelines.get(name)
+
+
+@router.put(
+    "/{name}",
+    summary="Replace a pipeline's spec",
+    openapi_extra=_SPEC_BODY,
+    responses={
+        409: {"description": "the change cannot keep the state; retry with reset_state=true"},
+        **_ERRORS,
+    },
+)
+async def replace_pipeline(
+    name: str,
+    request: Request,
+    pipelines: Registry,
+    reset_state: Annotated[
+        bool, Query(description="Drop the pipeline's state when the change needs it.")
+    ] = False,
+) -> dict[str, Any]:
+    return await pipelines.replace(name, await _json_body(request), reset_state=reset_state)
+
+
+@router.delete("/{name}", status_code=204, summary="Stop and remove a pipeline", responses=_ERRORS)
+async def delete_pipeline(name: str, pipelines: Registry) -> Response:
+    await pipelines.delete(name)
+    return Response(status_code=204)
+
+
+@router.post("/{name}/pause", summary="Stop consuming; the state is kept", responses=_ERRORS)
+async def pause_pipeline(name: str, pipelines: Registry) -> dict[str, Any]:
+    return await pipelines.set_paused(name, True)
+
+
+@router.post("/{name}/resume", summary="Go on consuming", responses=_ERRORS)
+async def resume_pipeline(name: str, pipelines: Registry) -> dict[str, Any]:
+    return await pipelines.set_paused(name, False)
+
+
+@router.get(
+    "/{name}/status",
+    summary="State and per-partition progress on this replica",
+    responses=_ERRORS,
+)
+async def pipeline_status(name: str, pipelines: Registry) -> dict[str, Any]:
+    return pipelines.status(name)

@@ -1,0 +1,345 @@
+"""The pipeline spec (contract.md, "Pipeline spec"): pydantic models, validated all at once.
+
+Two layers, so a user sees *every* problem of a spec in one answer:
+
+- the models check each field on its own (types, ranges, names, unknown fields); pydantic
+  already reports all of those together;
+- :mod:`service.api.rules` checks how fields fit together (slide vs size, trigger vs time
+  domain, sink vs source topics, ...). Pydantic skips a model's "after" validators as soon
+  as one of its fields failed, which would hide those problems behind the first one, so
+  the rules run on the raw input from :meth:`PipelineSpec._every_problem`, a wrap
+  validator that merges both lists into one :class:`~pydantic.ValidationError`.
+
+Error locations are JSON paths into the spec (``("operator", "assigner", "size_ms")``):
+pydantic puts the tag of a discriminated union into the location
+(``operator.window.assigner.tumbling.size_ms``), which names no field the user wrote, so
+those tags are taken out.
+
+Every model is strict (no ``"5"`` for ``5``) and forbids unknown fields, and is frozen:
+a validated spec is a value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+from service.api import rules
+
+__all__ = [
+    "AggregateFn",
+    "Aggregation",
+    "Assigner",
+    "ContinuousTrigger",
+    "CountEvictor",
+    "CountTrigger",
+    "EventTimeTrigger",
+    "Evictor",
+    "GlobalAssigner",
+    "KeySpec",
+    "KeyedProcessOperator",
+    "OperatorSpec",
+    "PipelineSpec",
+    "ProcessingTimeTrigger",
+    "SessionAssigner",
+    "SinkSpec",
+    "SlidingAssigner",
+    "SourceSpec",
+    "TimeEvictor",
+    "TimestampSpec",
+    "Trigger",
+    "TumblingAssigner",
+    "WatermarkSpec",
+    "WindowOperator",
+    "validate_spec",
+]
+
+PipelineName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9._-]{1,64}$")]
+"""1 to 64 of ``a-z 0-9 . _ -`` (it becomes part of topic and group names)."""
+
+TopicName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._-]{1,249}$")]
+"""What Kafka accepts as a topic name."""
+
+FieldPath = Annotated[
+    str, StringConstraints(pattern=r"^[^.\s]+(\.[^.\s]+)*$", min_length=1, max_length=256)
+]
+"""A dotted path into the JSON payload: ``"user"``, ``"order.amount"``."""
+
+OutputName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
+"""An aggregation's output name in the result record."""
+
+FunctionName = Annotated[str, StringConstraints(min_length=1, max_length=256)]
+"""A built-in's name or ``package.module:Name``; checked by the rules."""
+
+PositiveMs = Annotated[int, Field(gt=0)]
+NonNegativeMs = Annotated[int, Field(ge=0)]
+
+AggregateFn = Literal[
+    "count", "sum", "min", "max", "avg", "first", "last", "count_distinct", "collect"
+]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class SourceSpec(_Model):
+    """The topics a pipeline consumes and how far."""
+
+    topics: Annotated[list[TopicName], Field(min_length=1, max_length=64)]
+    format: Literal["json"] = "json"
+    start_from: Literal["earliest", "latest"] = "earliest"
+    """Where a new consumer group starts; committed offsets win after that."""
+    bounded: bool = False
+    """Read up to the end offsets seen at start, fire everything, report ``finished``."""
+
+
+class KeySpec(_Model):
+    """The key a pipeline groups by; omit the whole ``key`` to use the Kafka record key."""
+
+    field: FieldPath
+
+
+class TimestampSpec(_Model):
+    """``{"field": ..., "format": ...}`` or ``{"source": "kafka"}``."""
+
+    source: Literal["field", "kafka"] | None = None
+    """``kafka``: the record's timestamp; otherwise the payload ``field``."""
+    field: FieldPath | None = None
+    format: Literal["epoch_millis", "epoch_seconds", "iso8601"] = "epoch_millis"
+
+
+class WatermarkSpec(_Model):
+    """How each partition's watermark is generated and how often they are combined."""
+
+    strategy: Literal["bounded_out_of_orderness", "ascending", "punctuated"] = (
+        "bounded_out_of_orderness"
+    )
+    max_out_of_orderness_ms: NonNegativeMs = 0
+    field: FieldPath | None = None
+    """``punctuated`` only: the payload field carrying the watermark."""
+    interval_ms: NonNegativeMs = 200
+    """How often the combined watermark is recomputed; 0 = after every record."""
+    idle_timeout_ms: PositiveMs | None = None
+    """A partition silent this long is left out of the minimum."""
+    idle_advance: bool = False
+    """When every partition is idle, let event time follow the wall clock."""
+    max_drift_ms: PositiveMs | None = None
+    """Pause partitions whose watermark runs ahead of the combined one by more."""
+
+
+class TumblingAssigner(_Model):
+    type: Literal["tumbling"]
+    size_ms: PositiveMs
+    offset_ms: int = 0
+    """Shifts the window boundaries (e.g. days in a time zone); ``|offset| < size``."""
+
+
+class SlidingAssigner(_Model):
+    type: Literal["sliding"]
+    size_ms: PositiveMs
+    slide_ms: PositiveMs
+    offset_ms: int = 0
+    """``|offset| < slide``."""
+
+
+class SessionAssigner(_Model):
+    type: Literal["session"]
+    gap_ms: PositiveMs
+
+
+class GlobalAssigner(_Model):
+    type: Literal["global"]
+
+
+Assigner = Annotated[
+    TumblingAssigner | SlidingAssigner | SessionAssigner | GlobalAssigner,
+    Field(discriminator="type"),
+]
+
+
+class EventTimeTrigger(_Model):
+    type: Literal["event_time"]
+    purge: bool = False
+
+
+class ProcessingTimeTrigger(_Model):
+    type: Literal["processing_time"]
+    purge: bool = False
+
+
+class CountTrigger(_Model):
+    type: Literal["count"]
+    count: PositiveMs
+    purge: bool = False
+
+
+class ContinuousTrigger(_Model):
+    type: Literal["continuous"]
+    interval_ms: PositiveMs
+    """Early firings every ``interval_ms`` of the window's time domain."""
+    purge: bool = False
+
+
+Trigger = Annotated[
+    EventTimeTrigger | ProcessingTimeTrigger | CountTrigger | ContinuousTrigger,
+    Field(discriminator="type"),
+]
+
+
+class CountEvictor(_Model):
+    type: Literal["count"]
+    max_count: PositiveMs
+    after: bool = False
+    """Evict after the window function instead of before."""
+
+
+class TimeEvictor(_Model):
+    type: Literal["time"]
+    keep_ms: PositiveMs
+    after: bool = False
+
+
+Evictor = Annotated[CountEvictor | TimeEvictor, Field(discriminator="type")]
+
+
+class Aggregation(_Model):
+    """One output of an incremental aggregation: ``{"fn": "sum", "field": "amount"}``."""
+
+    fn: AggregateFn
+    field: FieldPath | None = None
+    """Required by every function but ``count``."""
+
+
+class WindowOperator(_Model):
+    """A keyed window: assigner, trigger, optional evictor, and its function."""
+
+    type: Literal["window"]
+    assigner: Assigner
+    time: Literal["event", "processing"] = "event"
+    allowed_lateness_ms: NonNegativeMs = 0
+    trigger: Trigger | None = None
+    """Default: ``event_time`` for event-time windows, ``processing_time`` otherwise."""
+    evictor: Evictor | None = None
+    """Needs the element list: only with ``function``."""
+    aggregations: Annotated[dict[OutputName, Aggregation], Field(min_length=1)] | None = None
+    function: FunctionName | None = None
+    """``package.module:Name``: a window function given all elements of the window."""
+
+
+class KeyedProcessOperator(_Model):
+    """A keyed process function with timers and keyed state."""
+
+    type: Literal["keyed_process"]
+    function: FunctionName
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+OperatorSpec = Annotated[WindowOperator | KeyedProcessOperator, Field(discriminator="type")]
+
+
+class SinkSpec(_Model):
+    """Where results, late records and dead letters go."""
+
+    topic: TopicName
+    late_topic: TopicName | None = None
+    """Late records (event-time windows); without it they are counted and dropped."""
+    dead_letter_topic: TopicName | None = None
+    """Records that cannot be decoded, timestamped or processed; default ``<topic>.dlq``."""
+
+
+class PipelineSpec(_Model):
+    """One pipeline as a user configures it over REST.
+
+    Validate with :func:`validate_spec` (or ``model_validate(data, context=...)`` with
+    ``{"allowed_modules": (...)}``): user functions are only accepted from the modules
+    the service allows.
+    """
+
+    name: PipelineName
+    source: SourceSpec
+    key: KeySpec | None = None
+    """Omitted: the Kafka record key as UTF-8 text."""
+    timestamp: TimestampSpec = TimestampSpec(source="kafka")
+    watermark: WatermarkSpec = WatermarkSpec()
+    operator: OperatorSpec
+    sink: SinkSpec
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _every_problem(
+        cls, data: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo
+    ) -> Any:
+        """Run the field checks and the cross-field rules, and report both together."""
+        problems: list[rules.Problem] = []
+        result: Any = None
+        try:
+            result = handler(data)
+        except ValidationError as exc:
+            problems.extend(
+                rules.Problem(_json_path(err["loc"]), err["type"], err["msg"], err.get("input"))
+                for err in exc.errors(include_url=False)
+            )
+        if isinstance(data, Mapping):
+            context = info.context if isinstance(info.context, Mapping) else {}
+            allowed = tuple(context.get("allowed_modules", ()))
+            problems.extend(rules.check(data, allowed))
+        if problems:
+            raise ValidationError.from_exception_data(
+                cls.__name__, [_line_error(p) for p in problems]
+            )
+        return result
+
+    def to_json(self) -> dict[str, Any]:
+        """The spec as JSON data, without defaults the user did not write."""
+        return self.model_dump(mode="json", exclude_unset=True)
+
+
+def validate_spec(data: Any, allowed_modules: Sequence[str]) -> PipelineSpec:
+    """Validate a spec; raises :class:`~pydantic.ValidationError` listing every problem."""
+    return PipelineSpec.model_validate(data, context={"allowed_modules": tuple(allowed_modules)})
+
+
+_UNION_TAGS: dict[tuple[str | int, ...], frozenset[str]] = {
+    ("operator",): frozenset({"window", "keyed_process"}),
+    ("operator", "assigner"): frozenset({"tumbling", "sliding", "session", "global"}),
+    ("operator", "trigger"): frozenset({"event_time", "processing_time", "count", "continuous"}),
+    ("operator", "evictor"): frozenset({"count", "time"}),
+}
+
+
+def _json_path(loc: tuple[str | int, ...]) -> tuple[str | int, ...]:
+    """Drop the union tags pydantic inserts, so the location is the user's JSON path."""
+    out: list[str | int] = []
+    skip_next = False
+    for part in loc:
+        if skip_next:
+            skip_next = False
+            tags = _UNION_TAGS[tuple(out)]
+            if isinstance(part, str) and part in tags:
+                continue
+        out.append(part)
+        if tuple(out) in _UNION_TAGS:
+            skip_next = True
+    return tuple(out)
+
+
+def _line_error(problem: rules.Problem) -> InitErrorDetails:
+    # The message is already rendered; without a context pydantic keeps it verbatim.
+    return {
+        "type": PydanticCustomError(problem.type, problem.msg),
+        "loc": problem.loc,
+        "input": problem.input,
+    }

@@ -1,0 +1,351 @@
+"""The pipeline store: every pipeline spec as one record in a compacted Kafka topic.
+
+Like Kafka Connect's config topic. The record key is the pipeline name, the value the
+:class:`StoredPipeline` as JSON (spec, paused flag, state epoch); deleting writes a
+tombstone (null value). One partition, so every replica sees every change in the same
+order; ``cleanup.policy=compact`` keeps the newest record per name forever.
+
+Every replica runs a follower: a consumer with no group that reads the topic from the
+beginning and hands each change to ``on_change`` (which starts, replaces, pauses or
+stops the pipeline in the local runtime), in log order. A restart re-reads the topic and
+so reloads every pipeline. A write returns only after this replica's follower has
+applied it (read-your-writes): a POST answered 201 means the pipeline runs here.
+
+Concurrent writers: writes from one replica are serialized (:attr:`write_lock`, and each
+check reads the store after :meth:`sync`, which waits until the follower reached the
+topic's end); two replicas creating the same name in the same instant both succeed and
+the later record wins, as in Kafka Connect without a leader.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import KafkaError
+
+__all__ = ["ChangeHandler", "PipelineStore", "StoreError", "StoreTimeout", "StoredPipeline"]
+
+logger = logging.getLogger(__name__)
+
+_TOPIC_ALREADY_EXISTS = 36
+
+
+class StoreError(RuntimeError):
+    """The pipeline store topic could not be created, read or written."""
+
+
+class StoreTimeout(StoreError):
+    """This replica did not catch up with the store in time."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredPipeline:
+    """One pipeline as stored: what every replica runs."""
+
+    name: str
+    spec: dict[str, Any]
+    paused: bool = False
+    state_epoch: int = 0
+    """Incremented by a replacement with ``reset_state=true``: the state is dropped."""
+    updated_by: str = ""
+    updated_at_ms: int = 0
+    offset: int = field(default=-1, compare=False)
+    """Where in the store topic this version was written (-1 before it was)."""
+
+    def to_value(self) -> bytes:
+        return json.dumps(
+            {
+                "spec": self.spec,
+                "paused": self.paused,
+                "state_epoch": self.state_epoch,
+                "updated_by": self.updated_by,
+                "updated_at_ms": self.updated_at_ms,
+            },
+            separators=(",", ":"),
+        ).encode()
+
+    @classmethod
+    def from_value(cls, name: str, value: bytes, offset: int) -> StoredPipeline:
+        """Parse a stored record; raises ``ValueError`` for one this version cannot read."""
+        data = json.loads(value)
+        if not isinstance(data, dict) or not isinstance(data.get("spec"), dict):
+            raise ValueError("a stored pipeline is a JSON object with a 'spec' object")
+        return cls(
+            name=name,
+            spec=data["spec"],
+            paused=bool(data.get("paused", False)),
+            state_epoch=int(data.get("state_epoch", 0)),
+            updated_by=str(data.get("updated_by", "")),
+            updated_at_ms=int(data.get("updated_at_ms", 0)),
+            offset=offset,
+        )
+
+    def same_run(self, other: StoredPipeline) -> bool:
+        """True when ``other`` runs exactly like this (only bookkeeping differs)."""
+        return (self.spec, self.paused, self.state_epoch) == (
+            other.spec,
+            other.paused,
+            other.state_epoch,
+        )
+
+
+ChangeHandler = Callable[[str, StoredPipeline | None, StoredPipeline | None], Awaitable[None]]
+"""``(name, old, new)``: None for old = created, None for new = deleted."""
+
+
+class PipelineStore:
+    """Writes pipeline records and follows the topic; see the module docstring."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        topic: str,
+        *,
+        instance_id: str,
+        on_change: ChangeHandler,
+        replication_factor: int = 1,
+        fetch_max_wait_ms: int = 50,
+        client_id: str = "clockwork-store",
+    ) -> None:
+        self._bootstrap = bootstrap_servers
+        self.topic = topic
+        self._tp = TopicPartition(topic, 0)
+        self._instance_id = instance_id
+        self._on_change = on_change
+        self._replication = replication_factor
+        self._fetch_max_wait_ms = fetch_max_wait_ms
+        self._client_id = client_id
+        self._pipelines: dict[str, StoredPipeline] = {}
+        self._position = 0
+        self._loaded = asyncio.Event()
+        self._progress = asyncio.Condition()
+        self._last_fetch_ok = 0.0
+        self._producer: AIOKafkaProducer | None = None
+        self._consumer: AIOKafkaConsumer | None = None
+        self._task: asyncio.Task[None] | None = None
+        self.write_lock = asyncio.Lock()
+        """Held by the registry around check-then-write, so one replica never races itself."""
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Create the topic if missing, start the producer and the follower."""
+        await self._ensure_topic()
+        self._producer = AIOKafkaProducer(
+            bootstrap_servers=self._bootstrap,
+            client_id=f"{self._client_id}-{self._instance_id}",
+            acks="all",
+            linger_ms=0,
+        )
+        self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=self._bootstrap,
+            client_id=f"{self._client_id}-{self._instance_id}",
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=self._fetch_max_wait_ms,
+        )
+        try:
+            await self._producer.start()
+            await self._consumer.start()
+        except KafkaError as exc:
+            await self.stop()
+            raise StoreError(f"cannot connect to the pipeline store: {exc}") from exc
+        self._consumer.assign([self._tp])
+        await self._consumer.seek_to_beginning(self._tp)
+        self._task = asyncio.create_task(self._follow(), name=f"store-follower:{self.topic}")
+
+    async def stop(self) -> None:
+        """Stop following and close the clients; the local pipelines are not touched."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        consumer, self._consumer = self._consumer, None
+        producer, self._producer = self._producer, None
+        if consumer is not None:
+            await consumer.stop()
+        if producer is not None:
+            await producer.stop()
+
+    async def _ensure_topic(self) -> None:
+        admin = AIOKafkaAdminClient(
+            bootstrap_servers=self._bootstrap, client_id=f"{self._client_id}-admin"
+        )
+        try:
+            await admin.start()
+            response = await admin.create_topics(
+                [
+                    NewTopic(
+                        self.topic,
+                        num_partitions=1,
+                        replication_factor=self._replication,
+                        topic_configs={"cleanup.policy": "compact"},
+                    )
+                ]
+            )
+            for topic_error in getattr(response, "topic_errors", ()):
+                code = topic_error[1]
+                if code not in (0, _TOPIC_ALREADY_EXISTS):
+                    raise StoreError(
+                        f"creating the pipeline store topic {self.topic!r}: {topic_error}"
+                    )
+        except KafkaError as exc:
+            if "TopicAlreadyExists" not in type(exc).__name__:
+                raise StoreError(
+                    f"creating the pipeline store topic {self.topic!r}: {exc}"
+                ) from exc
+        finally:
+            await admin.close()
+
+    # -- reading ---------------------------------------------------------------------
+
+    @property
+    def loaded(self) -> bool:
+        """True once the follower has read up to the end of the topic (every pipeline applied)."""
+        return self._loaded.is_set()
+
+    def reachable(self, within_s: float = 10.0) -> bool:
+        """True when the follower's last fetch succeeded less than ``within_s`` ago."""
+        return time.monotonic() - self._last_fetch_ok < within_s
+
+    def get(self, name: str) -> StoredPipeline | None:
+        return self._pipelines.get(name)
+
+    def all(self) -> list[StoredPipeline]:
+        return sorted(self._pipelines.values(), key=lambda p: p.name)
+
+    async def wait_loaded(self, timeout_s: float) -> None:
+        try:
+            async with asyncio.timeout(timeout_s):
+                await self._loaded.wait()
+        except TimeoutError:
+            raise StoreTimeout(f"the pipeline store was not read within {timeout_s}s") from None
+
+    async def sync(self, timeout_s: float) -> None:
+        """Wait until the follower has applied everything written to the topic so far."""
+        consumer = self._require(self._consumer)
+        try:
+            ends = await consumer.end_offsets([self._tp])
+        except KafkaError as exc:
+            raise StoreError(f"reading the end of the pipeline store: {exc}") from exc
+        end = max(ends.get(self._tp, 0), consumer.highwater(self._tp) or 0)
+        await self._wait_position(end, timeout_s)
+
+    async def _wait_position(self, position: int, timeout_s: float) -> None:
+        try:
+            async with asyncio.timeout(timeout_s), self._progress:
+                await self._progress.wait_for(lambda: self._position >= position)
+        except TimeoutError:
+            raise StoreTimeout(
+                f"this replica did not apply the pipeline store up to offset {position} "
+                f"within {timeout_s}s (at {self._position})"
+            ) from None
+
+    async def _follow(self) -> None:
+        consumer = self._require(self._consumer)
+        backoff = 0.1
+        while True:
+            try:
+                batches = await consumer.getmany(self._tp, timeout_ms=500)
+                self._last_fetch_ok = time.monotonic()
+                backoff = 0.1
+            except KafkaError as exc:
+                logger.warning("pipeline store follower: %s; retrying in %.1fs", exc, backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+                continue
+            for record in batches.get(self._tp, ()):
+                await self._apply(record.key, record.value, record.offset)
+            position = await consumer.position(self._tp)
+            highwater = consumer.highwater(self._tp)
+            if not self._loaded.is_set() and highwater is not None and position >= highwater:
+                await self._apply_loaded()
+            async with self._progress:
+                self._position = max(self._position, position)
+                self._progress.notify_all()
+
+    async def _apply_loaded(self) -> None:
+        """The first time the follower reaches the end: start what the store holds now.
+
+        Until then records only update the view, so a restart does not start and stop
+        every pipeline the log ever held (with Tansu, or before compaction ran).
+        """
+        logger.info("pipeline store %r loaded: %d pipelines", self.topic, len(self._pipelines))
+        for pipeline in self.all():
+            await self._notify(pipeline.name, None, pipeline)
+        self._loaded.set()
+
+    async def _apply(self, key: bytes | None, value: bytes | None, offset: int) -> None:
+        if key is None:
+            logger.warning("pipeline store: record at offset %d has no key; skipped", offset)
+            return
+        name = key.decode("utf-8", errors="replace")
+        old = self._pipelines.get(name)
+        new: StoredPipeline | None = None
+        if value is not None:
+            try:
+                new = StoredPipeline.from_value(name, value, offset)
+            except (ValueError, TypeError) as exc:
+                logger.error(
+                    "pipeline store: unreadable record %r at offset %d: %s", name, offset, exc
+                )
+                return
+            self._pipelines[name] = new
+        else:
+            self._pipelines.pop(name, None)
+        if not self._loaded.is_set():
+            return
+        if old is None and new is None:
+            return
+        if old is not None and new is not None and old.same_run(new):
+            return
+        await self._notify(name, old, new)
+
+    async def _notify(
+        self, name: str, old: StoredPipeline | None, new: StoredPipeline | None
+    ) -> None:
+        try:
+            await self._on_change(name, old, new)
+        except Exception:  # one pipeline's failure must not stop the follower
+            logger.exception("pipeline store: applying the change of %r failed", name)
+
+    # -- writing ---------------------------------------------------------------------
+
+    async def put(self, pipeline: StoredPipeline, timeout_s: float) -> StoredPipeline:
+        """Write ``pipeline`` and wait until this replica applied it; returns it as stored."""
+        stamped = replace(
+            pipeline, updated_by=self._instance_id, updated_at_ms=time.time_ns() // 1_000_000
+        )
+        offset = await self._send(pipeline.name, stamped.to_value())
+        await self._wait_position(offset + 1, timeout_s)
+        return replace(stamped, offset=offset)
+
+    async def delete(self, name: str, timeout_s: float) -> None:
+        """Write a tombstone for ``name`` and wait until this replica applied it."""
+        offset = await self._send(name, None)
+        await self._wait_position(offset + 1, timeout_s)
+
+    async def _send(self, name: str, value: bytes | None) -> int:
+        producer = self._require(self._producer)
+        try:
+            metadata = await producer.send_and_wait(self.topic, value=value, key=name.encode())
+        except KafkaError as exc:
+            raise StoreError(f"writing pipeline {name!r} to the store: {exc}") from exc
+        return int(metadata.offset)
+
+    @staticmethod
+    def _require(client: Any) -> Any:
+        if client is None:
+            raise StoreError("the pipeline store is not started")
+        return client
