@@ -1,0 +1,148 @@
+"""``python -m service.compaction``: compact result topics into a Parquet dataset.
+
+Local::
+
+    python -m service.compaction --bootstrap-servers localhost:9092 \\
+        --topics revenue-per-user,clicks --output /data/results --master 'local[*]'
+
+Cluster: see ``service/compaction/README.md`` (spark-submit, ``--source kafka``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from collections.abc import Sequence
+
+from pyspark.sql import SparkSession
+
+from service.compaction.compactor import CompactionConfig, Compactor
+from service.compaction.errors import CompactionError
+from service.compaction.schemas import parse_result_schemas
+
+logger = logging.getLogger("service.compaction")
+
+
+def _key_values(items: Sequence[str], what: str) -> dict[str, str]:
+    pairs = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"{what}: expected KEY=VALUE, got {item!r}")
+        pairs[key] = value
+    return pairs
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m service.compaction",
+        description="Compact Clockwork result topics (newest seq per window id) into a "
+        "Parquet dataset partitioned by pipeline and window_date.",
+    )
+    p.add_argument(
+        "--bootstrap-servers",
+        default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"),
+        help="Kafka bootstrap servers (default: $KAFKA_BOOTSTRAP_SERVERS)",
+    )
+    p.add_argument("--topics", required=True, help="comma-separated result topics")
+    p.add_argument("--output", required=True, help="dataset path (any Hadoop FS URI)")
+    p.add_argument(
+        "--source",
+        choices=("python", "kafka"),
+        default="python",
+        help="python: the bundled Python data source (default); kafka: Spark's Kafka "
+        "source (needs spark-sql-kafka-0-10 via --packages)",
+    )
+    p.add_argument("--master", help="Spark master, e.g. local[*] (default: spark-submit's)")
+    p.add_argument(
+        "--result-schema",
+        action="append",
+        default=[],
+        metavar="PIPELINE=SCHEMA",
+        help="type the result of PIPELINE as a struct: Spark DDL ('orders long, revenue "
+        "double'), Spark JSON schema or JSON Schema; repeatable",
+    )
+    p.add_argument(
+        "--infer-result-schema",
+        action="store_true",
+        help="type results from the data for pipelines without --result-schema",
+    )
+    p.add_argument("--max-records-per-split", type=int, default=1_000_000)
+    p.add_argument("--max-records-per-file", type=int, default=0, help="0: one file per partition")
+    p.add_argument(
+        "--kafka-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="Kafka client property (librdkafka name; passed as kafka.KEY to Spark's source)",
+    )
+    p.add_argument(
+        "--allow-data-loss",
+        action="store_true",
+        help="start at the earliest kept offset when stored offsets were deleted by retention",
+    )
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="Spark setting")
+    return p
+
+
+def build_session(master: str | None, conf: dict[str, str]) -> SparkSession:
+    """A SparkSession for the job: UTC session time zone, dynamic partition overwrite.
+
+    In local mode the Python workers run this interpreter (they need pyarrow and
+    confluent-kafka), unless ``PYSPARK_PYTHON`` says otherwise.
+    """
+    if master is not None and master.startswith("local"):
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName("clockwork-compaction")
+    if master is not None:
+        builder = builder.master(master)
+    settings = {
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.sources.partitionOverwriteMode": "dynamic",
+        **conf,
+    }
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    if not args.bootstrap_servers:
+        raise SystemExit("--bootstrap-servers (or KAFKA_BOOTSTRAP_SERVERS) is required")
+    topics = tuple(t.strip() for t in args.topics.split(",") if t.strip())
+    if not topics:
+        raise SystemExit("--topics: at least one topic")
+    try:
+        config = CompactionConfig(
+            bootstrap_servers=args.bootstrap_servers,
+            topics=topics,
+            output=args.output,
+            source=args.source,
+            result_schemas=parse_result_schemas(args.result_schema),
+            infer_result_schema=args.infer_result_schema,
+            max_records_per_split=args.max_records_per_split,
+            max_records_per_file=args.max_records_per_file,
+            client_options=_key_values(args.kafka_option, "--kafka-option"),
+            fail_on_data_loss=not args.allow_data_loss,
+        )
+    except CompactionError as exc:
+        raise SystemExit(str(exc)) from exc
+    started = time.monotonic()
+    spark = build_session(args.master, _key_values(args.conf, "--conf"))
+    logger.info("spark %s up in %.1fs", spark.version, time.monotonic() - started)
+    try:
+        summary = Compactor(spark, config, progress=logger.info).run()
+    except CompactionError as exc:
+        logger.error("%s", exc)
+        return 1
+    finally:
+        spark.stop()
+    print(summary.text())
+    return 0

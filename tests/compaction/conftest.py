@@ -1,0 +1,124 @@
+"""Fixtures of the compaction tests: one local SparkSession, topics on the embedded broker."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from aiokafka import AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+pyspark = pytest.importorskip("pyspark")
+pytest.importorskip("confluent_kafka")
+
+from pyspark.sql import SparkSession  # noqa: E402
+
+from service.compaction.cli import build_session  # noqa: E402
+
+DAY_MS = 86_400_000
+T0 = 1_700_006_400_000  # 2023-11-15T00:00:00Z
+_names = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    session = build_session(
+        "local[2]",
+        {
+            "spark.sql.shuffle.partitions": "4",
+            "spark.default.parallelism": "2",
+            "spark.ui.enabled": "false",
+            "spark.ui.showConsoleProgress": "false",
+            "spark.driver.memory": "1g",
+        },
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def topic_name(request: pytest.FixtureRequest) -> str:
+    base = request.node.name.replace("[", "-").replace("]", "").replace("_", "-")[:40]
+    return f"cmp-{base}-{next(_names)}"
+
+
+def record(
+    pipeline: str,
+    key: str,
+    start: int,
+    seq: int,
+    result: Any,
+    *,
+    size: int = 60_000,
+    fire: str = "on_time",
+) -> dict[str, Any]:
+    """A window result record as contract.md shows it."""
+    return {
+        "pipeline": pipeline,
+        "key": key,
+        "window": {"start": start, "end": start + size},
+        "result": result,
+        "fire": fire,
+        "seq": seq,
+        "watermark": start + size - 1,
+        "id": f"{pipeline}|{key}|{start}|{start + size}",
+    }
+
+
+def create_topic(bootstrap_servers: str, topic: str, partitions: int) -> None:
+    async def create() -> None:
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers)
+        await admin.start()
+        try:
+            await admin.create_topics([NewTopic(topic, partitions, 1)])
+        finally:
+            await admin.close()
+
+    asyncio.run(create())
+
+
+def produce(
+    bootstrap_servers: str,
+    topic: str,
+    values: Sequence[dict[str, Any] | bytes],
+    *,
+    partition: int | None = None,
+    batch: int = 50,
+) -> None:
+    """Produce ``values`` (keyed by their ``key``), flushing every ``batch`` records so the
+    log holds several record batches. Without ``partition``: spread by key hash."""
+
+    async def send() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap_servers, linger_ms=1)
+        await producer.start()
+        try:
+            for i, value in enumerate(values):
+                if isinstance(value, bytes):
+                    key, body = b"raw", value
+                else:
+                    key, body = str(value["key"]).encode(), orjson.dumps(value)
+                await producer.send(
+                    topic, body, key=key, partition=partition, timestamp_ms=T0 + i
+                )
+                if (i + 1) % batch == 0:
+                    await producer.flush()
+            await producer.flush()
+        finally:
+            await producer.stop()
+
+    asyncio.run(send())
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    """Every file under ``root`` (relative path -> bytes), Spark's checksums excluded."""
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not p.name.endswith(".crc")
+    }
