@@ -1,0 +1,203 @@
+"""The changelog: per-partition state made durable in a compacted Kafka topic.
+
+Layout. One changelog topic per pipeline, with as many partitions as its widest source
+topic; source partition ``p`` of topic ``t`` is checkpointed to changelog partition
+``p``. Record keys are ``"{t}|{p}|s|{entry}"`` for an operator state entry (value: JSON,
+or null as a tombstone when the entry is gone) and ``"{t}|{p}|m"`` for the partition's
+checkpoint metadata (the next source offset, the watermark generator's state, the state
+fingerprint). Compaction keeps the newest value per key, which is all a restore needs.
+
+Atomicity. A checkpoint writes the changed entries first and its metadata record last,
+and the metadata record is what commits it: a restore applies entries only up to the
+last metadata record of the partition and ignores what follows (a checkpoint cut short
+by a crash). Those ignored keys are reported as ``repair`` so the new owner rewrites
+their committed values at once, before compaction could drop the older value behind a
+newer, uncommitted one. The source offset to resume from is the one in the metadata,
+not the group's committed offset, so state and input position always match (a crash
+between writing the changelog and committing the offset replays nothing twice into the
+state).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from service.runtime.batch_producer import BatchProducer
+from service.runtime.definition import PipelineDefinition
+from service.runtime.sinks import dumps
+from service.runtime.topics import ensure_topics
+
+META = "m"
+STATE = "s"
+
+
+class RestoreError(RuntimeError):
+    """The changelog could not be read to its end."""
+
+
+@dataclass(slots=True)
+class RestoredPartition:
+    """The committed state of one source partition, as read from the changelog."""
+
+    entries: dict[str, Any] = field(default_factory=dict)
+    meta: dict[str, Any] | None = None
+    repair: dict[str, Any] = field(default_factory=dict)
+    """Entries written after the last metadata record, mapped to their committed value
+    (None: absent); they must be rewritten before they can shadow the committed ones."""
+
+
+def entry_prefix(tp: TopicPartition) -> str:
+    return f"{tp.topic}|{tp.partition}|"
+
+
+Encoded = list[tuple[bytes, bytes | None]]
+"""Changelog records ready to append: ``(key, value or None)``, metadata last."""
+
+
+def encode_checkpoint(tp: TopicPartition, changes: dict[str, Any], meta: dict[str, Any]) -> Encoded:
+    """One partition's changed entries, then its metadata record, as bytes.
+
+    Encoded at once, in the same synchronous step as the snapshot, so later changes to
+    the operator's state cannot leak into what is written.
+    """
+    prefix = f"{tp.topic}|{tp.partition}|{STATE}|"
+    records: Encoded = [
+        ((prefix + entry).encode(), None if data is None else dumps(data))
+        for entry, data in changes.items()
+    ]
+    records.append((f"{tp.topic}|{tp.partition}|{META}".encode(), dumps(meta)))
+    return records
+
+
+def append_checkpoint(
+    batches: BatchProducer, changelog_topic: str, partition: int, records: Encoded
+) -> int:
+    """Append encoded records to changelog partition ``partition``; returns their bytes.
+
+    The caller flushes ``batches`` and only then commits the source offset.
+    """
+    size = 0
+    append = batches.append
+    for key, value in records:
+        append(changelog_topic, partition, key, value, None)
+        size += len(key) + (len(value) if value else 0)
+    return size
+
+
+class _Reader:
+    """Folds one changelog partition's records into committed per-source-partition state."""
+
+    __slots__ = ("committed", "pending")
+
+    def __init__(self) -> None:
+        self.committed: dict[str, RestoredPartition] = {}
+        # source "topic|partition|" -> entries seen since that partition's last metadata
+        self.pending: dict[str, dict[str, Any]] = {}
+
+    def add(self, key: bytes | None, value: bytes | None, wanted: set[str]) -> None:
+        if key is None:
+            return
+        text = key.decode()
+        topic, partition, kind_entry = text.split("|", 2)
+        source = f"{topic}|{partition}|"
+        if source not in wanted:
+            return
+        if kind_entry == META:
+            if value is None:  # a reset: forget everything of this partition
+                self.committed.pop(source, None)
+                self.pending.pop(source, None)
+                return
+            state = self.committed.setdefault(source, RestoredPartition())
+            for entry, data in self.pending.pop(source, {}).items():
+                if data is None:
+                    state.entries.pop(entry, None)
+                else:
+                    state.entries[entry] = data
+            state.meta = orjson.loads(value)
+            return
+        kind, _, entry = kind_entry.partition("|")
+        if kind != STATE:
+            return
+        self.pending.setdefault(source, {})[entry] = None if value is None else orjson.loads(value)
+
+    def result(self, source: str) -> RestoredPartition:
+        state = self.committed.get(source) or RestoredPartition()
+        for entry in self.pending.get(source, {}):
+            state.repair[entry] = state.entries.get(entry)
+        return state
+
+
+async def read_changelog(
+    bootstrap_servers: str,
+    changelog_topic: str,
+    partitions: list[TopicPartition],
+    timeout_s: float = 60.0,
+) -> dict[TopicPartition, RestoredPartition]:
+    """Read the changelog partitions of ``partitions`` from the beginning to their end.
+
+    The end is the fetch high watermark (``end_offsets()`` can be early on some brokers).
+    """
+    if not partitions:
+        return {}
+    wanted = {entry_prefix(tp) for tp in partitions}
+    log_parts = sorted({TopicPartition(changelog_topic, tp.partition) for tp in partitions})
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap_servers,
+        group_id=None,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        fetch_max_wait_ms=20,
+        max_partition_fetch_bytes=4 * 1024 * 1024,
+    )
+    reader = _Reader()
+    deadline = time.monotonic() + timeout_s
+    await consumer.start()
+    try:
+        consumer.assign(log_parts)
+        await consumer.seek_to_beginning(*log_parts)
+        remaining = set(log_parts)
+        while remaining:
+            if time.monotonic() > deadline:
+                raise RestoreError(f"changelog {changelog_topic} not read within {timeout_s}s")
+            batch = await consumer.getmany(timeout_ms=100, max_records=10_000)
+            for records in batch.values():
+                for record in records:
+                    reader.add(record.key, record.value, wanted)
+            for tp in list(remaining):
+                highwater = consumer.highwater(tp)
+                if highwater is not None and await consumer.position(tp) >= highwater:
+                    remaining.discard(tp)
+            await asyncio.sleep(0)
+    finally:
+        await consumer.stop()
+    return {tp: reader.result(entry_prefix(tp)) for tp in partitions}
+
+
+async def reset_state(bootstrap_servers: str, definition: PipelineDefinition) -> None:
+    """Discard a pipeline's checkpointed state and positions (a replace that resets).
+
+    Writes a null metadata record for every source partition: a restore then forgets
+    everything written before it and starts the partition from ``start_from``.
+    """
+    counts = await ensure_topics(bootstrap_servers, definition)
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap_servers, acks="all")
+    await producer.start()
+    try:
+        batches = BatchProducer(producer)
+        batches.start()
+        try:
+            for topic in definition.topics:
+                for partition in range(counts[topic]):
+                    key = f"{topic}|{partition}|{META}".encode()
+                    batches.append(definition.changelog_topic, partition, key, None, None)
+            await batches.flush()
+        finally:
+            await batches.close()
+    finally:
+        await producer.stop()

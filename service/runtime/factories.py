@@ -1,0 +1,56 @@
+"""Operator factories for :class:`~service.runtime.definition.PipelineDefinition`.
+
+The runtime checkpoints incrementally (``snapshot_changes``), which needs operators
+built with ``track_keys=True``; these helpers build factories that always do, so the API
+layer and tests cannot forget it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from service.core.time import Clock, SystemClock
+from service.operators.base import Operator
+from service.operators.process import build_process_operator
+from service.operators.window import WindowFunction, build_window_operator
+from service.runtime.definition import OperatorFactory
+
+
+def window_operator_factory(
+    pipeline: str,
+    operator_spec: Mapping[str, Any],
+    late_output: bool,
+    function: WindowFunction | None = None,
+) -> OperatorFactory:
+    """A factory of window operators for the spec's ``"operator"`` object.
+
+    Builds one instance eagerly, so a bad spec fails here (at submission), not later
+    in a partition assignment.
+    """
+    spec = dict(operator_spec)
+
+    def build(clock: Clock) -> Operator:
+        return build_window_operator(
+            pipeline, spec, clock, late_output, function=function, track_keys=True
+        )
+
+    build(SystemClock())
+    return build
+
+
+def process_operator_factory(
+    pipeline: str,
+    function: str,
+    params: Mapping[str, Any] | None,
+    allowed_modules: Sequence[str] = (),
+) -> OperatorFactory:
+    """A factory of keyed process operators; validated eagerly like the window one."""
+    params_copy = dict(params) if params is not None else None
+    modules = tuple(allowed_modules)
+
+    def build(clock: Clock) -> Operator:
+        return build_process_operator(pipeline, function, params_copy, clock, modules)
+
+    build(SystemClock())
+    return build

@@ -1,0 +1,190 @@
+"""The runtime as the API sees it: start, stop, replace, pause and resume pipelines.
+
+:class:`Runtime` owns one :class:`~service.runtime.pipeline_runner.PipelineRunner` per
+pipeline and a broker health check (readiness). It never imports the API; the API
+builds :class:`~service.runtime.definition.PipelineDefinition` values and calls in.
+
+Shutdown is graceful for every pipeline (finish the batch in hand, flush, checkpoint,
+commit, leave the group), so a restart of the service re-emits nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from aiokafka import AIOKafkaClient
+
+from service.core.time import Clock, SystemClock
+from service.runtime.changelog import reset_state
+from service.runtime.definition import PipelineDefinition
+from service.runtime.metrics import METRICS, RuntimeMetrics
+from service.runtime.pipeline_runner import PipelineRunner
+from service.runtime.settings import RuntimeSettings
+from service.runtime.status import PipelineStatus
+
+logger = logging.getLogger(__name__)
+
+
+class PipelineExists(KeyError):
+    """A pipeline with that name is already running here."""
+
+
+class UnknownPipeline(KeyError):
+    """No pipeline with that name runs here."""
+
+
+class Runtime:
+    """Every pipeline of this service instance."""
+
+    def __init__(
+        self,
+        settings: RuntimeSettings,
+        clock: Clock | None = None,
+        metrics: RuntimeMetrics = METRICS,
+    ) -> None:
+        self.settings = settings
+        self.clock: Clock = clock or SystemClock()
+        self.metrics = metrics
+        self._runners: dict[str, PipelineRunner] = {}
+        self._broker_ready = False
+        self._health_task: asyncio.Task[None] | None = None
+        self._client: AIOKafkaClient | None = None
+
+    # -- lifecycle -------------------------------------------------------------------
+    async def start(self) -> None:
+        """Start the broker health check (pipelines start on :meth:`start_pipeline`)."""
+        if self._health_task is None:
+            await self.check_broker()
+            self._health_task = asyncio.get_running_loop().create_task(
+                self._watch_broker(), name="clockwork-broker-health"
+            )
+
+    async def shutdown(self) -> None:
+        """Stop every pipeline gracefully, then the health check."""
+        runners = list(self._runners.values())
+        self._runners.clear()
+        results = await asyncio.gather(*(r.stop() for r in runners), return_exceptions=True)
+        for runner, result in zip(runners, results, strict=True):
+            if isinstance(result, BaseException):
+                logger.warning(
+                    "pipeline %s did not stop cleanly: %r", runner.definition.name, result
+                )
+        task, self._health_task = self._health_task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self._close_client()
+
+    # -- pipelines -------------------------------------------------------------------
+    def start_pipeline(self, definition: PipelineDefinition) -> PipelineStatus:
+        """Start running ``definition`` (joins its consumer group); returns its status."""
+        if definition.name in self._runners:
+            raise PipelineExists(definition.name)
+        runner = PipelineRunner(definition, self.settings, self.clock, self.metrics)
+        self._runners[definition.name] = runner
+        runner.start()
+        return runner.status()
+
+    async def stop_pipeline(self, name: str) -> None:
+        """Stop gracefully and forget the pipeline here (its changelog stays)."""
+        runner = self._runners.pop(name, None)
+        if runner is None:
+            raise UnknownPipeline(name)
+        await runner.stop()
+
+    async def replace_pipeline(
+        self, definition: PipelineDefinition, reset_state_: bool = False
+    ) -> PipelineStatus:
+        """Stop the running pipeline of that name and start ``definition`` instead.
+
+        The state is kept when the spec's ``state_fingerprint`` is unchanged (the API
+        refuses other replacements unless asked to reset). With ``reset_state_`` the
+        checkpointed state and positions are discarded and the pipeline starts afresh
+        from ``start_from``.
+        """
+        runner = self._runners.pop(definition.name, None)
+        if runner is not None:
+            await runner.stop()
+        if reset_state_:
+            await reset_state(self.settings.bootstrap_servers, definition)
+        return self.start_pipeline(definition)
+
+    def pause_pipeline(self, name: str) -> PipelineStatus:
+        runner = self._get(name)
+        runner.pause()
+        return runner.status()
+
+    def resume_pipeline(self, name: str) -> PipelineStatus:
+        runner = self._get(name)
+        runner.resume()
+        return runner.status()
+
+    def status(self, name: str) -> PipelineStatus:
+        return self._get(name).status()
+
+    def statuses(self) -> list[PipelineStatus]:
+        return [runner.status() for runner in self._runners.values()]
+
+    def runner(self, name: str) -> PipelineRunner:
+        return self._get(name)
+
+    @property
+    def pipelines(self) -> list[str]:
+        return list(self._runners)
+
+    def _get(self, name: str) -> PipelineRunner:
+        try:
+            return self._runners[name]
+        except KeyError:
+            raise UnknownPipeline(name) from None
+
+    # -- readiness -------------------------------------------------------------------
+    @property
+    def ready(self) -> bool:
+        """The broker answered the last health check."""
+        return self._broker_ready
+
+    async def check_broker(self, timeout_s: float = 5.0) -> bool:
+        """Ask the broker for cluster metadata; updates :attr:`ready`."""
+        try:
+            async with asyncio.timeout(timeout_s):
+                if self._client is None:
+                    client = AIOKafkaClient(
+                        bootstrap_servers=self.settings.bootstrap_servers,
+                        request_timeout_ms=int(timeout_s * 1000),
+                    )
+                    try:
+                        await client.bootstrap()
+                    except BaseException:
+                        await client.close()
+                        raise
+                    self._client = client
+                else:
+                    await self._client.fetch_all_metadata()
+            ready = True
+        except Exception as exc:
+            if self._broker_ready:
+                logger.warning("broker not reachable: %r", exc)
+            await self._close_client()
+            ready = False
+        if ready and not self._broker_ready:
+            logger.info("broker reachable at %s", self.settings.bootstrap_servers)
+        self._broker_ready = ready
+        self.metrics.broker_ready.set(1 if ready else 0)
+        return ready
+
+    async def _watch_broker(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.broker_check_interval_s)
+            await self.check_broker()
+
+    async def _close_client(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            try:
+                await client.close()
+            except Exception:
+                logger.debug("closing the health-check client failed", exc_info=True)

@@ -1,0 +1,234 @@
+"""The runtime's Prometheus metrics, in one registry the API's ``/metrics`` serves.
+
+Why a module-level registry and not prometheus-client's global one: the API serves
+exactly what the service defines (no surprise collectors from imported libraries), and
+tests can read it, or build an isolated one with :func:`build_metrics`.
+
+Metrics are updated once per batch, per watermark emission, per checkpoint; never per
+record. Labels: ``pipeline`` always, ``partition`` (``topic/partition``) where the number
+is a property of one partition.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+_P = ("pipeline",)
+_PP = ("pipeline", "partition")
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeMetrics:
+    """Every metric the runtime exports; see :data:`METRIC_NAMES` for the names."""
+
+    records_in: Counter
+    records_out: Counter
+    dead_lettered: Counter
+    late_records: Counter
+    window_firings: Counter
+    batch_seconds: Histogram
+    timers_queued: Gauge
+    timers_fired: Counter
+    processing_timer_lateness: Histogram
+    watermark: Gauge
+    watermark_lag: Gauge
+    combined_watermark: Gauge
+    combined_watermark_lag: Gauge
+    idle_partitions: Gauge
+    windows_open: Gauge
+    keys: Gauge
+    consumer_lag: Gauge
+    checkpoint_seconds: Histogram
+    checkpoint_entries: Counter
+    checkpoint_bytes: Counter
+    checkpoint_age: Gauge
+    checkpoint_failures: Counter
+    restore_seconds: Histogram
+    pipeline_up: Gauge
+    pipeline_restarts: Counter
+    broker_ready: Gauge
+
+
+def build_metrics(registry: CollectorRegistry) -> RuntimeMetrics:
+    """Create every runtime metric in ``registry``."""
+    r = registry
+    return RuntimeMetrics(
+        records_in=Counter(
+            "clockwork_records_in", "Records consumed from source partitions.", _PP, registry=r
+        ),
+        records_out=Counter(
+            "clockwork_records_out",
+            "Records produced, by output kind (result, late, dead_letter).",
+            ("pipeline", "output"),
+            registry=r,
+        ),
+        dead_lettered=Counter(
+            "clockwork_dead_lettered_records",
+            "Records sent to the dead-letter topic, by reason.",
+            ("pipeline", "reason"),
+            registry=r,
+        ),
+        late_records=Counter(
+            "clockwork_late_records",
+            "Records behind the watermark for every window, by what happened to them.",
+            ("pipeline", "action"),  # side_output | dropped
+            registry=r,
+        ),
+        window_firings=Counter(
+            "clockwork_window_firings",
+            "Window results emitted, by firing kind (early, on_time, late).",
+            ("pipeline", "fire"),
+            registry=r,
+        ),
+        batch_seconds=Histogram(
+            "clockwork_batch_processing_seconds",
+            "Time to decode, process and hand one fetched batch to the sinks.",
+            _P,
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
+            registry=r,
+        ),
+        timers_queued=Gauge(
+            "clockwork_timers_queued",
+            "Timers queued in a partition's timer service, by time domain.",
+            ("pipeline", "partition", "domain"),
+            registry=r,
+        ),
+        timers_fired=Counter(
+            "clockwork_processing_timer_wakeups",
+            "Wake-ups of a partition's single processing-time handle.",
+            _P,
+            registry=r,
+        ),
+        processing_timer_lateness=Histogram(
+            "clockwork_processing_timer_lateness_seconds",
+            "How late the processing-time wake-up ran after the head timer's time.",
+            _P,
+            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0),
+            registry=r,
+        ),
+        watermark=Gauge(
+            "clockwork_partition_watermark_milliseconds",
+            "A partition's own watermark (epoch ms; absent before its first record).",
+            _PP,
+            registry=r,
+        ),
+        watermark_lag=Gauge(
+            "clockwork_partition_watermark_lag_milliseconds",
+            "Processing time minus the partition's watermark.",
+            _PP,
+            registry=r,
+        ),
+        combined_watermark=Gauge(
+            "clockwork_watermark_milliseconds",
+            "The combined watermark delivered to the operators (epoch ms).",
+            _P,
+            registry=r,
+        ),
+        combined_watermark_lag=Gauge(
+            "clockwork_watermark_lag_milliseconds",
+            "Processing time minus the combined watermark.",
+            _P,
+            registry=r,
+        ),
+        idle_partitions=Gauge(
+            "clockwork_idle_partitions",
+            "Assigned partitions currently idle (left out of the combined watermark).",
+            _P,
+            registry=r,
+        ),
+        windows_open=Gauge(
+            "clockwork_windows_open", "Windows with state in a partition.", _PP, registry=r
+        ),
+        keys=Gauge("clockwork_keys", "Keys with state in a partition.", _PP, registry=r),
+        consumer_lag=Gauge(
+            "clockwork_consumer_lag_records",
+            "High watermark minus the next offset to process.",
+            _PP,
+            registry=r,
+        ),
+        checkpoint_seconds=Histogram(
+            "clockwork_checkpoint_duration_seconds",
+            "Time of one checkpoint: flush outputs, write the changelog, commit offsets.",
+            _P,
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+            registry=r,
+        ),
+        checkpoint_entries=Counter(
+            "clockwork_checkpoint_entries",
+            "Changelog entries written (changed state entries, tombstones, metadata).",
+            _P,
+            registry=r,
+        ),
+        checkpoint_bytes=Counter(
+            "clockwork_checkpoint_bytes", "Changelog bytes written.", _P, registry=r
+        ),
+        checkpoint_age=Gauge(
+            "clockwork_checkpoint_age_seconds",
+            "Seconds since a partition's last completed checkpoint.",
+            _PP,
+            registry=r,
+        ),
+        checkpoint_failures=Counter(
+            "clockwork_checkpoint_failures", "Checkpoints that failed.", _P, registry=r
+        ),
+        restore_seconds=Histogram(
+            "clockwork_restore_duration_seconds",
+            "Time to rebuild assigned partitions' state from the changelog.",
+            _P,
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
+            registry=r,
+        ),
+        pipeline_up=Gauge(
+            "clockwork_pipeline_running",
+            "1 while the pipeline's consumer loop runs, else 0.",
+            _P,
+            registry=r,
+        ),
+        pipeline_restarts=Counter(
+            "clockwork_pipeline_restarts",
+            "Times the consumer loop was restarted after an error.",
+            _P,
+            registry=r,
+        ),
+        broker_ready=Gauge(
+            "clockwork_broker_ready", "1 when the broker answered the last check.", registry=r
+        ),
+    )
+
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+"""The registry the API's ``/metrics`` endpoint serves."""
+
+METRICS = build_metrics(REGISTRY)
+
+METRIC_NAMES: tuple[str, ...] = (
+    "clockwork_records_in_total",
+    "clockwork_records_out_total",
+    "clockwork_dead_lettered_records_total",
+    "clockwork_late_records_total",
+    "clockwork_window_firings_total",
+    "clockwork_batch_processing_seconds",
+    "clockwork_timers_queued",
+    "clockwork_processing_timer_wakeups_total",
+    "clockwork_processing_timer_lateness_seconds",
+    "clockwork_partition_watermark_milliseconds",
+    "clockwork_partition_watermark_lag_milliseconds",
+    "clockwork_watermark_milliseconds",
+    "clockwork_watermark_lag_milliseconds",
+    "clockwork_idle_partitions",
+    "clockwork_windows_open",
+    "clockwork_keys",
+    "clockwork_consumer_lag_records",
+    "clockwork_checkpoint_duration_seconds",
+    "clockwork_checkpoint_entries_total",
+    "clockwork_checkpoint_bytes_total",
+    "clockwork_checkpoint_age_seconds",
+    "clockwork_checkpoint_failures_total",
+    "clockwork_restore_duration_seconds",
+    "clockwork_pipeline_running",
+    "clockwork_pipeline_restarts_total",
+    "clockwork_broker_ready",
+)
+"""The exported metric names as they appear in the text format (histograms by base name)."""

@@ -1,0 +1,173 @@
+"""One assigned source partition: its operator instance, watermark generator and position.
+
+The partition is the shard of state (semantics.md section 7): the task owns everything
+that moves with the partition on a rebalance. It is synchronous: the pipeline runner
+does the I/O (fetching, producing, checkpoints) and calls in here per fetched batch,
+per watermark and per processing-time wake-up. After each call the operator's collector
+is drained into the sink, so outputs leave in the order they were emitted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from aiokafka import TopicPartition
+
+from service.core.time import MIN_TIMESTAMP, Clock
+from service.core.watermarks import Punctuated, WatermarkGenerator
+from service.operators.base import InputRecord, Operator, WindowResult
+from service.runtime.decoding import DeadLetter, RecordDecoder
+from service.runtime.processing_timers import ProcessingTimeScheduler
+from service.runtime.sinks import OutputSink
+
+
+class PartitionTask:
+    """State and bookkeeping of one ``(topic, partition)`` of one pipeline."""
+
+    __slots__ = (
+        "decoder",
+        "end_offset",
+        "finished",
+        "firings",
+        "generator",
+        "highwater",
+        "last_checkpoint_ms",
+        "late_dropped",
+        "next_offset",
+        "operator",
+        "partition",
+        "punctuated",
+        "records_in",
+        "sink",
+        "timers",
+        "tp",
+    )
+
+    def __init__(
+        self,
+        tp: TopicPartition,
+        operator: Operator,
+        generator: WatermarkGenerator,
+        decoder: RecordDecoder,
+        sink: OutputSink,
+        clock: Clock,
+        loop: asyncio.AbstractEventLoop,
+        on_timer_error: Callable[[BaseException], None],
+        on_timer_lateness: Callable[[float], None] | None = None,
+    ) -> None:
+        self.tp = tp
+        self.partition = tp.partition
+        self.operator = operator
+        self.generator = generator
+        self.punctuated = isinstance(generator, Punctuated)
+        self.decoder = decoder
+        self.sink = sink
+        self.next_offset: int | None = None
+        self.highwater: int | None = None
+        self.end_offset: int | None = None
+        """Bounded mode: the high watermark captured at start."""
+        self.finished = False
+        self.records_in = 0
+        self.late_dropped = 0
+        self.firings: dict[str, int] = {}
+        self.last_checkpoint_ms: int | None = None
+
+        def fire(now: int, head: int) -> None:
+            if on_timer_lateness is not None and now >= head:
+                on_timer_lateness((now - head) / 1000.0)
+            try:
+                self.operator.advance_processing_time(now)
+                self.drain()
+                self.sink_flush_hint()
+            except Exception as exc:  # the runner restarts from the last checkpoint
+                on_timer_error(exc)
+
+        self.timers = ProcessingTimeScheduler(loop, clock, operator.next_processing_time, fire)
+
+    def sink_flush_hint(self) -> None:
+        """Outputs of a timer wake-up leave now, not at the next fetch."""
+        self.sink.send_open()
+
+    # -- the hot path ----------------------------------------------------------------
+    def process(self, records: Sequence[Any], failed: list[DeadLetter]) -> int:
+        """Decode and process one fetched batch; returns how many records it had."""
+        inputs: list[InputRecord] = []
+        self.decoder.decode(records, inputs, failed)
+        if inputs:
+            self.operator.process_batch(inputs)
+            generator = self.generator
+            if self.punctuated:
+                on_event = generator.on_event
+                for record in inputs:
+                    on_event(record[1], record[2])
+            else:  # bounded out-of-orderness depends on the maximum timestamp only
+                on_event_max = generator.on_event
+                on_event_max(max([record[1] for record in inputs]), None)
+        count = len(records)
+        self.records_in += count
+        self.next_offset = records[-1].offset + 1
+        self.drain()
+        self.timers.reschedule()
+        return count
+
+    def decode(self, records: Sequence[Any], failed: list[DeadLetter]) -> list[InputRecord]:
+        """For per-record mode: decode only; the runner calls :meth:`process_one` per record."""
+        inputs: list[InputRecord] = []
+        self.decoder.decode(records, inputs, failed)
+        self.records_in += len(records)
+        self.next_offset = records[-1].offset + 1
+        return inputs
+
+    def process_one(self, record: InputRecord) -> None:
+        self.operator.process_batch((record,))
+        self.generator.on_event(record[1], record[2])
+        self.drain()
+
+    def advance_watermark(self, watermark: int) -> None:
+        self.operator.advance_watermark(watermark)
+        self.drain()
+        self.timers.reschedule()
+
+    def drain(self) -> None:
+        """Hand what the operator emitted to the sink, in order."""
+        collector = self.operator.collector
+        if collector.results:
+            results, late, failed = collector.drain()
+            firings = self.firings
+            for result in results:
+                if type(result) is WindowResult:
+                    kind = result.fire.value
+                    firings[kind] = firings.get(kind, 0) + 1
+            self.sink.results(self.partition, results)
+        else:
+            if not collector.late and not collector.failed:
+                self._take_dropped(collector)
+                return
+            _, late, failed = collector.drain()
+        if late:
+            self.sink.late(self.partition, late)
+        if failed:
+            self.sink.failures(self.partition, failed)
+        self._take_dropped(collector)
+
+    def _take_dropped(self, collector: Any) -> None:
+        if collector.dropped_late:
+            self.late_dropped += collector.dropped_late
+            collector.dropped_late = 0
+
+    # -- reporting -------------------------------------------------------------------
+    @property
+    def watermark(self) -> int | None:
+        """The partition's own watermark, None before its first record."""
+        value = self.generator.current_watermark
+        return None if value == MIN_TIMESTAMP else value
+
+    def lag(self) -> int | None:
+        if self.highwater is None or self.next_offset is None:
+            return None
+        return max(0, self.highwater - self.next_offset)
+
+    def close(self) -> None:
+        self.timers.cancel()

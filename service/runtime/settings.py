@@ -1,0 +1,36 @@
+"""How the runtime talks to Kafka and how often it checkpoints: one frozen value.
+
+Separate from :class:`~service.runtime.definition.PipelineDefinition` because these are
+properties of the deployment (the broker, its timeouts), not of a pipeline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeSettings:
+    bootstrap_servers: str
+    checkpoint_interval_ms: int = 5000
+    """A partition's state and offset are made durable at least this often."""
+    fetch_max_wait_ms: int = 20
+    """Short: some brokers (Tansu) answer a waiting fetch only when this expires."""
+    fetch_timeout_ms: int = 100
+    """How long one ``getmany`` may wait; bounds the reaction to stop/pause."""
+    max_records: int = 20_000
+    """Records per ``getmany``: the batch a partition's operator gets at once."""
+    max_partition_fetch_bytes: int = 4 * 1024 * 1024
+    session_timeout_ms: int = 10_000
+    heartbeat_interval_ms: int | None = None
+    """Default: a third of the session timeout."""
+    request_timeout_ms: int = 30_000
+    max_pending_bytes: int = 32 * 1024 * 1024
+    """Produced bytes not yet acknowledged before the consumer loop waits (backpressure)."""
+    max_batch_bytes: int = 1024 * 1024
+    replication_factor: int = 1
+    """For created topics (aiokafka cannot ask for the broker's default); 3 in production."""
+    restart_backoff_initial_s: float = 0.5
+    restart_backoff_max_s: float = 30.0
+    broker_check_interval_s: float = 2.0
+    metrics_interval_s: float = 1.0

@@ -1,0 +1,194 @@
+"""What a pipeline writes: results, late records and dead letters, as contract.md says.
+
+- Results go to the result topic, keyed by the pipeline key (UTF-8), timestamped at the
+  window's ``max_ts`` (``end - 1``) or the process function's output timestamp, with the
+  contract's JSON value (``pipeline``, ``key``, ``window``, ``result``, ``fire``,
+  ``seq``, ``watermark``, ``id``; or ``timestamp``, ``value`` for keyed process output).
+- Late records and dead letters carry the original Kafka key, value and headers
+  unchanged, plus ``clockwork.*`` headers saying the pipeline and the reason (and, for
+  late data, the watermark).
+
+Output partition: the source partition number modulo the output topic's partition
+count. The input is partitioned by the pipeline key (semantics.md section 7), so every
+result of one key lands in one output partition, in order, without hashing each key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import orjson
+
+from service.operators.base import FailedRecord, KeyedOutput, LateRecord, WindowResult
+from service.runtime.batch_producer import BatchProducer
+from service.runtime.decoding import DeadLetter
+from service.runtime.definition import PipelineDefinition
+
+HEADER_PIPELINE = "clockwork.pipeline"
+HEADER_REASON = "clockwork.reason"
+HEADER_ERROR = "clockwork.error"
+HEADER_WATERMARK = "clockwork.watermark"
+HEADER_TIMESTAMP = "clockwork.timestamp"
+HEADER_SOURCE = "clockwork.source"
+
+REASON_LATE = "late"
+_ERROR_LIMIT = 1000
+_DUMPS_OPTIONS = orjson.OPT_NON_STR_KEYS
+
+
+def _json_default(value: Any) -> Any:
+    """Values orjson cannot write natively: sets as sorted lists, the rest as text."""
+    if isinstance(value, set | frozenset):
+        try:
+            return sorted(value)
+        except TypeError:
+            return [str(v) for v in value]
+    if isinstance(value, tuple):
+        return list(value)
+    return str(value)
+
+
+def dumps(value: Any) -> bytes:
+    return orjson.dumps(value, default=_json_default, option=_DUMPS_OPTIONS)
+
+
+class OutputSink:
+    """Formats one pipeline's outputs and appends them to the batch producer."""
+
+    __slots__ = (
+        "_batches",
+        "_dead_letter_parts",
+        "_dead_letter_topic",
+        "_late_parts",
+        "_late_topic",
+        "_name",
+        "_name_header",
+        "_result_parts",
+        "_result_topic",
+        "dead_lettered",
+        "late_sent",
+        "results_sent",
+    )
+
+    def __init__(
+        self,
+        definition: PipelineDefinition,
+        batches: BatchProducer,
+        partition_counts: dict[str, int],
+    ) -> None:
+        sink = definition.sink
+        self._name = definition.name
+        self._name_header = definition.name.encode()
+        self._batches = batches
+        self._result_topic = sink.topic
+        self._result_parts = partition_counts[sink.topic]
+        self._dead_letter_topic = sink.dead_letter_topic
+        self._dead_letter_parts = partition_counts[sink.dead_letter_topic]
+        self._late_topic = sink.late_topic
+        self._late_parts = partition_counts[sink.late_topic] if sink.late_topic else 0
+        self.results_sent = 0
+        self.late_sent = 0
+        self.dead_lettered: dict[str, int] = {}
+
+    def send_open(self) -> None:
+        """Queue the open batches for sending now (after a timer wake-up)."""
+        self._batches.send_open()
+
+    # -- results ---------------------------------------------------------------------
+    def results(self, source_partition: int, results: Iterable[WindowResult | KeyedOutput]) -> None:
+        """Append results in emission order."""
+        topic = self._result_topic
+        partition = source_partition % self._result_parts
+        append = self._batches.append
+        name = self._name
+        count = 0
+        for result in results:
+            if type(result) is WindowResult:
+                value = {
+                    "pipeline": name,
+                    "key": result.key,
+                    "window": {"start": result.start, "end": result.end},
+                    "result": result.result,
+                    "fire": result.fire,
+                    "seq": result.seq,
+                    "watermark": result.watermark,
+                    "id": result.id,
+                }
+                timestamp: int | None = result.end - 1
+            else:
+                value = {
+                    "pipeline": name,
+                    "key": result.key,
+                    "timestamp": result.timestamp,
+                    "value": result.value,  # type: ignore[union-attr]
+                    "id": result.id,
+                }
+                timestamp = result.timestamp
+            append(topic, partition, result.key.encode(), dumps(value), timestamp)
+            count += 1
+        self.results_sent += count
+
+    # -- late data -------------------------------------------------------------------
+    def late(self, source_partition: int, records: Iterable[LateRecord]) -> None:
+        """Forward late records to the late topic (the caller counts drops otherwise)."""
+        topic = self._late_topic
+        if topic is None:
+            return
+        partition = source_partition % self._late_parts
+        for late in records:
+            source = late.source
+            headers: list[tuple[str, bytes]] = [
+                *(source.headers or ()),
+                (HEADER_PIPELINE, self._name_header),
+                (HEADER_REASON, REASON_LATE.encode()),
+                (HEADER_WATERMARK, str(late.watermark).encode()),
+                (HEADER_TIMESTAMP, str(late.timestamp).encode()),
+            ]
+            self._batches.append(
+                topic, partition, source.key, source.value, source.timestamp, headers
+            )
+            self.late_sent += 1
+
+    # -- failures --------------------------------------------------------------------
+    def dead_letters(self, source_partition: int, records: Iterable[DeadLetter]) -> None:
+        """Records that could not be decoded, keyed or timestamped."""
+        for record in records:
+            self._dead_letter(
+                source_partition, record.source, record.key, record.reason, record.error
+            )
+
+    def failures(self, source_partition: int, records: Iterable[FailedRecord]) -> None:
+        """Records (or timers) the operator or user code failed on."""
+        for record in records:
+            self._dead_letter(
+                source_partition, record.source, record.key, record.reason, record.detail
+            )
+
+    def _dead_letter(
+        self, source_partition: int, source: Any, key: str | None, reason: str, error: str
+    ) -> None:
+        headers: list[tuple[str, bytes]] = []
+        if source is not None and hasattr(source, "offset"):
+            headers.extend(source.headers or ())
+            raw_key, raw_value, timestamp = source.key, source.value, source.timestamp
+            where = f"{source.topic}/{source.partition}/{source.offset}"
+            headers.append((HEADER_SOURCE, where.encode()))
+        else:  # a timer's failure has no input record: describe it
+            raw_key = key.encode() if key is not None else None
+            raw_value = dumps({"pipeline": self._name, "key": key, "reason": reason})
+            timestamp = None
+        headers.append((HEADER_PIPELINE, self._name_header))
+        headers.append((HEADER_REASON, reason.encode()))
+        headers.append((HEADER_ERROR, error[:_ERROR_LIMIT].encode("utf-8", "replace")))
+        if raw_key is None and raw_value is None:
+            raw_value = b""
+        self._batches.append(
+            self._dead_letter_topic,
+            source_partition % self._dead_letter_parts,
+            raw_key,
+            raw_value,
+            timestamp,
+            headers,
+        )
+        self.dead_lettered[reason] = self.dead_lettered.get(reason, 0) + 1

@@ -1,0 +1,89 @@
+"""What the runtime reports about a pipeline: plain frozen data the API serializes.
+
+Snapshots are taken on request (``Runtime.status``), never kept up to date per record.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+
+class PipelineState(StrEnum):
+    """The lifecycle of one pipeline on this replica (contract.md, status endpoint)."""
+
+    STARTING = "starting"
+    RUNNING = "running"
+    PAUSED = "paused"
+    FINISHED = "finished"
+    FAILED = "failed"
+    STOPPED = "stopped"
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionStatus:
+    """One assigned source partition."""
+
+    topic: str
+    partition: int
+    offset: int | None
+    """The next offset to process."""
+    end_offset: int | None
+    """The fetch high watermark (bounded mode: the end captured at start)."""
+    lag: int | None
+    watermark: int | None
+    """The partition's own watermark; None before its first record."""
+    idle: bool
+    event_timers: int
+    processing_timers: int
+    windows_open: int
+    keys: int
+    records_in: int
+    last_checkpoint_ms: int | None
+    """Wall-clock time of the last completed checkpoint of this partition."""
+    finished: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "partition": self.partition,
+            "offset": self.offset,
+            "end_offset": self.end_offset,
+            "lag": self.lag,
+            "watermark": self.watermark,
+            "idle": self.idle,
+            "event_timers": self.event_timers,
+            "processing_timers": self.processing_timers,
+            "windows_open": self.windows_open,
+            "keys": self.keys,
+            "records_in": self.records_in,
+            "last_checkpoint_ms": self.last_checkpoint_ms,
+            "finished": self.finished,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineStatus:
+    """One pipeline on this replica."""
+
+    name: str
+    state: PipelineState
+    reason: str | None
+    """Why the pipeline failed, or the error it is retrying after."""
+    watermark: int | None
+    """The combined watermark delivered to the operators; None before the first."""
+    partitions: tuple[PartitionStatus, ...]
+    records_in: int
+    restarts: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "state": self.state.value,
+            "reason": self.reason,
+            "watermark": self.watermark,
+            "records_in": self.records_in,
+            "restarts": self.restarts,
+            "partitions": [p.to_dict() for p in self.partitions],
+        }

@@ -1,0 +1,82 @@
+"""Creating a pipeline's output and changelog topics, and learning partition counts.
+
+Output topics (results, late data, dead letters) get as many partitions as the widest
+source topic. The changelog gets exactly that many too (source partition ``p`` is
+checkpointed to changelog partition ``p``), with ``cleanup.policy=compact`` so it keeps
+the newest value per state entry. An existing topic is left as it is.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+from service.runtime.definition import PipelineDefinition
+
+logger = logging.getLogger(__name__)
+
+_TOPIC_ALREADY_EXISTS = 36
+
+CHANGELOG_CONFIGS = {
+    "cleanup.policy": "compact",
+    # Compaction must not run between a crash and the next owner's repair of a
+    # checkpoint cut short (see changelog.py); an hour is far more than a restore takes.
+    "min.compaction.lag.ms": "3600000",
+}
+
+
+class TopicError(RuntimeError):
+    """A source topic is missing, or a topic could not be created."""
+
+
+async def ensure_topics(
+    bootstrap_servers: str, definition: PipelineDefinition, replication_factor: int = 1
+) -> dict[str, int]:
+    """Create the pipeline's missing output and changelog topics; return partition counts.
+
+    The returned mapping covers the source topics, the output topics and the changelog.
+    """
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers, request_timeout_ms=15_000)
+    await admin.start()
+    try:
+        counts = await _partition_counts(admin, list(definition.topics))
+        missing = [t for t in definition.topics if not counts.get(t)]
+        if missing:
+            raise TopicError(f"source topic(s) do not exist: {', '.join(missing)}")
+        width = max(counts[t] for t in definition.topics)
+        sink = definition.sink
+        outputs = [sink.topic, sink.dead_letter_topic]
+        if sink.late_topic:
+            outputs.append(sink.late_topic)
+        existing = set(await admin.list_topics())
+        wanted: dict[str, dict[str, str]] = {t: {} for t in outputs if t not in existing}
+        if definition.changelog_topic not in existing:
+            wanted[definition.changelog_topic] = CHANGELOG_CONFIGS
+        if wanted:
+            response = await admin.create_topics(
+                [
+                    NewTopic(name, width, replication_factor, topic_configs=configs)
+                    for name, configs in wanted.items()
+                ]
+            )
+            for name, code, *rest in response.topic_errors:
+                if code not in (0, _TOPIC_ALREADY_EXISTS):
+                    raise TopicError(f"could not create topic {name}: error {code} {rest}")
+            logger.info("pipeline %s: created topics %s", definition.name, sorted(wanted))
+        counts.update(await _partition_counts(admin, [*outputs, definition.changelog_topic]))
+        if counts.get(definition.changelog_topic, 0) < width:
+            raise TopicError(
+                f"changelog {definition.changelog_topic} has fewer partitions than the source"
+            )
+        return counts
+    finally:
+        await admin.close()
+
+
+async def _partition_counts(admin: AIOKafkaAdminClient, topics: list[str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for topic in await admin.describe_topics(topics):
+        if topic.get("error_code", 0) == 0:
+            counts[topic["topic"]] = len(topic["partitions"])
+    return counts

@@ -1,0 +1,97 @@
+"""The combined watermark of one pipeline on this instance, and its periodic emission.
+
+semantics.md section 3: every ``interval_ms`` the minimum over this instance's
+assigned, non-idle partitions is taken (:class:`~service.core.watermarks.WatermarkCombiner`)
+and, only if it moved forward, delivered to every partition's operator. With
+``interval_ms = 0`` the runner calls :meth:`WatermarkEmitter.emit` after every record
+instead, which gives Flink's per-record results deterministically.
+
+Why one task per pipeline and not per partition: the combined watermark is a property
+of the instance, and delivering it to all partitions in one synchronous step keeps
+every operator at the same event time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+
+from aiokafka import TopicPartition
+
+from service.core.time import MIN_TIMESTAMP, Clock
+from service.core.watermarks import WatermarkCombiner
+from service.runtime.partition import PartitionTask
+
+logger = logging.getLogger(__name__)
+
+
+class WatermarkEmitter:
+    """Combines partition watermarks and delivers the result to every partition."""
+
+    __slots__ = ("_after_emit", "_clock", "_task", "combiner", "interval_ms", "partitions")
+
+    def __init__(
+        self,
+        partitions: dict[TopicPartition, PartitionTask],
+        clock: Clock,
+        interval_ms: int,
+        idle_timeout_ms: int | None,
+        after_emit: Callable[[], None],
+    ) -> None:
+        self.partitions = partitions
+        self.combiner: WatermarkCombiner[TopicPartition] = WatermarkCombiner(idle_timeout_ms)
+        self._clock = clock
+        self.interval_ms = interval_ms
+        self._after_emit = after_emit
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def current(self) -> int | None:
+        """The last delivered combined watermark; None before the first."""
+        value = self.combiner.current
+        return None if value == MIN_TIMESTAMP else value
+
+    def emit(self, now: int) -> int | None:
+        """Deliver the combined watermark if it advanced; returns it, or None."""
+        watermark = self.combiner.combine(now)
+        if watermark is not None:
+            self.deliver(watermark)
+        return watermark
+
+    def deliver(self, watermark: int) -> None:
+        for part in list(self.partitions.values()):
+            part.advance_watermark(watermark)
+        self._after_emit()
+
+    def finish(self) -> None:
+        """Bounded input ended: deliver ``MAX``, which fires every event-time timer."""
+        self.deliver(self.combiner.finish())
+
+    def start(self, on_error: Callable[[BaseException], None]) -> None:
+        if self.interval_ms > 0 and self._task is None:
+            self._task = asyncio.get_running_loop().create_task(
+                self._run(on_error), name="clockwork-watermarks"
+            )
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _run(self, on_error: Callable[[BaseException], None]) -> None:
+        interval = self.interval_ms / 1000.0
+        clock = self._clock
+        while True:
+            await asyncio.sleep(interval)
+            if self.combiner.finished:
+                return
+            try:
+                self.emit(clock.now_ms())
+            except Exception as exc:  # an operator bug: the runner restarts the pipeline
+                logger.exception("watermark emission failed")
+                on_error(exc)
+                return

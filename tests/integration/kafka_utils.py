@@ -1,0 +1,183 @@
+"""Small helpers for tests against the embedded broker: topics, producing, reading back."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any
+
+import orjson
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+from service.runtime.definition import (
+    PipelineDefinition,
+    SinkSettings,
+    TimestampSettings,
+    WatermarkSettings,
+)
+from service.runtime.factories import window_operator_factory
+from service.runtime.settings import RuntimeSettings
+
+Record = tuple[int, bytes | None, bytes | None, int | None]
+"""``(partition, key, value, kafka timestamp)``."""
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def runtime_settings(bootstrap: str, **overrides: Any) -> RuntimeSettings:
+    values: dict[str, Any] = {
+        "bootstrap_servers": bootstrap,
+        "session_timeout_ms": 2000,
+        "checkpoint_interval_ms": 300,
+        "restart_backoff_initial_s": 0.2,
+        "restart_backoff_max_s": 1.0,
+    }
+    values.update(overrides)
+    return RuntimeSettings(**values)
+
+
+async def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(name, partitions, 1)])
+    finally:
+        await admin.close()
+
+
+async def partition_ids(bootstrap: str, topic: str) -> list[int]:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        (described,) = await admin.describe_topics([topic])
+    finally:
+        await admin.close()
+    return sorted(p["partition"] for p in described["partitions"])
+
+
+async def produce(bootstrap: str, topic: str, records: Iterable[Record]) -> int:
+    """Produce with the batch API, in order per partition; returns how many."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=0)
+    await producer.start()
+    count = 0
+    try:
+        batches: dict[int, Any] = {}
+        futures = []
+        for partition, key, value, timestamp in records:
+            batch = batches.get(partition)
+            if batch is None:
+                batch = batches[partition] = producer.create_batch()
+            if batch.append(key=key, value=value, timestamp=timestamp) is None:
+                futures.append(await producer.send_batch(batch, topic, partition=partition))
+                batch = batches[partition] = producer.create_batch()
+                batch.append(key=key, value=value, timestamp=timestamp)
+            count += 1
+        for partition, batch in batches.items():
+            if batch.record_count():
+                futures.append(await producer.send_batch(batch, topic, partition=partition))
+        await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+    return count
+
+
+def json_record(
+    partition: int, key: str | None, value: Any, timestamp: int | None = None
+) -> Record:
+    return (partition, key.encode() if key is not None else None, orjson.dumps(value), timestamp)
+
+
+async def read_topic(bootstrap: str, topic: str, timeout_s: float = 10.0) -> list[Any]:
+    """Every record of ``topic`` up to the fetch high watermark, by partition and offset."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=20
+    )
+    await consumer.start()
+    out: list[Any] = []
+    try:
+        partitions = await partition_ids(bootstrap, topic)
+        deadline = time.monotonic() + timeout_s
+        tps = [TopicPartition(topic, p) for p in sorted(partitions)]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        remaining = set(tps)
+        while remaining:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"could not read {topic} to its end")
+            batch = await consumer.getmany(timeout_ms=100)
+            for records in batch.values():
+                out.extend(records)
+            for tp in list(remaining):
+                highwater = consumer.highwater(tp)
+                if highwater is not None and await consumer.position(tp) >= highwater:
+                    remaining.discard(tp)
+    finally:
+        await consumer.stop()
+    out.sort(key=lambda r: (r.partition, r.offset))
+    return out
+
+
+async def read_json(bootstrap: str, topic: str) -> list[dict[str, Any]]:
+    return [orjson.loads(r.value) for r in await read_topic(bootstrap, topic)]
+
+
+async def wait_until(
+    predicate: Callable[[], Awaitable[bool]], timeout_s: float, interval_s: float = 0.1
+) -> None:
+    """Poll ``predicate`` until it holds; TimeoutError at the deadline."""
+    deadline = time.monotonic() + timeout_s
+    while not await predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError("condition not met before the deadline")
+        await asyncio.sleep(interval_s)
+
+
+def window_definition(
+    name: str,
+    topics: Sequence[str],
+    operator: dict[str, Any],
+    *,
+    bounded: bool = True,
+    interval_ms: int = 50,
+    max_out_of_orderness_ms: int = 0,
+    idle_timeout_ms: int | None = None,
+    key_field: str | None = "user",
+    timestamp_field: str = "ts",
+    late: bool = True,
+) -> PipelineDefinition:
+    sink = SinkSettings(
+        topic=f"{name}.out",
+        dead_letter_topic=f"{name}.dlq",
+        late_topic=f"{name}.late" if late else None,
+    )
+    return PipelineDefinition(
+        name=name,
+        topics=tuple(topics),
+        sink=sink,
+        operator_factory=window_operator_factory(name, operator, late_output=late),
+        key_field=key_field,
+        timestamp=TimestampSettings(source="field", field=timestamp_field),
+        watermark=WatermarkSettings(
+            strategy="bounded_out_of_orderness",
+            max_out_of_orderness_ms=max_out_of_orderness_ms,
+            interval_ms=interval_ms,
+            idle_timeout_ms=idle_timeout_ms,
+        ),
+        bounded=bounded,
+        spec={"operator": operator},
+    )
+
+
+def latest_by_id(results: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The newest ``seq`` per ``id``: what the compaction job keeps."""
+    out: dict[str, dict[str, Any]] = {}
+    for result in results:
+        current = out.get(result["id"])
+        if current is None or result["seq"] >= current["seq"]:
+            out[result["id"]] = result
+    return out
