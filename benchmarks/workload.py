@@ -263,12 +263,16 @@ def kafka_partition(key: bytes, partitions: int) -> int:
 
 
 async def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    """Create ``topic``, its retention set explicitly: Tansu reports only the configs a
+    topic was created with, and Quix Streams needs ``retention.ms`` to derive its
+    changelog topics' configs."""
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
-        await admin.create_topics([NewTopic(topic, partitions, 1)])
+        configs = {"retention.ms": "-1", "retention.bytes": "-1"}
+        await admin.create_topics([NewTopic(topic, partitions, 1, topic_configs=configs)])
     finally:
         await admin.close()
 

@@ -1,0 +1,1 @@
+"""The standard workload on the peers (Quix Streams, Bytewax, Faust, Flink SQL)."""

@@ -1,0 +1,70 @@
+"""How each contender is started: the peers (each with its venv's Python), the
+raw-consume ceiling, and our service (through ``benchmarks/e2e.py``, see ours.py)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from benchmarks.peers.harness import Contender, Paths, Prepared, RunResult, Summary
+from benchmarks.peers.venvs import HERE, Peer
+
+
+def runner_args(prep: Prepared, paths: Paths) -> list[str]:
+    return [
+        "--bootstrap", paths.bootstrap or "-",
+        "--input-topic", "bench-input",
+        "--output-topic", "bench-output",
+        "--group", "bench",
+        "--records", str(len(prep.records)),
+        "--input-file", str(prep.jsonl),
+        "--output-dir", str(paths.output_dir),
+        "--state-dir", str(paths.workdir / "state"),
+        "--report", str(paths.report),
+    ]  # fmt: skip
+
+
+def peer_contender(peer: Peer, python: Path) -> Contender:
+    script = HERE / peer.runner
+
+    def command(prep: Prepared, paths: Paths) -> list[str]:
+        return [str(python), str(script), *runner_args(prep, paths)]
+
+    return Contender(
+        peer.name,
+        peer.tool,
+        command,
+        reads=peer.reads,
+        output="kafka" if peer.reads == "kafka" else "file",
+        note=peer.note,
+    )
+
+
+def raw_consume(decode: bool = False) -> Contender:
+    script = HERE / "raw_consume.py"
+
+    def command(prep: Prepared, paths: Paths) -> list[str]:
+        return [sys.executable, str(script), *(["--decode"] if decode else []),
+                *runner_args(prep, paths)]  # fmt: skip
+
+    if decode:
+        return Contender(
+            "raw-decode",
+            "raw consume + orjson decode (aiokafka)",
+            command,
+            output="none",
+            note="the ceiling for a Python consumer that looks at the JSON; no output",
+        )
+    return Contender(
+        "raw",
+        "raw consume (aiokafka)",
+        command,
+        output="none",
+        note="the ceiling: read every record, nothing else; no output",
+    )
+
+
+def failed(contender_key: str, tool: str, why: str, events: int) -> Summary:
+    """A contender that could not be run at all (say, its install failed)."""
+    contender = Contender(contender_key, tool, lambda prep, paths: [], note="")
+    return Summary(contender, [RunResult(tool, checked=False, detail=why)], events)

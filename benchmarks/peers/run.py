@@ -1,0 +1,82 @@
+"""``python -m benchmarks.peers.run`` (``make bench-peers``): the standard workload on
+Quix Streams, Bytewax, Faust and Flink SQL (PyFlink), beside the raw-consume ceiling and
+our service, each repeated; one table of medians, also written as markdown.
+
+Quick check: ``python -m benchmarks.peers.run --events 20000 --repeat 1``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from benchmarks.peers import table
+from benchmarks.peers.contenders import failed, peer_contender, raw_consume
+from benchmarks.peers.harness import Prepared, Summary, run_repeated, scratch_root
+from benchmarks.peers.ours import ours_contender
+from benchmarks.peers.venvs import BY_NAME, PEERS, VenvError, ensure_venv
+from benchmarks.workload import Workload
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--peers", default=",".join(p.name for p in PEERS), help="comma-separated subset"
+    )
+    parser.add_argument("--no-ours", action="store_true", help="skip our service")
+    parser.add_argument("--no-raw", action="store_true", help="skip the raw-consume ceiling")
+    parser.add_argument("--markdown", type=Path, default=RESULTS / "peers.md")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    load_before = table.load_average()
+    workload = Workload(events=args.events)
+    print(f"preparing {args.events:,} events ...", file=sys.stderr, flush=True)
+    prep = Prepared.make(workload)
+    root = scratch_root()
+    root.mkdir(parents=True, exist_ok=True)
+    summaries: list[Summary] = []
+
+    contenders = []
+    if not args.no_raw:
+        contenders.append(raw_consume())
+    if not args.no_ours:
+        ours = ours_contender()
+        if isinstance(ours, str):
+            summaries.append(failed("ours", "Clockwork (ours)", ours, args.events))
+        else:
+            contenders.append(ours)
+    for name in args.peers.split(","):
+        peer = BY_NAME[name.strip()]
+        print(f"venv for {peer.tool} ...", file=sys.stderr, flush=True)
+        try:
+            python = ensure_venv(peer, root)
+        except VenvError as exc:
+            summaries.append(failed(peer.name, peer.tool, f"install failed: {exc}", args.events))
+            continue
+        contenders.append(peer_contender(peer, python))
+
+    for contender in contenders:
+        summaries.append(run_repeated(contender, prep, args.repeat, root))
+
+    order = {"raw": 0, "ours": 1}
+    summaries.sort(key=lambda s: order.get(s.contender.key, 2))
+    load_after = table.load_average()
+    print(table.terminal(summaries))
+    print(f"load average before: {load_before}; after: {load_after}")
+    md = table.markdown(summaries, args.events, args.repeat, load_before, load_after)
+    args.markdown.parent.mkdir(parents=True, exist_ok=True)
+    args.markdown.write_text(md)
+    print(f"markdown table written to {args.markdown}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

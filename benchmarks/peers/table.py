@@ -1,0 +1,103 @@
+"""The results table, for the terminal and as markdown for docs/performance.md."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+from benchmarks.peers.harness import Summary
+
+OURS_KEY = "ours"
+HEADERS = (
+    "tool",
+    "version",
+    "events/s (median)",
+    "wall time s",
+    "peak RSS MB",
+    "output checked",
+    "vs ours",
+    "notes",
+)
+
+
+def load_average() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.2f}, {five:.2f}, {fifteen:.2f}"
+
+
+def machine() -> str:
+    mem_kb = 0
+    try:
+        with open("/proc/meminfo") as fh:
+            mem_kb = int(fh.readline().split()[1])
+    except OSError:
+        pass
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr
+    java = java.splitlines()[0] if java else "no java"
+    return (
+        f"{os.cpu_count()} cores ({cpu}), {mem_kb / 1024 / 1024:.0f} GB RAM, "
+        f"{platform.system()} {platform.release()}, Python {platform.python_version()} "
+        f"(harness), {java}"
+    )
+
+
+def rows(summaries: Sequence[Summary]) -> list[tuple[str, ...]]:
+    ours = next((s for s in summaries if s.contender.key == OURS_KEY), None)
+    ours_rate = ours.events_per_s if ours else None
+    out = []
+    for s in summaries:
+        rate = s.events_per_s
+        checked = {True: "yes", False: "no", None: "n/a (no output)"}[s.checked]
+        ratio = f"{rate / ours_rate:.2f}x" if rate and ours_rate else "n/a"
+        detail = next((r.detail for r in s.runs if r.checked is False), "")
+        note = s.contender.note + (f" FAILED: {detail}" if detail else "")
+        out.append(
+            (
+                s.contender.tool,
+                s.version,
+                f"{rate:,.0f}" if rate else "-",
+                f"{s.wall_s:.1f}" if s.wall_s is not None else "-",
+                f"{s.peak_rss_bytes / 2**20:.0f}" if s.peak_rss_bytes else "-",
+                checked,
+                ratio,
+                note.replace("|", "/").replace("\n", " "),
+            )
+        )
+    return out
+
+
+def terminal(summaries: Sequence[Summary]) -> str:
+    body = [HEADERS[:-1], *(r[:-1] for r in rows(summaries))]
+    widths = [max(len(r[i]) for r in body) for i in range(len(body[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in body]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def markdown(
+    summaries: Sequence[Summary], events: int, repeat: int, load_before: str, load_after: str
+) -> str:
+    lines = [
+        f"Run {dt.datetime.now().strftime('%Y-%m-%d %H:%M')}: {events:,} events, "
+        f"median of {repeat} run(s) each.",
+        "",
+        f"Machine: {machine()}.",
+        f"Load average (1, 5, 15 min) before: {load_before}; after: {load_after}.",
+        "",
+        "| " + " | ".join(HEADERS) + " |",
+        "| " + " | ".join("---" for _ in HEADERS) + " |",
+    ]
+    lines += ["| " + " | ".join(r) + " |" for r in rows(summaries)]
+    return "\n".join(lines) + "\n"
