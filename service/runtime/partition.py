@@ -27,6 +27,7 @@ class PartitionTask:
     """State and bookkeeping of one ``(topic, partition)`` of one pipeline."""
 
     __slots__ = (
+        "checkpointed",
         "decoder",
         "end_offset",
         "finished",
@@ -73,6 +74,8 @@ class PartitionTask:
         self.late_dropped = 0
         self.firings: dict[str, int] = {}
         self.last_checkpoint_ms: int | None = None
+        self.checkpointed: tuple[int, int, int] | None = None
+        """(offset, watermark, timer wake-ups) at the last checkpoint: unchanged = skip."""
 
         def fire(now: int, head: int) -> None:
             if on_timer_lateness is not None and now >= head:

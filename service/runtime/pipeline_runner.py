@@ -484,6 +484,10 @@ class _Session:
         for part in parts:
             if part.next_offset is None:
                 continue
+            version = (part.next_offset, part.operator.current_watermark, part.timers.fired)
+            if version == part.checkpointed:
+                continue  # nothing happened since the last checkpoint
+            part.checkpointed = version
             changes = part.operator.snapshot_changes()
             meta = {
                 "offset": part.next_offset,

@@ -22,7 +22,7 @@ from service.core.time import Clock
 class ProcessingTimeScheduler:
     """Keeps exactly one ``call_at`` handle for the head of one processing-time queue."""
 
-    __slots__ = ("_clock", "_fire", "_handle", "_head", "_loop", "_next_time", "wakeups")
+    __slots__ = ("_clock", "_fire", "_handle", "_head", "_loop", "_next_time", "fired", "wakeups")
 
     def __init__(
         self,
@@ -39,6 +39,9 @@ class ProcessingTimeScheduler:
         self._handle: asyncio.TimerHandle | None = None
         self._head: int | None = None
         self.wakeups = 0
+        """Wake-ups since the metrics last took them (reset by the runner)."""
+        self.fired = 0
+        """Wake-ups ever: a checkpoint compares it to know whether timers changed state."""
 
     @property
     def scheduled_for(self) -> int | None:
@@ -75,6 +78,7 @@ class ProcessingTimeScheduler:
         self._handle = None
         self._head = None
         self.wakeups += 1
+        self.fired += 1
         now = self._clock.now_ms()
         self._fire(now, now if head is None else head)
         self.reschedule()
