@@ -86,7 +86,10 @@ async def eventually(
 
 async def wait_ready(client: httpx.AsyncClient, timeout_s: float = 20.0) -> None:
     async def ready() -> bool:
-        return (await client.get("/readyz")).status_code == 200
+        try:
+            return (await client.get("/readyz")).status_code == 200
+        except httpx.TransportError:  # not listening yet
+            return False
 
     await eventually(ready, timeout_s)
 
