@@ -62,8 +62,10 @@ class FastWindowOperator(WindowOperatorBase):
         elif isinstance(assigner, SlidingAssigner):
             self._size, self._slide, self._offset = assigner.size, assigner.slide, assigner.offset
         self._assigner = assigner
+        self._register = self._timers.register_event_time_timer
         self._windows: dict[tuple[str, int], list[Any]] = {}
         self._starts: dict[str, set[int]] = {}
+        self._result = self._plan().result
         self.process_batch = self._compile_batch()
 
     def _plan(self) -> AggregationPlan:
@@ -136,12 +138,13 @@ class FastWindowOperator(WindowOperatorBase):
     # -- per window -------------------------------------------------------------------
     def _opened(self, key: str, start: int) -> None:
         """A fresh window (``max_ts > W``): the trigger's timer, then the cleanup timer."""
-        window = (start, start + self._size)
-        max_ts = window[1] - 1
-        self._timers.register_event_time_timer(max_ts, key, window)
-        cleanup = self.cleanup_time(window)
-        if cleanup != max_ts and cleanup != MAX_TIMESTAMP:
-            self._timers.register_event_time_timer(cleanup, key, window)
+        end = start + self._size
+        window = (start, end)
+        self._register(end - 1, key, window)
+        if self._lateness:
+            cleanup = end - 1 + self._lateness
+            if cleanup < MAX_TIMESTAMP:
+                self._register(cleanup, key, window)
         starts = self._starts.get(key)
         if starts is None:
             self._starts[key] = {start}
@@ -186,14 +189,17 @@ class FastWindowOperator(WindowOperatorBase):
         seq = acc[0]
         acc[0] = seq + 1
         start, end = window
-        self.counters.count_firing(kind)
+        if kind is FireKind.ON_TIME:
+            self.counters.fired_on_time += 1
+        else:
+            self.counters.count_firing(kind)
         self.collector.results.append(
             WindowResult(
                 f"{self._pipeline}|{key}|{start}|{end}",
                 key,
                 start,
                 end,
-                self._plan().result(acc),
+                self._result(acc),
                 kind,
                 seq,
                 self._timers.current_watermark,
@@ -206,7 +212,7 @@ class FastWindowOperator(WindowOperatorBase):
         acc = self._windows.get((key, start))
         if timestamp == max_ts and acc is not None:
             self._emit(key, window, acc, FireKind.ON_TIME)
-        if timestamp == self.cleanup_time(window):
+        if timestamp == min(max_ts + self._lateness, MAX_TIMESTAMP):  # the cleanup time
             self._timers.delete_event_time_timer(max_ts, key, window)  # the trigger's clear
             if acc is not None:
                 del self._windows[(key, start)]
