@@ -403,3 +403,15 @@ def test_json_schema_describes_the_operators() -> None:
     schema = PipelineSpec.model_json_schema()
     assert schema["additionalProperties"] is False
     assert {"WindowOperator", "KeyedProcessOperator", "SlidingAssigner"} <= schema["$defs"].keys()
+
+
+def test_every_example_in_the_docs_is_valid() -> None:
+    import json
+    import re
+    from pathlib import Path
+
+    text = Path("docs/pipeline-spec.md").read_text(encoding="utf-8")
+    examples = [json.loads(block) for block in re.findall(r"```json\n(.*?)```", text, re.S)]
+    assert len(examples) >= 7
+    for example in examples:
+        validate_spec(example, ALLOWED)
