@@ -15,7 +15,6 @@ import cProfile
 import pstats
 import random
 import time
-from collections.abc import Callable
 from typing import Any
 
 from service.core.time import MAX_TIMESTAMP, ManualClock
@@ -92,13 +91,12 @@ def main(argv: list[str] | None = None) -> None:
     for name, (assigner, per_record) in SCENARIOS.items():
         if args.profile and not name.startswith(args.profile):
             continue
-        job: Callable[[], tuple[float, int, int, float]] = lambda a=assigner: run(a, records)
         if args.profile:
             profiler = cProfile.Profile()
-            elapsed, emitted, orders, revenue = profiler.runcall(job)
+            elapsed, emitted, orders, revenue = profiler.runcall(run, assigner, records)
             pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
         else:
-            elapsed, emitted, orders, revenue = job()
+            elapsed, emitted, orders, revenue = run(assigner, records)
         if orders != per_record * len(records):
             raise RuntimeError(f"{name}: counted {orders} records, expected {per_record}x")
         if abs(revenue - per_record * expected_revenue) > 1e-6 * per_record * expected_revenue:
