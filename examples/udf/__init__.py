@@ -1,0 +1,1 @@
+"""Example user-defined functions."""

@@ -1,0 +1,303 @@
+"""The keyed process operator: runs a KeyedProcessFunction over one partition.
+
+What it guarantees (semantics.md section 6, contract.md "Result records"):
+
+- Records are processed in order with ``ctx.key``/``ctx.timestamp`` set to the record's;
+  timers fire through :class:`~service.core.timers.TimerService` (namespace ``None``) with
+  the current key set to the timer's key.
+- Output timestamps: a record's outputs carry the record's timestamp; an event-time
+  timer's outputs carry the timer's timestamp; a processing-time timer's outputs carry
+  ``None`` (as Flink, which erases the timestamp there): the sink then lets Kafka stamp
+  them at produce time, since no event time is known.
+- Output ids are deterministic: ``"{pipeline}|{key}|{position}|{n}"`` for the ``n``-th
+  output (from 0) of the record at input offset ``position``, and
+  ``"{pipeline}|{key}|te{ts}|{n}"`` / ``"{pipeline}|{key}|tp{ts}|{n}"`` for the ``n``-th
+  output of the event-/processing-time timer at ``ts`` of that key. Timers are unique per
+  ``(ts, key)`` per domain, so the ids are unique; reprocessing the same input after a
+  restore from a checkpoint yields the same ids.
+- An exception in user code goes to ``collector.failed`` as a :class:`FailedRecord`
+  (reason ``user_function_error``, the exception and a short traceback; the record's
+  ``source``, or ``None`` and a detail naming the timer) and the operator goes on.
+  Whatever the call changed or emitted before raising is kept.
+- TTL state is swept at the start of every batch, watermark and processing-time advance
+  (see :mod:`state`), reading the clock once per call.
+
+Checkpoints: :meth:`snapshot`/:meth:`restore` carry everything as plain data;
+:meth:`snapshot_changes` writes one entry per key touched since the last call (its state,
+TTL expiries and timers, or ``None`` when it has none left) plus the ``"\\x00meta"`` entry
+(watermark, counters, state declarations). A key that itself starts with NUL is written
+with one more leading NUL so it can never collide with the meta entry.
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Final
+
+from service.core.time import MIN_TIMESTAMP, Clock, TimeDomain
+from service.core.timers import TimerService
+from service.operators.base import Collector, FailedRecord, InputRecord, OperatorGauges
+from service.operators.process.context import Context, Out
+from service.operators.process.function import KeyedProcessFunction
+
+META_ENTRY: Final = "\x00meta"
+"""Name of the incremental-checkpoint entry that holds the operator-wide data."""
+
+SNAPSHOT_VERSION: Final = 1
+USER_FUNCTION_ERROR: Final = "user_function_error"
+
+_MAX_MESSAGE = 300
+_MAX_FRAMES = 3
+
+
+@dataclass(slots=True)
+class ProcessCounters:
+    """Cumulative counts since the operator (or the checkpoint it restored) started."""
+
+    records: int = 0
+    outputs: int = 0
+    failed: int = 0
+    event_timers_fired: int = 0
+    processing_timers_fired: int = 0
+    state_expired: int = 0
+
+
+def _entry_name(key: str) -> str:
+    return "\x00" + key if key.startswith("\x00") else key
+
+
+def _entry_key(name: str) -> str:
+    return name[1:] if name.startswith("\x00") else name
+
+
+def failure_detail(exc: BaseException, where: str) -> str:
+    """``"<where>: <Type>: <message> (at file:line in func < ...)"``, short and single-line."""
+    message = str(exc).replace("\n", " ")
+    if len(message) > _MAX_MESSAGE:
+        message = message[:_MAX_MESSAGE] + "..."
+    frames = traceback.extract_tb(exc.__traceback__)[1:]  # drop the operator's own frame
+    trail = " < ".join(
+        f"{os.path.basename(f.filename)}:{f.lineno} in {f.name}"
+        for f in reversed(frames[-_MAX_FRAMES:])
+    )
+    at = f" (at {trail})" if trail else ""
+    return f"{where}: {type(exc).__name__}: {message}{at}"
+
+
+class KeyedProcessOperator:
+    """One keyed process function over one partition; implements ``Operator``."""
+
+    __slots__ = (
+        "_clock",
+        "_ctx",
+        "_dirty",
+        "_function",
+        "_out",
+        "_pipeline",
+        "_state",
+        "_timers",
+        "collector",
+        "counters",
+    )
+
+    def __init__(self, pipeline: str, function: KeyedProcessFunction, clock: Clock) -> None:
+        self._pipeline = pipeline
+        self._function = function
+        self._clock = clock
+        self.collector = Collector()
+        self.counters = ProcessCounters()
+        self._timers: TimerService[str, None] = TimerService(
+            self._on_event_time, self._on_processing_time, track_keys=True
+        )
+        self._ctx = Context(self._timers, clock)
+        self._state = self._ctx.state_backend
+        self._state.now = clock.now_ms()
+        self._out = Out(self._ctx, self.collector, pipeline)
+        self._dirty: set[str] = set()
+        function.open(self._ctx)
+
+    @property
+    def pipeline(self) -> str:
+        return self._pipeline
+
+    @property
+    def function(self) -> KeyedProcessFunction:
+        return self._function
+
+    @property
+    def current_watermark(self) -> int:
+        return self._timers.current_watermark
+
+    # -- input --------------------------------------------------------------------------
+    def process_batch(self, records: Sequence[InputRecord]) -> None:
+        self._sweep()
+        ctx = self._ctx
+        process = self._function.process_element
+        out = self._out
+        dirty_add = self._dirty.add
+        results = self.collector.results
+        before = len(results)
+        ctx.time_domain = None
+        for key, timestamp, value, position, source in records:
+            ctx.key = key
+            ctx.timestamp = timestamp
+            ctx._position = position
+            ctx._n = 0
+            dirty_add(key)
+            try:
+                process(value, ctx, out)
+            except Exception as exc:
+                self._fail(source, key, exc, f"process_element(offset {position})")
+        ctx.key = None
+        ctx.timestamp = None
+        self.counters.records += len(records)
+        self.counters.outputs += len(results) - before
+
+    def advance_watermark(self, watermark: int) -> None:
+        self._sweep()
+        results = self.collector.results
+        before = len(results)
+        fired = self._timers.advance_watermark(watermark)
+        self._reset_ctx()
+        self.counters.event_timers_fired += fired
+        self.counters.outputs += len(results) - before
+
+    def advance_processing_time(self, now: int) -> None:
+        self._sweep()
+        results = self.collector.results
+        before = len(results)
+        fired = self._timers.advance_processing_time(now)
+        self._reset_ctx()
+        self.counters.processing_timers_fired += fired
+        self.counters.outputs += len(results) - before
+
+    def next_processing_time(self) -> int | None:
+        return self._timers.next_processing_time()
+
+    def gauges(self) -> OperatorGauges:
+        return OperatorGauges(
+            event_timers=self._timers.event_timers,
+            processing_timers=self._timers.processing_timers,
+            windows_open=0,
+            keys=self._state.keys_with_state(),
+        )
+
+    # -- timers -------------------------------------------------------------------------
+    def _on_event_time(self, timestamp: int, key: str, _namespace: None) -> None:
+        ctx = self._ctx
+        ctx.key = key
+        ctx.timestamp = timestamp
+        ctx.time_domain = TimeDomain.EVENT_TIME
+        ctx._position = f"te{timestamp}"
+        ctx._n = 0
+        self._dirty.add(key)
+        try:
+            self._function.on_timer(timestamp, ctx, self._out)
+        except Exception as exc:
+            self._fail(None, key, exc, f"on_timer(event-time timer at {timestamp})")
+
+    def _on_processing_time(self, timestamp: int, key: str, _namespace: None) -> None:
+        ctx = self._ctx
+        ctx.key = key
+        ctx.timestamp = None
+        ctx.time_domain = TimeDomain.PROCESSING_TIME
+        ctx._position = f"tp{timestamp}"
+        ctx._n = 0
+        self._dirty.add(key)
+        try:
+            self._function.on_timer(timestamp, ctx, self._out)
+        except Exception as exc:
+            self._fail(None, key, exc, f"on_timer(processing-time timer at {timestamp})")
+
+    def _reset_ctx(self) -> None:
+        ctx = self._ctx
+        ctx.key = None
+        ctx.timestamp = None
+        ctx.time_domain = None
+
+    def _fail(self, source: Any, key: str, exc: Exception, where: str) -> None:
+        self.counters.failed += 1
+        self.collector.failed.append(
+            FailedRecord(source, key, USER_FUNCTION_ERROR, failure_detail(exc, where))
+        )
+
+    def _sweep(self) -> None:
+        """Move TTL time to the clock and drop expired state (once per call, not per record)."""
+        self.counters.state_expired += self._state.sweep(self._clock.now_ms(), self._dirty)
+
+    # -- full snapshots -----------------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        """Everything as plain data; values are shared with live state, so serialize it
+        before the next call into the operator."""
+        return {
+            "version": SNAPSHOT_VERSION,
+            "timers": self._timers.snapshot(),
+            "state": self._state.snapshot(),
+            "counters": asdict(self.counters),
+        }
+
+    def restore(self, snapshot: dict[str, Any]) -> None:
+        """Replace everything with ``snapshot`` (deep-copied). Every restored key counts as
+        changed, so an incremental log started after this is complete."""
+        _check_version(snapshot.get("version"))
+        self._state.restore(snapshot["state"])
+        self._timers.restore(snapshot["timers"])
+        self.counters = ProcessCounters(**snapshot.get("counters", {}))
+        self._timers.take_dirty_keys()
+        self._dirty = set()
+        for store in self._state.stores.values():
+            self._dirty.update(store.data)
+        for domain in (TimeDomain.EVENT_TIME, TimeDomain.PROCESSING_TIME):
+            self._dirty.update(key for _, key, _ in self._timers.timers(domain))
+
+    # -- incremental snapshots ----------------------------------------------------------
+    def snapshot_changes(self) -> dict[str, Any]:
+        keys = self._dirty
+        keys.update(self._timers.take_dirty_keys())
+        self._dirty = set()
+        entries: dict[str, Any] = {}
+        for key in keys:
+            values, expiries = self._state.snapshot_key(key)
+            timers = self._timers.snapshot_key(key)
+            if values or timers["event"] or timers["processing"]:
+                entries[_entry_name(key)] = {"state": values, "expiry": expiries, "timers": timers}
+            else:
+                entries[_entry_name(key)] = None
+        entries[META_ENTRY] = {
+            "version": SNAPSHOT_VERSION,
+            "watermark": self._timers.current_watermark,
+            "counters": asdict(self.counters),
+            "states": self._state.declarations(),
+        }
+        return entries
+
+    def restore_changes(self, entries: Iterable[tuple[str, Any]]) -> None:
+        newest: dict[str, Any] = {}
+        for name, value in entries:
+            newest[name] = value
+        meta = newest.pop(META_ENTRY, None) or {}
+        _check_version(meta.get("version", SNAPSHOT_VERSION))
+        state_per_key: list[tuple[str, dict[str, Any], dict[str, int]]] = []
+        timers_per_key: list[tuple[str, dict[str, list[list[Any]]]]] = []
+        for name, entry in newest.items():
+            if entry is None:
+                continue
+            key = _entry_key(name)
+            state_per_key.append((key, entry["state"], entry.get("expiry", {})))
+            timers_per_key.append((key, entry["timers"]))
+        self._state.restore_keys(meta.get("states", {}), state_per_key)
+        self._timers.restore_keys(int(meta.get("watermark", MIN_TIMESTAMP)), timers_per_key)
+        self.counters = ProcessCounters(**meta.get("counters", {}))
+        self._timers.take_dirty_keys()
+        self._dirty = set()
+
+
+def _check_version(version: object) -> None:
+    if version != SNAPSHOT_VERSION:
+        raise ValueError(
+            f"keyed process snapshot version {version!r} is not supported "
+            f"(expected {SNAPSHOT_VERSION})"
+        )

@@ -1,0 +1,463 @@
+"""Keyed state of a process function: value, list and map state, with optional TTL.
+
+Layout (why it is fast): each state name owns one :class:`StateStore` whose ``data`` is a
+plain ``{key: value}`` dict. A state handle keeps a reference to that dict and to the
+operator's context, so ``handle.value()`` is one attribute read and one dict ``get`` for
+the current key. Handles are created once (typically in ``open``) and reused.
+
+TTL (Flink's ``StateTtlConfig`` with ``OnCreateAndWrite`` and ``NeverReturnExpired``):
+a write sets the entry's expiry to ``now + ttl_ms`` of processing time (``now`` is read
+from the clock once per batch). Expired entries are invisible on read, and are removed
+(1) when read, and (2) by a sweep the operator runs at the start of every batch and every
+processing-time advance. The sweep is O(expired): expiries live in an insertion-ordered
+``OrderedDict`` that a write moves to the end, so with a fixed TTL and a clock that does
+not go back it is ordered by expiry and the sweep stops at the first live entry. Memory is
+therefore bounded by the entries written within the last ``ttl_ms`` (plus one batch).
+The TTL clock of a list or map restarts on any write to it (Flink expires map and list
+elements one by one; here the unit is the key's whole list or map, which keeps the
+bookkeeping to one entry per key).
+
+Values must be JSON-representable (checked on write, :mod:`jsonsafe`); map keys must be
+``str`` or ``int``.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Mapping
+from enum import StrEnum
+from typing import Any, Protocol
+
+from service.operators.process.errors import (
+    NoCurrentKey,
+    StateConflict,
+    StateNotJsonSafe,
+)
+from service.operators.process.jsonsafe import SIMPLE_TYPES, check_json_safe, copy_plain
+
+
+class StateKind(StrEnum):
+    """The three kinds of keyed state."""
+
+    VALUE = "value"
+    LIST = "list"
+    MAP = "map"
+
+
+class KeyScope(Protocol):
+    """Whatever holds the current key (the operator's context)."""
+
+    key: str | None
+
+
+class StateStore:
+    """All keys' entries of one named state, plus their expiries when it has a TTL."""
+
+    __slots__ = ("data", "expiry", "kind", "name", "now_ref", "ttl_ms")
+
+    def __init__(self, name: str, kind: StateKind, ttl_ms: int | None, now_ref: _Now) -> None:
+        self.name = name
+        self.kind = kind
+        self.ttl_ms = ttl_ms
+        self.data: dict[str, Any] = {}
+        self.expiry: OrderedDict[str, int] | None = OrderedDict() if ttl_ms is not None else None
+        self.now_ref = now_ref
+
+    def set_ttl(self, ttl_ms: int | None) -> None:
+        """Change the TTL (code changed between runs); live entries get a fresh expiry."""
+        if ttl_ms == self.ttl_ms:
+            return
+        self.ttl_ms = ttl_ms
+        if ttl_ms is None:
+            self.expiry = None
+        else:
+            deadline = self.now_ref.now + ttl_ms
+            self.expiry = OrderedDict((key, deadline) for key in self.data)
+
+    def sweep(self, now: int, removed: set[str]) -> int:
+        """Drop entries whose expiry is ``<= now``; adds their keys to ``removed``."""
+        expiry = self.expiry
+        if not expiry:
+            return 0
+        data = self.data
+        count = 0
+        while expiry:
+            key = next(iter(expiry))
+            if expiry[key] > now:
+                break
+            del expiry[key]
+            data.pop(key, None)
+            removed.add(key)
+            count += 1
+        return count
+
+    def declaration(self) -> dict[str, Any]:
+        return {"kind": self.kind.value, "ttl_ms": self.ttl_ms}
+
+    # -- plain data -------------------------------------------------------------------
+    def plain(self, stored: Any) -> Any:
+        """The snapshot form of one key's entry (a map becomes ``[[k, v], ...]``)."""
+        if self.kind is StateKind.MAP:
+            return [[k, v] for k, v in stored.items()]
+        return stored
+
+    def from_plain(self, plain: Any) -> Any:
+        if self.kind is StateKind.MAP:
+            return {k: copy_plain(v) for k, v in plain}
+        return copy_plain(plain)
+
+
+class _Now:
+    """The processing time TTL is measured against; set by the operator once per batch."""
+
+    __slots__ = ("now",)
+
+    def __init__(self) -> None:
+        self.now = 0
+
+
+class _Handle:
+    """What the three kinds of handle share: the store, the scope and TTL bookkeeping."""
+
+    __slots__ = ("_data", "_expiry", "_name", "_now", "_scope", "_store", "_ttl")
+
+    def __init__(self, store: StateStore, scope: KeyScope) -> None:
+        self._store = store
+        self._name = store.name
+        self._data = store.data
+        self._scope = scope
+        self._now = store.now_ref
+        self._ttl = store.ttl_ms
+        self._expiry = store.expiry
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def _write_key(self) -> str:
+        key = self._scope.key
+        if key is None:
+            raise NoCurrentKey(f"state {self._name!r} used without a current key (e.g. in open)")
+        return key
+
+    def _live(self, key: str | None) -> Any:
+        """The key's entry, or None if absent or expired (an expired one is removed)."""
+        expiry = self._expiry
+        if expiry is not None and key is not None:
+            deadline = expiry.get(key)
+            if deadline is not None and deadline <= self._now.now:
+                del expiry[key]
+                self._data.pop(key, None)
+                return None
+        return self._data.get(key)  # type: ignore[arg-type]
+
+    def _touch(self, key: str) -> None:
+        expiry = self._expiry
+        if expiry is not None:
+            expiry[key] = self._now.now + self._ttl  # type: ignore[operator]
+            expiry.move_to_end(key)
+
+    def _drop(self, key: str) -> None:
+        self._data.pop(key, None)
+        if self._expiry is not None:
+            self._expiry.pop(key, None)
+
+    def clear(self) -> None:
+        """Remove the current key's entry."""
+        self._drop(self._write_key())
+
+
+class ValueState(_Handle):
+    """One value per key; ``value()`` is None when unset (or expired)."""
+
+    __slots__ = ()
+
+    def value(self) -> Any:
+        if self._expiry is None:
+            return self._data.get(self._scope.key)  # type: ignore[arg-type]
+        return self._live(self._scope.key)
+
+    def update(self, value: Any) -> None:
+        """Set the value; ``None`` clears it. The value is kept by reference."""
+        key = self._scope.key
+        if key is None:
+            raise NoCurrentKey(f"state {self._name!r} used without a current key (e.g. in open)")
+        if value is None:
+            self._drop(key)
+            return
+        if type(value) not in SIMPLE_TYPES:
+            check_json_safe(value, self._name)
+        self._data[key] = value
+        if self._expiry is not None:
+            self._touch(key)
+
+
+class ListState(_Handle):
+    """A list per key; an empty list is the same as no entry."""
+
+    __slots__ = ()
+
+    def get(self) -> list[Any]:
+        """A copy of the current key's list ([] when unset)."""
+        stored = self._live(self._scope.key)
+        return [] if stored is None else list(stored)
+
+    def add(self, value: Any) -> None:
+        key = self._write_key()
+        if type(value) not in SIMPLE_TYPES:
+            check_json_safe(value, self._name)
+        stored = self._live(key)
+        if stored is None:
+            self._data[key] = [value]
+        else:
+            stored.append(value)
+        self._touch(key)
+
+    def add_all(self, values: Iterable[Any]) -> None:
+        items = list(values)
+        if not items:
+            return
+        key = self._write_key()
+        check_json_safe(items, self._name)
+        stored = self._live(key)
+        if stored is None:
+            self._data[key] = items
+        else:
+            stored.extend(items)
+        self._touch(key)
+
+    def update(self, values: Iterable[Any]) -> None:
+        """Replace the list; an empty one clears the entry."""
+        key = self._write_key()
+        items = list(values)
+        if not items:
+            self._drop(key)
+            return
+        check_json_safe(items, self._name)
+        self._data[key] = items
+        self._touch(key)
+
+
+class MapState(_Handle):
+    """A map per key with ``str``/``int`` map keys; an empty map is no entry."""
+
+    __slots__ = ()
+
+    def _map(self) -> dict[Any, Any] | None:
+        return self._live(self._scope.key)  # type: ignore[no-any-return]
+
+    def get(self, map_key: str | int, default: Any = None) -> Any:
+        stored = self._map()
+        return default if stored is None else stored.get(map_key, default)
+
+    def contains(self, map_key: str | int) -> bool:
+        stored = self._map()
+        return stored is not None and map_key in stored
+
+    def put(self, map_key: str | int, value: Any) -> None:
+        key = self._write_key()
+        if type(map_key) is not str and type(map_key) is not int:
+            raise StateNotJsonSafe(
+                self._name,
+                f"{{{map_key!r}}}",
+                type(map_key).__name__,
+                "map keys must be str or int",
+            )
+        if type(value) not in SIMPLE_TYPES:
+            check_json_safe(value, self._name)
+        stored = self._live(key)
+        if stored is None:
+            self._data[key] = {map_key: value}
+        else:
+            stored[map_key] = value
+        self._touch(key)
+
+    def put_all(self, entries: Mapping[str | int, Any]) -> None:
+        for map_key, value in entries.items():
+            self.put(map_key, value)
+
+    def remove(self, map_key: str | int) -> None:
+        key = self._write_key()
+        stored = self._live(key)
+        if stored is None:
+            return
+        stored.pop(map_key, None)
+        if not stored:
+            self._drop(key)
+
+    def keys(self) -> list[Any]:
+        stored = self._map()
+        return [] if stored is None else list(stored)
+
+    def values(self) -> list[Any]:
+        stored = self._map()
+        return [] if stored is None else list(stored.values())
+
+    def items(self) -> list[tuple[Any, Any]]:
+        stored = self._map()
+        return [] if stored is None else list(stored.items())
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.keys())
+
+    def is_empty(self) -> bool:
+        return not self._map()
+
+
+_HANDLES: dict[StateKind, type[_Handle]] = {
+    StateKind.VALUE: ValueState,
+    StateKind.LIST: ListState,
+    StateKind.MAP: MapState,
+}
+
+
+class KeyedStateBackend:
+    """Every named state of one operator instance; snapshots per key or as a whole."""
+
+    __slots__ = ("_handles", "_scope", "clock_now", "stores")
+
+    def __init__(self, scope: KeyScope) -> None:
+        self._scope = scope
+        self.stores: dict[str, StateStore] = {}
+        self._handles: dict[str, _Handle] = {}
+        self.clock_now = _Now()
+
+    @property
+    def now(self) -> int:
+        return self.clock_now.now
+
+    @now.setter
+    def now(self, value: int) -> None:
+        self.clock_now.now = value
+
+    def handle(self, name: str, kind: StateKind, ttl_ms: int | None) -> _Handle:
+        """The handle of state ``name``, created on first use; kind and TTL must agree."""
+        handle = self._handles.get(name)
+        if handle is not None:
+            store = handle._store
+            if store.kind is not kind or store.ttl_ms != ttl_ms:
+                raise StateConflict(
+                    f"state {name!r} is {store.kind.value} state with ttl_ms={store.ttl_ms}; "
+                    f"asked for {kind.value} state with ttl_ms={ttl_ms}"
+                )
+            return handle
+        if not isinstance(name, str) or not name:
+            raise StateConflict(f"state names are non-empty strings, got {name!r}")
+        if ttl_ms is not None and (type(ttl_ms) is not int or ttl_ms <= 0):
+            raise StateConflict(f"state {name!r}: ttl_ms must be a positive int, got {ttl_ms!r}")
+        existing = self.stores.get(name)
+        if existing is None:
+            store = self.stores[name] = StateStore(name, kind, ttl_ms, self.clock_now)
+        elif existing.kind is not kind:  # restored before the function asked for it
+            raise StateConflict(
+                f"state {name!r} was restored as {existing.kind.value} state; "
+                f"the function asks for {kind.value} state"
+            )
+        else:
+            store = existing
+            store.set_ttl(ttl_ms)
+        handle = self._handles[name] = _HANDLES[kind](store, self._scope)
+        return handle
+
+    def sweep(self, now: int, removed: set[str]) -> int:
+        """Set TTL time to ``now`` and drop every expired entry; returns how many."""
+        self.clock_now.now = now
+        count = 0
+        for store in self.stores.values():
+            if store.expiry:
+                count += store.sweep(now, removed)
+        return count
+
+    def keys_with_state(self) -> int:
+        """How many keys hold any state (O(1) with one state, O(keys) with several)."""
+        stores = [s.data for s in self.stores.values() if s.data]
+        if not stores:
+            return 0
+        if len(stores) == 1:
+            return len(stores[0])
+        return len(set().union(*stores))
+
+    def declarations(self) -> dict[str, dict[str, Any]]:
+        return {name: store.declaration() for name, store in self.stores.items()}
+
+    # -- snapshots --------------------------------------------------------------------
+    def snapshot_key(self, key: str) -> tuple[dict[str, Any], dict[str, int]]:
+        """The key's entries ``{state: plain}`` and expiries ``{state: ts}``."""
+        values: dict[str, Any] = {}
+        expiries: dict[str, int] = {}
+        for name, store in self.stores.items():
+            stored = store.data.get(key)
+            if stored is None:
+                continue
+            values[name] = store.plain(stored)
+            if store.expiry is not None:
+                deadline = store.expiry.get(key)
+                if deadline is not None:
+                    expiries[name] = deadline
+        return values, expiries
+
+    def snapshot(self) -> dict[str, Any]:
+        """Every store as ``{name: {kind, ttl_ms, data: {key: plain}, expiry: {key: ts}}}``."""
+        out: dict[str, Any] = {}
+        for name, store in self.stores.items():
+            out[name] = {
+                **store.declaration(),
+                "data": {key: store.plain(v) for key, v in store.data.items()},
+                "expiry": dict(store.expiry) if store.expiry is not None else {},
+            }
+        return out
+
+    def _declare(self, declarations: Mapping[str, Mapping[str, Any]]) -> None:
+        """Create (or check) stores for restored declarations and empty every store."""
+        for name, decl in declarations.items():
+            kind = StateKind(decl["kind"])
+            ttl = decl.get("ttl_ms")
+            store = self.stores.get(name)
+            if store is None:
+                self.stores[name] = StateStore(name, kind, ttl, self.clock_now)
+            elif store.kind is not kind:
+                raise StateConflict(
+                    f"state {name!r} is {store.kind.value} state in the function but "
+                    f"{kind.value} state in the snapshot"
+                )
+        for store in self.stores.values():
+            store.data.clear()
+            if store.expiry is not None:
+                store.expiry.clear()
+
+    def restore(self, snapshot: Mapping[str, Any]) -> None:
+        """Replace every store's contents (in place: existing handles stay valid)."""
+        self._declare(snapshot)
+        for name, saved in snapshot.items():
+            store = self.stores[name]
+            store.data.update((k, store.from_plain(v)) for k, v in saved["data"].items())
+            self._restore_expiry(store, saved.get("expiry", {}).items())
+
+    def restore_keys(
+        self,
+        declarations: Mapping[str, Mapping[str, Any]],
+        per_key: Iterable[tuple[str, Mapping[str, Any], Mapping[str, int]]],
+    ) -> None:
+        """Replace every store's contents from :meth:`snapshot_key` results."""
+        self._declare(declarations)
+        expiries: dict[str, list[tuple[str, int]]] = {}
+        for key, values, key_expiries in per_key:
+            for name, plain in values.items():
+                store = self.stores[name]
+                store.data[key] = store.from_plain(plain)
+            for name, deadline in key_expiries.items():
+                expiries.setdefault(name, []).append((key, deadline))
+        for name, pairs in expiries.items():
+            self._restore_expiry(self.stores[name], pairs)
+
+    def _restore_expiry(self, store: StateStore, pairs: Iterable[tuple[str, int]]) -> None:
+        if store.expiry is None:
+            return
+        restored = {key: int(ts) for key, ts in pairs}
+        if store.ttl_ms is not None:
+            # An entry restored without expiry (TTL added since) gets a fresh one.
+            fresh = self.clock_now.now + store.ttl_ms
+            for key in store.data:
+                restored.setdefault(key, fresh)
+        for key, ts in sorted(restored.items(), key=lambda kv: kv[1]):
+            store.expiry[key] = ts

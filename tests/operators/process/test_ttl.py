@@ -1,0 +1,84 @@
+"""State TTL: expired entries are invisible and are cleaned up without being read."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from service.core.time import ManualClock
+from service.functions import Context, KeyedProcessFunction, Out
+from tests.operators.process.harness import make, rec, values
+
+
+class Remember(KeyedProcessFunction):
+    """``("set", v)`` writes the TTL'd states, ``("get",)`` emits what they hold."""
+
+    def open(self, ctx: Context) -> None:
+        self.v = ctx.value_state("v", ttl_ms=1_000)
+        self.lst = ctx.list_state("l", ttl_ms=1_000)
+        self.m = ctx.map_state("m", ttl_ms=1_000)
+
+    def process_element(self, value: Any, ctx: Context, out: Out) -> None:
+        if value[0] == "set":
+            self.v.update(value[1])
+            self.lst.add(value[1])
+            self.m.put("k", value[1])
+        else:
+            out.collect((self.v.value(), self.lst.get(), self.m.get("k")))
+
+
+def test_read_before_expiry_sees_the_value() -> None:
+    clock = ManualClock(0)
+    op = make(Remember(), clock)
+    op.process_batch([rec("a", 0, ("set", 1))])
+    clock.set(999)
+    op.process_batch([rec("a", 0, ("get",))])
+    assert values(op) == [("a", 0, (1, [1], 1))]
+
+
+def test_read_after_expiry_sees_nothing() -> None:
+    clock = ManualClock(0)
+    op = make(Remember(), clock)
+    op.process_batch([rec("a", 0, ("set", 1))])
+    clock.set(1_000)
+    op.process_batch([rec("a", 0, ("get",))])
+    assert values(op) == [("a", 0, (None, [], None))]
+
+
+def test_a_write_restarts_the_ttl() -> None:
+    clock = ManualClock(0)
+    op = make(Remember(), clock)
+    op.process_batch([rec("a", 0, ("set", 1))])
+    clock.set(800)
+    op.process_batch([rec("a", 0, ("set", 2))])
+    clock.set(1_500)
+    op.process_batch([rec("a", 0, ("get",))])
+    assert values(op) == [("a", 0, (2, [1, 2], 2))]
+
+
+def test_expired_entries_of_unread_keys_are_cleaned_up() -> None:
+    clock = ManualClock(0)
+    op = make(Remember(), clock)
+    for i in range(1_000):
+        clock.set(i)
+        op.process_batch([rec(f"k{i}", 0, ("set", i))])
+    assert op.gauges().keys == 1_000
+    clock.set(1_500)
+    op.advance_processing_time(1_500)
+    # Only the keys written within the last ttl_ms are still held.
+    assert op.gauges().keys == 499
+    assert op.counters.state_expired == 3 * 501
+    clock.set(3_000)
+    op.process_batch([])
+    assert op.gauges().keys == 0
+
+
+def test_memory_stays_bounded_under_a_steady_stream_of_new_keys() -> None:
+    clock = ManualClock(0)
+    op = make(Remember(), clock)
+    peak = 0
+    for i in range(5_000):
+        clock.set(i * 10)
+        op.process_batch([rec(f"k{i}", 0, ("set", i))])
+        peak = max(peak, op.gauges().keys)
+    # 1_000 ms of TTL at one new key per 10 ms: at most 100 live keys (+1 for the batch).
+    assert peak <= 101
