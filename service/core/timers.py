@@ -23,7 +23,8 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Iterator
-from heapq import heappop, heappush
+from heapq import heapify, heappop, heappush
+from itertools import count
 from typing import Any, Generic, TypeVar
 
 from service.core.time import MIN_TIMESTAMP, TimeDomain
@@ -44,11 +45,14 @@ class TimerQueue(Generic[K, N]):
     __slots__ = ("_buckets", "_heap", "_seq", "_size")
 
     def __init__(self) -> None:
+        # Both containers are only ever mutated in place, never rebound: the
+        # TimerService keeps direct references to them for its inlined hot paths.
         self._heap: list[int] = []
         # timestamp -> {(key, namespace): registration sequence number}
         self._buckets: dict[int, dict[tuple[K, N], int]] = {}
         self._size = 0
-        self._seq = 0
+        # Sequence numbers only order ties (and survive snapshots); gaps are harmless.
+        self._seq = count()
 
     def __len__(self) -> int:
         return self._size
@@ -59,17 +63,22 @@ class TimerQueue(Generic[K, N]):
 
     def add(self, timestamp: int, key: K, namespace: N) -> bool:
         """Queue a timer; returns False (and changes nothing) if it is already queued."""
-        bucket = self._buckets.get(timestamp)
-        if bucket is None:
-            bucket = self._buckets[timestamp] = {}
-            heappush(self._heap, timestamp)
+        try:
+            bucket = self._buckets[timestamp]
+        except KeyError:
+            bucket = self._new_bucket(timestamp)
         entry = (key, namespace)
         if entry in bucket:
             return False
-        bucket[entry] = self._seq
-        self._seq += 1
+        bucket[entry] = next(self._seq)
         self._size += 1
         return True
+
+    def _new_bucket(self, timestamp: int) -> dict[tuple[K, N], int]:
+        bucket: dict[tuple[K, N], int] = {}
+        self._buckets[timestamp] = bucket
+        heappush(self._heap, timestamp)
+        return bucket
 
     def remove(self, timestamp: int, key: K, namespace: N) -> bool:
         """Dequeue a timer; returns False if it was not queued."""
@@ -136,16 +145,29 @@ class TimerQueue(Generic[K, N]):
                 yield ts, key, namespace, seq
 
     def restore(self, timers: Iterable[tuple[int, K, N, int]]) -> None:
-        """Replace the contents with ``timers``; ties are re-ordered by their ``seq``."""
-        self._heap = []
-        self._buckets = {}
-        self._size = 0
+        """Replace the contents with ``timers``; ties are re-ordered by their ``seq``.
+
+        New registrations get sequence numbers above every restored one, so they order
+        after the restored timers of their timestamp, as in an uninterrupted run.
+        """
+        buckets = self._buckets
+        buckets.clear()
+        size = 0
         top = -1
         for ts, key, namespace, seq in sorted(timers, key=lambda t: (t[0], t[3])):
-            if self.add(ts, key, namespace):
-                self._buckets[ts][(key, namespace)] = seq
-            top = max(top, seq)
-        self._seq = top + 1
+            bucket = buckets.get(ts)
+            if bucket is None:
+                bucket = buckets[ts] = {}
+            entry = (key, namespace)
+            if entry not in bucket:
+                bucket[entry] = seq
+                size += 1
+            if seq > top:
+                top = seq
+        self._heap[:] = buckets  # inserted in timestamp order, so this is already a heap
+        heapify(self._heap)  # (cheap, and keeps the invariant obvious)
+        self._size = size
+        self._seq = count(top + 1)
 
     def get_seq(self, timestamp: int, key: K, namespace: N) -> int | None:
         bucket = self._buckets.get(timestamp)
@@ -164,10 +186,12 @@ class TimerService(Generic[K, N]):
     __slots__ = (
         "_dirty",
         "_event",
+        "_event_buckets",
         "_index",
         "_on_event",
         "_on_processing",
         "_processing",
+        "_processing_buckets",
         "_processing_time",
         "_track",
         "_watermark",
@@ -184,6 +208,10 @@ class TimerService(Generic[K, N]):
         self._on_processing = on_processing_time
         self._event: TimerQueue[K, N] = TimerQueue()
         self._processing: TimerQueue[K, N] = TimerQueue()
+        # Direct references for the inlined registration path (the queues never rebind
+        # them): registration is the hottest call of a window operator.
+        self._event_buckets = self._event._buckets
+        self._processing_buckets = self._processing._buckets
         self._watermark = MIN_TIMESTAMP
         self._processing_time = MIN_TIMESTAMP
         self._track = track_keys
@@ -232,19 +260,55 @@ class TimerService(Generic[K, N]):
         return self._event.peek()
 
     # -- registration -------------------------------------------------------------------
+    # The two register methods inline TimerQueue.add (and the key index): one Python
+    # call per registration instead of three. Keep them in step with TimerQueue.add.
     def register_event_time_timer(self, timestamp: int, key: K, namespace: N) -> None:
-        if self._event.add(timestamp, key, namespace) and self._track:
-            self._index_add(key, (True, timestamp, namespace))
+        """Queue an event-time timer; a no-op if ``(timestamp, key, namespace)`` is queued."""
+        try:
+            bucket = self._event_buckets[timestamp]
+        except KeyError:
+            bucket = self._event._new_bucket(timestamp)
+        entry = (key, namespace)
+        if entry not in bucket:
+            queue = self._event
+            bucket[entry] = next(queue._seq)
+            queue._size += 1
+            if self._track:
+                timer = (True, timestamp, namespace)
+                timers = self._index.get(key)
+                if timers is None:
+                    self._index[key] = {timer}
+                else:
+                    timers.add(timer)
+                self._dirty.add(key)
 
     def delete_event_time_timer(self, timestamp: int, key: K, namespace: N) -> None:
+        """Dequeue an event-time timer; a no-op if it is not queued."""
         if self._event.remove(timestamp, key, namespace) and self._track:
             self._index_remove(key, (True, timestamp, namespace))
 
     def register_processing_time_timer(self, timestamp: int, key: K, namespace: N) -> None:
-        if self._processing.add(timestamp, key, namespace) and self._track:
-            self._index_add(key, (False, timestamp, namespace))
+        """Queue a processing-time timer; a no-op if it is already queued."""
+        try:
+            bucket = self._processing_buckets[timestamp]
+        except KeyError:
+            bucket = self._processing._new_bucket(timestamp)
+        entry = (key, namespace)
+        if entry not in bucket:
+            queue = self._processing
+            bucket[entry] = next(queue._seq)
+            queue._size += 1
+            if self._track:
+                timer = (False, timestamp, namespace)
+                timers = self._index.get(key)
+                if timers is None:
+                    self._index[key] = {timer}
+                else:
+                    timers.add(timer)
+                self._dirty.add(key)
 
     def delete_processing_time_timer(self, timestamp: int, key: K, namespace: N) -> None:
+        """Dequeue a processing-time timer; a no-op if it is not queued."""
         if self._processing.remove(timestamp, key, namespace) and self._track:
             self._index_remove(key, (False, timestamp, namespace))
 
@@ -339,14 +403,6 @@ class TimerService(Generic[K, N]):
                 for ts, key, namespace, _ in queue.entries():
                     self._index.setdefault(key, set()).add((is_event, ts, namespace))
 
-    def _index_add(self, key: K, timer: tuple[bool, int, N]) -> None:
-        timers = self._index.get(key)
-        if timers is None:
-            self._index[key] = {timer}
-        else:
-            timers.add(timer)
-        self._dirty.add(key)
-
     def _index_remove(self, key: K, timer: tuple[bool, int, N]) -> None:
         timers = self._index.get(key)
         if timers is not None:
@@ -356,11 +412,22 @@ class TimerService(Generic[K, N]):
         self._dirty.add(key)
 
     def _fire_event_tracked(self, timestamp: int, key: K, namespace: N) -> None:
-        self._index_remove(key, (True, timestamp, namespace))
+        # _index_remove inlined: this runs once per fired timer.
+        timers = self._index.get(key)
+        if timers is not None:
+            timers.discard((True, timestamp, namespace))
+            if not timers:
+                del self._index[key]
+        self._dirty.add(key)
         self._on_event(timestamp, key, namespace)
 
     def _fire_processing_tracked(self, timestamp: int, key: K, namespace: N) -> None:
-        self._index_remove(key, (False, timestamp, namespace))
+        timers = self._index.get(key)
+        if timers is not None:
+            timers.discard((False, timestamp, namespace))
+            if not timers:
+                del self._index[key]
+        self._dirty.add(key)
         self._on_processing(timestamp, key, namespace)
 
 

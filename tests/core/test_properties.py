@@ -1,0 +1,240 @@
+"""Property-based tests: the timer service and the combiner against simple models.
+
+The timer model is a plain list of ``(ts, seq, key, ns)`` per domain; firing always takes
+the smallest ``(ts, seq)`` at or below the limit, which is the whole of semantics.md
+section 4 (order, ties by registration, timers registered or deleted by callbacks).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from service.core.time import MIN_TIMESTAMP, TimeDomain
+from service.core.timers import TimerService
+from service.core.watermarks import WatermarkCombiner
+
+KEYS = ("a", "b", "c", "d")
+NAMESPACES: tuple[Any, ...] = ("", ("w", 0, 10))
+DOMAINS = (True, False)  # is event time
+HOOK_BUDGET = 40
+EVENT_TIME = TimeDomain.EVENT_TIME
+PROCESSING_TIME = TimeDomain.PROCESSING_TIME
+
+Timer = tuple[int, int, str, Any]  # ts, seq, key, ns
+Hook = tuple[str, bool, int, str, Any]  # op, is_event, delta ts, key, ns
+
+
+class Model:
+    def __init__(self, hooks: dict[str, Hook]) -> None:
+        self.queues: dict[bool, list[Timer]] = {True: [], False: []}
+        self.seq = 0
+        self.watermark = MIN_TIMESTAMP
+        self.fired: list[tuple[bool, int, str, Any]] = []
+        self.hooks = hooks
+        self.budget = HOOK_BUDGET
+
+    def register(self, is_event: bool, ts: int, key: str, ns: Any) -> None:
+        queue = self.queues[is_event]
+        if not any(t[0] == ts and t[2] == key and t[3] == ns for t in queue):
+            queue.append((ts, self.seq, key, ns))
+            self.seq += 1
+
+    def delete(self, is_event: bool, ts: int, key: str, ns: Any) -> None:
+        queue = self.queues[is_event]
+        queue[:] = [t for t in queue if not (t[0] == ts and t[2] == key and t[3] == ns)]
+
+    def fire(self, is_event: bool, limit: int) -> None:
+        queue = self.queues[is_event]
+        while True:
+            due = [t for t in queue if t[0] <= limit]
+            if not due:
+                return
+            timer = min(due)
+            queue.remove(timer)
+            ts, _, key, ns = timer
+            self.fired.append((is_event, ts, key, ns))
+            hook = self.hooks.get(key)
+            if hook is not None and self.budget > 0:
+                self.budget -= 1
+                op, dom, delta, key2, ns2 = hook
+                (self.register if op == "register" else self.delete)(dom, ts + delta, key2, ns2)
+
+    def advance_watermark(self, w: int) -> None:
+        if w > self.watermark:
+            self.watermark = w
+            self.fire(True, w)
+
+    def ordered(self, is_event: bool) -> list[tuple[int, str, Any]]:
+        return [(ts, key, ns) for ts, _, key, ns in sorted(self.queues[is_event])]
+
+
+class Impl:
+    def __init__(self, hooks: dict[str, Hook], track: bool) -> None:
+        self.hooks = hooks
+        self.track = track
+        self.budget = HOOK_BUDGET
+        self.fired: list[tuple[bool, int, str, Any]] = []
+        self.service = self.new_service()
+
+    def new_service(self) -> TimerService[str, Any]:
+        return TimerService(self._on_event, self._on_processing, track_keys=self.track)
+
+    def _on_event(self, ts: int, key: str, ns: Any) -> None:
+        self._fire(True, ts, key, ns)
+
+    def _on_processing(self, ts: int, key: str, ns: Any) -> None:
+        self._fire(False, ts, key, ns)
+
+    def _fire(self, is_event: bool, ts: int, key: str, ns: Any) -> None:
+        self.fired.append((is_event, ts, key, ns))
+        hook = self.hooks.get(key)
+        if hook is not None and self.budget > 0:
+            self.budget -= 1
+            op, dom, delta, key2, ns2 = hook
+            s = self.service
+            if op == "register":
+                (s.register_event_time_timer if dom else s.register_processing_time_timer)(
+                    ts + delta, key2, ns2
+                )
+            else:
+                (s.delete_event_time_timer if dom else s.delete_processing_time_timer)(
+                    ts + delta, key2, ns2
+                )
+
+
+timestamps = st.integers(min_value=0, max_value=40)
+timer_args = st.tuples(
+    st.sampled_from(DOMAINS), timestamps, st.sampled_from(KEYS), st.sampled_from(NAMESPACES)
+)
+operations = st.lists(
+    st.one_of(
+        st.tuples(st.just("register"), timer_args),
+        st.tuples(st.just("delete"), timer_args),
+        st.tuples(st.just("watermark"), timestamps),
+        st.tuples(st.just("processing"), timestamps),
+        st.tuples(st.just("snapshot"), st.just(None)),
+        st.tuples(st.just("checkpoint"), st.just(None)),
+        st.tuples(st.just("recover"), st.just(None)),
+    ),
+    max_size=60,
+)
+hooks = st.dictionaries(
+    st.sampled_from(KEYS),
+    st.tuples(
+        st.sampled_from(("register", "delete")),
+        st.sampled_from(DOMAINS),
+        st.integers(min_value=-5, max_value=5),
+        st.sampled_from(KEYS),
+        st.sampled_from(NAMESPACES),
+    ),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(ops=operations, hooks=hooks, track=st.booleans())
+def test_timer_service_matches_the_sorted_list_model(
+    ops: list[tuple[str, Any]], hooks: dict[str, Hook], track: bool
+) -> None:
+    model = Model(hooks)
+    impl = Impl(hooks, track)
+    # the last incremental checkpoint: per-key store, watermark, and the model then
+    store: dict[str, Any] = {}
+    checkpoint: tuple[int, dict[bool, list[Timer]]] | None = None
+    for op, arg in ops:
+        s = impl.service
+        if op == "register":
+            is_event, ts, key, ns = arg
+            model.register(is_event, ts, key, ns)
+            (s.register_event_time_timer if is_event else s.register_processing_time_timer)(
+                ts, key, ns
+            )
+        elif op == "delete":
+            is_event, ts, key, ns = arg
+            model.delete(is_event, ts, key, ns)
+            (s.delete_event_time_timer if is_event else s.delete_processing_time_timer)(ts, key, ns)
+        elif op == "watermark":
+            model.advance_watermark(arg)
+            s.advance_watermark(arg)
+        elif op == "processing":
+            model.fire(False, arg)
+            s.advance_processing_time(arg)
+        elif op == "snapshot":
+            data = json.loads(json.dumps(s.snapshot()))
+            impl.service = impl.new_service()
+            impl.service.restore(data)
+            if track:  # the per-key store must now describe the restored state
+                store = {k: impl.service.snapshot_key(k) for k in KEYS}
+                impl.service.take_dirty_keys()
+                checkpoint = (data["watermark"], {d: list(q) for d, q in model.queues.items()})
+        elif op == "checkpoint" and track:
+            for key in s.take_dirty_keys():
+                store[key] = json.loads(json.dumps(s.snapshot_key(key)))
+            checkpoint = (s.current_watermark, {d: list(q) for d, q in model.queues.items()})
+        elif op == "recover" and track and checkpoint is not None:
+            impl.service = impl.new_service()
+            impl.service.restore_keys(checkpoint[0], store.items())
+            model.watermark = checkpoint[0]
+            model.queues = {d: list(q) for d, q in checkpoint[1].items()}
+        s = impl.service
+        assert impl.fired == model.fired
+        assert s.current_watermark == model.watermark
+        assert s.event_timers == len(model.queues[True])
+        assert s.processing_timers == len(model.queues[False])
+        assert list(s.timers(EVENT_TIME)) == model.ordered(True)
+        assert list(s.timers(PROCESSING_TIME)) == model.ordered(False)
+        expected_next = min((t[0] for t in model.queues[False]), default=None)
+        assert s.next_processing_time() == expected_next
+        assert s.next_event_time() == min((t[0] for t in model.queues[True]), default=None)
+
+
+# -- combiner -----------------------------------------------------------------------------
+combiner_ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("assign"), st.integers(0, 3), st.integers(-5, 100)),
+        st.tuples(st.just("revoke"), st.integers(0, 3), st.just(0)),
+        st.tuples(st.just("update"), st.integers(0, 3), st.integers(-5, 100)),
+        st.tuples(st.just("tick"), st.just(0), st.integers(0, 40)),
+        st.tuples(st.just("snapshot"), st.just(0), st.just(0)),
+    ),
+    max_size=80,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(ops=combiner_ops, idle=st.one_of(st.none(), st.integers(1, 30)))
+def test_combiner_matches_a_full_scan_every_time(
+    ops: list[tuple[str, int, int]], idle: int | None
+) -> None:
+    combiner: WatermarkCombiner[int] = WatermarkCombiner(idle_timeout_ms=idle)
+    parts: dict[int, tuple[int, int]] = {}  # partition -> (watermark, last active)
+    emitted = MIN_TIMESTAMP
+    now = 0
+    for op, partition, value in ops:
+        if op == "assign" and partition not in parts:
+            parts[partition] = (value, now)
+            combiner.assign(partition, now, value)
+        elif op == "revoke":
+            parts.pop(partition, None)
+            combiner.revoke(partition)
+        elif op == "update" and partition in parts:
+            parts[partition] = (value, now)
+            combiner.update(partition, value, now)
+        elif op == "tick":
+            now += value
+        elif op == "snapshot":
+            data = json.loads(json.dumps(combiner.snapshot()))
+            combiner = WatermarkCombiner(idle_timeout_ms=idle)
+            combiner.restore(data)
+        active = [wm for wm, last in parts.values() if idle is None or now - last < idle]
+        expected = None
+        if active and min(active) > emitted:
+            expected = emitted = min(active)
+        assert combiner.combine(now) == expected
+        assert combiner.current == emitted
+        assert sorted(combiner.idle_partitions(now)) == sorted(
+            p for p, (_, last) in parts.items() if idle is not None and now - last >= idle
+        )

@@ -1,0 +1,517 @@
+"""The timer service (semantics.md section 4)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from service.core.time import MAX_TIMESTAMP, MIN_TIMESTAMP, ManualClock, TimeDomain
+from service.core.timers import TimerQueue, TimerService
+
+EVENT = TimeDomain.EVENT_TIME
+PROC = TimeDomain.PROCESSING_TIME
+
+Fired = list[tuple[str, int, str, Any]]
+
+
+class Harness:
+    """A timer service whose callbacks record firings and may run hooks."""
+
+    def __init__(self, track_keys: bool = False) -> None:
+        self.fired: Fired = []
+        self.hooks: dict[tuple[int, str], Any] = {}
+        self.service: TimerService[str, Any] = TimerService(
+            self._on_event, self._on_processing, track_keys=track_keys
+        )
+
+    def _on_event(self, ts: int, key: str, ns: Any) -> None:
+        self.fired.append(("event", ts, key, ns))
+        hook = self.hooks.pop((ts, key), None)
+        if hook is not None:
+            hook(self.service)
+
+    def _on_processing(self, ts: int, key: str, ns: Any) -> None:
+        self.fired.append(("processing", ts, key, ns))
+        hook = self.hooks.pop((ts, key), None)
+        if hook is not None:
+            hook(self.service)
+
+    def keys(self) -> list[tuple[int, str]]:
+        return [(ts, key) for _, ts, key, _ in self.fired]
+
+
+@pytest.fixture(params=[False, True], ids=["plain", "track_keys"])
+def h(request: pytest.FixtureRequest) -> Harness:
+    return Harness(track_keys=request.param)
+
+
+def test_event_timer_fires_when_the_watermark_reaches_it(h: Harness) -> None:
+    h.service.register_event_time_timer(10, "a", "")
+    assert h.service.advance_watermark(9) == 0
+    assert h.fired == []
+    assert h.service.advance_watermark(10) == 1
+    assert h.fired == [("event", 10, "a", "")]
+
+
+def test_timers_fire_in_timestamp_order(h: Harness) -> None:
+    for ts in (30, 10, 20):
+        h.service.register_event_time_timer(ts, f"k{ts}", "")
+    h.service.advance_watermark(100)
+    assert h.keys() == [(10, "k10"), (20, "k20"), (30, "k30")]
+
+
+def test_ties_fire_in_registration_order(h: Harness) -> None:
+    for key in ("c", "a", "b"):
+        h.service.register_event_time_timer(10, key, "")
+    h.service.register_event_time_timer(5, "z", "")
+    h.service.advance_watermark(10)
+    assert h.keys() == [(5, "z"), (10, "c"), (10, "a"), (10, "b")]
+
+
+def test_duplicate_registration_fires_once(h: Harness) -> None:
+    h.service.register_event_time_timer(10, "a", "w")
+    h.service.register_event_time_timer(10, "a", "w")
+    assert h.service.event_timers == 1
+    h.service.advance_watermark(10)
+    assert h.fired == [("event", 10, "a", "w")]
+
+
+def test_duplicate_registration_keeps_the_first_position(h: Harness) -> None:
+    h.service.register_event_time_timer(10, "a", "")
+    h.service.register_event_time_timer(10, "b", "")
+    h.service.register_event_time_timer(10, "a", "")
+    h.service.advance_watermark(10)
+    assert h.keys() == [(10, "a"), (10, "b")]
+
+
+def test_same_timestamp_other_key_or_namespace_is_another_timer(h: Harness) -> None:
+    h.service.register_event_time_timer(10, "a", "w1")
+    h.service.register_event_time_timer(10, "a", "w2")
+    h.service.register_event_time_timer(10, "b", "w1")
+    assert h.service.event_timers == 3
+
+
+def test_same_timer_in_both_domains_is_two_timers(h: Harness) -> None:
+    h.service.register_event_time_timer(10, "a", "")
+    h.service.register_processing_time_timer(10, "a", "")
+    assert (h.service.event_timers, h.service.processing_timers) == (1, 1)
+    h.service.delete_processing_time_timer(10, "a", "")
+    assert (h.service.event_timers, h.service.processing_timers) == (1, 0)
+
+
+def test_delete_of_an_absent_timer_is_a_no_op(h: Harness) -> None:
+    h.service.register_event_time_timer(10, "a", "")
+    h.service.delete_event_time_timer(10, "b", "")
+    h.service.delete_event_time_timer(11, "a", "")
+    h.service.delete_processing_time_timer(10, "a", "")
+    assert h.service.event_timers == 1
+    h.service.advance_watermark(10)
+    assert h.keys() == [(10, "a")]
+
+
+def test_delete_of_a_queued_timer_prevents_firing(h: Harness) -> None:
+    h.service.register_event_time_timer(10, "a", "")
+    h.service.register_event_time_timer(10, "b", "")
+    h.service.delete_event_time_timer(10, "a", "")
+    assert h.service.event_timers == 1
+    h.service.advance_watermark(10)
+    assert h.keys() == [(10, "b")]
+
+
+def test_reregistering_a_deleted_timer_queues_it_last_among_ties(h: Harness) -> None:
+    h.service.register_event_time_timer(10, "a", "")
+    h.service.register_event_time_timer(10, "b", "")
+    h.service.delete_event_time_timer(10, "a", "")
+    h.service.register_event_time_timer(10, "a", "")
+    h.service.advance_watermark(10)
+    assert h.keys() == [(10, "b"), (10, "a")]
+
+
+def test_fired_timer_is_gone_and_can_be_registered_again(h: Harness) -> None:
+    h.service.register_event_time_timer(10, "a", "")
+    h.service.advance_watermark(10)
+    assert h.service.event_timers == 0
+    assert not h.service.is_queued(EVENT, 10, "a", "")
+    h.service.register_event_time_timer(20, "a", "")
+    h.service.advance_watermark(20)
+    assert h.keys() == [(10, "a"), (20, "a")]
+
+
+def test_timer_registered_during_firing_at_or_before_w_fires_in_the_same_advance(
+    h: Harness,
+) -> None:
+    h.service.register_event_time_timer(10, "a", "")
+    h.hooks[(10, "a")] = lambda s: s.register_event_time_timer(15, "b", "")
+    assert h.service.advance_watermark(20) == 2
+    assert h.keys() == [(10, "a"), (15, "b")]
+
+
+def test_timer_registered_during_firing_after_w_waits(h: Harness) -> None:
+    h.service.register_event_time_timer(10, "a", "")
+    h.hooks[(10, "a")] = lambda s: s.register_event_time_timer(25, "b", "")
+    h.service.advance_watermark(20)
+    assert h.keys() == [(10, "a")]
+    assert h.service.next_event_time() == 25
+
+
+def test_timer_registered_during_firing_at_the_current_timestamp_fires_after_its_ties(
+    h: Harness,
+) -> None:
+    h.service.register_event_time_timer(10, "a", "")
+    h.service.register_event_time_timer(10, "b", "")
+    h.hooks[(10, "a")] = lambda s: s.register_event_time_timer(10, "c", "")
+    h.service.advance_watermark(10)
+    assert h.keys() == [(10, "a"), (10, "b"), (10, "c")]
+
+
+def test_earlier_timer_registered_during_firing_preempts_the_current_timestamp(
+    h: Harness,
+) -> None:
+    h.service.register_event_time_timer(10, "a", "")
+    h.service.register_event_time_timer(10, "b", "")
+    h.service.advance_watermark(5)
+    h.hooks[(10, "a")] = lambda s: s.register_event_time_timer(7, "early", "")
+    h.service.advance_watermark(10)
+    assert h.keys() == [(10, "a"), (7, "early"), (10, "b")]
+
+
+def test_timer_registered_during_firing_below_the_old_watermark_fires_at_once(
+    h: Harness,
+) -> None:
+    h.service.advance_watermark(50)
+    h.service.register_event_time_timer(60, "a", "")
+    h.hooks[(60, "a")] = lambda s: s.register_event_time_timer(40, "past", "")
+    h.service.advance_watermark(60)
+    assert h.keys() == [(60, "a"), (40, "past")]
+
+
+def test_deleting_a_pending_tie_from_a_callback_prevents_it(h: Harness) -> None:
+    for key in ("a", "b", "c"):
+        h.service.register_event_time_timer(10, key, "")
+    h.hooks[(10, "a")] = lambda s: s.delete_event_time_timer(10, "b", "")
+    h.service.advance_watermark(10)
+    assert h.keys() == [(10, "a"), (10, "c")]
+    assert h.service.event_timers == 0
+
+
+def test_deleting_a_later_timer_from_a_callback_prevents_it(h: Harness) -> None:
+    h.service.register_event_time_timer(10, "a", "")
+    h.service.register_event_time_timer(15, "b", "")
+    h.hooks[(10, "a")] = lambda s: s.delete_event_time_timer(15, "b", "")
+    assert h.service.advance_watermark(20) == 1
+    assert h.keys() == [(10, "a")]
+
+
+def test_deleting_the_last_pending_tie_then_reregistering_it_fires_once(h: Harness) -> None:
+    h.service.register_event_time_timer(10, "a", "")
+    h.service.register_event_time_timer(10, "b", "")
+
+    def hook(s: TimerService[str, Any]) -> None:
+        s.delete_event_time_timer(10, "b", "")
+        s.register_event_time_timer(10, "b", "")
+
+    h.hooks[(10, "a")] = hook
+    h.service.advance_watermark(10)
+    assert h.keys() == [(10, "a"), (10, "b")]
+    assert h.service.event_timers == 0
+
+
+def test_callback_sees_the_new_watermark(h: Harness) -> None:
+    seen: list[int] = []
+    h.service.register_event_time_timer(10, "a", "")
+    h.hooks[(10, "a")] = lambda s: seen.append(s.current_watermark)
+    h.service.advance_watermark(30)
+    assert seen == [30]
+
+
+def test_watermark_never_goes_back(h: Harness) -> None:
+    h.service.advance_watermark(100)
+    h.service.register_event_time_timer(50, "a", "")
+    assert h.service.advance_watermark(60) == 0
+    assert h.service.current_watermark == 100
+    assert h.fired == []
+
+
+def test_service_starts_at_min(h: Harness) -> None:
+    assert h.service.current_watermark == MIN_TIMESTAMP
+    h.service.register_event_time_timer(MIN_TIMESTAMP, "a", "")
+    assert h.service.advance_watermark(MIN_TIMESTAMP) == 0
+
+
+def test_max_fires_everything(h: Harness) -> None:
+    for i in range(100):
+        h.service.register_event_time_timer(i * 1000, f"k{i}", "")
+    h.service.register_event_time_timer(MAX_TIMESTAMP, "last", "")
+    h.service.register_processing_time_timer(5, "proc", "")
+    assert h.service.advance_watermark(MAX_TIMESTAMP) == 101
+    assert h.service.event_timers == 0
+    assert h.keys()[-1] == (MAX_TIMESTAMP, "last")
+    assert h.service.processing_timers == 1  # processing time is not event time
+
+
+def test_event_timers_do_not_fire_on_processing_time(h: Harness) -> None:
+    h.service.register_event_time_timer(10, "a", "")
+    assert h.service.advance_processing_time(100) == 0
+    assert h.fired == []
+
+
+# -- processing time ----------------------------------------------------------------------
+def test_processing_timer_fires_when_the_clock_reaches_it(h: Harness) -> None:
+    clock = ManualClock(0)
+    h.service.register_processing_time_timer(100, "a", "")
+    assert h.service.advance_processing_time(clock.advance(99)) == 0
+    assert h.service.advance_processing_time(clock.advance(1)) == 1
+    assert h.fired == [("processing", 100, "a", "")]
+    assert h.service.current_processing_time == 100
+
+
+def test_processing_timer_in_the_past_fires_on_the_next_advance(h: Harness) -> None:
+    clock = ManualClock(1000)
+    h.service.advance_processing_time(clock.now_ms())
+    h.service.register_processing_time_timer(500, "late", "")
+    assert h.service.next_processing_time() == 500
+    assert h.service.advance_processing_time(clock.now_ms()) == 1
+    assert h.keys() == [(500, "late")]
+
+
+def test_next_processing_time_is_the_head(h: Harness) -> None:
+    assert h.service.next_processing_time() is None
+    h.service.register_processing_time_timer(300, "a", "")
+    assert h.service.next_processing_time() == 300
+    h.service.register_processing_time_timer(200, "b", "")
+    assert h.service.next_processing_time() == 200
+    h.service.register_processing_time_timer(400, "c", "")
+    assert h.service.next_processing_time() == 200
+
+
+def test_next_processing_time_follows_deletes(h: Harness) -> None:
+    h.service.register_processing_time_timer(200, "a", "")
+    h.service.register_processing_time_timer(200, "b", "")
+    h.service.register_processing_time_timer(300, "c", "")
+    h.service.delete_processing_time_timer(200, "a", "")
+    assert h.service.next_processing_time() == 200
+    h.service.delete_processing_time_timer(200, "b", "")
+    assert h.service.next_processing_time() == 300
+    h.service.delete_processing_time_timer(300, "c", "")
+    assert h.service.next_processing_time() is None
+
+
+def test_next_processing_time_after_firing_is_the_new_head(h: Harness) -> None:
+    for ts in (100, 200, 300):
+        h.service.register_processing_time_timer(ts, "a", "")
+    h.service.advance_processing_time(250)
+    assert h.service.next_processing_time() == 300
+
+
+def test_processing_callback_may_register_the_next_timer(h: Harness) -> None:
+    h.service.register_processing_time_timer(100, "a", "")
+    h.hooks[(100, "a")] = lambda s: s.register_processing_time_timer(200, "a", "")
+    h.service.advance_processing_time(150)
+    assert h.service.next_processing_time() == 200
+    assert h.keys() == [(100, "a")]
+
+
+def test_processing_ties_fire_in_registration_order(h: Harness) -> None:
+    for key in ("b", "a", "c"):
+        h.service.register_processing_time_timer(10, key, "")
+    h.service.advance_processing_time(10)
+    assert h.keys() == [(10, "b"), (10, "a"), (10, "c")]
+
+
+def test_processing_time_does_not_go_back(h: Harness) -> None:
+    h.service.advance_processing_time(500)
+    h.service.advance_processing_time(100)
+    assert h.service.current_processing_time == 500
+
+
+# -- counts, lookups ----------------------------------------------------------------------
+def test_counts_are_per_domain(h: Harness) -> None:
+    s = h.service
+    s.register(EVENT, 10, "a", "")
+    s.register(EVENT, 20, "a", "")
+    s.register(PROC, 10, "a", "")
+    assert (s.event_timers, s.processing_timers) == (2, 1)
+    s.delete(EVENT, 10, "a", "")
+    assert (s.event_timers, s.processing_timers) == (1, 1)
+    s.advance_processing_time(10)
+    assert (s.event_timers, s.processing_timers) == (1, 0)
+    s.advance_watermark(20)
+    assert (s.event_timers, s.processing_timers) == (0, 0)
+
+
+def test_is_queued_and_timers_list_each_domain(h: Harness) -> None:
+    s = h.service
+    s.register(EVENT, 20, "b", ("w", 1))
+    s.register(EVENT, 10, "a", ("w", 0))
+    s.register(PROC, 5, "c", "")
+    assert s.is_queued(EVENT, 10, "a", ("w", 0))
+    assert not s.is_queued(PROC, 10, "a", ("w", 0))
+    assert list(s.timers(EVENT)) == [(10, "a", ("w", 0)), (20, "b", ("w", 1))]
+    assert list(s.timers(PROC)) == [(5, "c", "")]
+
+
+def test_deletion_garbage_stays_bounded() -> None:
+    queue: TimerQueue[str, str] = TimerQueue()
+    queue.add(0, "keep", "")
+    for ts in range(1, 1_000_001):
+        queue.add(ts, "k", "")
+        queue.remove(ts, "k", "")
+    assert len(queue) == 1
+    assert len(queue._heap) <= 2 * 1 + 64 + 1
+    assert len(queue._buckets) == 1
+
+
+def test_deleting_many_live_timestamps_shrinks_the_heap() -> None:
+    queue: TimerQueue[str, str] = TimerQueue()
+    for ts in range(10_000):
+        queue.add(ts, "k", "")
+    for ts in range(0, 10_000, 2):
+        queue.remove(ts, "k", "")
+    assert len(queue) == 5_000
+    assert len(queue._heap) <= 2 * 5_000 + 64 + 1
+    fired: list[int] = []
+    queue.fire_until(MAX_TIMESTAMP, lambda ts, k, ns: fired.append(ts))
+    assert fired == list(range(1, 10_000, 2))
+
+
+def test_reregistering_a_deleted_timestamp_does_not_fire_twice() -> None:
+    fired: list[int] = []
+    queue: TimerQueue[str, str] = TimerQueue()
+    for _ in range(3):
+        queue.add(10, "k", "")
+        queue.remove(10, "k", "")
+    queue.add(10, "k", "")
+    assert queue.peek() == 10
+    assert queue.fire_until(10, lambda ts, k, ns: fired.append(ts)) == 1
+    assert fired == [10]
+    assert queue.peek() is None
+
+
+# -- snapshots ----------------------------------------------------------------------------
+def _populate(s: TimerService[str, Any]) -> None:
+    s.register_event_time_timer(10, "b", ("w", 0, 10))
+    s.register_event_time_timer(10, "a", ("w", 0, 10))
+    s.register_event_time_timer(20, "a", ("w", 10, 20))
+    s.register_event_time_timer(10, "c", ("w", 0, 10))
+    s.register_processing_time_timer(7, "a", "")
+    s.register_processing_time_timer(7, "z", "")
+    s.delete_event_time_timer(10, "a", ("w", 0, 10))
+    s.register_event_time_timer(10, "a", ("w", 0, 10))
+    s.advance_watermark(5)
+
+
+def _finish(h: Harness) -> Fired:
+    h.service.register_event_time_timer(10, "d", ("w", 0, 10))
+    h.service.register_event_time_timer(20, "b", ("w", 10, 20))
+    h.service.advance_processing_time(100)
+    h.service.advance_watermark(MAX_TIMESTAMP)
+    return h.fired
+
+
+def test_snapshot_is_plain_json_data() -> None:
+    h = Harness()
+    _populate(h.service)
+    data = h.service.snapshot()
+    assert json.loads(json.dumps(data)) == data
+    assert data["watermark"] == 5
+
+
+def test_snapshot_restore_mid_stream_equals_uninterrupted(h: Harness) -> None:
+    _populate(h.service)
+    data = json.loads(json.dumps(h.service.snapshot()))
+    twin = Harness(track_keys=h.service._track)
+    twin.service.restore(data)
+    assert twin.service.current_watermark == 5
+    assert (twin.service.event_timers, twin.service.processing_timers) == (4, 2)
+    assert _finish(twin) == _finish(h)
+    assert [ts for _, ts, _, _ in h.fired] == [7, 7, 10, 10, 10, 10, 20, 20]
+
+
+def test_restore_replaces_existing_timers(h: Harness) -> None:
+    source = Harness()
+    source.service.register_event_time_timer(30, "x", "")
+    h.service.register_event_time_timer(10, "old", "")
+    h.service.restore(source.service.snapshot())
+    h.service.advance_watermark(100)
+    assert h.keys() == [(30, "x")]
+
+
+def test_snapshot_key_restore_keys_equals_uninterrupted() -> None:
+    h = Harness(track_keys=True)
+    _populate(h.service)
+    keys = sorted(h.service.take_dirty_keys())
+    assert keys == ["a", "b", "c", "z"]
+    per_key = [(k, json.loads(json.dumps(h.service.snapshot_key(k)))) for k in keys]
+    twin = Harness(track_keys=True)
+    twin.service.restore_keys(h.service.current_watermark, reversed(per_key))
+    assert list(twin.service.timers(EVENT)) == list(h.service.timers(EVENT))
+    assert _finish(twin) == _finish(h)
+
+
+def test_incremental_key_snapshots_taken_at_different_times_keep_tie_order() -> None:
+    h = Harness(track_keys=True)
+    s = h.service
+    s.register_event_time_timer(10, "a", "")
+    s.register_event_time_timer(10, "b", "")
+    stored = {k: s.snapshot_key(k) for k in s.take_dirty_keys()}
+    s.register_event_time_timer(10, "c", "")
+    s.delete_event_time_timer(10, "a", "")
+    s.register_event_time_timer(10, "a", "")  # now after c
+    stored.update({k: s.snapshot_key(k) for k in s.take_dirty_keys()})
+    assert set(stored) == {"a", "c"} | {"b"}
+    twin = Harness(track_keys=True)
+    twin.service.restore_keys(MIN_TIMESTAMP, stored.items())
+    twin.service.advance_watermark(10)
+    assert twin.keys() == [(10, "b"), (10, "c"), (10, "a")]
+
+
+def test_dirty_keys_record_registration_deletion_and_firing() -> None:
+    s = Harness(track_keys=True).service
+    s.register_event_time_timer(10, "a", "")
+    s.register_processing_time_timer(10, "b", "")
+    assert s.take_dirty_keys() == {"a", "b"}
+    assert s.take_dirty_keys() == set()
+    s.delete_processing_time_timer(10, "b", "")
+    s.advance_watermark(10)
+    assert s.take_dirty_keys() == {"a", "b"}
+    assert s.snapshot_key("a") == {"event": [], "processing": []}
+
+
+def test_absent_timer_operations_do_not_dirty_keys() -> None:
+    s = Harness(track_keys=True).service
+    s.delete_event_time_timer(10, "a", "")
+    assert s.take_dirty_keys() == set()
+
+
+def test_snapshot_key_lists_both_domains_in_firing_order() -> None:
+    s = Harness(track_keys=True).service
+    s.register_event_time_timer(20, "a", ("w", 1))
+    s.register_event_time_timer(10, "a", ("w", 0))
+    s.register_processing_time_timer(5, "a", "")
+    snap = s.snapshot_key("a")
+    assert [t[:2] for t in snap["event"]] == [[10, ["w", 0]], [20, ["w", 1]]]
+    assert [t[:2] for t in snap["processing"]] == [[5, ""]]
+
+
+def test_restored_namespace_tuples_are_hashable_again() -> None:
+    h = Harness()
+    h.service.register_event_time_timer(10, "a", ("w", (0, 10)))
+    data = json.loads(json.dumps(h.service.snapshot()))
+    twin = Harness()
+    twin.service.restore(data)
+    assert twin.service.is_queued(EVENT, 10, "a", ("w", (0, 10)))
+    twin.service.delete_event_time_timer(10, "a", ("w", (0, 10)))
+    assert twin.service.event_timers == 0
+
+
+def test_registration_after_restore_orders_after_restored_ties() -> None:
+    h = Harness()
+    h.service.register_event_time_timer(10, "a", "")
+    h.service.register_event_time_timer(10, "b", "")
+    twin = Harness()
+    twin.service.restore(h.service.snapshot())
+    twin.service.register_event_time_timer(10, "c", "")
+    twin.service.advance_watermark(10)
+    assert twin.keys() == [(10, "a"), (10, "b"), (10, "c")]
