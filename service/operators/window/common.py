@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from service.core.time import MAX_TIMESTAMP, TimeDomain, saturating_add
+from service.core.time import MAX_TIMESTAMP, TimeDomain
 from service.core.timers import TimerService
 from service.operators.base import Collector, FireKind, LateRecord, OperatorGauges
 
@@ -67,12 +67,21 @@ class WindowOperatorBase:
         return self._timers.next_processing_time()
 
     def cleanup_time(self, window: Window) -> int:
-        """When the window's state goes: ``max_ts + allowed_lateness`` (saturating)."""
+        """When the window's state goes: ``max_ts + allowed_lateness`` (saturating at MAX).
+
+        Processing-time windows are cleaned at ``max_ts``. Inlined rather than built
+        from ``max_timestamp`` and ``saturating_add``: it runs several times per record.
+        """
+        end = window[1]
+        if end == MAX_TIMESTAMP:  # the global window
+            return MAX_TIMESTAMP
         if self._event:
-            return saturating_add(max_timestamp(window), self._lateness)
-        return max_timestamp(window)
+            cleanup = end - 1 + self._lateness
+            return cleanup if cleanup < MAX_TIMESTAMP else MAX_TIMESTAMP
+        return end - 1
 
     def is_window_late(self, window: Window) -> bool:
+        """Semantics 5 step 1: an event-time window whose cleanup time the watermark reached."""
         return self._event and self.cleanup_time(window) <= self._timers.current_watermark
 
     def register_cleanup_timer(self, key: str, window: Window) -> None:

@@ -34,6 +34,8 @@ from .errors import WindowConfigError, WindowStateError
 from .keystate import copy_contents
 from .triggers import EventTimeTrigger
 
+_ON_TIME = FireKind.ON_TIME
+
 
 def supports(config: WindowOperatorConfig) -> bool:
     """Whether :class:`FastWindowOperator` implements ``config`` exactly."""
@@ -207,14 +209,33 @@ class FastWindowOperator(WindowOperatorBase):
         )
 
     def _on_event_time(self, timestamp: int, key: str, window: Window) -> None:
+        """The trigger's timer at ``max_ts`` fires the window; the cleanup timer clears it.
+
+        With no allowed lateness both are one timer. The trigger's ``clear`` would delete
+        its ``max_ts`` timer, but here that timer has always fired by the cleanup time
+        (``cleanup >= max_ts``, and nothing else deletes it), so there is nothing to delete.
+        """
         start, end = window
         max_ts = end - 1
         acc = self._windows.get((key, start))
-        if timestamp == max_ts and acc is not None:
-            self._emit(key, window, acc, FireKind.ON_TIME)
-        if timestamp == min(max_ts + self._lateness, MAX_TIMESTAMP):  # the cleanup time
-            self._timers.delete_event_time_timer(max_ts, key, window)  # the trigger's clear
-            if acc is not None:
+        if acc is not None:
+            if timestamp == max_ts:
+                seq = acc[0]
+                acc[0] = seq + 1
+                self.counters.fired_on_time += 1
+                self.collector.results.append(
+                    WindowResult(
+                        f"{self._pipeline}|{key}|{start}|{end}",
+                        key,
+                        start,
+                        end,
+                        self._result(acc),
+                        _ON_TIME,
+                        seq,
+                        self._timers.current_watermark,
+                    )
+                )
+            if timestamp - max_ts == self._lateness:  # the cleanup time (never saturated here)
                 del self._windows[(key, start)]
                 starts = self._starts[key]
                 starts.discard(start)

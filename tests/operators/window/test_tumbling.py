@@ -137,3 +137,14 @@ def test_watermark_that_does_not_advance_changes_nothing(general: bool) -> None:
     op.advance_watermark(20)
     op.advance_watermark(5)
     assert op.current_watermark == 20
+
+
+def test_cleanup_time_saturates_at_max_and_then_has_no_timer(general: bool) -> None:
+    op = build(tumbling(10, allowed_lateness_ms=2**63 - 5), general=general)
+    feed(op, rec("u", 1))
+    op.advance_watermark(9)
+    assert len(results(op)) == 1
+    gauges = op.gauges()
+    assert (gauges.event_timers, gauges.windows_open) == (0, 1)  # kept: never cleaned up
+    feed(op, rec("u", 2))
+    assert summary(op) == [("u", 0, 10, {"n": 2, "total": 2}, "late", 1)]
