@@ -139,9 +139,12 @@ class Compactor:
             self._progress(f"read: {summary.rows_read} records")
             valid = parsed.where(F.col("valid")).drop("valid")
             winners = job.newest_per_id(valid).persist(StorageLevel.MEMORY_AND_DISK)
-            summary.windows += winners.count()
-            self._progress(f"dedupe: {summary.windows} distinct windows")
-            partitions = job.by_pipeline(job.distinct_partitions(winners))
+            per_partition = job.count_by_partition(winners)
+            summary.windows += sum(per_partition.values())
+            self._progress(
+                f"dedupe: {summary.windows} distinct windows in {len(per_partition)} partitions"
+            )
+            partitions = job.by_pipeline(per_partition)
             for pipeline, days in sorted(partitions.items()):
                 self._merge_pipeline(winners, pipeline, days, summary)
         finally:
@@ -171,9 +174,7 @@ class Compactor:
         self, winners: DataFrame, pipeline: str, days: list[object], summary: Summary
     ) -> None:
         candidates = winners.where(F.col("pipeline") == pipeline)
-        pipeline_dir = self.storage.partition_path(("pipeline", pipeline))
-        stored_type = self._stored_result_type(pipeline_dir)
-        target = self._result_type(pipeline, candidates, stored_type)
+        target = self._result_type(pipeline, candidates)
         candidates = job.convert_result(candidates, target)
         paths = [
             self.storage.partition_path(("pipeline", pipeline), ("window_date", day))
@@ -189,12 +190,13 @@ class Compactor:
         changes = changes.persist(StorageLevel.MEMORY_AND_DISK)
         table: DataFrame | None = None
         try:
-            changed = changes.count()
+            changed_per_partition = job.count_by_partition(changes)
+            changed = sum(changed_per_partition.values())
             summary.rows_changed += changed
             if changed == 0:
                 self._progress(f"merge: {pipeline}: nothing newer than the table")
                 return
-            touched = [day for _, day in job.distinct_partitions(changes)]
+            touched = job.by_pipeline(changed_per_partition)[pipeline]
             table = changes.select(*job.TABLE_COLUMNS)
             if existing is not None:
                 kept = existing.where(F.col("window_date").isin(touched))
@@ -218,20 +220,20 @@ class Compactor:
             if table is not None:
                 table.unpersist()
 
-    def _stored_result_type(self, pipeline_dir: str) -> DataType | None:
+    def _stored_result_type(self, pipeline: str) -> DataType | None:
+        pipeline_dir = self.storage.partition_path(("pipeline", pipeline))
         if not self.storage.exists(pipeline_dir):
             return None
         schema = self.spark.read.option("basePath", self.config.output).parquet(pipeline_dir).schema
         return schema["result"].dataType if "result" in schema.fieldNames() else None
 
-    def _result_type(
-        self, pipeline: str, candidates: DataFrame, stored: DataType | None
-    ) -> DataType:
+    def _result_type(self, pipeline: str, candidates: DataFrame) -> DataType:
         """Configured schema > the struct the table already has > inferred (if asked) >
         JSON text."""
         spec = self.config.result_schemas.get(pipeline)
         if spec is not None:
             return parse_result_schema(spec)
+        stored = self._stored_result_type(pipeline)
         if isinstance(stored, StructType):
             return stored
         if self.config.infer_result_schema:

@@ -171,14 +171,15 @@ def table_for_partitions(frame: DataFrame, pipeline: str) -> DataFrame:
     ).select(*TABLE_COLUMNS)
 
 
-def distinct_partitions(frame: DataFrame) -> list[tuple[str, object]]:
-    """The ``(pipeline, window_date)`` pairs in ``frame``, sorted (a small collect)."""
-    rows = frame.select(*PARTITION_COLUMNS).distinct().collect()
-    return sorted((str(row["pipeline"]), row["window_date"]) for row in rows)
+def count_by_partition(frame: DataFrame) -> dict[tuple[str, object], int]:
+    """Rows per ``(pipeline, window_date)`` in ``frame`` (one small collect)."""
+    rows = frame.groupBy(*PARTITION_COLUMNS).count().collect()
+    return {(str(row["pipeline"]), row["window_date"]): int(row["count"]) for row in rows}
 
 
 def by_pipeline(pairs: Iterable[tuple[str, object]]) -> dict[str, list[object]]:
+    """``(pipeline, day)`` pairs grouped by pipeline, days sorted."""
     grouped: dict[str, list[object]] = {}
-    for pipeline, day in pairs:
+    for pipeline, day in sorted(pairs, key=lambda pair: (pair[0], str(pair[1]))):
         grouped.setdefault(pipeline, []).append(day)
     return grouped

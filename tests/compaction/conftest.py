@@ -103,9 +103,7 @@ def produce(
                     key, body = b"raw", value
                 else:
                     key, body = str(value["key"]).encode(), orjson.dumps(value)
-                await producer.send(
-                    topic, body, key=key, partition=partition, timestamp_ms=T0 + i
-                )
+                await producer.send(topic, body, key=key, partition=partition, timestamp_ms=T0 + i)
                 if (i + 1) % batch == 0:
                     await producer.flush()
             await producer.flush()

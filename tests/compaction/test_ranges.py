@@ -13,7 +13,11 @@ from service.compaction.ranges import OffsetRange, Watermarks, plan_ranges, spli
 def test_plan_starts_at_stored_or_earliest_and_ends_at_high_watermark() -> None:
     marks = {("a", 0): Watermarks(0, 10), ("a", 1): Watermarks(5, 7), ("b", 0): Watermarks(0, 0)}
     ranges = plan_ranges({("a", 0): 4}, marks)
-    assert ranges == [OffsetRange("a", 0, 4, 10), OffsetRange("a", 1, 5, 7), OffsetRange("b", 0, 0, 0)]
+    assert ranges == [
+        OffsetRange("a", 0, 4, 10),
+        OffsetRange("a", 1, 5, 7),
+        OffsetRange("b", 0, 0, 0),
+    ]
 
 
 def test_plan_refuses_deleted_records_unless_allowed() -> None:
