@@ -10,7 +10,7 @@ to use it after the call returns.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import cast
+from typing import NoReturn, cast
 
 from service.core.time import Clock, TimeDomain
 from service.core.timers import TimerService
@@ -28,9 +28,10 @@ ProcessTimers = TimerService[str, None]
 """The operator's timer service: string keys, no namespace (semantics.md section 4)."""
 
 
-def _check_ts(timestamp: int) -> None:
-    if type(timestamp) is not int:
-        raise TypeError(f"timer timestamps are int epoch milliseconds, got {timestamp!r}")
+def _bad_timer(key: str | None, timestamp: object) -> NoReturn:
+    if key is None:
+        raise NoCurrentKey("timers can only be registered for a current key")
+    raise TypeError(f"timer timestamps are int epoch milliseconds, got {timestamp!r}")
 
 
 class TimerServiceView:
@@ -51,25 +52,29 @@ class TimerServiceView:
         self._reg_proc: Callable[[int, str, None], None] = timers.register_processing_time_timer
         self._del_proc: Callable[[int, str, None], None] = timers.delete_processing_time_timer
 
-    def _key(self) -> str:
-        key = self._ctx.key
-        if key is None:
-            raise NoCurrentKey("timers can only be registered for a current key")
-        return key
-
     def register_event_time_timer(self, timestamp: int) -> None:
-        _check_ts(timestamp)
-        self._reg_event(timestamp, self._key(), None)
+        key = self._ctx.key
+        if key is None or type(timestamp) is not int:
+            _bad_timer(key, timestamp)
+        self._reg_event(timestamp, key, None)
 
     def delete_event_time_timer(self, timestamp: int) -> None:
-        self._del_event(timestamp, self._key(), None)
+        key = self._ctx.key
+        if key is None:
+            _bad_timer(key, timestamp)
+        self._del_event(timestamp, key, None)
 
     def register_processing_time_timer(self, timestamp: int) -> None:
-        _check_ts(timestamp)
-        self._reg_proc(timestamp, self._key(), None)
+        key = self._ctx.key
+        if key is None or type(timestamp) is not int:
+            _bad_timer(key, timestamp)
+        self._reg_proc(timestamp, key, None)
 
     def delete_processing_time_timer(self, timestamp: int) -> None:
-        self._del_proc(timestamp, self._key(), None)
+        key = self._ctx.key
+        if key is None:
+            _bad_timer(key, timestamp)
+        self._del_proc(timestamp, key, None)
 
     @property
     def current_watermark(self) -> int:
@@ -115,6 +120,15 @@ class Context:
     @property
     def state_backend(self) -> KeyedStateBackend:
         return self._state
+
+    @property
+    def raw_timers(self) -> ProcessTimers:
+        """The operator's timer service itself, taking ``(ts, key, None)`` with no checks.
+
+        For the built-in functions' hot path (it saves a call per timer operation); user
+        code should use :attr:`timer_service`, which scopes timers to the current key.
+        """
+        return self._timers
 
     @property
     def current_watermark(self) -> int:

@@ -110,7 +110,7 @@ class KeyedProcessOperator:
         self.collector = Collector()
         self.counters = ProcessCounters()
         self._timers: TimerService[str, None] = TimerService(
-            self._on_event_time, self._on_processing_time, track_keys=True
+            self._on_event_time, self._on_processing_time
         )
         self._ctx = Context(self._timers, clock)
         self._state = self._ctx.state_backend
@@ -246,7 +246,6 @@ class KeyedProcessOperator:
         self._state.restore(snapshot["state"])
         self._timers.restore(snapshot["timers"])
         self.counters = ProcessCounters(**snapshot.get("counters", {}))
-        self._timers.take_dirty_keys()
         self._dirty = set()
         for store in self._state.stores.values():
             self._dirty.update(store.data)
@@ -256,14 +255,18 @@ class KeyedProcessOperator:
     # -- incremental snapshots ----------------------------------------------------------
     def snapshot_changes(self) -> dict[str, Any]:
         keys = self._dirty
-        keys.update(self._timers.take_dirty_keys())
         self._dirty = set()
+        timers = self._timers_of(keys)
         entries: dict[str, Any] = {}
         for key in keys:
             values, expiries = self._state.snapshot_key(key)
-            timers = self._timers.snapshot_key(key)
-            if values or timers["event"] or timers["processing"]:
-                entries[_entry_name(key)] = {"state": values, "expiry": expiries, "timers": timers}
+            key_timers = timers.get(key)
+            if values or key_timers is not None:
+                entries[_entry_name(key)] = {
+                    "state": values,
+                    "expiry": expiries,
+                    "timers": key_timers or {"event": [], "processing": []},
+                }
             else:
                 entries[_entry_name(key)] = None
         entries[META_ENTRY] = {
@@ -273,6 +276,29 @@ class KeyedProcessOperator:
             "states": self._state.declarations(),
         }
         return entries
+
+    def _timers_of(self, keys: set[str]) -> dict[str, dict[str, list[list[Any]]]]:
+        """The queued timers of ``keys`` as ``{key: {"event": [[ts, ns, seq]], ...}}``.
+
+        Why a scan instead of the timer service's per-key index (``track_keys``): the
+        index costs two set operations per timer registration and deletion, on the
+        per-record path, while a checkpoint is rare; a scan of every queued timer per
+        checkpoint is what Flink's heap timers cost too (they are written in full).
+        Every key whose timers changed is in ``_dirty``: timers are registered and
+        deleted for the current key only, and firing marks the key.
+        """
+        found: dict[str, dict[str, list[list[Any]]]] = {}
+        if not keys:
+            return found
+        queued = self._timers.snapshot()
+        for domain in ("event", "processing"):
+            for ts, key, namespace, seq in queued[domain]:
+                if key in keys:
+                    per_key = found.get(key)
+                    if per_key is None:
+                        per_key = found[key] = {"event": [], "processing": []}
+                    per_key[domain].append([ts, namespace, seq])
+        return found
 
     def restore_changes(self, entries: Iterable[tuple[str, Any]]) -> None:
         newest: dict[str, Any] = {}
@@ -291,7 +317,6 @@ class KeyedProcessOperator:
         self._state.restore_keys(meta.get("states", {}), state_per_key)
         self._timers.restore_keys(int(meta.get("watermark", MIN_TIMESTAMP)), timers_per_key)
         self.counters = ProcessCounters(**meta.get("counters", {}))
-        self._timers.take_dirty_keys()
         self._dirty = set()
 
 

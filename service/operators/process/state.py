@@ -173,9 +173,7 @@ class ValueState(_Handle):
     __slots__ = ()
 
     def value(self) -> Any:
-        if self._expiry is None:
-            return self._data.get(self._scope.key)  # type: ignore[arg-type]
-        return self._live(self._scope.key)
+        return self._data.get(self._scope.key)  # type: ignore[arg-type]
 
     def update(self, value: Any) -> None:
         """Set the value; ``None`` clears it. The value is kept by reference."""
@@ -184,12 +182,25 @@ class ValueState(_Handle):
             raise NoCurrentKey(f"state {self._name!r} used without a current key (e.g. in open)")
         if value is None:
             self._drop(key)
-            return
-        if type(value) not in SIMPLE_TYPES:
+        elif type(value) in SIMPLE_TYPES:
+            self._data[key] = value
+        else:
             check_json_safe(value, self._name)
-        self._data[key] = value
-        if self._expiry is not None:
-            self._touch(key)
+            self._data[key] = value
+
+
+class _TtlValueState(ValueState):
+    """A value state with TTL; a separate class keeps the plain one free of TTL checks."""
+
+    __slots__ = ()
+
+    def value(self) -> Any:
+        return self._live(self._scope.key)
+
+    def update(self, value: Any) -> None:
+        ValueState.update(self, value)
+        if value is not None:
+            self._touch(self._scope.key)  # type: ignore[arg-type]
 
 
 class ListState(_Handle):
@@ -356,7 +367,8 @@ class KeyedStateBackend:
         else:
             store = existing
             store.set_ttl(ttl_ms)
-        handle = self._handles[name] = _HANDLES[kind](store, self._scope)
+        cls = _TtlValueState if kind is StateKind.VALUE and ttl_ms is not None else _HANDLES[kind]
+        handle = self._handles[name] = cls(store, self._scope)
         return handle
 
     def sweep(self, now: int, removed: set[str]) -> int:

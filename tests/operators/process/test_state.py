@@ -208,7 +208,7 @@ def test_non_json_value_in_list_and_map_state_is_refused() -> None:
         with pytest.raises(StateNotJsonSafe):
             ctx.map_state("m").put("k", {1, 2})
         with pytest.raises(StateNotJsonSafe):
-            ctx.map_state("m").put((1, 2), "tuple key")
+            ctx.map_state("m").put((1, 2), "tuple key")  # type: ignore[arg-type]
         return (ctx.list_state("l").get(), ctx.map_state("m").items())
 
     assert run(step, [("a", None)]) == [([], [])]

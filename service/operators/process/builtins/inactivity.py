@@ -71,7 +71,7 @@ class InactivityTimeout(KeyedProcessFunction):
 
     def open(self, ctx: Context) -> None:
         self._deadline = ctx.value_state("deadline")
-        timers = ctx.timer_service
+        timers = ctx.raw_timers
         if self._event:
             self._register = timers.register_event_time_timer
             self._delete = timers.delete_event_time_timer
@@ -87,8 +87,8 @@ class InactivityTimeout(KeyedProcessFunction):
         if old is not None:
             if deadline <= old:
                 return
-            self._delete(old)
-        self._register(deadline)
+            self._delete(old, ctx.key, None)  # type: ignore[arg-type]
+        self._register(deadline, ctx.key, None)  # type: ignore[arg-type]
         state.update(deadline)
 
     def on_timer(self, timestamp: int, ctx: Context, out: Out) -> None:
