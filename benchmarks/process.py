@@ -4,8 +4,9 @@
 (seeded), in batches of 1000, the watermark (max_ts - 2000 - 1) advanced after each
 batch, then the final watermark. Scenarios:
 
-- ``inactivity_timeout`` (built-in, event time, timeout 10 min, longer than any gap: every record deletes its
-  key's timer and registers a new one; the final watermark fires one alert per key);
+- ``inactivity_timeout`` (built-in, event time, timeout 10 min, longer than any gap:
+  every record deletes its key's timer and registers a new one; the final watermark
+  fires one alert per key);
 - ``user value+timer``: a user function that keeps a count in value state and re-registers
   an event-time timer per record (delete old + register new), emitting on every timer.
 
@@ -90,7 +91,9 @@ SCENARIOS: dict[str, Callable[[], KeyedProcessOperator]] = {
 }
 
 
-def run(build: Callable[[], KeyedProcessOperator], records: list[InputRecord]) -> tuple[float, float, list[Any]]:
+def run(
+    build: Callable[[], KeyedProcessOperator], records: list[InputRecord]
+) -> tuple[float, float, list[Any]]:
     """CPU seconds, wall seconds and the values of every output."""
     op = build()
     batches = [records[i : i + BATCH] for i in range(0, len(records), BATCH)]
