@@ -19,11 +19,14 @@ import orjson
 
 from service.core.errors import TimestampError
 from service.core.paths import MISSING, compile_path
+from service.core.time import MAX_TIMESTAMP, MIN_TIMESTAMP
 from service.core.timestamps import TimestampExtractor
 from service.operators.base import InputRecord
 from service.runtime.definition import PipelineDefinition
 
 _loads = orjson.loads
+_MIN = MIN_TIMESTAMP
+_MAX = MAX_TIMESTAMP
 _JSONDecodeError = orjson.JSONDecodeError
 
 
@@ -68,17 +71,54 @@ def build_extractor(definition: PipelineDefinition) -> TimestampExtractor:
 class RecordDecoder:
     """Decodes one pipeline's records; built once per pipeline, used per batch."""
 
-    __slots__ = ("_extract", "_key_getter", "_key_name")
+    __slots__ = ("_extract", "_fast", "_key_getter", "_key_name")
 
     def __init__(self, definition: PipelineDefinition) -> None:
         self._extract: Callable[[Any, int | None], int] = build_extractor(definition).extract
         self._key_name = definition.key_field
         self._key_getter = compile_path(definition.key_field) if definition.key_field else None
+        ts = definition.timestamp
+        key = definition.key_field
+        # The common shape (top-level key field, top-level epoch-millis timestamp) is
+        # decoded inline, two dict lookups per record; anything unusual in a record
+        # falls back to the general path for that record, so results are the same.
+        self._fast: tuple[str, str] | None = None
+        if (
+            key is not None
+            and "." not in key
+            and ts.source == "field"
+            and ts.field is not None
+            and "." not in ts.field
+            and ts.format == "epoch_millis"
+        ):
+            self._fast = (key, ts.field)
 
     def decode(
         self, records: Sequence[Any], inputs: list[InputRecord], failed: list[DeadLetter]
     ) -> None:
         """Append each record of ``records`` to ``inputs`` or, failing, to ``failed``."""
+        if self._fast is None:
+            self._decode(records, inputs, failed)
+            return
+        key_field, ts_field = self._fast
+        append = inputs.append
+        loads = _loads
+        for record in records:
+            try:
+                value = loads(record.value)
+                key = value[key_field]
+                timestamp = value[ts_field]
+            except Exception:  # not JSON, not an object, a field missing: the slow path
+                self._decode((record,), inputs, failed)
+                continue
+            if type(key) is str and type(timestamp) is int and _MIN <= timestamp <= _MAX:
+                append((key, timestamp, value, record.offset, record))
+            else:
+                self._decode((record,), inputs, failed)
+
+    def _decode(
+        self, records: Sequence[Any], inputs: list[InputRecord], failed: list[DeadLetter]
+    ) -> None:
         extract = self._extract
         get_key = self._key_getter
         append = inputs.append

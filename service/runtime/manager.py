@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 
 from aiokafka import AIOKafkaClient
@@ -56,6 +57,8 @@ class Runtime:
     async def start(self) -> None:
         """Start the broker health check (pipelines start on :meth:`start_pipeline`)."""
         if self._health_task is None:
+            if self.settings.gc_threshold is not None:
+                gc.set_threshold(*self.settings.gc_threshold)
             await self.check_broker()
             self._health_task = asyncio.get_running_loop().create_task(
                 self._watch_broker(), name="clockwork-broker-health"

@@ -543,6 +543,9 @@ class _Session:
         new = [tp for tp in assigned if tp not in self.partitions]
         if not new:
             return
+        # No fetching until the state is restored: records fetched meanwhile would be
+        # skipped and fetched again after the seek.
+        self.consumer.pause(*new)
         try:
             async with self.lock:
                 await self._restore(new)
@@ -603,6 +606,8 @@ class _Session:
         for part in ready:
             # Records fetched before this point were skipped; the seek fetches them again.
             self.consumer.seek(part.tp, part.next_offset)
+            if not self.runner.paused:
+                self.consumer.resume(part.tp)
             self.partitions[part.tp] = part
             self.emitter.combiner.assign(part.tp, now, part.generator.current_watermark)
             part.timers.reschedule()

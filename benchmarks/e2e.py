@@ -1,0 +1,183 @@
+"""End-to-end benchmark of the runtime: Kafka in, windows, Kafka out, bounded mode.
+
+``python -m benchmarks.e2e [--events N] [--bootstrap HOST:PORT] [--profile]``
+
+The standard workload (``benchmarks/workload.py``: 1M JSON records ``{"user","ts",
+"amount"}``, 10k users, ts ~1 ms apart, up to 1.5 s out of order, seeded) is produced
+to a 4-partition topic keyed by user. Then, in the same run and against the same topic:
+
+1. the raw ceiling: an aiokafka consumer ``getmany``-ing every partition up to its fetch
+   high watermark, nothing else;
+2. the pipeline: tumbling 60 s count + sum, bounded out-of-orderness 2 s, bounded mode,
+   timed from ``start_pipeline`` to the state ``finished`` (consumer group join and
+   changelog restore included), and its output checked against the expected windows.
+
+The ratio of the two rates is the number to watch (target: at least 60%).
+Without ``--bootstrap`` an embedded broker is started and stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+import time
+import uuid
+from typing import Any
+
+from benchmarks.workload import (
+    Workload,
+    check_results,
+    expected_results,
+    kafka_records,
+    normalise,
+    produce,
+    read_topic,
+)
+
+OPERATOR = {
+    "type": "window",
+    "assigner": {"type": "tumbling", "size_ms": 60_000},
+    "time": "event",
+    "trigger": {"type": "event_time"},
+    "aggregations": {"count": {"fn": "count"}, "sum": {"fn": "sum", "field": "amount"}},
+}
+
+
+async def raw_consume(bootstrap: str, topic: str) -> tuple[int, float]:
+    """Read ``topic`` to its high watermark; returns (records, seconds)."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        fetch_max_wait_ms=20,
+        max_partition_fetch_bytes=4 << 20,
+    )
+    started = time.perf_counter()
+    await consumer.start()
+    seen = 0
+    try:
+        parts = await consumer._client._wait_on_metadata(topic)
+        tps = [TopicPartition(topic, p) for p in sorted(parts)]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        remaining = set(tps)
+        while remaining:
+            batch = await consumer.getmany(timeout_ms=100, max_records=20_000)
+            for records in batch.values():
+                seen += len(records)
+            for tp in list(remaining):
+                highwater = consumer.highwater(tp)
+                if highwater is not None and await consumer.position(tp) >= highwater:
+                    remaining.discard(tp)
+    finally:
+        await consumer.stop()
+    return seen, time.perf_counter() - started
+
+
+async def run_pipeline(bootstrap: str, topic: str, name: str, workload: Workload) -> float:
+    """Run the bounded pipeline to ``finished``; returns seconds."""
+    from service.runtime.definition import (
+        PipelineDefinition,
+        SinkSettings,
+        TimestampSettings,
+        WatermarkSettings,
+    )
+    from service.runtime.factories import window_operator_factory
+    from service.runtime.manager import Runtime
+    from service.runtime.settings import RuntimeSettings
+    from service.runtime.status import PipelineState
+
+    definition = PipelineDefinition(
+        name=name,
+        topics=(topic,),
+        sink=SinkSettings(topic=f"{name}.out", dead_letter_topic=f"{name}.dlq"),
+        operator_factory=window_operator_factory(name, OPERATOR, late_output=False),
+        key_field="user",
+        timestamp=TimestampSettings(source="field", field="ts"),
+        watermark=WatermarkSettings(
+            max_out_of_orderness_ms=workload.out_of_orderness_ms, interval_ms=200
+        ),
+        bounded=True,
+    )
+    runtime = Runtime(RuntimeSettings(bootstrap_servers=bootstrap, session_timeout_ms=2000))
+    await runtime.start()
+    try:
+        started = time.perf_counter()
+        runtime.start_pipeline(definition)
+        await runtime.runner(name).wait_for_state(PipelineState.FINISHED, timeout_s=600)
+        elapsed = time.perf_counter() - started
+        status = runtime.status(name)
+        if status.records_in != workload.events + workload.partitions:
+            raise RuntimeError(f"pipeline read {status.records_in} records")
+    finally:
+        await runtime.shutdown()
+    return elapsed
+
+
+async def bench(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]:
+    workload = Workload(events=args.events)
+    records = kafka_records(workload)
+    topic = f"bench-e2e-{uuid.uuid4().hex[:6]}"
+    started = time.perf_counter()
+    await produce(records, bootstrap, topic, workload.partitions)
+    produce_s = time.perf_counter() - started
+    total = len(records)
+
+    raw_records, raw_s = await raw_consume(bootstrap, topic)
+    if raw_records != total:
+        raise RuntimeError(f"raw consume read {raw_records} of {total}")
+    name = topic.replace("bench-e2e", "e2e")
+    if args.profile:
+        import cProfile
+        import pstats
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+        pipeline_s = await run_pipeline(bootstrap, topic, name, workload)
+        profiler.disable()
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+    else:
+        pipeline_s = await run_pipeline(bootstrap, topic, name, workload)
+
+    rows = [normalise(json.loads(v)) for v in await read_topic(bootstrap, f"{name}.out")]
+    check = check_results(rows, expected_results(workload))
+    report = {
+        "records": total,
+        "produce_records_per_s": round(total / produce_s),
+        "raw_consume_records_per_s": round(total / raw_s),
+        "pipeline_records_per_s": round(total / pipeline_s),
+        "pipeline_seconds": round(pipeline_s, 3),
+        "ratio": round(raw_s / pipeline_s, 3),
+        "check": check.summary(),
+        "ok": check.ok,
+    }
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--bootstrap", default=None)
+    parser.add_argument("--profile", action="store_true", help="cProfile the pipeline run")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    if args.profile:
+        logging.getLogger("service.runtime").setLevel(logging.INFO)
+    if args.bootstrap:
+        report = asyncio.run(bench(args, args.bootstrap))
+    else:
+        from service.runtime.embedded_broker import EmbeddedBroker
+
+        with EmbeddedBroker() as broker:
+            report = asyncio.run(bench(args, broker.bootstrap_servers))
+    print(json.dumps(report, indent=2))
+    return 0 if report["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
