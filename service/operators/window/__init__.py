@@ -1,7 +1,20 @@
 """The keyed window operator (semantics.md section 5), independent of Kafka.
 
 Build one with :func:`build_window_operator` (from the spec's ``"operator"`` dict) or
-:func:`create_window_operator` (from a :class:`WindowOperatorConfig`).
+:func:`create_window_operator` (from a :class:`WindowOperatorConfig`). The factory
+returns :class:`FastWindowOperator` for tumbling/sliding event-time windows with the
+default trigger, built-in aggregations and no evictor, else :class:`GeneralWindowOperator`;
+both have the same semantics and the same snapshot format.
+
+Fire kinds, precisely. The *time of a firing* is the timer's timestamp when a timer of
+the window's own time domain caused it; otherwise (an element, or a timer of the other
+domain) it is that domain's current time: the watermark for event-time windows, the
+clock for processing-time windows. A firing is ``on_time`` when a timer of the window's
+domain fires exactly at ``max_ts``; ``early`` when its time is before ``max_ts``;
+``late`` otherwise (an allowed-late element after the watermark passed ``max_ts``).
+So count and continuous triggers fire ``early`` inside the window, a processing-time
+trigger on an event-time window fires ``early`` while ``W < max_ts``, and every firing
+of the global window (``max_ts`` = MAX) before the final watermark is ``early``.
 """
 
 from .aggregations import AggKind, AggregationPlan, AggregationSpec
