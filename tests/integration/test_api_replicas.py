@@ -123,9 +123,10 @@ async def test_two_replicas_share_pipelines_and_a_restart_reloads_them(
             assert reloaded["paused"] is True
             assert [p["name"] for p in (await b2.get("/pipelines")).json()] == [name]
 
-            assert (await b2.delete(f"/pipelines/{name}")).status_code == 204
+            # Deleted on A, gone from B's view too.
+            assert (await a.delete(f"/pipelines/{name}")).status_code == 204
 
-            async def gone_on_a() -> bool:
-                return (await a.get(f"/pipelines/{name}")).status_code == 404
+            async def gone_on_b2() -> bool:
+                return (await b2.get(f"/pipelines/{name}")).status_code == 404
 
-            await eventually(gone_on_a)
+            await eventually(gone_on_b2)
