@@ -79,7 +79,9 @@ async def raw_consume(bootstrap: str, topic: str) -> tuple[int, float]:
     return seen, time.perf_counter() - started
 
 
-async def run_pipeline(bootstrap: str, topic: str, name: str, workload: Workload) -> float:
+async def run_pipeline(
+    bootstrap: str, topic: str, name: str, workload: Workload, checkpoint_interval_ms: int
+) -> float:
     """Run the bounded pipeline to ``finished``; returns seconds."""
     from service.runtime.definition import (
         PipelineDefinition,
@@ -104,7 +106,12 @@ async def run_pipeline(bootstrap: str, topic: str, name: str, workload: Workload
         ),
         bounded=True,
     )
-    runtime = Runtime(RuntimeSettings(bootstrap_servers=bootstrap, session_timeout_ms=2000))
+    settings = RuntimeSettings(
+        bootstrap_servers=bootstrap,
+        session_timeout_ms=2000,  # the group join on Tansu waits half of it
+        checkpoint_interval_ms=checkpoint_interval_ms,
+    )
+    runtime = Runtime(settings)
     await runtime.start()
     try:
         started = time.perf_counter()
@@ -138,11 +145,15 @@ async def bench(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]:
 
         profiler = cProfile.Profile()
         profiler.enable()
-        pipeline_s = await run_pipeline(bootstrap, topic, name, workload)
+        pipeline_s = await run_pipeline(
+            bootstrap, topic, name, workload, args.checkpoint_interval_ms
+        )
         profiler.disable()
         pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
     else:
-        pipeline_s = await run_pipeline(bootstrap, topic, name, workload)
+        pipeline_s = await run_pipeline(
+            bootstrap, topic, name, workload, args.checkpoint_interval_ms
+        )
 
     rows = [normalise(json.loads(v)) for v in await read_topic(bootstrap, f"{name}.out")]
     check = check_results(rows, expected_results(workload))
@@ -153,6 +164,7 @@ async def bench(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]:
         "pipeline_records_per_s": round(total / pipeline_s),
         "pipeline_seconds": round(pipeline_s, 3),
         "ratio": round(raw_s / pipeline_s, 3),
+        "checkpoint_interval_ms": args.checkpoint_interval_ms,
         "check": check.summary(),
         "ok": check.ok,
     }
@@ -163,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--bootstrap", default=None)
+    parser.add_argument("--checkpoint-interval-ms", type=int, default=5000)
     parser.add_argument("--profile", action="store_true", help="cProfile the pipeline run")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
