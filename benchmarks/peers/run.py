@@ -30,6 +30,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--no-ours", action="store_true", help="skip our service")
     parser.add_argument("--no-raw", action="store_true", help="skip the raw-consume ceiling")
+    parser.add_argument(
+        "--raw-decode", action="store_true", help="add the raw consume + orjson decode ceiling"
+    )
     parser.add_argument("--markdown", type=Path, default=RESULTS / "peers.md")
     return parser.parse_args(argv)
 
@@ -47,13 +50,15 @@ def main(argv: list[str] | None = None) -> int:
     contenders = []
     if not args.no_raw:
         contenders.append(raw_consume())
+    if args.raw_decode:
+        contenders.append(raw_consume(decode=True))
     if not args.no_ours:
         ours = ours_contender()
         if isinstance(ours, str):
             summaries.append(failed("ours", "Clockwork (ours)", ours, args.events))
         else:
             contenders.append(ours)
-    for name in args.peers.split(","):
+    for name in filter(None, args.peers.split(",")):
         peer = BY_NAME[name.strip()]
         print(f"venv for {peer.tool} ...", file=sys.stderr, flush=True)
         try:
@@ -66,8 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     for contender in contenders:
         summaries.append(run_repeated(contender, prep, args.repeat, root))
 
-    order = {"raw": 0, "ours": 1}
-    summaries.sort(key=lambda s: order.get(s.contender.key, 2))
+    order = {"raw": 0, "raw-decode": 1, "ours": 2}
+    summaries.sort(key=lambda s: order.get(s.contender.key, 3))
     load_after = table.load_average()
     print(table.terminal(summaries))
     print(f"load average before: {load_before}; after: {load_after}")
