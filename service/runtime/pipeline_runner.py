@@ -121,12 +121,17 @@ class PipelineRunner:
         self._set_state(PipelineState.STOPPED)
 
     def pause(self) -> None:
+        """Stop consuming now (a fetch in flight is dropped by the consumer); state kept."""
         self.paused = True
+        if self._session is not None:
+            self._session.apply_pause()
         if self.state is PipelineState.RUNNING:
             self._set_state(PipelineState.PAUSED)
 
     def resume(self) -> None:
         self.paused = False
+        if self._session is not None:
+            self._session.apply_pause()
         if self.state is PipelineState.PAUSED:
             self._set_state(PipelineState.RUNNING)
 
@@ -343,7 +348,7 @@ class _Session:
         bounded = self.definition.bounded
         perf = time.perf_counter
         while not stop.is_set():
-            self._apply_pause()
+            self.apply_pause()
             batch = await consumer.getmany(timeout_ms=timeout_ms, max_records=max_records)
             self._raise_error()
             if batch:
@@ -413,15 +418,18 @@ class _Session:
             combiner.update(tp, part.generator.current_watermark, now)
         part.timers.reschedule()
 
-    def _apply_pause(self) -> None:
+    def apply_pause(self) -> None:
         paused = self.runner.paused
-        if paused == self._paused_applied:
+        if paused == self._paused_applied or self.consumer is None:
             return
         assignment = list(self.consumer.assignment())
         if paused:
             self.consumer.pause(*assignment)
         else:
-            active = [tp for tp in assignment if not self._is_finished(tp)]
+            # partitions still restoring are resumed by the restore when it is done
+            active = [
+                tp for tp in assignment if tp in self.partitions and not self._is_finished(tp)
+            ]
             self.consumer.resume(*active)
         self._paused_applied = paused
 
