@@ -208,24 +208,46 @@ class WatermarkCombiner(Generic[P]):
     become idle. An update lowers the cached minimum directly, and forces a rescan only
     when it raises the partition that held the minimum; assign, revoke and reaching the
     idle deadline force a rescan, O(partitions).
+
+    Idle advance (opt-in, ``idle_advance=True``; not in Flink): when every assigned
+    partition is idle, event time runs on with the wall clock from the record that
+    raised the highest partition watermark: the combined watermark becomes
+    ``peak + (now - peak_arrival)``, where ``peak`` is the highest watermark any
+    partition reported (``max_ts - B - 1`` for bounded out-of-orderness) and
+    ``peak_arrival`` when it was reported. So the last windows of a quiet stream close
+    ``idle_timeout_ms`` after its last record instead of never. The first record after
+    the quiet period makes its partition active and the usual minimum applies again;
+    since the emitted watermark never goes back, records behind it are late by the
+    usual rules (allowed lateness and the late topic still catch them).
     """
 
     __slots__ = (
+        "_advancing",
         "_current",
         "_deadline",
         "_finished",
+        "_idle_advance",
         "_idle_timeout",
         "_min",
         "_parts",
+        "_peak",
+        "_peak_at",
         "_scanned_at",
         "_stale",
     )
 
-    def __init__(self, idle_timeout_ms: int | None = None) -> None:
+    def __init__(self, idle_timeout_ms: int | None = None, *, idle_advance: bool = False) -> None:
         timeout = idle_timeout_ms
         if timeout is not None and (type(timeout) is not int or timeout <= 0):
             raise ConfigError(f"idle_timeout_ms must be None or an int > 0, not {timeout!r}")
+        if idle_advance and timeout is None:
+            raise ConfigError("idle_advance needs an idle_timeout_ms")
         self._idle_timeout = idle_timeout_ms
+        self._idle_advance = idle_advance
+        self._advancing = False
+        # the highest partition watermark reported, and the processing time it came at
+        self._peak = MIN_TIMESTAMP
+        self._peak_at = MIN_TIMESTAMP
         self._parts: dict[P, _Partition] = {}
         self._current = MIN_TIMESTAMP
         self._finished = False
@@ -254,6 +276,9 @@ class WatermarkCombiner(Generic[P]):
         if partition in self._parts:
             raise PartitionError(f"partition {partition!r} is already assigned")
         self._parts[partition] = _Partition(watermark, now)
+        if watermark > self._peak:  # a restored partition: run on from its assignment
+            self._peak = watermark
+            self._peak_at = now
         self._stale = True
 
     def revoke(self, partition: P) -> None:
@@ -279,6 +304,9 @@ class WatermarkCombiner(Generic[P]):
         previous = state.last_active
         state.watermark = watermark
         state.last_active = now
+        if watermark > self._peak:
+            self._peak = watermark
+            self._peak_at = now
         if self._stale:
             return
         if now < previous or now < self._scanned_at:  # time went back: rescan to be safe
@@ -331,10 +359,34 @@ class WatermarkCombiner(Generic[P]):
         if self._stale or now >= self._deadline or now < self._scanned_at:
             self._scan(now)
         low = self._min
-        if low is None or low <= self._current or self._finished:
+        if low is None:
+            return self._idle_advanced(now)
+        self._advancing = False
+        if low <= self._current or self._finished:
             return None
         self._current = low
         return low
+
+    @property
+    def idle_advancing(self) -> bool:
+        """Whether the last :meth:`combine` let event time follow the wall clock."""
+        return self._advancing
+
+    def _idle_advanced(self, now: int) -> int | None:
+        """Every partition is idle (or none is assigned): idle advance, if enabled."""
+        if not self._idle_advance or not self._parts or self._finished:
+            self._advancing = False
+            return None
+        if self._peak == MIN_TIMESTAMP:  # nothing seen yet: no time to run on from
+            self._advancing = False
+            return None
+        self._advancing = True
+        # MAX is reserved for the end of bounded input.
+        candidate = min(self._peak + (now - self._peak_at), MAX_TIMESTAMP - 1)
+        if candidate <= self._current:
+            return None
+        self._current = candidate
+        return candidate
 
     def _scan(self, now: int) -> None:
         timeout = self._idle_timeout
@@ -377,6 +429,7 @@ class WatermarkCombiner(Generic[P]):
             "current": self._current,
             "finished": self._finished,
             "partitions": [[_plain(p), s.watermark, s.last_active] for p, s in self._parts.items()],
+            "peak": [self._peak, self._peak_at],
         }
 
     def restore(self, snapshot: dict[str, Any]) -> None:
@@ -387,6 +440,8 @@ class WatermarkCombiner(Generic[P]):
         self._parts = parts
         self._current = int(snapshot["current"])
         self._finished = bool(snapshot["finished"])
+        self._peak, self._peak_at = (int(v) for v in snapshot.get("peak", (MIN_TIMESTAMP,) * 2))
+        self._advancing = False
         self._stale = True
 
 
