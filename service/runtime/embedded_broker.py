@@ -13,10 +13,22 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from types import TracebackType
 
 logger = logging.getLogger(__name__)
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
+    """Linux: the broker gets SIGTERM when the process that started it dies, even by
+    SIGKILL, so a crashed test or service never leaves a broker behind."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
 
 
 class BrokerStartError(RuntimeError):
@@ -68,6 +80,7 @@ class EmbeddedBroker:
                 # Its own process group, so a Ctrl-C in the terminal reaches us, not it,
                 # and we stop it in order.
                 start_new_session=True,
+                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
                 env={**os.environ, "RUST_LOG": os.environ.get("TANSU_LOG", "warn")},
             )
         finally:
