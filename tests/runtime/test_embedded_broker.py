@@ -37,12 +37,13 @@ def test_started_broker_accepts_connections_and_stop_closes_it() -> None:
 
 
 def test_broker_dies_with_a_parent_that_was_killed() -> None:
-    parent = subprocess.Popen([sys.executable, "-c", _STARTER], stdout=subprocess.PIPE, text=True)
-    assert parent.stdout is not None
-    port = int(parent.stdout.readline())
-    assert _accepts(port)
-    parent.kill()
-    parent.wait()
+    with subprocess.Popen(
+        [sys.executable, "-c", _STARTER], stdout=subprocess.PIPE, text=True
+    ) as parent:
+        assert parent.stdout is not None
+        port = int(parent.stdout.readline())
+        assert _accepts(port)
+        parent.kill()
     deadline = time.monotonic() + 10
     while _accepts(port) and time.monotonic() < deadline:
         time.sleep(0.05)
