@@ -53,7 +53,7 @@ def machine() -> str:
     )
 
 
-def rows(summaries: Sequence[Summary]) -> list[tuple[str, ...]]:
+def rows(summaries: Sequence[Summary], events: int | None = None) -> list[tuple[str, ...]]:
     ours = next((s for s in summaries if s.contender.key == OURS_KEY), None)
     ours_rate = ours.events_per_s if ours else None
     out = []
@@ -63,6 +63,8 @@ def rows(summaries: Sequence[Summary]) -> list[tuple[str, ...]]:
         ratio = f"{rate / ours_rate:.2f}x" if rate and ours_rate else "n/a"
         detail = next((r.detail for r in s.runs if r.checked is False), "")
         note = s.contender.note + (f" FAILED: {detail}" if detail else "")
+        if events is not None and s.events != events:
+            note = f"**on {s.events:,} events** (too slow for {events:,}); {note}"
         out.append(
             (
                 s.contender.tool,
@@ -78,8 +80,11 @@ def rows(summaries: Sequence[Summary]) -> list[tuple[str, ...]]:
     return out
 
 
-def terminal(summaries: Sequence[Summary]) -> str:
-    body = [HEADERS[:-1], *(r[:-1] for r in rows(summaries))]
+def terminal(summaries: Sequence[Summary], events: int) -> str:
+    """The table without the notes, plus an events column."""
+    body = [(*HEADERS[:-1], "events")]
+    for r, s in zip(rows(summaries), summaries, strict=True):
+        body.append((*r[:-1], f"{s.events:,}"))
     widths = [max(len(r[i]) for r in body) for i in range(len(body[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in body]
     lines.insert(1, "  ".join("-" * w for w in widths))
@@ -99,5 +104,5 @@ def markdown(
         "| " + " | ".join(HEADERS) + " |",
         "| " + " | ".join("---" for _ in HEADERS) + " |",
     ]
-    lines += ["| " + " | ".join(r) + " |" for r in rows(summaries)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows(summaries, events)]
     return "\n".join(lines) + "\n"
