@@ -107,8 +107,12 @@ def main() -> None:
         print(f"spark {spark.version} up in {time.perf_counter() - started:.1f}s")
         try:
             config = CompactionConfig(broker.bootstrap_servers, ("results",), out)
-            compactor = Compactor(spark, config, progress=lambda line: print("  " + line))
             started = time.perf_counter()
+            compactor = Compactor(
+                spark,
+                config,
+                progress=lambda line: print(f"  {time.perf_counter() - started:6.1f}s {line}"),
+            )
             summary = compactor.run()
             wall = time.perf_counter() - started
             print(summary.text())
