@@ -136,7 +136,7 @@ class WatermarkSpec(_Model):
     """A partition silent this long is left out of the minimum."""
     idle_advance: bool = False
     """When every partition is idle, let event time follow the wall clock."""
-    max_drift_ms: PositiveMs | None = None
+    max_drift_ms: NonNegativeMs | None = None
     """Pause partitions whose watermark runs ahead of the combined one by more."""
 
 

@@ -37,6 +37,11 @@ class RuntimeMetrics:
     combined_watermark: Gauge
     combined_watermark_lag: Gauge
     idle_partitions: Gauge
+    idle_advancing: Gauge
+    watermark_drift: Gauge
+    alignment_paused: Gauge
+    alignment_pauses: Counter
+    alignment_resumes: Counter
     windows_open: Gauge
     keys: Gauge
     consumer_lag: Gauge
@@ -132,6 +137,36 @@ def build_metrics(registry: CollectorRegistry) -> RuntimeMetrics:
             _P,
             registry=r,
         ),
+        idle_advancing=Gauge(
+            "clockwork_watermark_idle_advancing",
+            "1 while every partition is idle and event time follows the wall clock.",
+            _P,
+            registry=r,
+        ),
+        watermark_drift=Gauge(
+            "clockwork_partition_watermark_drift_milliseconds",
+            "How far a partition's watermark is ahead of the combined one (0 if behind).",
+            _PP,
+            registry=r,
+        ),
+        alignment_paused=Gauge(
+            "clockwork_partitions_alignment_paused",
+            "Partitions paused by watermark alignment (more than max_drift_ms ahead).",
+            _P,
+            registry=r,
+        ),
+        alignment_pauses=Counter(
+            "clockwork_alignment_pauses",
+            "Times watermark alignment paused a partition.",
+            _P,
+            registry=r,
+        ),
+        alignment_resumes=Counter(
+            "clockwork_alignment_resumes",
+            "Times watermark alignment resumed a partition.",
+            _P,
+            registry=r,
+        ),
         idle_partitions=Gauge(
             "clockwork_idle_partitions",
             "Assigned partitions currently idle (left out of the combined watermark).",
@@ -218,6 +253,11 @@ METRIC_NAMES: tuple[str, ...] = (
     "clockwork_watermark_milliseconds",
     "clockwork_watermark_lag_milliseconds",
     "clockwork_idle_partitions",
+    "clockwork_watermark_idle_advancing",
+    "clockwork_partition_watermark_drift_milliseconds",
+    "clockwork_partitions_alignment_paused",
+    "clockwork_alignment_pauses_total",
+    "clockwork_alignment_resumes_total",
     "clockwork_windows_open",
     "clockwork_keys",
     "clockwork_consumer_lag_records",

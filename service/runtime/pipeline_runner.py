@@ -36,6 +36,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 from aiokafka.errors import CommitFailedError, IllegalStateError
 from aiokafka.structs import OffsetAndMetadata
 
+from service.core.alignment import WatermarkAlignment
 from service.core.time import MIN_TIMESTAMP, Clock, SystemClock
 from service.core.watermarks import make_generator
 from service.runtime.batch_producer import BatchProducer
@@ -49,6 +50,7 @@ from service.runtime.decoding import DeadLetter, RecordDecoder
 from service.runtime.definition import PipelineDefinition
 from service.runtime.metrics import METRICS, RuntimeMetrics
 from service.runtime.partition import PartitionTask
+from service.runtime.pauses import PauseControl
 from service.runtime.settings import RuntimeSettings
 from service.runtime.sinks import OutputSink
 from service.runtime.status import PartitionStatus, PipelineState, PipelineStatus
@@ -121,17 +123,22 @@ class PipelineRunner:
         self._set_state(PipelineState.STOPPED)
 
     def pause(self) -> None:
-        """Stop consuming now (a fetch in flight is dropped by the consumer); state kept."""
+        """Stop consuming now (a fetch in flight is dropped by the consumer); state kept.
+
+        Holds for partitions assigned later too (a rebalance), until :meth:`resume`.
+        """
         self.paused = True
         if self._session is not None:
-            self._session.apply_pause()
+            self._session.set_user_paused(True)
         if self.state is PipelineState.RUNNING:
             self._set_state(PipelineState.PAUSED)
 
     def resume(self) -> None:
+        """Consume again; partitions paused for another reason (restoring, finished,
+        watermark alignment) stay paused until that reason is gone."""
         self.paused = False
         if self._session is not None:
-            self._session.apply_pause()
+            self._session.set_user_paused(False)
         if self.state is PipelineState.PAUSED:
             self._set_state(PipelineState.RUNNING)
 
@@ -166,6 +173,9 @@ class PipelineRunner:
             parts = tuple(session.partition_status(p, now) for p in session.partitions.values())
             watermark = session.emitter.current
             records_in = session.records_in
+            idle_advancing = session.emitter.idle_advancing
+        else:
+            idle_advancing = False
         return PipelineStatus(
             name=self.definition.name,
             state=self.state,
@@ -174,6 +184,7 @@ class PipelineRunner:
             partitions=parts,
             records_in=records_in,
             restarts=self.restarts,
+            idle_advancing=idle_advancing,
         )
 
     # -- sessions --------------------------------------------------------------------
@@ -226,8 +237,18 @@ class _Session:
         self.decoder = RecordDecoder(definition)
         wm = definition.watermark
         self.per_record = wm.interval_ms == 0
+        self.alignment: WatermarkAlignment[TopicPartition] | None = (
+            WatermarkAlignment(wm.max_drift_ms) if wm.max_drift_ms is not None else None
+        )
+        self.pauses = PauseControl(runner.paused)
         self.emitter = WatermarkEmitter(
-            self.partitions, self.clock, wm.interval_ms, wm.idle_timeout_ms, self._after_emit
+            self.partitions,
+            self.clock,
+            wm.interval_ms,
+            wm.idle_timeout_ms,
+            self._after_emit,
+            idle_advance=wm.idle_advance,
+            on_tick=self.align if self.alignment is not None else None,
         )
         self.records_in = 0
         self.error: BaseException | None = None
@@ -242,7 +263,7 @@ class _Session:
         self.lock = asyncio.Lock()
         self.last_checkpoint = time.monotonic()
         self.last_metrics = 0.0
-        self._paused_applied = False
+        self._alignment_reported = (0, 0)
         self._m_in: dict[TopicPartition, Any] = {}
         self._m_batch = self.metrics.batch_seconds.labels(self.name)
         self._m_lateness = self.metrics.processing_timer_lateness.labels(self.name)
@@ -276,10 +297,12 @@ class _Session:
             auto_offset_reset=definition.start_from,
             fetch_max_wait_ms=settings.fetch_max_wait_ms,
             max_partition_fetch_bytes=settings.max_partition_fetch_bytes,
+            fetch_max_bytes=settings.fetch_max_bytes,
             session_timeout_ms=settings.session_timeout_ms,
             heartbeat_interval_ms=heartbeat,
             request_timeout_ms=settings.request_timeout_ms,
         )
+        self.pauses.consumer = self.consumer
         self.consumer.subscribe(list(definition.topics), listener=_Listener(self))
         await self.consumer.start()
         self.emitter.start(self.fail)
@@ -347,13 +370,19 @@ class _Session:
         interval_s = settings.checkpoint_interval_ms / 1000.0
         bounded = self.definition.bounded
         perf = time.perf_counter
+        pauses = self.pauses
+        aligning = self.alignment is not None
         while not stop.is_set():
-            self.apply_pause()
+            pauses.apply()
             batch = await consumer.getmany(timeout_ms=timeout_ms, max_records=max_records)
             self._raise_error()
             if batch:
                 started = perf()
                 self._process(batch)
+                if aligning:
+                    # A partition racing ahead is caught after its batch, not only at
+                    # the next tick: getmany can return many batches without yielding.
+                    self.align(self.clock.now_ms())
                 self._m_batch.observe(perf() - started)
             batches.send_open()
             await batches.wait_capacity()
@@ -418,24 +447,25 @@ class _Session:
             combiner.update(tp, part.generator.current_watermark, now)
         part.timers.reschedule()
 
-    def apply_pause(self) -> None:
-        paused = self.runner.paused
-        if paused == self._paused_applied or self.consumer is None:
-            return
-        assignment = list(self.consumer.assignment())
-        if paused:
-            self.consumer.pause(*assignment)
-        else:
-            # partitions still restoring are resumed by the restore when it is done
-            active = [
-                tp for tp in assignment if tp in self.partitions and not self._is_finished(tp)
-            ]
-            self.consumer.resume(*active)
-        self._paused_applied = paused
+    def set_user_paused(self, paused: bool) -> None:
+        """The user paused or resumed the pipeline: takes effect at once."""
+        self.pauses.user_paused = paused
+        self.pauses.apply()
 
-    def _is_finished(self, tp: TopicPartition) -> bool:
-        part = self.partitions.get(tp)
-        return part is not None and part.finished
+    def align(self, now: int) -> None:
+        """Watermark alignment after a tick: pause partitions too far ahead, resume the
+        ones back within ``max_drift_ms`` (issue 10; the decision is the core's)."""
+        alignment = self.alignment
+        if alignment is None:
+            return
+        combiner = self.emitter.combiner
+        watermarks = {tp: combiner.partition_watermark(tp) for tp in combiner.partitions}
+        to_pause, to_resume = alignment.decide(
+            watermarks, combiner.current, combiner.idle_partitions(now)
+        )
+        if to_pause or to_resume:
+            self.pauses.aligned = set(alignment.paused)
+            self.pauses.apply()
 
     def _update_highwaters(self) -> None:
         consumer = self.consumer
@@ -465,7 +495,8 @@ class _Session:
                 part.next_offset = position
             if position is not None and position >= end:
                 part.finished = True
-                self.consumer.pause(tp)
+                self.pauses.finished.add(tp)
+                self.pauses.apply()
             else:
                 done = False
         return done
@@ -538,6 +569,10 @@ class _Session:
             part.close()
             self.emitter.combiner.revoke(part.tp)
             self._forget_metrics(part.tp)
+        for tp in revoked:
+            self.pauses.forget(tp)
+            if self.alignment is not None:
+                self.alignment.forget(tp)
         if parts and self.checkpoint_on_revoke and self.error is None:
             try:
                 await self.checkpoint(parts)
@@ -552,8 +587,10 @@ class _Session:
         if not new:
             return
         # No fetching until the state is restored: records fetched meanwhile would be
-        # skipped and fetched again after the seek.
-        self.consumer.pause(*new)
+        # skipped and fetched again after the seek. The consumer forgot every pause on
+        # the rebalance, so the user's pause is applied again here too.
+        self.pauses.restoring.update(new)
+        self.pauses.apply()
         try:
             async with self.lock:
                 await self._restore(new)
@@ -614,11 +651,11 @@ class _Session:
         for part in ready:
             # Records fetched before this point were skipped; the seek fetches them again.
             self.consumer.seek(part.tp, part.next_offset)
-            if not self.runner.paused:
-                self.consumer.resume(part.tp)
+            self.pauses.restoring.discard(part.tp)
             self.partitions[part.tp] = part
             self.emitter.combiner.assign(part.tp, now, part.generator.current_watermark)
             part.timers.reschedule()
+        self.pauses.apply()
         for part, repair in repairs:
             # Entries of a checkpoint cut short: write their committed values back now.
             meta = {
@@ -653,13 +690,16 @@ class _Session:
         gauges = part.operator.gauges()
         combiner = self.emitter.combiner
         idle = part.tp in combiner.partitions and combiner.is_idle(part.tp, now)
+        watermark = part.watermark
+        combined = self.emitter.current
+        drift = None if watermark is None or combined is None else max(0, watermark - combined)
         return PartitionStatus(
             topic=part.tp.topic,
             partition=part.tp.partition,
             offset=part.next_offset,
             end_offset=part.end_offset if part.end_offset is not None else part.highwater,
             lag=part.lag(),
-            watermark=part.watermark,
+            watermark=watermark,
             idle=idle,
             event_timers=gauges.event_timers,
             processing_timers=gauges.processing_timers,
@@ -668,6 +708,8 @@ class _Session:
             records_in=part.records_in,
             last_checkpoint_ms=part.last_checkpoint_ms,
             finished=part.finished,
+            aligned_paused=part.tp in self.pauses.aligned,
+            drift_ms=drift,
         )
 
     def _refresh_metrics(self) -> None:
@@ -676,6 +718,7 @@ class _Session:
         now = self.clock.now_ms()
         wall = time.time()
         combiner = self.emitter.combiner
+        current = self.emitter.current
         for tp, part in self.partitions.items():
             label = f"{tp.topic}/{tp.partition}"
             gauges = part.operator.gauges()
@@ -687,6 +730,8 @@ class _Session:
             if watermark is not None:
                 m.watermark.labels(name, label).set(watermark)
                 m.watermark_lag.labels(name, label).set(now - watermark)
+                if current is not None:
+                    m.watermark_drift.labels(name, label).set(max(0, watermark - current))
             lag = part.lag()
             if lag is not None:
                 m.consumer_lag.labels(name, label).set(lag)
@@ -702,11 +747,20 @@ class _Session:
             if wakeups:
                 m.timers_fired.labels(name).inc(wakeups)
                 part.timers.wakeups = 0
-        current = self.emitter.current
         if current is not None:
             m.combined_watermark.labels(name).set(current)
             m.combined_watermark_lag.labels(name).set(now - current)
         m.idle_partitions.labels(name).set(len(combiner.idle_partitions(now)))
+        m.idle_advancing.labels(name).set(1 if self.emitter.idle_advancing else 0)
+        alignment = self.alignment
+        if alignment is not None:
+            m.alignment_paused.labels(name).set(len(self.pauses.aligned))
+            pauses, resumes = self._alignment_reported
+            if alignment.pauses > pauses:
+                m.alignment_pauses.labels(name).inc(alignment.pauses - pauses)
+            if alignment.resumes > resumes:
+                m.alignment_resumes.labels(name).inc(alignment.resumes - resumes)
+            self._alignment_reported = (alignment.pauses, alignment.resumes)
         sink = self.sink
         if sink is not None:
             if sink.results_sent:
@@ -730,6 +784,7 @@ class _Session:
             m.keys,
             m.watermark,
             m.watermark_lag,
+            m.watermark_drift,
             m.consumer_lag,
             m.checkpoint_age,
         ):

@@ -21,6 +21,9 @@ class RuntimeSettings:
     max_records: int = 20_000
     """Records per ``getmany``: the batch a partition's operator gets at once."""
     max_partition_fetch_bytes: int = 4 * 1024 * 1024
+    fetch_max_bytes: int = 50 * 1024 * 1024
+    """Per fetch response, all partitions together (aiokafka's default). Some brokers
+    (Tansu) ignore the per-partition limit but honour this one."""
     session_timeout_ms: int = 10_000
     heartbeat_interval_ms: int | None = None
     """Default: a third of the session timeout."""

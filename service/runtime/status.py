@@ -43,6 +43,10 @@ class PartitionStatus:
     last_checkpoint_ms: int | None
     """Wall-clock time of the last completed checkpoint of this partition."""
     finished: bool
+    aligned_paused: bool = False
+    """Paused by watermark alignment: its watermark is more than ``max_drift_ms`` ahead."""
+    drift_ms: int | None = None
+    """How far its watermark is ahead of the combined one (0 if not); None before both."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -60,6 +64,8 @@ class PartitionStatus:
             "records_in": self.records_in,
             "last_checkpoint_ms": self.last_checkpoint_ms,
             "finished": self.finished,
+            "aligned_paused": self.aligned_paused,
+            "drift_ms": self.drift_ms,
         }
 
 
@@ -76,6 +82,8 @@ class PipelineStatus:
     partitions: tuple[PartitionStatus, ...]
     records_in: int
     restarts: int
+    idle_advancing: bool = False
+    """Every partition is idle and event time follows the wall clock (``idle_advance``)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -85,5 +93,6 @@ class PipelineStatus:
             "watermark": self.watermark,
             "records_in": self.records_in,
             "restarts": self.restarts,
+            "idle_advancing": self.idle_advancing,
             "partitions": [p.to_dict() for p in self.partitions],
         }

@@ -9,6 +9,13 @@ instead, which gives Flink's per-record results deterministically.
 Why one task per pipeline and not per partition: the combined watermark is a property
 of the instance, and delivering it to all partitions in one synchronous step keeps
 every operator at the same event time.
+
+The periodic tick also runs while no record arrives, and it must: with ``idle_advance``
+(issue 10) the combiner lets event time follow the wall clock once every partition is
+idle, so the tick is what moves the watermark of a quiet stream. With ``interval_ms = 0``
+there is no periodic emission, but a tick of :data:`IDLE_TICK_MS` still runs when idle
+advance or alignment is on, since neither can be driven by records alone. After each
+tick ``on_tick(now)`` runs (the runner's watermark alignment).
 """
 
 from __future__ import annotations
@@ -26,11 +33,23 @@ from service.runtime.partition import PartitionTask
 
 logger = logging.getLogger(__name__)
 
+IDLE_TICK_MS = 100
+"""The tick with ``interval_ms = 0`` when idle advance or alignment needs one."""
+
 
 class WatermarkEmitter:
     """Combines partition watermarks and delivers the result to every partition."""
 
-    __slots__ = ("_after_emit", "_clock", "_task", "combiner", "interval_ms", "partitions")
+    __slots__ = (
+        "_after_emit",
+        "_clock",
+        "_on_tick",
+        "_task",
+        "combiner",
+        "interval_ms",
+        "partitions",
+        "tick_ms",
+    )
 
     def __init__(
         self,
@@ -39,13 +58,27 @@ class WatermarkEmitter:
         interval_ms: int,
         idle_timeout_ms: int | None,
         after_emit: Callable[[], None],
+        *,
+        idle_advance: bool = False,
+        on_tick: Callable[[int], None] | None = None,
     ) -> None:
         self.partitions = partitions
-        self.combiner: WatermarkCombiner[TopicPartition] = WatermarkCombiner(idle_timeout_ms)
+        self.combiner: WatermarkCombiner[TopicPartition] = WatermarkCombiner(
+            idle_timeout_ms, idle_advance=idle_advance
+        )
         self._clock = clock
         self.interval_ms = interval_ms
+        needs_tick = idle_advance or on_tick is not None
+        self.tick_ms = interval_ms if interval_ms > 0 else (IDLE_TICK_MS if needs_tick else 0)
+        """0: no periodic task (per-record emission only)."""
         self._after_emit = after_emit
+        self._on_tick = on_tick
         self._task: asyncio.Task[None] | None = None
+
+    @property
+    def idle_advancing(self) -> bool:
+        """Whether event time currently follows the wall clock (every partition idle)."""
+        return self.combiner.idle_advancing
 
     @property
     def current(self) -> int | None:
@@ -70,7 +103,7 @@ class WatermarkEmitter:
         self.deliver(self.combiner.finish())
 
     def start(self, on_error: Callable[[BaseException], None]) -> None:
-        if self.interval_ms > 0 and self._task is None:
+        if self.tick_ms > 0 and self._task is None:
             self._task = asyncio.get_running_loop().create_task(
                 self._run(on_error), name="clockwork-watermarks"
             )
@@ -83,14 +116,18 @@ class WatermarkEmitter:
                 await task
 
     async def _run(self, on_error: Callable[[BaseException], None]) -> None:
-        interval = self.interval_ms / 1000.0
+        interval = self.tick_ms / 1000.0
         clock = self._clock
+        on_tick = self._on_tick
         while True:
             await asyncio.sleep(interval)
             if self.combiner.finished:
                 return
             try:
-                self.emit(clock.now_ms())
+                now = clock.now_ms()
+                self.emit(now)
+                if on_tick is not None:
+                    on_tick(now)
             except Exception as exc:  # an operator bug: the runner restarts the pipeline
                 logger.exception("watermark emission failed")
                 on_error(exc)

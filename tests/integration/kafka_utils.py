@@ -60,9 +60,17 @@ async def partition_ids(bootstrap: str, topic: str) -> list[int]:
     return sorted(p["partition"] for p in described["partitions"])
 
 
-async def produce(bootstrap: str, topic: str, records: Iterable[Record]) -> int:
-    """Produce with the batch API, in order per partition; returns how many."""
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=0)
+async def produce(
+    bootstrap: str, topic: str, records: Iterable[Record], max_batch_size: int = 16384
+) -> int:
+    """Produce with the batch API, in order per partition; returns how many.
+
+    ``max_batch_size`` bounds the record batches, and so the smallest unit a consumer
+    fetches (a broker returns whole batches).
+    """
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, linger_ms=0, max_batch_size=max_batch_size
+    )
     await producer.start()
     count = 0
     try:
@@ -146,6 +154,8 @@ def window_definition(
     interval_ms: int = 50,
     max_out_of_orderness_ms: int = 0,
     idle_timeout_ms: int | None = None,
+    idle_advance: bool = False,
+    max_drift_ms: int | None = None,
     key_field: str | None = "user",
     timestamp_field: str = "ts",
     late: bool = True,
@@ -167,6 +177,8 @@ def window_definition(
             max_out_of_orderness_ms=max_out_of_orderness_ms,
             interval_ms=interval_ms,
             idle_timeout_ms=idle_timeout_ms,
+            idle_advance=idle_advance,
+            max_drift_ms=max_drift_ms,
         ),
         bounded=bounded,
         spec={"operator": operator},
