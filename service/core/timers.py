@@ -260,57 +260,103 @@ class TimerService(Generic[K, N]):
         return self._event.peek()
 
     # -- registration -------------------------------------------------------------------
-    # The two register methods inline TimerQueue.add (and the key index): one Python
-    # call per registration instead of three. Keep them in step with TimerQueue.add.
+    # The register methods inline TimerQueue.add, and delete_event_time_timer inlines
+    # TimerQueue.remove: one Python call per operation on the per-record paths. Keep them
+    # in step with TimerQueue.add/remove.
     def register_event_time_timer(self, timestamp: int, key: K, namespace: N) -> None:
         """Queue an event-time timer; a no-op if ``(timestamp, key, namespace)`` is queued."""
-        try:
-            bucket = self._event_buckets[timestamp]
-        except KeyError:
-            bucket = self._event._new_bucket(timestamp)
+        # dict.get, not try/except KeyError: a raised KeyError costs ~0.4 us, and every
+        # timer with a timestamp of its own (timeouts, sessions) would pay it.
+        bucket = self._event_buckets.get(timestamp)
         entry = (key, namespace)
-        if entry not in bucket:
+        if bucket is None:
+            queue = self._event
+            self._event_buckets[timestamp] = {entry: next(queue._seq)}
+            heappush(queue._heap, timestamp)
+        elif entry in bucket:
+            return
+        else:
             queue = self._event
             bucket[entry] = next(queue._seq)
-            queue._size += 1
-            if self._track:
-                timer = (True, timestamp, namespace)
-                timers = self._index.get(key)
-                if timers is None:
-                    self._index[key] = {timer}
-                else:
-                    timers.add(timer)
-                self._dirty.add(key)
+        queue._size += 1
+        if self._track:
+            self._index_add(key, (True, timestamp, namespace))
 
     def delete_event_time_timer(self, timestamp: int, key: K, namespace: N) -> None:
         """Dequeue an event-time timer; a no-op if it is not queued."""
-        if self._event.remove(timestamp, key, namespace) and self._track:
+        # TimerQueue.remove inlined (one Python call per delete instead of two).
+        buckets = self._event_buckets
+        bucket = buckets.get(timestamp)
+        if bucket is None or bucket.pop((key, namespace), _ABSENT) is _ABSENT:
+            return
+        queue = self._event
+        queue._size -= 1
+        if not bucket:
+            del buckets[timestamp]
+            heap = queue._heap
+            if len(heap) > 2 * len(buckets) + _REBUILD_SLACK:
+                heap[:] = sorted(buckets)  # in place: a firing loop may hold the list
+        if self._track:
             self._index_remove(key, (True, timestamp, namespace))
+
+    def move_event_time_timer(self, old: int, new: int, key: K, namespace: N) -> None:
+        """``delete_event_time_timer(old, ...)`` then ``register_event_time_timer(new, ...)``.
+
+        One call for the move-a-deadline pattern (a timeout pushed back by every record).
+        Exactly the two operations: the moved timer orders after the timers already
+        queued at ``new`` (even when ``new == old``), and an absent ``old`` is ignored.
+        """
+        buckets = self._event_buckets
+        queue = self._event
+        entry = (key, namespace)
+        bucket = buckets.get(old)
+        if bucket is not None and bucket.pop(entry, _ABSENT) is not _ABSENT:
+            queue._size -= 1
+            if not bucket:
+                del buckets[old]
+                heap = queue._heap
+                if len(heap) > 2 * len(buckets) + _REBUILD_SLACK:
+                    heap[:] = sorted(buckets)
+            if self._track:
+                self._index_remove(key, (True, old, namespace))
+        bucket = buckets.get(new)
+        if bucket is None:
+            buckets[new] = {entry: next(queue._seq)}
+            heappush(queue._heap, new)
+        elif entry in bucket:
+            return
+        else:
+            bucket[entry] = next(queue._seq)
+        queue._size += 1
+        if self._track:
+            self._index_add(key, (True, new, namespace))
 
     def register_processing_time_timer(self, timestamp: int, key: K, namespace: N) -> None:
         """Queue a processing-time timer; a no-op if it is already queued."""
-        try:
-            bucket = self._processing_buckets[timestamp]
-        except KeyError:
-            bucket = self._processing._new_bucket(timestamp)
+        bucket = self._processing_buckets.get(timestamp)
         entry = (key, namespace)
-        if entry not in bucket:
+        if bucket is None:
+            queue = self._processing
+            self._processing_buckets[timestamp] = {entry: next(queue._seq)}
+            heappush(queue._heap, timestamp)
+        elif entry in bucket:
+            return
+        else:
             queue = self._processing
             bucket[entry] = next(queue._seq)
-            queue._size += 1
-            if self._track:
-                timer = (False, timestamp, namespace)
-                timers = self._index.get(key)
-                if timers is None:
-                    self._index[key] = {timer}
-                else:
-                    timers.add(timer)
-                self._dirty.add(key)
+        queue._size += 1
+        if self._track:
+            self._index_add(key, (False, timestamp, namespace))
 
     def delete_processing_time_timer(self, timestamp: int, key: K, namespace: N) -> None:
         """Dequeue a processing-time timer; a no-op if it is not queued."""
         if self._processing.remove(timestamp, key, namespace) and self._track:
             self._index_remove(key, (False, timestamp, namespace))
+
+    def move_processing_time_timer(self, old: int, new: int, key: K, namespace: N) -> None:
+        """``delete_processing_time_timer(old, ...)`` then ``register_processing_time_timer``."""
+        self.delete_processing_time_timer(old, key, namespace)
+        self.register_processing_time_timer(new, key, namespace)
 
     def register(self, domain: TimeDomain, timestamp: int, key: K, namespace: N) -> None:
         if domain is TimeDomain.EVENT_TIME:
@@ -402,6 +448,14 @@ class TimerService(Generic[K, N]):
             for is_event, queue in ((True, self._event), (False, self._processing)):
                 for ts, key, namespace, _ in queue.entries():
                     self._index.setdefault(key, set()).add((is_event, ts, namespace))
+
+    def _index_add(self, key: K, timer: tuple[bool, int, N]) -> None:
+        timers = self._index.get(key)
+        if timers is None:
+            self._index[key] = {timer}
+        else:
+            timers.add(timer)
+        self._dirty.add(key)
 
     def _index_remove(self, key: K, timer: tuple[bool, int, N]) -> None:
         timers = self._index.get(key)

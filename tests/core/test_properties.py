@@ -114,6 +114,7 @@ operations = st.lists(
     st.one_of(
         st.tuples(st.just("register"), timer_args),
         st.tuples(st.just("delete"), timer_args),
+        st.tuples(st.just("move"), st.tuples(timer_args, timestamps)),
         st.tuples(st.just("watermark"), timestamps),
         st.tuples(st.just("processing"), timestamps),
         st.tuples(st.just("snapshot"), st.just(None)),
@@ -156,6 +157,13 @@ def test_timer_service_matches_the_sorted_list_model(
             is_event, ts, key, ns = arg
             model.delete(is_event, ts, key, ns)
             (s.delete_event_time_timer if is_event else s.delete_processing_time_timer)(ts, key, ns)
+        elif op == "move":
+            (is_event, old, key, ns), new = arg
+            model.delete(is_event, old, key, ns)
+            model.register(is_event, new, key, ns)
+            (s.move_event_time_timer if is_event else s.move_processing_time_timer)(
+                old, new, key, ns
+            )
         elif op == "watermark":
             model.advance_watermark(arg)
             s.advance_watermark(arg)

@@ -515,3 +515,60 @@ def test_registration_after_restore_orders_after_restored_ties() -> None:
     twin.service.register_event_time_timer(10, "c", "")
     twin.service.advance_watermark(10)
     assert twin.keys() == [(10, "a"), (10, "b"), (10, "c")]
+
+
+# -- move (delete + register in one call) -------------------------------------------------
+def test_move_fires_the_timer_at_its_new_time_only(h: Harness) -> None:
+    h.service.register_event_time_timer(10, "a", "")
+    h.service.move_event_time_timer(10, 20, "a", "")
+    h.service.advance_watermark(15)
+    assert h.fired == []
+    h.service.advance_watermark(20)
+    assert h.fired == [("event", 20, "a", "")]
+
+
+def test_move_of_an_absent_timer_registers_the_new_one(h: Harness) -> None:
+    h.service.move_event_time_timer(10, 20, "a", "")
+    assert list(h.service.timers(EVENT)) == [(20, "a", "")]
+
+
+def test_moved_timer_orders_after_those_already_at_its_new_time(h: Harness) -> None:
+    h.service.register_event_time_timer(10, "a", "")
+    h.service.register_event_time_timer(20, "b", "")
+    h.service.move_event_time_timer(10, 20, "a", "")
+    h.service.advance_watermark(20)
+    assert h.keys() == [(20, "b"), (20, "a")]
+
+
+def test_move_to_the_same_time_requeues_it_last_among_ties(h: Harness) -> None:
+    h.service.register_event_time_timer(10, "a", "")
+    h.service.register_event_time_timer(10, "b", "")
+    h.service.move_event_time_timer(10, 10, "a", "")
+    h.service.advance_watermark(10)
+    assert h.keys() == [(10, "b"), (10, "a")]
+
+
+def test_move_onto_a_queued_timer_leaves_one(h: Harness) -> None:
+    h.service.register_event_time_timer(10, "a", "")
+    h.service.register_event_time_timer(20, "a", "")
+    h.service.move_event_time_timer(10, 20, "a", "")
+    assert h.service.event_timers == 1
+    assert list(h.service.timers(EVENT)) == [(20, "a", "")]
+
+
+def test_move_processing_time_timer_fires_at_its_new_time_only(h: Harness) -> None:
+    h.service.register_processing_time_timer(10, "a", "")
+    h.service.move_processing_time_timer(10, 20, "a", "")
+    h.service.advance_processing_time(15)
+    assert h.fired == []
+    h.service.advance_processing_time(20)
+    assert h.fired == [("processing", 20, "a", "")]
+
+
+def test_move_is_reflected_in_the_per_key_snapshot() -> None:
+    s = Harness(track_keys=True).service
+    s.register_event_time_timer(10, "a", "")
+    s.take_dirty_keys()
+    s.move_event_time_timer(10, 20, "a", "")
+    assert s.take_dirty_keys() == {"a"}
+    assert [t[0] for t in s.snapshot_key("a")["event"]] == [20]

@@ -74,21 +74,22 @@ class InactivityTimeout(KeyedProcessFunction):
         timers = ctx.raw_timers
         if self._event:
             self._register = timers.register_event_time_timer
-            self._delete = timers.delete_event_time_timer
+            self._move = timers.move_event_time_timer
         else:
             self._register = timers.register_processing_time_timer
-            self._delete = timers.delete_processing_time_timer
+            self._move = timers.move_processing_time_timer
 
     def process_element(self, value: Any, ctx: Context, out: Out) -> None:
         seen = ctx.timestamp if self._event else ctx.current_processing_time
         deadline: int = seen + self.timeout_ms  # type: ignore[operator]
         state = self._deadline
         old = state.value()
-        if old is not None:
-            if deadline <= old:
-                return
-            self._delete(old, ctx.key, None)  # type: ignore[arg-type]
-        self._register(deadline, ctx.key, None)  # type: ignore[arg-type]
+        if old is None:
+            self._register(deadline, ctx.key, None)  # type: ignore[arg-type]
+        elif deadline > old:
+            self._move(old, deadline, ctx.key, None)  # type: ignore[arg-type]
+        else:
+            return
         state.update(deadline)
 
     def on_timer(self, timestamp: int, ctx: Context, out: Out) -> None:
