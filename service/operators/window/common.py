@@ -3,10 +3,14 @@
 Subclasses keep the windows; this class owns the timer service (namespace = window),
 the collector, the counters, and the snapshot envelopes:
 
-- full: ``{"version": 1, "meta": {...}, "timers": TimerService.snapshot(),
-  "keys": {key: per-key state (see keystate.py)}}``
-- incremental: ``{"k" + key: {"state": per-key state or None, "timers": ...} or None,
-  "\\u0000meta": {...}}`` for the keys changed since the last call (needs track_keys).
+- full: ``{"version": 2, "meta": {...}, "timers": TimerService.snapshot() or None,
+  "keys": {key: per-key state}}``
+- incremental: ``{"k" + key: per-key change or None, "\u0000meta": {...}}`` for the keys
+  changed since the last call (needs track_keys).
+
+What a per-key state and change are is the subclass's: the general operator writes
+keystate.py's form plus the key's timers; the fast operator writes its windows only, and
+``timers`` is None, because its timers follow from its windows (fast.py).
 """
 
 from __future__ import annotations
@@ -25,13 +29,17 @@ from .counters import WindowCounters
 from .errors import WindowStateError
 from .keystate import KEY_PREFIX, META_ENTRY
 
-SNAPSHOT_VERSION = 1
+SNAPSHOT_VERSION = 2
 
 
 class WindowOperatorBase:
     """Time, timers, counters and checkpoint envelopes of a window operator."""
 
-    def __init__(self, config: WindowOperatorConfig, plan_base: int) -> None:
+    def __init__(
+        self, config: WindowOperatorConfig, plan_base: int, timer_index: bool = True
+    ) -> None:
+        """``timer_index``: keep the timer service's per-key index when tracking keys (the
+        general operator's checkpoints read a key's timers from it)."""
         self.config = config
         self.collector = Collector()
         self.counters = WindowCounters()
@@ -49,7 +57,9 @@ class WindowOperatorBase:
             else None
         )
         self._timers: TimerService[str, Window] = TimerService(
-            self._on_event_time, self._on_processing_time, track_keys=config.track_keys
+            self._on_event_time,
+            self._on_processing_time,
+            track_keys=config.track_keys and timer_index,
         )
 
     # -- time -------------------------------------------------------------------------
@@ -144,31 +154,28 @@ class WindowOperatorBase:
         return {
             "version": SNAPSHOT_VERSION,
             "meta": self._meta(),
-            "timers": self._timers.snapshot(),
+            "timers": self._snapshot_timers(),
             "keys": {key: self.encode_key(key) for key in self.state_keys()},
         }
 
     def restore(self, snapshot: dict[str, Any]) -> None:
         if snapshot.get("version") != SNAPSHOT_VERSION:
             raise WindowStateError(f"unknown window snapshot version {snapshot.get('version')!r}")
-        self._load_meta(snapshot["meta"])
-        self._timers.restore(snapshot["timers"])
+        meta = snapshot["meta"]
+        self._load_meta(meta)
+        timers = snapshot["timers"]
+        if timers is None:  # derived from the windows: load_keys registers them
+            timers = {"watermark": meta["watermark"], "event": [], "processing": []}
+        self._timers.restore(timers)
         self.load_keys(snapshot["keys"].items())
         self._dirty.clear()
 
     def snapshot_changes(self) -> dict[str, Any]:
         if not self._track:
             raise WindowStateError("snapshot_changes needs the operator built with track_keys")
-        keys = self._dirty | self._timers.take_dirty_keys()
+        keys = set(self._dirty)
         self._dirty.clear()  # in place: the fast path's generated loop holds this set
-        changes: dict[str, Any] = {}
-        for key in keys:
-            state = self.encode_key(key) if self.has_key_state(key) else None
-            timers = self._timers.snapshot_key(key)
-            if state is None and not timers["event"] and not timers["processing"]:
-                changes[KEY_PREFIX + key] = None
-            else:
-                changes[KEY_PREFIX + key] = {"state": state, "timers": timers}
+        changes = self._encode_changes(keys)
         changes[META_ENTRY] = self._meta()
         return changes
 
@@ -178,25 +185,23 @@ class WindowOperatorBase:
             newest[name] = value
         meta = newest.pop(META_ENTRY, None)
         if meta is not None:
+            if meta.get("version", 1) != SNAPSHOT_VERSION:
+                raise WindowStateError(f"unknown window checkpoint version {meta.get('version')!r}")
             self._load_meta(meta)
         watermark = int(meta["watermark"]) if meta is not None else self.current_watermark
-        states: list[tuple[str, Any]] = []
-        timers: list[tuple[str, Any]] = []
+        keys: list[tuple[str, Any]] = []
         for name, value in newest.items():
             if value is None:
                 continue
             if not name.startswith(KEY_PREFIX):
                 raise WindowStateError(f"unknown checkpoint entry {name!r}")
-            key = name[len(KEY_PREFIX) :]
-            if value["state"] is not None:
-                states.append((key, value["state"]))
-            timers.append((key, value["timers"]))
-        self._timers.restore_keys(watermark, timers)
-        self.load_keys(states)
+            keys.append((name[len(KEY_PREFIX) :], value))
+        self._load_changes(watermark, keys)
         self._dirty.clear()
 
     def _meta(self) -> dict[str, Any]:
         return {
+            "version": SNAPSHOT_VERSION,
             "watermark": self._timers.current_watermark,
             "counters": self.counters.as_dict(),
             "invalid": list(self.plan.invalid) if self.plan is not None else [],
@@ -228,9 +233,21 @@ class WindowOperatorBase:
     def has_key_state(self, key: str) -> bool:
         raise NotImplementedError
 
-    def encode_key(self, key: str) -> dict[str, Any]:
+    def encode_key(self, key: str) -> Any:
         raise NotImplementedError
 
-    def load_keys(self, items: Iterable[tuple[str, dict[str, Any]]]) -> None:
-        """Replace all window state with these keys' states."""
+    def load_keys(self, items: Iterable[tuple[str, Any]]) -> None:
+        """Replace all window state with these keys' states (timers already restored)."""
+        raise NotImplementedError
+
+    def _snapshot_timers(self) -> dict[str, Any] | None:
+        """The full snapshot's timers, or None when :meth:`load_keys` re-creates them."""
+        raise NotImplementedError
+
+    def _encode_changes(self, keys: set[str]) -> dict[str, Any]:
+        """``{"k" + key: change or None}`` for ``keys`` (the operator's dirty keys)."""
+        raise NotImplementedError
+
+    def _load_changes(self, watermark: int, keys: list[tuple[str, Any]]) -> None:
+        """Replace all state and timers with the newest changes of these keys."""
         raise NotImplementedError

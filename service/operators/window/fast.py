@@ -14,24 +14,37 @@ watermark, and the cleanup timer is registered on every element; registration is
 deduplicated and neither timer can fire or be deleted while the window is open and
 ``max_ts > W``, so registering both when the window is created is the same queue.
 
-State: ``{(key, start): [seq, *accumulator slots]}``, plus per key the starts of its
-windows (kept on window open/close only) for per-key snapshots and the key gauge.
+State: ``{(key, start): [seq, opened, *accumulator slots]}``, plus per key the starts of
+its windows (kept on window open/close only) for per-key snapshots and the key gauge.
+``seq`` numbers the window's firings; ``opened`` numbers the windows in the order they
+were created, across keys.
+
+Why snapshots hold no timers: a window's timers follow from the window and the
+watermark ``W``. It has its trigger timer at ``max_ts`` iff ``max_ts > W`` (registered
+when the window is created, fired when the watermark reaches it, never deleted), and its
+cleanup timer at ``max_ts + allowed_lateness`` iff that is ``> W`` and below MAX
+(likewise; firing it deletes the window). Timers sharing a timestamp fire in
+registration order, which is the order the windows were created (``opened``: the
+trigger timer, then the cleanup timer of each). So a restore registers, window by window
+in ``opened`` order, the timers the windows imply; that rebuilds the same queue, and
+checkpoints write one small list per key: ``[[start, seq, opened, *slots], ...]``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import count
 from typing import Any
 
 from service.core.time import MAX_TIMESTAMP
 from service.operators.base import FireKind, InputRecord, WindowResult
 
-from .aggregations import AggregationPlan
+from .aggregations import AggKind, AggregationPlan
 from .assigners import SlidingAssigner, TumblingAssigner, Window
 from .common import WindowOperatorBase
 from .config import WindowOperatorConfig
 from .errors import WindowConfigError, WindowStateError
-from .keystate import copy_contents
+from .keystate import KEY_PREFIX, copy_contents
 from .triggers import EventTimeTrigger
 
 _ON_TIME = FireKind.ON_TIME
@@ -57,7 +70,8 @@ class FastWindowOperator(WindowOperatorBase):
     def __init__(self, config: WindowOperatorConfig) -> None:
         if not supports(config):
             raise WindowConfigError("the fast window operator does not support this config")
-        super().__init__(config, plan_base=1)
+        # No per-key timer index: the windows imply their timers (module docstring).
+        super().__init__(config, plan_base=2, timer_index=False)
         assigner = config.assigner
         if isinstance(assigner, TumblingAssigner):
             self._size, self._slide, self._offset = assigner.size, assigner.size, assigner.offset
@@ -67,7 +81,13 @@ class FastWindowOperator(WindowOperatorBase):
         self._register = self._timers.register_event_time_timer
         self._windows: dict[tuple[str, int], list[Any]] = {}
         self._starts: dict[str, set[int]] = {}
-        self._result = self._plan().result
+        self._opened_seq = count()
+        plan = self._plan()
+        self._result = plan.result
+        # Slots holding containers (count_distinct, collect) are copied into snapshots.
+        self._mutable_slots = any(
+            spec.kind in (AggKind.COUNT_DISTINCT, AggKind.COLLECT) for spec in plan.specs
+        )
         self.process_batch = self._compile_batch()
 
     def _plan(self) -> AggregationPlan:
@@ -95,8 +115,8 @@ class FastWindowOperator(WindowOperatorBase):
                 f"{body}    continue",
                 f"{body}acc = windows.get((key, start))",
                 f"{body}if acc is None:",
-                f"{body}    acc = windows[(key, start)] = {plan.initial_source('0')}",
-                f"{body}    _opened(key, start)",
+                f"{body}    acc = windows[(key, start)] = {plan.initial_source('0, 0')}",
+                f"{body}    _opened(key, start, acc)",
             ]
             lines += plan.fetch_lines("value", body)
             lines += plan.update_lines("acc", "ts", body)
@@ -114,8 +134,8 @@ class FastWindowOperator(WindowOperatorBase):
                 f"{body}while start > low:",
                 f"{inner}acc = windows.get((key, start))",
                 f"{inner}if acc is None:",
-                f"{inner}    acc = windows[(key, start)] = {plan.initial_source('0')}",
-                f"{inner}    _opened(key, start)",
+                f"{inner}    acc = windows[(key, start)] = {plan.initial_source('0, 0')}",
+                f"{inner}    _opened(key, start, acc)",
             ]
             lines += plan.update_lines("acc", "ts", inner)
             lines.append(f"{inner}start -= _SLIDE")
@@ -138,8 +158,9 @@ class FastWindowOperator(WindowOperatorBase):
         return batch
 
     # -- per window -------------------------------------------------------------------
-    def _opened(self, key: str, start: int) -> None:
+    def _opened(self, key: str, start: int, acc: list[Any]) -> None:
         """A fresh window (``max_ts > W``): the trigger's timer, then the cleanup timer."""
+        acc[1] = next(self._opened_seq)
         end = start + self._size
         window = (start, end)
         self._register(end - 1, key, window)
@@ -167,6 +188,7 @@ class FastWindowOperator(WindowOperatorBase):
             acc = windows.get((key, start))
             if acc is None:
                 acc = windows[(key, start)] = plan.new()
+                acc[1] = next(self._opened_seq)
                 starts = self._starts.get(key)
                 if starts is None:
                     self._starts[key] = {start}
@@ -260,26 +282,64 @@ class FastWindowOperator(WindowOperatorBase):
     def has_key_state(self, key: str) -> bool:
         return key in self._starts
 
-    def encode_key(self, key: str) -> dict[str, Any]:
-        size = self._size
-        contents: list[list[Any]] = []
-        seqs: list[list[int]] = []
-        for start in sorted(self._starts.get(key, ())):
-            acc = self._windows[(key, start)]
-            contents.append([start, start + size, copy_contents(acc[1:])])
-            if acc[0]:
-                seqs.append([start, start + size, acc[0]])
-        return {"contents": contents, "trigger": [], "seqs": seqs, "merging": None}
+    def encode_key(self, key: str) -> list[list[Any]]:
+        """The key's windows as ``[[start, seq, opened, *slots], ...]`` by start."""
+        windows = self._windows
+        if self._mutable_slots:
+            return [
+                [start, *copy_contents(windows[(key, start)])]
+                for start in sorted(self._starts[key])
+            ]
+        return [[start, *windows[(key, start)]] for start in sorted(self._starts[key])]
 
-    def load_keys(self, items: Iterable[tuple[str, dict[str, Any]]]) -> None:
-        self._windows.clear()  # cleared in place: the generated loop holds these dicts
+    def load_keys(self, items: Iterable[tuple[str, Any]]) -> None:
+        """Replace the windows, and register the timers they imply (module docstring).
+
+        The timer service must hold the restored watermark and no timers.
+        """
+        windows = self._windows
+        windows.clear()  # cleared in place: the generated loop holds these dicts
         self._starts.clear()
-        for key, data in items:
-            seqs = {(int(s), int(e)): int(n) for s, e, n in data["seqs"]}
-            for start, end, contents in data["contents"]:
-                window = (int(start), int(end))
-                if window[1] - window[0] != self._size:
-                    raise WindowStateError(f"snapshot window {window} does not fit this operator")
-                acc = [seqs.get(window, 0), *copy_contents(contents)]
-                self._windows[(key, window[0])] = acc
-                self._starts.setdefault(key, set()).add(window[0])
+        width = self._plan().width
+        opened: list[tuple[int, str, int]] = []
+        for key, rows in items:
+            if not isinstance(rows, list):
+                raise WindowStateError(f"key {key!r}: not a fast window operator's state")
+            starts: set[int] = set()
+            for row in rows:
+                if len(row) != width + 1:
+                    raise WindowStateError(f"key {key!r}: window {row[:1]} does not fit")
+                start = int(row[0])
+                acc = copy_contents(row[1:])
+                acc[0], acc[1] = int(acc[0]), int(acc[1])
+                windows[(key, start)] = acc
+                starts.add(start)
+                opened.append((acc[1], key, start))
+            if starts:
+                self._starts[key] = starts
+        opened.sort()
+        register = self._register
+        watermark = self._timers.current_watermark
+        size, lateness = self._size, self._lateness
+        for _, key, start in opened:
+            window = (start, start + size)
+            max_ts = start + size - 1
+            if max_ts > watermark:
+                register(max_ts, key, window)
+            if lateness:
+                cleanup = max_ts + lateness
+                if watermark < cleanup < MAX_TIMESTAMP:
+                    register(cleanup, key, window)
+        self._opened_seq = count(opened[-1][0] + 1 if opened else 0)
+
+    def _snapshot_timers(self) -> dict[str, Any] | None:
+        return None  # implied by the windows
+
+    def _encode_changes(self, keys: set[str]) -> dict[str, Any]:
+        starts = self._starts
+        encode = self.encode_key
+        return {KEY_PREFIX + key: encode(key) if key in starts else None for key in keys}
+
+    def _load_changes(self, watermark: int, keys: list[tuple[str, Any]]) -> None:
+        self._timers.restore({"watermark": watermark, "event": [], "processing": []})
+        self.load_keys(keys)

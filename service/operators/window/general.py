@@ -24,7 +24,7 @@ from .common import WindowOperatorBase
 from .config import WindowOperatorConfig
 from .errors import WindowStateError
 from .functions import FUNCTION_ERROR
-from .keystate import KeyState, decode_key_state, encode_key_state
+from .keystate import KEY_PREFIX, KeyState, decode_key_state, encode_key_state
 from .merging import add_window, retire_window
 
 _merge_windows = SessionAssigner.merge_windows
@@ -319,6 +319,32 @@ class GeneralWindowOperator(WindowOperatorBase):
 
     def encode_key(self, key: str) -> dict[str, Any]:
         return encode_key_state(self._keys[key])
+
+    def _snapshot_timers(self) -> dict[str, Any] | None:
+        return self._timers.snapshot()
+
+    def _encode_changes(self, keys: set[str]) -> dict[str, Any]:
+        """Each key's state (keystate.py) and timers (from the timer service's key index).
+
+        Every key whose timers changed is in ``keys`` too (triggers and cleanup timers are
+        registered and deleted for the key being processed or fired, which ``_done``
+        marks); the index's own dirty set is added anyway, as a belt to those braces.
+        """
+        keys |= self._timers.take_dirty_keys()
+        changes: dict[str, Any] = {}
+        for key in keys:
+            state = self.encode_key(key) if key in self._keys else None
+            timers = self._timers.snapshot_key(key)
+            if state is None and not timers["event"] and not timers["processing"]:
+                changes[KEY_PREFIX + key] = None
+            else:
+                changes[KEY_PREFIX + key] = {"state": state, "timers": timers}
+        return changes
+
+    def _load_changes(self, watermark: int, keys: list[tuple[str, Any]]) -> None:
+        states = [(key, value["state"]) for key, value in keys if value["state"] is not None]
+        self._timers.restore_keys(watermark, [(key, value["timers"]) for key, value in keys])
+        self.load_keys(states)
 
     def load_keys(self, items: Iterable[tuple[str, dict[str, Any]]]) -> None:
         self._keys = {}

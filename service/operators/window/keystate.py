@@ -1,7 +1,7 @@
-"""The state of one key of a window operator, and its plain-data form.
+"""The state of one key of the general window operator, and its plain-data form.
 
-Both operator classes snapshot into the same per-key form, so the format does not
-depend on which path runs::
+(The fast operator writes a smaller form of its own, with no timers: see fast.py.)
+The general operator's per-key form::
 
     {"contents": [[start, end, data], ...],   # by state window; an accumulator list
                                              # or a list of [timestamp, value]
