@@ -151,6 +151,7 @@ class PipelineRegistry:
             _, definition = self.parse(current.spec)
         except SpecInvalid:
             return  # it never ran here; nothing of ours to drop
+        definition = replace(definition, state_epoch=current.state_epoch)
         await reset_checkpointed_state(self._runtime.settings.bootstrap_servers, definition)
 
     async def set_paused(self, name: str, paused: bool) -> dict[str, Any]:
@@ -225,6 +226,9 @@ class PipelineRegistry:
             return
         try:
             _, definition = self.parse(new.spec)
+            # each state epoch runs in its own group and changelog (a reset is fresh
+            # on every replica, whatever an old-epoch replica still checkpoints)
+            definition = replace(definition, state_epoch=new.state_epoch)
         except SpecInvalid as exc:
             reason = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors)
             logger.error("pipeline %r cannot run on this replica: %s", name, reason)

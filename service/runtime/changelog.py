@@ -21,17 +21,21 @@ state).
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 
 from service.runtime.batch_producer import BatchProducer
-from service.runtime.definition import PipelineDefinition
+from service.runtime.definition import PipelineDefinition, changelog_topic
 from service.runtime.sinks import dumps
 from service.runtime.topics import ensure_topics
+
+logger = logging.getLogger(__name__)
 
 META = "m"
 STATE = "s"
@@ -179,12 +183,37 @@ async def read_changelog(
     return {tp: reader.result(entry_prefix(tp)) for tp in partitions}
 
 
+async def delete_old_changelogs(bootstrap_servers: str, definition: PipelineDefinition) -> None:
+    """Delete the changelog topics of the pipeline's earlier state epochs, best effort.
+
+    Nothing reads them any more. A replica still running an old epoch may write to
+    one after this (a broker with auto-creation then recreates it): that costs space,
+    never correctness, and the next reset deletes it again.
+    """
+    old = {changelog_topic(definition.name, e) for e in range(definition.state_epoch)}
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers, request_timeout_ms=15_000)
+    try:
+        await admin.start()
+        doomed = sorted(old & set(await admin.list_topics()))
+        if doomed:
+            await admin.delete_topics(doomed)
+            logger.info("pipeline %s: deleted old changelogs %s", definition.name, doomed)
+    except Exception as exc:
+        logger.warning("pipeline %s: old changelogs not deleted: %r", definition.name, exc)
+    finally:
+        await admin.close()
+
+
 async def reset_state(bootstrap_servers: str, definition: PipelineDefinition) -> None:
     """Discard a pipeline's checkpointed state and positions (a replace that resets).
 
     Writes a null metadata record for every source partition: a restore then forgets
-    everything written before it and starts the partition from ``start_from``.
+    everything written before it and starts the partition from ``start_from``. With
+    state epochs (``definition.state_epoch > 0``) the epoch's changelog is fresh
+    anyway; the changelogs of earlier epochs are then deleted, best effort.
     """
+    if definition.state_epoch > 0:
+        await delete_old_changelogs(bootstrap_servers, definition)
     counts = await ensure_topics(bootstrap_servers, definition)
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap_servers, acks="all")
     await producer.start()

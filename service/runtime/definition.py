@@ -71,13 +71,32 @@ class PipelineDefinition:
     """The spec as the user gave it (JSON), for status and the pipeline store."""
     state_fingerprint: str = ""
     """Equal fingerprints mean a replaced spec can keep the checkpointed state."""
+    state_epoch: int = 0
+    """Bumped by every ``reset_state`` replacement (the pipeline store keeps it). Each
+    epoch has its own consumer group and changelog, so a reset starts afresh on every
+    replica at once: a replica still on the old epoch checkpoints into the old
+    changelog, which the new epoch never reads."""
 
     @property
     def group_id(self) -> str:
-        """One consumer group per pipeline; every replica joins it."""
-        return f"clockwork.{self.name}"
+        """One consumer group per pipeline and state epoch; every replica joins it."""
+        return f"clockwork.{self.name}{epoch_suffix(self.state_epoch)}"
 
     @property
     def changelog_topic(self) -> str:
-        """Where the pipeline's per-partition state is checkpointed."""
-        return f"clockwork.{self.name}.changelog"
+        """Where the pipeline's per-partition state is checkpointed (this epoch's)."""
+        return changelog_topic(self.name, self.state_epoch)
+
+
+def epoch_suffix(epoch: int) -> str:
+    """``""`` for epoch 0 (the names before epochs existed), else ``".E<epoch>"``.
+
+    Upper case on purpose: pipeline names are lower case, so no pipeline's own name
+    can end in ``.E1`` and collide with another pipeline's epoch.
+    """
+    return f".E{epoch}" if epoch > 0 else ""
+
+
+def changelog_topic(name: str, epoch: int) -> str:
+    """The changelog topic of pipeline ``name`` in state epoch ``epoch``."""
+    return f"clockwork.{name}{epoch_suffix(epoch)}.changelog"

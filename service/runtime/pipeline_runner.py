@@ -29,8 +29,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Coroutine, Iterable
+from typing import Any, TypeVar
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import CommitFailedError, IllegalStateError
@@ -60,6 +60,12 @@ from service.runtime.watermark_emitter import WatermarkEmitter
 logger = logging.getLogger(__name__)
 
 _HEALTHY_SESSION_S = 30.0
+
+T = TypeVar("T")
+
+
+class Interrupted(Exception):
+    """A stop cancelled an await that can block for long (a group join)."""
 
 
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -104,8 +110,15 @@ class PipelineRunner:
             )
 
     async def stop(self) -> None:
-        """Graceful: finish the batch in hand, flush, checkpoint, commit, leave the group."""
+        """Graceful: finish the batch in hand, flush, checkpoint, commit, leave the group.
+
+        A consumer still joining its group (``start``, or a ``getmany`` held by a
+        rebalance) is interrupted rather than waited for: a join can take the whole
+        rebalance timeout.
+        """
         self._stop.set()
+        if self._session is not None:
+            self._session.interrupt()
         task = self._task
         if task is not None:
             await asyncio.shield(task)
@@ -251,6 +264,10 @@ class _Session:
             on_tick=self.align if self.alignment is not None else None,
         )
         self.records_in = 0
+        self.polls = 0
+        """Fetches (``getmany`` calls) done: lets tests wait for the loop to turn."""
+        self.interrupted = False
+        self._pending: asyncio.Task[Any] | None = None
         self.error: BaseException | None = None
         self.consumer: Any = None
         self.producer: Any = None
@@ -304,7 +321,11 @@ class _Session:
         )
         self.pauses.consumer = self.consumer
         self.consumer.subscribe(list(definition.topics), listener=_Listener(self))
-        await self.consumer.start()
+        try:
+            await self.interruptible(self.consumer.start())  # joins the group
+        except Interrupted:
+            await self.close(checkpoint=True)
+            return False
         self.emitter.start(self.fail)
         runner._set_state(PipelineState.PAUSED if runner.paused else PipelineState.RUNNING)
         finished = await self._loop()
@@ -323,6 +344,8 @@ class _Session:
             await self.checkpoint(list(self.partitions.values()))
         self.checkpoint_on_revoke = False
         if self.consumer is not None:
+            if self.interrupted and not self.partitions:
+                await _abandon_join(self.consumer)
             try:
                 await self.consumer.stop()
             except Exception:
@@ -343,6 +366,33 @@ class _Session:
         for tp in list(self.partitions):
             self._forget_metrics(tp)
         self.partitions.clear()
+
+    async def interruptible(self, awaitable: Coroutine[Any, Any, T]) -> T:
+        """Await ``awaitable`` in a task that :meth:`interrupt` can cancel.
+
+        Raises :class:`Interrupted` when a stop cancelled it; a cancellation of the
+        session itself (``kill``) propagates as it is.
+        """
+        if self.interrupted:
+            awaitable.close()
+            raise Interrupted
+        task = asyncio.get_running_loop().create_task(awaitable)
+        self._pending = task
+        try:
+            return await task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if self.interrupted and (current is None or current.cancelling() == 0):
+                raise Interrupted from None
+            raise
+        finally:
+            self._pending = None
+
+    def interrupt(self) -> None:
+        """A stop: cancel the join or fetch being awaited; the loop then ends gracefully."""
+        self.interrupted = True
+        if self._pending is not None:
+            self._pending.cancel()
 
     def fail(self, exc: BaseException) -> None:
         """An error outside the loop (a timer, the emitter): the loop ends the session."""
@@ -374,7 +424,13 @@ class _Session:
         aligning = self.alignment is not None
         while not stop.is_set():
             pauses.apply()
-            batch = await consumer.getmany(timeout_ms=timeout_ms, max_records=max_records)
+            try:
+                batch = await self.interruptible(
+                    consumer.getmany(timeout_ms=timeout_ms, max_records=max_records)
+                )
+            except Interrupted:
+                break
+            self.polls += 1
             self._raise_error()
             if batch:
                 started = perf()
@@ -793,6 +849,23 @@ class _Session:
         for domain in ("event", "processing"):
             with contextlib.suppress(KeyError):
                 m.timers_queued.remove(self.name, label, domain)
+
+
+async def _abandon_join(consumer: Any) -> None:
+    """Cancel a group join in progress, so that ``consumer.stop()`` does not wait for it.
+
+    aiokafka's ``stop()`` lets its coordination task "finish all pending work" first,
+    and a join can take the whole rebalance timeout (50+ s were seen). Nothing is
+    assigned here (the caller checks), so there is nothing to hand over: the member
+    simply never completes its join, and the group rebalances without it. This reaches
+    into aiokafka's private ``_coordinator._coordination_task`` (aiokafka 0.14); if
+    that changes, the stop falls back to waiting for the join.
+    """
+    coordinator = getattr(consumer, "_coordinator", None)
+    task = getattr(coordinator, "_coordination_task", None)
+    if isinstance(task, asyncio.Task) and not task.done():
+        task.cancel()
+        await asyncio.wait([task])
 
 
 def _tp(tp: TopicPartition) -> str:
