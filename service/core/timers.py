@@ -22,7 +22,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Iterator
+from collections.abc import Callable, Container, Hashable, Iterable, Iterator
 from heapq import heapify, heappop, heappush
 from itertools import count
 from typing import Any, Generic, TypeVar
@@ -42,7 +42,7 @@ _REBUILD_SLACK = 64
 class TimerQueue(Generic[K, N]):
     """Timers of one time domain, ordered by timestamp, ties by registration order."""
 
-    __slots__ = ("_buckets", "_heap", "_seq", "_size")
+    __slots__ = ("_buckets", "_fired", "_heap", "_seq", "_seq_base", "_size", "_size_base")
 
     def __init__(self) -> None:
         # Both containers are only ever mutated in place, never rebound: the
@@ -53,6 +53,12 @@ class TimerQueue(Generic[K, N]):
         self._size = 0
         # Sequence numbers only order ties (and survive snapshots); gaps are harmless.
         self._seq = count()
+        # For counts(): registrations are read off the sequence (every new timer takes
+        # one number), fires are summed per fire_until call, deletes follow from both,
+        # so the per-timer paths pay nothing for the counts.
+        self._seq_base = 0
+        self._size_base = 0
+        self._fired = 0
 
     def __len__(self) -> int:
         return self._size
@@ -136,7 +142,23 @@ class TimerQueue(Generic[K, N]):
                 del buckets[ts]
                 if not preempted:
                     heappop(heap)
+        self._fired += fired
         return fired
+
+    def counts(self) -> tuple[int, int, int]:
+        """``(registered, fired, deleted)`` since creation or the last :meth:`restore`.
+
+        A move (delete + register at another time) counts as one of each; a
+        registration of a timer already queued counts as none.
+        """
+        issued = next(self._seq)
+        self._seq = count(issued)  # put the number back: reading uses none up
+        registered = issued - self._seq_base
+        return (
+            registered,
+            self._fired,
+            registered - self._fired - (self._size - self._size_base),
+        )
 
     def entries(self) -> Iterator[tuple[int, K, N, int]]:
         """Every queued timer as ``(timestamp, key, namespace, seq)`` in firing order."""
@@ -168,6 +190,9 @@ class TimerQueue(Generic[K, N]):
         heapify(self._heap)  # (cheap, and keeps the invariant obvious)
         self._size = size
         self._seq = count(top + 1)
+        self._seq_base = top + 1
+        self._size_base = size
+        self._fired = 0
 
     def get_seq(self, timestamp: int, key: K, namespace: N) -> int | None:
         bucket = self._buckets.get(timestamp)
@@ -381,6 +406,11 @@ class TimerService(Generic[K, N]):
         """How many processing-time timers are queued."""
         return len(self._processing)
 
+    def counts(self) -> dict[str, tuple[int, int, int]]:
+        """Per domain (``"event"``, ``"processing"``): ``(registered, fired, deleted)``
+        since creation or restore. For metrics, read per batch; costs O(1)."""
+        return {"event": self._event.counts(), "processing": self._processing.counts()}
+
     def is_queued(self, domain: TimeDomain, timestamp: int, key: K, namespace: N) -> bool:
         queue = self._event if domain is TimeDomain.EVENT_TIME else self._processing
         return (timestamp, key, namespace) in queue
@@ -420,6 +450,26 @@ class TimerService(Generic[K, N]):
         event.sort(key=lambda t: (t[0], t[2]))
         processing.sort(key=lambda t: (t[0], t[2]))
         return {"event": event, "processing": processing}
+
+    def snapshot_keys(self, keys: Container[K]) -> dict[K, dict[str, list[list[Any]]]]:
+        """The queued timers of ``keys``, as :meth:`snapshot_key` gives them, by key.
+
+        Keys with no queued timer are left out. One scan of both queues instead of the
+        per-key index: for operators that know their changed keys themselves and would
+        rather not pay the index on every registration (``track_keys`` is not needed).
+        """
+        found: dict[K, dict[str, list[list[Any]]]] = {}
+        for domain, queue in (("event", self._event), ("processing", self._processing)):
+            buckets = queue._buckets
+            for ts in sorted(buckets):
+                # a bucket is in registration order, which is seq order
+                for (key, namespace), seq in buckets[ts].items():
+                    if key in keys:
+                        per_key = found.get(key)
+                        if per_key is None:
+                            per_key = found[key] = {"event": [], "processing": []}
+                        per_key[domain].append([ts, _plain(namespace), seq])
+        return found
 
     def restore_keys(
         self, watermark: int, per_key: Iterable[tuple[K, dict[str, list[list[Any]]]]]

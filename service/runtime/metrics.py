@@ -31,6 +31,9 @@ class RuntimeMetrics:
     batch_seconds: Histogram
     timers_queued: Gauge
     timers_fired: Counter
+    timers_registered: Counter
+    timer_fires: Counter
+    timers_deleted: Counter
     processing_timer_lateness: Histogram
     watermark: Gauge
     watermark_lag: Gauge
@@ -104,6 +107,24 @@ def build_metrics(registry: CollectorRegistry) -> RuntimeMetrics:
             "clockwork_processing_timer_wakeups",
             "Wake-ups of a partition's single processing-time handle.",
             _P,
+            registry=r,
+        ),
+        timers_registered=Counter(
+            "clockwork_timers_registered",
+            "Timers registered (a re-registration of a queued timer is none), by domain.",
+            ("pipeline", "domain"),
+            registry=r,
+        ),
+        timer_fires=Counter(
+            "clockwork_timers_fired",
+            "Timers fired, by domain.",
+            ("pipeline", "domain"),
+            registry=r,
+        ),
+        timers_deleted=Counter(
+            "clockwork_timers_deleted",
+            "Timers deleted before firing (a move counts as a delete and a register).",
+            ("pipeline", "domain"),
             registry=r,
         ),
         processing_timer_lateness=Histogram(
@@ -247,6 +268,9 @@ METRIC_NAMES: tuple[str, ...] = (
     "clockwork_batch_processing_seconds",
     "clockwork_timers_queued",
     "clockwork_processing_timer_wakeups_total",
+    "clockwork_timers_registered_total",
+    "clockwork_timers_fired_total",
+    "clockwork_timers_deleted_total",
     "clockwork_processing_timer_lateness_seconds",
     "clockwork_partition_watermark_milliseconds",
     "clockwork_partition_watermark_lag_milliseconds",

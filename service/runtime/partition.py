@@ -42,6 +42,7 @@ class PartitionTask:
         "punctuated",
         "records_in",
         "sink",
+        "timer_counts",
         "timers",
         "tp",
     )
@@ -76,6 +77,8 @@ class PartitionTask:
         self.last_checkpoint_ms: int | None = None
         self.checkpointed: tuple[int, int, int] | None = None
         """(offset, watermark, timer wake-ups) at the last checkpoint: unchanged = skip."""
+        self.timer_counts = read_timer_counts(operator)
+        """The timer service's counts at the last metrics refresh (the baseline)."""
 
         def fire(now: int, head: int) -> None:
             if on_timer_lateness is not None and now >= head:
@@ -172,5 +175,35 @@ class PartitionTask:
             return None
         return max(0, self.highwater - self.next_offset)
 
+    def take_timer_counts(self) -> dict[str, tuple[int, int, int]]:
+        """Per domain, ``(registered, fired, deleted)`` since the last call."""
+        now = read_timer_counts(self.operator)
+        before = self.timer_counts
+        self.timer_counts = now
+        zero = (0, 0, 0)
+        return {
+            domain: (
+                counts[0] - before.get(domain, zero)[0],
+                counts[1] - before.get(domain, zero)[1],
+                counts[2] - before.get(domain, zero)[2],
+            )
+            for domain, counts in now.items()
+        }
+
     def close(self) -> None:
         self.timers.cancel()
+
+
+def read_timer_counts(operator: Operator) -> dict[str, tuple[int, int, int]]:
+    """The operator's timer-service counts, or none for an operator without one.
+
+    Reads the ``_timers`` attribute both operator kinds keep their
+    :class:`~service.core.timers.TimerService` in (the Operator protocol has no accessor
+    for it yet); O(1), called per metrics refresh, never per record.
+    """
+    service = getattr(operator, "_timers", None)
+    counts = getattr(service, "counts", None)
+    if counts is None:
+        return {}
+    result: dict[str, tuple[int, int, int]] = counts()
+    return result

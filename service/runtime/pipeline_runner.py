@@ -623,6 +623,7 @@ class _Session:
         parts = [self.partitions.pop(tp) for tp in revoked if tp in self.partitions]
         for part in parts:
             part.close()
+            self._report_timer_counts(part)  # what happened since the last refresh
             self.emitter.combiner.revoke(part.tp)
             self._forget_metrics(part.tp)
         for tp in revoked:
@@ -799,6 +800,7 @@ class _Session:
             if part.late_dropped:
                 m.late_records.labels(name, "dropped").inc(part.late_dropped)
                 part.late_dropped = 0
+            self._report_timer_counts(part)
             wakeups = part.timers.wakeups
             if wakeups:
                 m.timers_fired.labels(name).inc(wakeups)
@@ -830,6 +832,16 @@ class _Session:
                 m.records_out.labels(name, "dead_letter").inc(count)
                 m.dead_lettered.labels(name, reason).inc(count)
             sink.dead_lettered.clear()
+
+    def _report_timer_counts(self, part: PartitionTask) -> None:
+        m = self.metrics
+        for domain, (registered, fired, deleted) in part.take_timer_counts().items():
+            if registered:
+                m.timers_registered.labels(self.name, domain).inc(registered)
+            if fired:
+                m.timer_fires.labels(self.name, domain).inc(fired)
+            if deleted:
+                m.timers_deleted.labels(self.name, domain).inc(deleted)
 
     def _forget_metrics(self, tp: TopicPartition) -> None:
         self._m_in.pop(tp, None)

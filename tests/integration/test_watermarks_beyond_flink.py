@@ -135,6 +135,14 @@ async def test_idle_advance_fires_the_last_windows_of_a_quiet_stream(
             return value == 1.0
 
         await wait_until(metric_says_advancing, timeout_s=10)
+        # one event-time timer per (key, window), each fired once, none deleted
+        timers = {
+            kind: registry.get_sample_value(
+                f"clockwork_timers_{kind}_total", {"pipeline": name, "domain": "event"}
+            )
+            for kind in ("registered", "fired", "deleted")
+        }
+        assert timers == {"registered": len(want), "fired": len(want), "deleted": None}
     finally:
         await runtime.shutdown()
     results = await read_json(bootstrap_servers, f"{name}.out")
