@@ -14,7 +14,7 @@ import logging
 import shutil
 import statistics
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,6 +25,7 @@ from benchmarks.workload import (
     DATA_DIR,
     Expected,
     KafkaRecord,
+    ResultRow,
     Workload,
     check_results,
     create_topic,
@@ -150,7 +151,7 @@ def _execute(contender: Contender, prep: Prepared, paths: Paths, result: RunResu
             result.detail = f"read all {len(prep.records)} records"
 
 
-def _check(rows, expected: Expected, result: RunResult) -> None:  # type: ignore[no-untyped-def]
+def _check(rows: Iterable[ResultRow], expected: Expected, result: RunResult) -> None:
     check = check_results(rows, expected)
     result.checked = check.ok
     result.detail = check.summary()

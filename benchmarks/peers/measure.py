@@ -73,20 +73,23 @@ def run_measured(
             env=env,
         )
         peak, timed_out, status, maxrss_kb = 0, False, 0, 0
-        while True:
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                wall = time.perf_counter() - start
-                maxrss_kb = usage.ru_maxrss
-                break
-            peak = max(peak, tree_rss(proc.pid))
-            if time.perf_counter() - start > timeout_s:
-                timed_out = True
+        try:
+            while True:
+                pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+                if pid:
+                    wall = time.perf_counter() - start
+                    maxrss_kb = usage.ru_maxrss
+                    break
+                peak = max(peak, tree_rss(proc.pid))
+                if time.perf_counter() - start > timeout_s:
+                    timed_out = True
+                    os.killpg(proc.pid, signal.SIGKILL)
+                time.sleep(0.05)
+        finally:
+            # Whatever the child left behind in its own process group (a JVM, a worker),
+            # and the child itself when we are interrupted.
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
-            time.sleep(0.05)
         proc.returncode = os.waitstatus_to_exitcode(status)
-    # Whatever the child left behind in its own process group (a JVM, a worker).
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
     tail = log_path.read_bytes()[-3000:].decode(errors="replace")
     return Measured(proc.returncode, wall, max(peak, maxrss_kb * 1024), timed_out, tail)

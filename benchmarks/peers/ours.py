@@ -27,4 +27,5 @@ def ours_contender() -> Contender | str:
         command,
         note="bounded pipeline (tumbling 60s count+sum, watermark every 200 ms, "
         "checkpoint every 5 s) on the runtime, as benchmarks/e2e.py builds it; 1 process",
+        timeout_s=300.0,  # ~25 s at 40k/s on a loaded machine: a run this long has hung
     )

@@ -10,6 +10,7 @@ end offsets, final watermark, every window fired and flushed).
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import sys
 import time
@@ -22,7 +23,7 @@ from _common import OUT_OF_ORDERNESS_MS, Report, parse_args
 CHECKPOINT_INTERVAL_MS = 5000
 
 
-async def run(args, report: Report) -> int:  # type: ignore[no-untyped-def]
+async def run(args: argparse.Namespace, report: Report) -> int:
     from benchmarks.e2e import OPERATOR
     from service.runtime.definition import (
         PipelineDefinition,

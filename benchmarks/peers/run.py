@@ -8,6 +8,7 @@ Quick check: ``python -m benchmarks.peers.run --events 20000 --repeat 1``.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
@@ -47,8 +48,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def _terminate(signum: int, frame: object) -> None:
+    raise SystemExit(f"stopped by signal {signum}")  # unwinds: brokers and children stop
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _terminate)
     load_before = table.load_average()
     events_for = dict(DEFAULT_EVENTS_FOR)
     for item in args.events_for:

@@ -54,8 +54,9 @@ PEERS: tuple[Peer, ...] = (
         "Bytewax",
         "bytewax_runner.py",
         ("bytewax[kafka]==0.21.1", "orjson"),
-        note="KafkaSource (tail=False) -> windowing.count/fold_window with EventClock "
-        "(wait 2s) and TumblingWindower(60s) -> KafkaSink; 1 worker",
+        note="KafkaSource (tail=False) -> windowing.fold_window with EventClock (wait 2s, "
+        "system time frozen: pure event time) and TumblingWindower(60s) -> KafkaSink; "
+        "1 worker",
     ),
     Peer(
         "faust",
