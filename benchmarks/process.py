@@ -13,13 +13,18 @@ batch, then the final watermark. Scenarios:
 Each scenario checks its totals against the input, so a fast wrong answer cannot pass.
 CPU time of this process is reported (``time.process_time``), with the wall time.
 
-Run: ``python -m benchmarks.process [--records N] [--profile NAME]``.
+Incremental checkpoints (``--checkpoints``): ``snapshot_changes()`` every
+``CHECKPOINT_EVERY`` records (with 10k keys nearly every key is dirty at each); prints
+the CPU time per checkpoint.
+
+Run: ``python -m benchmarks.process [--records N] [--profile NAME] [--checkpoints]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import pstats
 import random
 import time
@@ -35,6 +40,7 @@ BOUND_MS = 2000
 BATCH = 1000
 KEYS = 10_000
 TIMEOUT_MS = 600_000
+CHECKPOINT_EVERY = 100_000
 
 
 class CountWithTimer(KeyedProcessFunction):
@@ -114,6 +120,28 @@ def run(
     return time.process_time() - cpu, time.perf_counter() - wall, emitted
 
 
+def run_checkpoints(
+    build: Callable[[], KeyedProcessOperator], records: list[InputRecord]
+) -> tuple[list[float], list[int]]:
+    """CPU seconds and entries of each ``snapshot_changes()``, one every CHECKPOINT_EVERY."""
+    op = build()
+    batches = [records[i : i + BATCH] for i in range(0, len(records), BATCH)]
+    seconds: list[float] = []
+    entries: list[int] = []
+    max_ts = -(2**63)
+    for i, batch in enumerate(batches):
+        op.process_batch(batch)
+        max_ts = max(max_ts, max(r[1] for r in batch))
+        op.advance_watermark(max_ts - BOUND_MS - 1)
+        op.collector.drain()
+        if (i + 1) * BATCH % CHECKPOINT_EVERY == 0:
+            before = time.process_time()
+            changes = op.snapshot_changes()
+            seconds.append(time.process_time() - before)
+            entries.append(len(changes))
+    return seconds, entries
+
+
 def check(name: str, records: list[InputRecord], emitted: list[Any]) -> None:
     keys = {r[0] for r in records}
     if name == "inactivity_timeout":
@@ -132,9 +160,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--profile", choices=sorted(SCENARIOS), default=None)
+    parser.add_argument(
+        "--checkpoints", action="store_true", help="measure incremental checkpoints instead"
+    )
     args = parser.parse_args()
     records = make_records(args.records)
     print(f"{args.records:,} records, {KEYS:,} keys, batches of {BATCH}")
+    if args.checkpoints:
+        gc.freeze()  # the 1M input dicts are long-lived here, unlike in the service
+        for name, build in SCENARIOS.items():
+            seconds, entries = run_checkpoints(build, records)
+            per = sorted(seconds)
+            print(
+                f"{name:<20} snapshot_changes: {per[len(per) // 2] * 1000:7.1f} ms median, "
+                f"{per[0] * 1000:7.1f} ms best per checkpoint "
+                f"({sorted(entries)[len(entries) // 2] - 1:,} dirty keys, {len(per)} checkpoints)"
+            )
+        return
     for name, build in SCENARIOS.items():
         if args.profile is not None and name != args.profile:
             continue

@@ -22,7 +22,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Iterator
+from collections.abc import Callable, Container, Hashable, Iterable, Iterator
 from heapq import heapify, heappop, heappush
 from itertools import count
 from typing import Any, Generic, TypeVar
@@ -450,6 +450,26 @@ class TimerService(Generic[K, N]):
         event.sort(key=lambda t: (t[0], t[2]))
         processing.sort(key=lambda t: (t[0], t[2]))
         return {"event": event, "processing": processing}
+
+    def snapshot_keys(self, keys: Container[K]) -> dict[K, dict[str, list[list[Any]]]]:
+        """The queued timers of ``keys``, as :meth:`snapshot_key` gives them, by key.
+
+        Keys with no queued timer are left out. One scan of both queues instead of the
+        per-key index: for operators that know their changed keys themselves and would
+        rather not pay the index on every registration (``track_keys`` is not needed).
+        """
+        found: dict[K, dict[str, list[list[Any]]]] = {}
+        for domain, queue in (("event", self._event), ("processing", self._processing)):
+            buckets = queue._buckets
+            for ts in sorted(buckets):
+                # a bucket is in registration order, which is seq order
+                for (key, namespace), seq in buckets[ts].items():
+                    if key in keys:
+                        per_key = found.get(key)
+                        if per_key is None:
+                            per_key = found[key] = {"event": [], "processing": []}
+                        per_key[domain].append([ts, _plain(namespace), seq])
+        return found
 
     def restore_keys(
         self, watermark: int, per_key: Iterable[tuple[K, dict[str, list[list[Any]]]]]

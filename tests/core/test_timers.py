@@ -572,3 +572,19 @@ def test_move_is_reflected_in_the_per_key_snapshot() -> None:
     s.move_event_time_timer(10, 20, "a", "")
     assert s.take_dirty_keys() == {"a"}
     assert [t[0] for t in s.snapshot_key("a")["event"]] == [20]
+
+
+# -- snapshot_keys (a scan instead of the key index) ---------------------------------------
+def test_snapshot_keys_equals_snapshot_key_of_each_key_with_timers() -> None:
+    s = Harness(track_keys=True).service
+    _populate(s)
+    assert s.snapshot_keys({"a", "b", "z", "absent"}) == {
+        k: s.snapshot_key(k) for k in ("a", "b", "z")
+    }
+
+
+def test_snapshot_keys_needs_no_key_index() -> None:
+    plain, tracked = Harness().service, Harness(track_keys=True).service
+    _populate(plain)
+    _populate(tracked)
+    assert plain.snapshot_keys({"a", "c"}) == tracked.snapshot_keys({"a", "c"})

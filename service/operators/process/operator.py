@@ -254,17 +254,27 @@ class KeyedProcessOperator:
 
     # -- incremental snapshots ----------------------------------------------------------
     def snapshot_changes(self) -> dict[str, Any]:
+        """One entry per key touched since the last call, plus the meta entry.
+
+        Why a scan of the queued timers instead of the timer service's per-key index
+        (``track_keys``): the index costs two set operations per timer registration and
+        deletion, on the per-record path, while a checkpoint is rare; one scan of every
+        queued timer per checkpoint is what Flink's heap timers cost too (they are written
+        in full). Every key whose timers changed is in ``_dirty``: timers are registered
+        and deleted for the current key only, and firing marks the key.
+        """
         keys = self._dirty
         self._dirty = set()
-        timers = self._timers_of(keys)
+        timers = self._timers.snapshot_keys(keys) if keys else {}
+        values, expiries = self._state.snapshot_keys(keys)
         entries: dict[str, Any] = {}
         for key in keys:
-            values, expiries = self._state.snapshot_key(key)
+            key_values = values.get(key)
             key_timers = timers.get(key)
-            if values or key_timers is not None:
+            if key_values or key_timers is not None:
                 entries[_entry_name(key)] = {
-                    "state": values,
-                    "expiry": expiries,
+                    "state": key_values or {},
+                    "expiry": expiries.get(key) or {},
                     "timers": key_timers or {"event": [], "processing": []},
                 }
             else:
@@ -276,29 +286,6 @@ class KeyedProcessOperator:
             "states": self._state.declarations(),
         }
         return entries
-
-    def _timers_of(self, keys: set[str]) -> dict[str, dict[str, list[list[Any]]]]:
-        """The queued timers of ``keys`` as ``{key: {"event": [[ts, ns, seq]], ...}}``.
-
-        Why a scan instead of the timer service's per-key index (``track_keys``): the
-        index costs two set operations per timer registration and deletion, on the
-        per-record path, while a checkpoint is rare; a scan of every queued timer per
-        checkpoint is what Flink's heap timers cost too (they are written in full).
-        Every key whose timers changed is in ``_dirty``: timers are registered and
-        deleted for the current key only, and firing marks the key.
-        """
-        found: dict[str, dict[str, list[list[Any]]]] = {}
-        if not keys:
-            return found
-        queued = self._timers.snapshot()
-        for domain in ("event", "processing"):
-            for ts, key, namespace, seq in queued[domain]:
-                if key in keys:
-                    per_key = found.get(key)
-                    if per_key is None:
-                        per_key = found[key] = {"event": [], "processing": []}
-                    per_key[domain].append([ts, namespace, seq])
-        return found
 
     def restore_changes(self, entries: Iterable[tuple[str, Any]]) -> None:
         newest: dict[str, Any] = {}

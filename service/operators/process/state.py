@@ -408,6 +408,35 @@ class KeyedStateBackend:
                     expiries[name] = deadline
         return values, expiries
 
+    def snapshot_keys(
+        self, keys: Iterable[str]
+    ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, int]]]:
+        """:meth:`snapshot_key` of many keys at once, by key (keys with nothing are left
+        out): the stores are the outer loop, so a key costs a dict lookup per store."""
+        values: dict[str, dict[str, Any]] = {}
+        expiries: dict[str, dict[str, int]] = {}
+        keys = list(keys)
+        for name, store in self.stores.items():
+            data = store.data
+            is_map = store.kind is StateKind.MAP
+            for key in keys:
+                stored = data.get(key)
+                if stored is None:
+                    continue
+                plain = store.plain(stored) if is_map else stored
+                per_key = values.get(key)
+                if per_key is None:
+                    values[key] = {name: plain}
+                else:
+                    per_key[name] = plain
+            if store.expiry is not None:
+                expiry = store.expiry
+                for key in keys:
+                    deadline = expiry.get(key)
+                    if deadline is not None and key in data:
+                        expiries.setdefault(key, {})[name] = deadline
+        return values, expiries
+
     def snapshot(self) -> dict[str, Any]:
         """Every store as ``{name: {kind, ttl_ms, data: {key: plain}, expiry: {key: ts}}}``."""
         out: dict[str, Any] = {}

@@ -35,11 +35,7 @@ SNAPSHOT_VERSION = 2
 class WindowOperatorBase:
     """Time, timers, counters and checkpoint envelopes of a window operator."""
 
-    def __init__(
-        self, config: WindowOperatorConfig, plan_base: int, timer_index: bool = True
-    ) -> None:
-        """``timer_index``: keep the timer service's per-key index when tracking keys (the
-        general operator's checkpoints read a key's timers from it)."""
+    def __init__(self, config: WindowOperatorConfig, plan_base: int) -> None:
         self.config = config
         self.collector = Collector()
         self.counters = WindowCounters()
@@ -56,10 +52,11 @@ class WindowOperatorBase:
             if config.aggregations is not None
             else None
         )
+        # Without the timer service's per-key index (track_keys), which costs two set
+        # operations per timer change: the operators track their changed keys themselves,
+        # and find those keys' timers at a checkpoint (fast.py, general.py).
         self._timers: TimerService[str, Window] = TimerService(
-            self._on_event_time,
-            self._on_processing_time,
-            track_keys=config.track_keys and timer_index,
+            self._on_event_time, self._on_processing_time
         )
 
     # -- time -------------------------------------------------------------------------

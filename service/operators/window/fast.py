@@ -70,8 +70,7 @@ class FastWindowOperator(WindowOperatorBase):
     def __init__(self, config: WindowOperatorConfig) -> None:
         if not supports(config):
             raise WindowConfigError("the fast window operator does not support this config")
-        # No per-key timer index: the windows imply their timers (module docstring).
-        super().__init__(config, plan_base=2, timer_index=False)
+        super().__init__(config, plan_base=2)
         assigner = config.assigner
         if isinstance(assigner, TumblingAssigner):
             self._size, self._slide, self._offset = assigner.size, assigner.size, assigner.offset

@@ -246,3 +246,26 @@ def test_writing_state_in_open_has_no_current_key() -> None:
 
     with pytest.raises(NoCurrentKey):
         make(WritesInOpen())
+
+
+def test_snapshot_keys_equals_snapshot_key_of_each_key() -> None:
+    class Fill(KeyedProcessFunction):
+        def open(self, ctx: Context) -> None:
+            self.v = ctx.value_state("v", ttl_ms=1000)
+            self.m = ctx.map_state("m")
+
+        def process_element(self, value: Any, ctx: Context, out: Out) -> None:
+            self.v.update(value)
+            if value > 1:
+                self.m.put("x", value)
+
+    op = make(Fill())
+    op.process_batch([rec("a", 0, 1, 0), rec("b", 0, 2, 1), rec("c", 0, 3, 2)])
+    backend = op._state
+    keys = ["a", "b", "c", "absent"]
+    values_by_key, expiries_by_key = backend.snapshot_keys(keys)
+    for key in keys:
+        key_values, key_expiries = backend.snapshot_key(key)
+        assert values_by_key.get(key, {}) == key_values
+        assert expiries_by_key.get(key, {}) == key_expiries
+    assert set(values_by_key) == {"a", "b", "c"}
