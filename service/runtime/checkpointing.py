@@ -1,0 +1,209 @@
+"""Checkpoints and restores of one session's partitions, through the changelog topic.
+
+A checkpoint is: snapshot every partition's changed state, flush outputs, write the
+changelog (metadata last), flush, commit offsets. So whatever a checkpoint covers was
+produced before it was recorded, and a restart replays only input after it:
+at-least-once output with deterministic ids.
+
+A restore (on assignment) reads the changelog, rebuilds each partition's operator and
+watermark generator, seeks to the checkpointed offset (or ``start_from`` without one),
+and hands the partitions to the loop all at once. Entries of a checkpoint cut short are
+written back (a repair) so the changelog agrees with what was restored.
+
+Checkpoints and restores run one at a time (:attr:`Checkpointer.lock`): the group's
+listener can run while the loop awaits a checkpoint, and two checkpoints interleaving
+their changelog writes could put an older snapshot after a newer one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from aiokafka import TopicPartition
+from aiokafka.errors import CommitFailedError, IllegalStateError
+from aiokafka.structs import OffsetAndMetadata
+
+from service.core.time import MIN_TIMESTAMP
+from service.core.watermarks import make_generator
+from service.runtime.batch_producer import BatchProducer
+from service.runtime.changelog import (
+    RestoredPartition,
+    append_checkpoint,
+    encode_checkpoint,
+    read_changelog,
+)
+from service.runtime.partition import PartitionTask
+
+if TYPE_CHECKING:
+    from service.runtime.session import Session
+
+logger = logging.getLogger(__name__)
+
+
+def tp_label(tp: TopicPartition) -> str:
+    return f"{tp.topic}/{tp.partition}"
+
+
+class Checkpointer:
+    """Makes a session's partitions durable and brings assigned ones back."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.lock = asyncio.Lock()
+        self.last_checkpoint = time.monotonic()
+        """Monotonic time of the last completed checkpoint (the loop's interval)."""
+
+    async def checkpoint(self, parts: list[PartitionTask]) -> None:
+        """Flush outputs, write the partitions' changed state, then commit their offsets."""
+        batches = self.session.batches
+        if batches is None or not parts:
+            return
+        async with self.lock:
+            await self._checkpoint(parts, batches)
+
+    async def _checkpoint(self, parts: list[PartitionTask], batches: BatchProducer) -> None:
+        session = self.session
+        metrics = session.metrics
+        name = session.name
+        started = time.perf_counter()
+        fingerprint = session.definition.state_fingerprint
+        encoded = []
+        for part in parts:
+            if part.next_offset is None:
+                continue
+            version = (part.next_offset, part.operator.current_watermark, part.timers.fired)
+            if version == part.checkpointed:
+                continue  # nothing happened since the last checkpoint
+            part.checkpointed = version
+            changes = part.operator.snapshot_changes()
+            meta = {
+                "offset": part.next_offset,
+                "generator": part.generator.snapshot(),
+                "watermark": part.operator.current_watermark,
+                "fingerprint": fingerprint,
+            }
+            encoded.append((part, encode_checkpoint(part.tp, changes, meta)))
+        try:
+            await batches.flush()  # outputs first: the changelog must not get ahead of them
+            size = 0
+            entries = 0
+            topic = session.definition.changelog_topic
+            for part, records in encoded:
+                size += append_checkpoint(batches, topic, part.partition, records)
+                entries += len(records)
+            await batches.flush()
+            offsets = {part.tp: OffsetAndMetadata(part.next_offset, "") for part, _ in encoded}
+            if offsets and session.consumer is not None:
+                try:
+                    await session.consumer.commit(offsets)
+                except (CommitFailedError, IllegalStateError) as exc:
+                    # The changelog, not the group offset, is where a restore resumes.
+                    logger.info("pipeline %s: offset commit skipped: %s", name, exc)
+        except Exception:
+            metrics.checkpoint_failures.labels(name).inc()
+            raise
+        wall = int(time.time() * 1000)
+        for part, _ in encoded:
+            part.last_checkpoint_ms = wall
+        self.last_checkpoint = time.monotonic()
+        metrics.checkpoint_seconds.labels(name).observe(time.perf_counter() - started)
+        metrics.checkpoint_entries.labels(name).inc(entries)
+        metrics.checkpoint_bytes.labels(name).inc(size)
+
+    async def restore(self, new: list[TopicPartition]) -> None:
+        """Rebuild ``new`` from the changelog and hand them to the loop."""
+        async with self.lock:
+            await self._restore(new)
+
+    async def _restore(self, new: list[TopicPartition]) -> None:
+        session = self.session
+        name = session.name
+        started = time.perf_counter()
+        definition = session.definition
+        restored = await read_changelog(
+            session.settings.bootstrap_servers, definition.changelog_topic, new
+        )
+        sink = session.sink
+        assert sink is not None
+        loop = asyncio.get_running_loop()
+        repairs: list[tuple[PartitionTask, dict[str, Any]]] = []
+        ready: list[PartitionTask] = []
+        for tp in new:
+            state = restored.get(tp) or RestoredPartition()
+            meta = state.meta
+            if meta is not None and meta.get("fingerprint", "") != definition.state_fingerprint:
+                logger.warning(
+                    "pipeline %s: %s has state of another spec; starting it afresh",
+                    name,
+                    tp_label(tp),
+                )
+                state, meta = RestoredPartition(), None
+            operator = definition.operator_factory(session.clock)
+            if state.entries:
+                operator.restore_changes(state.entries.items())
+            wm = definition.watermark
+            generator = make_generator(wm.strategy, wm.max_out_of_orderness_ms, wm.field)
+            part = PartitionTask(
+                tp,
+                operator,
+                generator,
+                session.decoder,
+                sink,
+                session.clock,
+                loop,
+                session.fail,
+                session.reporter.lateness.observe,
+            )
+            if meta is not None:
+                generator.restore(meta["generator"])
+                watermark = int(meta.get("watermark", MIN_TIMESTAMP))
+                if watermark > operator.current_watermark:
+                    part.advance_watermark(watermark)
+                part.next_offset = int(meta["offset"])
+            else:
+                part.next_offset = await self._start_offset(tp)
+            if state.repair:
+                repairs.append((part, state.repair))
+            ready.append(part)
+        # All at once, after the last await: the loop never sees half an assignment.
+        now = session.clock.now_ms()
+        for part in ready:
+            # Records fetched before this point were skipped; the seek fetches them again.
+            session.consumer.seek(part.tp, part.next_offset)
+            session.pauses.restoring.discard(part.tp)
+            session.partitions[part.tp] = part
+            session.emitter.combiner.assign(part.tp, now, part.generator.current_watermark)
+            part.timers.reschedule()
+        session.pauses.apply()
+        for part, repair in repairs:
+            # Entries of a checkpoint cut short: write their committed values back now.
+            meta = {
+                "offset": part.next_offset,
+                "generator": part.generator.snapshot(),
+                "watermark": part.operator.current_watermark,
+                "fingerprint": definition.state_fingerprint,
+            }
+            assert session.batches is not None
+            append_checkpoint(
+                session.batches,
+                definition.changelog_topic,
+                part.partition,
+                encode_checkpoint(part.tp, repair, meta),
+            )
+        if repairs:
+            assert session.batches is not None
+            await session.batches.flush()
+        session.metrics.restore_seconds.labels(name).observe(time.perf_counter() - started)
+        logger.info("pipeline %s: assigned %s", name, ", ".join(tp_label(tp) for tp in new))
+
+    async def _start_offset(self, tp: TopicPartition) -> int:
+        """Where a partition without a checkpoint starts (``start_from``)."""
+        consumer = self.session.consumer
+        if self.session.definition.start_from == "earliest":
+            offsets = await consumer.beginning_offsets([tp])
+        else:
+            offsets = await consumer.end_offsets([tp])
+        return int(offsets[tp])

@@ -1,0 +1,79 @@
+"""The consumer group's rebalance listener: revoked partitions out, assigned ones in.
+
+On revoke, the partitions' timers are stopped, they leave the watermark combiner, the
+pause reasons and alignment, and their state is checkpointed (so the member that gets
+them next resumes where this one stopped). On assign, the partitions are paused until
+their state is restored from the changelog (records fetched meanwhile would be skipped),
+then handed to the loop all at once (:meth:`Checkpointer.restore`).
+
+aiokafka runs these callbacks inside a ``getmany`` (or the join of ``start``), so an
+error here cannot be raised to the loop directly: it is recorded with
+:meth:`Session.fail`, and the loop ends the session after its fetch returns.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from aiokafka import ConsumerRebalanceListener, TopicPartition
+
+from service.runtime.checkpointing import tp_label
+
+if TYPE_CHECKING:
+    from service.runtime.session import Session
+
+logger = logging.getLogger(__name__)
+
+
+class RebalanceListener(ConsumerRebalanceListener):  # type: ignore[misc]
+    """Applies the group's assignment changes to one session."""
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    async def on_partitions_revoked(self, revoked: Iterable[TopicPartition]) -> None:
+        await self.revoke(list(revoked))
+
+    async def on_partitions_assigned(self, assigned: Iterable[TopicPartition]) -> None:
+        await self.assign(list(assigned))
+
+    async def revoke(self, revoked: list[TopicPartition]) -> None:
+        session = self._session
+        parts = [session.partitions.pop(tp) for tp in revoked if tp in session.partitions]
+        for part in parts:
+            part.close()
+            session.reporter.report_timer_counts(part)  # what happened since the last refresh
+            session.emitter.combiner.revoke(part.tp)
+            session.reporter.forget(part.tp)
+        for tp in revoked:
+            session.pauses.forget(tp)
+            if session.alignment is not None:
+                session.alignment.forget(tp)
+        if parts and session.checkpoint_on_revoke and session.error is None:
+            try:
+                await session.checkpointer.checkpoint(parts)
+            except Exception as exc:
+                logger.warning("pipeline %s: checkpoint on revoke failed: %r", session.name, exc)
+                session.fail(exc)
+        if parts:
+            logger.info(
+                "pipeline %s: revoked %s", session.name, ", ".join(tp_label(p.tp) for p in parts)
+            )
+
+    async def assign(self, assigned: list[TopicPartition]) -> None:
+        session = self._session
+        new = [tp for tp in assigned if tp not in session.partitions]
+        if not new:
+            return
+        # No fetching until the state is restored: records fetched meanwhile would be
+        # skipped and fetched again after the seek. The consumer forgot every pause on
+        # the rebalance, so the user's pause is applied again here too.
+        session.pauses.restoring.update(new)
+        session.pauses.apply()
+        try:
+            await session.checkpointer.restore(new)
+        except Exception as exc:
+            logger.warning("pipeline %s: restore failed: %r", session.name, exc)
+            session.fail(exc)

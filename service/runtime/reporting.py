@@ -1,0 +1,166 @@
+"""What a session reports: partition status snapshots and the periodic metrics refresh.
+
+Nothing here runs per record: the loop counts into plain integers on the partitions and
+the sink, and :meth:`SessionReporter.refresh` moves those counts into the Prometheus
+metrics every ``metrics_interval_s`` (and once more when a partition is revoked).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import TYPE_CHECKING, Any
+
+from aiokafka import TopicPartition
+
+from service.runtime.partition import PartitionTask
+from service.runtime.status import PartitionStatus
+
+if TYPE_CHECKING:
+    from service.runtime.session import Session
+
+
+class SessionReporter:
+    """Status and metrics of one session's partitions."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        metrics = session.metrics
+        self.records_in: dict[TopicPartition, Any] = {}
+        """Per-partition ``records_in`` counters, looked up once per partition."""
+        self.batch_seconds = metrics.batch_seconds.labels(session.name)
+        self.lateness = metrics.processing_timer_lateness.labels(session.name)
+        self.last_refresh = 0.0
+        self._alignment_reported = (0, 0)
+
+    def records_counter(self, tp: TopicPartition) -> Any:
+        counter = self.records_in.get(tp)
+        if counter is None:
+            counter = self.records_in[tp] = self.session.metrics.records_in.labels(
+                self.session.name, f"{tp.topic}/{tp.partition}"
+            )
+        return counter
+
+    def partition_status(self, part: PartitionTask, now: int) -> PartitionStatus:
+        session = self.session
+        gauges = part.operator.gauges()
+        combiner = session.emitter.combiner
+        idle = part.tp in combiner.partitions and combiner.is_idle(part.tp, now)
+        watermark = part.watermark
+        combined = session.emitter.current
+        drift = None if watermark is None or combined is None else max(0, watermark - combined)
+        return PartitionStatus(
+            topic=part.tp.topic,
+            partition=part.tp.partition,
+            offset=part.next_offset,
+            end_offset=part.end_offset if part.end_offset is not None else part.highwater,
+            lag=part.lag(),
+            watermark=watermark,
+            idle=idle,
+            event_timers=gauges.event_timers,
+            processing_timers=gauges.processing_timers,
+            windows_open=gauges.windows_open,
+            keys=gauges.keys,
+            records_in=part.records_in,
+            last_checkpoint_ms=part.last_checkpoint_ms,
+            finished=part.finished,
+            aligned_paused=part.tp in session.pauses.aligned,
+            drift_ms=drift,
+        )
+
+    def refresh(self) -> None:
+        session = self.session
+        m = session.metrics
+        name = session.name
+        now = session.clock.now_ms()
+        wall = time.time()
+        combiner = session.emitter.combiner
+        current = session.emitter.current
+        for tp, part in session.partitions.items():
+            label = f"{tp.topic}/{tp.partition}"
+            gauges = part.operator.gauges()
+            m.timers_queued.labels(name, label, "event").set(gauges.event_timers)
+            m.timers_queued.labels(name, label, "processing").set(gauges.processing_timers)
+            m.windows_open.labels(name, label).set(gauges.windows_open)
+            m.keys.labels(name, label).set(gauges.keys)
+            watermark = part.watermark
+            if watermark is not None:
+                m.watermark.labels(name, label).set(watermark)
+                m.watermark_lag.labels(name, label).set(now - watermark)
+                if current is not None:
+                    m.watermark_drift.labels(name, label).set(max(0, watermark - current))
+            lag = part.lag()
+            if lag is not None:
+                m.consumer_lag.labels(name, label).set(lag)
+            if part.last_checkpoint_ms is not None:
+                m.checkpoint_age.labels(name, label).set(wall - part.last_checkpoint_ms / 1000.0)
+            for kind, count in part.firings.items():
+                m.window_firings.labels(name, kind).inc(count)
+            part.firings.clear()
+            if part.late_dropped:
+                m.late_records.labels(name, "dropped").inc(part.late_dropped)
+                part.late_dropped = 0
+            self.report_timer_counts(part)
+            wakeups = part.timers.wakeups
+            if wakeups:
+                m.timers_fired.labels(name).inc(wakeups)
+                part.timers.wakeups = 0
+        if current is not None:
+            m.combined_watermark.labels(name).set(current)
+            m.combined_watermark_lag.labels(name).set(now - current)
+        m.idle_partitions.labels(name).set(len(combiner.idle_partitions(now)))
+        m.idle_advancing.labels(name).set(1 if session.emitter.idle_advancing else 0)
+        alignment = session.alignment
+        if alignment is not None:
+            m.alignment_paused.labels(name).set(len(session.pauses.aligned))
+            pauses, resumes = self._alignment_reported
+            if alignment.pauses > pauses:
+                m.alignment_pauses.labels(name).inc(alignment.pauses - pauses)
+            if alignment.resumes > resumes:
+                m.alignment_resumes.labels(name).inc(alignment.resumes - resumes)
+            self._alignment_reported = (alignment.pauses, alignment.resumes)
+        sink = session.sink
+        if sink is not None:
+            if sink.results_sent:
+                m.records_out.labels(name, "result").inc(sink.results_sent)
+                sink.results_sent = 0
+            if sink.late_sent:
+                m.records_out.labels(name, "late").inc(sink.late_sent)
+                m.late_records.labels(name, "side_output").inc(sink.late_sent)
+                sink.late_sent = 0
+            for reason, count in sink.dead_lettered.items():
+                m.records_out.labels(name, "dead_letter").inc(count)
+                m.dead_lettered.labels(name, reason).inc(count)
+            sink.dead_lettered.clear()
+
+    def report_timer_counts(self, part: PartitionTask) -> None:
+        m = self.session.metrics
+        name = self.session.name
+        for domain, (registered, fired, deleted) in part.take_timer_counts().items():
+            if registered:
+                m.timers_registered.labels(name, domain).inc(registered)
+            if fired:
+                m.timer_fires.labels(name, domain).inc(fired)
+            if deleted:
+                m.timers_deleted.labels(name, domain).inc(deleted)
+
+    def forget(self, tp: TopicPartition) -> None:
+        """``tp`` left this session: drop its per-partition series."""
+        self.records_in.pop(tp, None)
+        label = f"{tp.topic}/{tp.partition}"
+        m = self.session.metrics
+        name = self.session.name
+        for gauge in (
+            m.windows_open,
+            m.keys,
+            m.watermark,
+            m.watermark_lag,
+            m.watermark_drift,
+            m.consumer_lag,
+            m.checkpoint_age,
+        ):
+            with contextlib.suppress(KeyError):
+                gauge.remove(name, label)
+        for domain in ("event", "processing"):
+            with contextlib.suppress(KeyError):
+                m.timers_queued.remove(name, label, domain)

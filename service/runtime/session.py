@@ -1,0 +1,210 @@
+"""One consumer-group membership of a pipeline: its clients, partitions and lifecycle.
+
+A session starts the producer and the consumer (joining the group), runs the
+:class:`~service.runtime.fetch_loop.FetchLoop` until a stop or the end of bounded
+input, and closes: graceful (checkpoint every partition, then leave the group) unless
+it failed. Its parts, one concern each: :class:`~service.runtime.rebalance.RebalanceListener`
+(assign/revoke), :class:`~service.runtime.checkpointing.Checkpointer` (checkpoint and
+restore), :class:`~service.runtime.reporting.SessionReporter` (status and metrics),
+:class:`~service.runtime.pauses.PauseControl` (which partitions are fetched) and the
+:class:`~service.runtime.watermark_emitter.WatermarkEmitter`.
+
+Any error of the loop, the producer, a timer or a checkpoint ends the session; the
+:class:`~service.runtime.pipeline_runner.PipelineRunner` drops it (the changelog has its
+state) and starts a new one after a backoff.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from service.core.alignment import WatermarkAlignment
+from service.runtime.batch_producer import BatchProducer
+from service.runtime.checkpointing import Checkpointer
+from service.runtime.decoding import RecordDecoder
+from service.runtime.fetch_loop import FetchLoop
+from service.runtime.interrupts import Interrupted, Interruptible, abandon_join
+from service.runtime.partition import PartitionTask
+from service.runtime.pauses import PauseControl
+from service.runtime.rebalance import RebalanceListener
+from service.runtime.reporting import SessionReporter
+from service.runtime.sinks import OutputSink
+from service.runtime.status import PipelineState
+from service.runtime.topics import ensure_topics
+from service.runtime.watermark_emitter import WatermarkEmitter
+
+if TYPE_CHECKING:
+    from service.runtime.pipeline_runner import PipelineRunner
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class Session:
+    """One consumer-group membership of a pipeline: its clients and partitions."""
+
+    def __init__(self, runner: PipelineRunner) -> None:
+        self.runner = runner
+        self.definition = definition = runner.definition
+        self.settings = runner.settings
+        self.clock = runner.clock
+        self.metrics = runner.metrics
+        self.name = definition.name
+        self.partitions: dict[TopicPartition, PartitionTask] = {}
+        self.decoder = RecordDecoder(definition)
+        wm = definition.watermark
+        self.alignment: WatermarkAlignment[TopicPartition] | None = (
+            WatermarkAlignment(wm.max_drift_ms) if wm.max_drift_ms is not None else None
+        )
+        self.pauses = PauseControl(runner.paused)
+        self.emitter = WatermarkEmitter(
+            self.partitions,
+            self.clock,
+            wm.interval_ms,
+            wm.idle_timeout_ms,
+            self._after_emit,
+            idle_advance=wm.idle_advance,
+            on_tick=self.align if self.alignment is not None else None,
+        )
+        self.records_in = 0
+        self.polls = 0
+        """Fetches (``getmany`` calls) done: lets tests wait for the loop to turn."""
+        self.interrupts = Interruptible()
+        self.error: BaseException | None = None
+        self.consumer: Any = None
+        self.producer: Any = None
+        self.batches: BatchProducer | None = None
+        self.sink: OutputSink | None = None
+        self.checkpoint_on_revoke = True
+        self.reporter = SessionReporter(self)
+        self.checkpointer = Checkpointer(self)
+        self.loop = FetchLoop(self)
+
+    # -- lifecycle -------------------------------------------------------------------
+    async def run(self) -> bool:
+        """Consume until stopped (False) or until bounded input is finished (True)."""
+        runner = self.runner
+        settings = self.settings
+        definition = self.definition
+        counts = await ensure_topics(
+            settings.bootstrap_servers, definition, settings.replication_factor
+        )
+        self.producer = AIOKafkaProducer(
+            bootstrap_servers=settings.bootstrap_servers,
+            acks="all",
+            linger_ms=0,
+            max_batch_size=settings.max_batch_bytes,
+            request_timeout_ms=settings.request_timeout_ms,
+            enable_idempotence=False,
+        )
+        await self.producer.start()
+        self.batches = BatchProducer(self.producer, settings.max_pending_bytes)
+        self.batches.start()
+        self.sink = OutputSink(definition, self.batches, counts)
+        heartbeat = settings.heartbeat_interval_ms or max(100, settings.session_timeout_ms // 3)
+        self.consumer = AIOKafkaConsumer(
+            bootstrap_servers=settings.bootstrap_servers,
+            group_id=definition.group_id,
+            enable_auto_commit=False,
+            auto_offset_reset=definition.start_from,
+            fetch_max_wait_ms=settings.fetch_max_wait_ms,
+            max_partition_fetch_bytes=settings.max_partition_fetch_bytes,
+            fetch_max_bytes=settings.fetch_max_bytes,
+            session_timeout_ms=settings.session_timeout_ms,
+            heartbeat_interval_ms=heartbeat,
+            request_timeout_ms=settings.request_timeout_ms,
+        )
+        self.pauses.consumer = self.consumer
+        self.consumer.subscribe(list(definition.topics), listener=RebalanceListener(self))
+        try:
+            await self.interruptible(self.consumer.start())  # joins the group
+        except Interrupted:
+            await self.close(checkpoint=True)
+            return False
+        self.emitter.start(self.fail)
+        runner._set_state(PipelineState.PAUSED if runner.paused else PipelineState.RUNNING)
+        finished = await self.loop.run()
+        if finished:
+            await self.close(checkpoint=False)  # the finish already checkpointed
+        else:
+            await self.close(checkpoint=True)
+        return finished
+
+    async def close(self, checkpoint: bool) -> None:
+        """Stop the clients; with ``checkpoint`` first make every partition durable."""
+        await self.emitter.stop()
+        for part in self.partitions.values():
+            part.close()
+        if checkpoint and self.consumer is not None and self.error is None:
+            await self.checkpointer.checkpoint(list(self.partitions.values()))
+        self.checkpoint_on_revoke = False
+        if self.consumer is not None:
+            if self.interrupts.interrupted and not self.partitions:
+                await abandon_join(self.consumer)
+            try:
+                await self.consumer.stop()
+            except Exception:
+                logger.warning(
+                    "pipeline %s: consumer did not stop cleanly", self.name, exc_info=True
+                )
+            self.consumer = None
+        if self.batches is not None:
+            await self.batches.close()
+        if self.producer is not None:
+            try:
+                await self.producer.stop()
+            except Exception:
+                logger.warning(
+                    "pipeline %s: producer did not stop cleanly", self.name, exc_info=True
+                )
+            self.producer = None
+        for tp in list(self.partitions):
+            self.reporter.forget(tp)
+        self.partitions.clear()
+
+    async def interruptible(self, awaitable: Coroutine[Any, Any, T]) -> T:
+        """Await ``awaitable`` so that :meth:`interrupt` can cancel it (:class:`Interrupted`)."""
+        return await self.interrupts.run(awaitable)
+
+    def interrupt(self) -> None:
+        """A stop: cancel the join or fetch being awaited; the loop then ends gracefully."""
+        self.interrupts.interrupt()
+
+    def fail(self, exc: BaseException) -> None:
+        """An error outside the loop (a timer, the emitter): the loop ends the session."""
+        if self.error is None:
+            self.error = exc
+
+    def raise_error(self) -> None:
+        if self.error is not None:
+            raise RuntimeError(f"pipeline {self.name}: {self.error!r}") from self.error
+
+    def _after_emit(self) -> None:
+        if self.batches is not None:
+            self.batches.send_open()
+
+    # -- pauses ----------------------------------------------------------------------
+    def set_user_paused(self, paused: bool) -> None:
+        """The user paused or resumed the pipeline: takes effect at once."""
+        self.pauses.user_paused = paused
+        self.pauses.apply()
+
+    def align(self, now: int) -> None:
+        """Watermark alignment after a tick: pause partitions too far ahead, resume the
+        ones back within ``max_drift_ms`` (issue 10; the decision is the core's)."""
+        alignment = self.alignment
+        if alignment is None:
+            return
+        combiner = self.emitter.combiner
+        watermarks = {tp: combiner.partition_watermark(tp) for tp in combiner.partitions}
+        to_pause, to_resume = alignment.decide(
+            watermarks, combiner.current, combiner.idle_partitions(now)
+        )
+        if to_pause or to_resume:
+            self.pauses.aligned = set(alignment.paused)
+            self.pauses.apply()
