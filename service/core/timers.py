@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Container, Hashable, Iterable, Iterator
 from heapq import heapify, heappop, heappush
 from itertools import count
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NoReturn, Protocol, TypeVar
 
 from service.core.time import MIN_TIMESTAMP, TimeDomain
 
@@ -34,6 +34,9 @@ N = TypeVar("N", bound=Hashable)
 
 TimerCallback = Callable[[int, K, N], None]
 """Called as ``callback(timestamp, key, namespace)`` when a timer fires."""
+
+InvalidTimer = Callable[[Any, Any], NoReturn]
+"""Called as ``invalid(key, timestamp)`` by :class:`ScopedTimers` on misuse; must raise."""
 
 _ABSENT: Any = object()
 _REBUILD_SLACK = 64
@@ -546,3 +549,88 @@ def _hashable(namespace: Any) -> Any:
     if isinstance(namespace, list):
         return tuple(_hashable(part) for part in namespace)
     return namespace
+
+
+class KeyScope(Protocol):
+    """Whatever holds the current key (an operator's context)."""
+
+    @property
+    def key(self) -> Any: ...
+
+
+class ScopedTimers(Generic[K, N]):
+    """The timers of one namespace of a service, for the key a scope holds at the call.
+
+    Flink's keyed timer service: the operator points ``scope.key`` at the current key,
+    and user code registers and deletes timers by timestamp alone. With no current key,
+    or a registered timestamp that is not an ``int``, ``invalid(key, timestamp)`` is
+    called and must raise. The event-time methods inline the service's (one Python call
+    per operation on the per-record path); keep them in step with the service's
+    ``register_event_time_timer`` and ``delete_event_time_timer``.
+    """
+
+    __slots__ = ("_invalid", "_namespace", "_scope", "_service")
+
+    def __init__(
+        self,
+        service: TimerService[K, N],
+        scope: KeyScope,
+        namespace: N,
+        invalid: InvalidTimer,
+    ) -> None:
+        self._service = service
+        self._scope = scope
+        self._namespace = namespace
+        self._invalid = invalid
+
+    def register_event_time_timer(self, timestamp: int) -> None:
+        key = self._scope.key
+        if key is None or type(timestamp) is not int:
+            self._invalid(key, timestamp)
+        service = self._service
+        namespace = self._namespace
+        bucket = service._event_buckets.get(timestamp)
+        entry = (key, namespace)
+        if bucket is None:
+            queue = service._event
+            service._event_buckets[timestamp] = {entry: next(queue._seq)}
+            heappush(queue._heap, timestamp)
+        elif entry in bucket:
+            return
+        else:
+            queue = service._event
+            bucket[entry] = next(queue._seq)
+        queue._size += 1
+        if service._track:
+            service._index_add(key, (True, timestamp, namespace))
+
+    def delete_event_time_timer(self, timestamp: int) -> None:
+        key = self._scope.key
+        if key is None:
+            self._invalid(key, timestamp)
+        service = self._service
+        buckets = service._event_buckets
+        bucket = buckets.get(timestamp)
+        if bucket is None or bucket.pop((key, self._namespace), _ABSENT) is _ABSENT:
+            return
+        queue = service._event
+        queue._size -= 1
+        if not bucket:
+            del buckets[timestamp]
+            heap = queue._heap
+            if len(heap) > 2 * len(buckets) + _REBUILD_SLACK:
+                heap[:] = sorted(buckets)  # in place: a firing loop may hold the list
+        if service._track:
+            service._index_remove(key, (True, timestamp, self._namespace))
+
+    def register_processing_time_timer(self, timestamp: int) -> None:
+        key = self._scope.key
+        if key is None or type(timestamp) is not int:
+            self._invalid(key, timestamp)
+        self._service.register_processing_time_timer(timestamp, key, self._namespace)
+
+    def delete_processing_time_timer(self, timestamp: int) -> None:
+        key = self._scope.key
+        if key is None:
+            self._invalid(key, timestamp)
+        self._service.delete_processing_time_timer(timestamp, key, self._namespace)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
 from service.core.time import MAX_TIMESTAMP, MIN_TIMESTAMP, ManualClock, TimeDomain
-from service.core.timers import TimerQueue, TimerService
+from service.core.timers import ScopedTimers, TimerQueue, TimerService
 
 EVENT = TimeDomain.EVENT_TIME
 PROC = TimeDomain.PROCESSING_TIME
@@ -588,3 +588,76 @@ def test_snapshot_keys_needs_no_key_index() -> None:
     _populate(plain)
     _populate(tracked)
     assert plain.snapshot_keys({"a", "c"}) == tracked.snapshot_keys({"a", "c"})
+
+
+# -- ScopedTimers (the keyed view user functions get) ---------------------------------------
+class _Scope:
+    def __init__(self, key: str | None) -> None:
+        self.key = key
+
+
+class _Invalid(Exception):
+    pass
+
+
+def _raise_invalid(key: Any, timestamp: Any) -> NoReturn:
+    raise _Invalid(key, timestamp)
+
+
+def _scoped(h: Harness, key: str | None) -> ScopedTimers[str, Any]:
+    return ScopedTimers(h.service, _Scope(key), "ns", _raise_invalid)
+
+
+def test_scoped_timers_register_for_the_current_key(h: Harness) -> None:
+    _scoped(h, "a").register_event_time_timer(10)
+    _scoped(h, "b").register_processing_time_timer(5)
+    assert list(h.service.timers(EVENT)) == [(10, "a", "ns")]
+    assert list(h.service.timers(PROC)) == [(5, "b", "ns")]
+
+
+def test_scoped_timers_delete_only_the_current_keys_timer(h: Harness) -> None:
+    for key in ("a", "b"):
+        h.service.register_event_time_timer(10, key, "ns")
+        h.service.register_processing_time_timer(10, key, "ns")
+    _scoped(h, "a").delete_event_time_timer(10)
+    _scoped(h, "a").delete_processing_time_timer(10)
+    assert list(h.service.timers(EVENT)) == [(10, "b", "ns")]
+    assert list(h.service.timers(PROC)) == [(10, "b", "ns")]
+
+
+def test_scoped_timer_registration_is_deduplicated(h: Harness) -> None:
+    scoped = _scoped(h, "a")
+    scoped.register_event_time_timer(10)
+    scoped.register_event_time_timer(10)
+    assert h.service.event_timers == 1
+
+
+def test_scoped_timers_without_a_current_key_call_invalid(h: Harness) -> None:
+    scoped = _scoped(h, None)
+    for operation in (
+        scoped.register_event_time_timer,
+        scoped.delete_event_time_timer,
+        scoped.register_processing_time_timer,
+        scoped.delete_processing_time_timer,
+    ):
+        with pytest.raises(_Invalid):
+            operation(10)
+    assert (h.service.event_timers, h.service.processing_timers) == (0, 0)
+
+
+def test_scoped_registration_of_a_non_int_timestamp_calls_invalid(h: Harness) -> None:
+    scoped = _scoped(h, "a")
+    with pytest.raises(_Invalid):
+        scoped.register_event_time_timer(10.5)  # type: ignore[arg-type]
+    with pytest.raises(_Invalid):
+        scoped.register_processing_time_timer("10")  # type: ignore[arg-type]
+    assert (h.service.event_timers, h.service.processing_timers) == (0, 0)
+
+
+def test_scoped_changes_are_tracked_per_key() -> None:
+    h = Harness(track_keys=True)
+    _scoped(h, "a").register_event_time_timer(10)
+    assert h.service.take_dirty_keys() == {"a"}
+    _scoped(h, "a").delete_event_time_timer(10)
+    assert h.service.take_dirty_keys() == {"a"}
+    assert h.service.snapshot_key("a") == {"event": [], "processing": []}

@@ -9,11 +9,10 @@ to use it after the call returns.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import NoReturn, cast
 
 from service.core.time import Clock, TimeDomain
-from service.core.timers import TimerService
+from service.core.timers import ScopedTimers, TimerService
 from service.operators.base import Collector, KeyedOutput
 from service.operators.process.errors import NoCurrentKey
 from service.operators.process.state import (
@@ -34,47 +33,21 @@ def _bad_timer(key: str | None, timestamp: object) -> NoReturn:
     raise TypeError(f"timer timestamps are int epoch milliseconds, got {timestamp!r}")
 
 
-class TimerServiceView:
+class TimerServiceView(ScopedTimers[str, None]):
     """Timers of the current key: register and delete, in event or processing time.
 
     Registering a timer that is already queued is a no-op; deleting an absent one too.
     A timer whose time has already passed fires at the next watermark (event time) or
-    processing-time advance.
+    processing-time advance. (The register/delete methods are the core's
+    :class:`~service.core.timers.ScopedTimers`: one call per timer operation.)
     """
 
-    __slots__ = ("_ctx", "_del_event", "_del_proc", "_reg_event", "_reg_proc", "_timers")
+    __slots__ = ("_ctx", "_timers")
 
     def __init__(self, ctx: Context, timers: ProcessTimers) -> None:
+        super().__init__(timers, ctx, None, _bad_timer)
         self._ctx = ctx
         self._timers = timers
-        self._reg_event: Callable[[int, str, None], None] = timers.register_event_time_timer
-        self._del_event: Callable[[int, str, None], None] = timers.delete_event_time_timer
-        self._reg_proc: Callable[[int, str, None], None] = timers.register_processing_time_timer
-        self._del_proc: Callable[[int, str, None], None] = timers.delete_processing_time_timer
-
-    def register_event_time_timer(self, timestamp: int) -> None:
-        key = self._ctx.key
-        if key is None or type(timestamp) is not int:
-            _bad_timer(key, timestamp)
-        self._reg_event(timestamp, key, None)
-
-    def delete_event_time_timer(self, timestamp: int) -> None:
-        key = self._ctx.key
-        if key is None:
-            _bad_timer(key, timestamp)
-        self._del_event(timestamp, key, None)
-
-    def register_processing_time_timer(self, timestamp: int) -> None:
-        key = self._ctx.key
-        if key is None or type(timestamp) is not int:
-            _bad_timer(key, timestamp)
-        self._reg_proc(timestamp, key, None)
-
-    def delete_processing_time_timer(self, timestamp: int) -> None:
-        key = self._ctx.key
-        if key is None:
-            _bad_timer(key, timestamp)
-        self._del_proc(timestamp, key, None)
 
     @property
     def current_watermark(self) -> int:
