@@ -23,14 +23,19 @@ class Interrupted(Exception):
 class Interruptible:
     """Awaits one thing at a time in a task that :meth:`interrupt` can cancel."""
 
-    __slots__ = ("_pending", "interrupted")
+    __slots__ = ("_pending", "aborted", "interrupted")
 
     def __init__(self) -> None:
         self.interrupted = False
+        self.aborted: BaseException | None = None
+        """Set by :meth:`abort`: raised by what is awaited now and by every later await."""
         self._pending: asyncio.Task[Any] | None = None
 
     async def run(self, awaitable: Coroutine[Any, Any, T]) -> T:
         """Await ``awaitable``; :class:`Interrupted` if a stop cancelled it (or came first)."""
+        if self.aborted is not None:
+            awaitable.close()
+            raise self.aborted
         if self.interrupted:
             awaitable.close()
             raise Interrupted
@@ -40,8 +45,11 @@ class Interruptible:
             return await task
         except asyncio.CancelledError:
             current = asyncio.current_task()
-            if self.interrupted and (current is None or current.cancelling() == 0):
-                raise Interrupted from None
+            if current is None or current.cancelling() == 0:
+                if self.aborted is not None:
+                    raise self.aborted from None
+                if self.interrupted:
+                    raise Interrupted from None
             raise
         finally:
             self._pending = None
@@ -49,6 +57,17 @@ class Interruptible:
     def interrupt(self) -> None:
         """Cancel what is being awaited, and refuse what comes next."""
         self.interrupted = True
+        if self._pending is not None:
+            self._pending.cancel()
+
+    def abort(self, exc: BaseException) -> None:
+        """Fail what is being awaited, and everything awaited later, with ``exc``.
+
+        For a broker that went away: aiokafka's ``getmany`` can wait indefinitely for a
+        group coordinator that does not answer, so the error is not left for it to see.
+        """
+        if self.aborted is None:
+            self.aborted = exc
         if self._pending is not None:
             self._pending.cancel()
 

@@ -50,6 +50,8 @@ class Runtime:
         self.metrics = metrics
         self._runners: dict[str, PipelineRunner] = {}
         self._broker_ready = False
+        self._broker_up = asyncio.Event()
+        """Set while :attr:`ready`: runners wait on it after losing the broker."""
         self._health_task: asyncio.Task[None] | None = None
         self._client: AIOKafkaClient | None = None
 
@@ -86,7 +88,14 @@ class Runtime:
         """Start running ``definition`` (joins its consumer group); returns its status."""
         if definition.name in self._runners:
             raise PipelineExists(definition.name)
-        runner = PipelineRunner(definition, self.settings, self.clock, self.metrics)
+        runner = PipelineRunner(
+            definition,
+            self.settings,
+            self.clock,
+            self.metrics,
+            broker_check=self.check_broker,
+            broker_up=self._broker_up,
+        )
         self._runners[definition.name] = runner
         runner.start()
         return runner.status()
@@ -175,7 +184,15 @@ class Runtime:
             ready = False
         if ready and not self._broker_ready:
             logger.info("broker reachable at %s", self.settings.bootstrap_servers)
+        lost = self._broker_ready and not ready
         self._broker_ready = ready
+        if ready:
+            self._broker_up.set()
+        else:
+            self._broker_up.clear()
+        if lost:
+            for runner in self._runners.values():
+                runner.broker_lost()
         self.metrics.broker_ready.set(1 if ready else 0)
         return ready
 

@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Awaitable, Callable
 
 from service.core.time import Clock, SystemClock
 from service.runtime.definition import PipelineDefinition
@@ -32,6 +33,13 @@ logger = logging.getLogger(__name__)
 
 _HEALTHY_SESSION_S = 30.0
 
+_CLOSE_TIMEOUT_S = 5.0
+"""How long a failed session's clients may take to stop (a dead broker never answers)."""
+
+
+class BrokerUnavailable(ConnectionError):
+    """The broker stopped answering the runtime's health check."""
+
 
 class PipelineRunner:
     """Runs one pipeline until stopped; restarts its session after errors."""
@@ -42,7 +50,12 @@ class PipelineRunner:
         settings: RuntimeSettings,
         clock: Clock | None = None,
         metrics: RuntimeMetrics = METRICS,
+        broker_check: Callable[[], Awaitable[bool]] | None = None,
+        broker_up: asyncio.Event | None = None,
     ) -> None:
+        """``broker_check`` and ``broker_up`` are the runtime's health check and its
+        result: after a failure with the broker unreachable, the runner waits for
+        ``broker_up`` instead of failing again at every backoff (no crash loop)."""
         self.definition = definition
         self.settings = settings
         self.clock: Clock = clock or SystemClock()
@@ -55,6 +68,9 @@ class PipelineRunner:
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._session: Session | None = None
+        self._session_task: asyncio.Task[bool] | None = None
+        self._broker_check = broker_check
+        self._broker_up = broker_up
 
     # -- control ---------------------------------------------------------------------
     def start(self) -> None:
@@ -88,6 +104,22 @@ class PipelineRunner:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._set_state(PipelineState.STOPPED)
+
+    def broker_lost(self) -> None:
+        """The health check lost the broker: end the session now, without a checkpoint.
+
+        Its consumer would otherwise keep retrying in place, and after a broker restart
+        that lost its data (the embedded broker) it would seek to offsets of topics that
+        no longer exist and checkpoint state that no longer matches them. A new session
+        starts when the broker is back and restores from the changelog (on Kafka, it has
+        everything the last checkpoint covered; the input after it is replayed).
+        """
+        session = self._session
+        if session is not None:
+            session.abort(BrokerUnavailable("the broker is not reachable"))
+        task = self._session_task
+        if task is not None:
+            task.cancel()
 
     def pause(self) -> None:
         """Stop consuming now (a fetch in flight is dropped by the consumer); state kept.
@@ -164,28 +196,88 @@ class PipelineRunner:
             session = Session(self)
             self._session = session
             try:
-                finished = await session.run()
+                finished = await self._run_session(session)
             except asyncio.CancelledError:
                 await session.close(checkpoint=False)
                 raise
             except Exception as exc:
-                await session.close(checkpoint=False)
+                reason = f"{type(exc).__name__}: {exc}"
+                self._set_state(PipelineState.FAILED, reason)  # at once: closing can be slow
+                await self._close_failed(session)
                 if time.monotonic() - started > _HEALTHY_SESSION_S:
                     backoff = self.settings.restart_backoff_initial_s
                 self.restarts += 1
                 self.metrics.pipeline_restarts.labels(name).inc()
-                reason = f"{type(exc).__name__}: {exc}"
                 logger.warning(
                     "pipeline %s failed (%s); restarting in %.1fs", name, reason, backoff
                 )
+                if await self._broker_down():
+                    logger.warning("pipeline %s: waiting for the broker", name)
+                    self._set_state(PipelineState.FAILED, f"{reason} (waiting for the broker)")
+                    await self._wait_for_broker()
+                    backoff = self.settings.restart_backoff_initial_s
+                    continue
                 self._set_state(PipelineState.FAILED, f"{reason} (retrying in {backoff:.1f}s)")
-                try:
-                    async with asyncio.timeout(backoff):
-                        await self._stop.wait()
-                except TimeoutError:
-                    pass
+                await self._wait_stop(backoff)
                 backoff = min(backoff * 2, self.settings.restart_backoff_max_s)
                 continue
             if finished:
                 self._set_state(PipelineState.FINISHED)
             return
+
+    async def _run_session(self, session: Session) -> bool:
+        """``session.run()`` in a task of its own, so :meth:`broker_lost` can end it
+        wherever it waits (a fetch, a flush awaiting acks, a join); the session's error
+        is then raised here as its failure."""
+        task = asyncio.get_running_loop().create_task(
+            session.run(), name=f"clockwork-session-{self.definition.name}"
+        )
+        self._session_task = task
+        try:
+            return await task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if session.error is not None and (current is None or current.cancelling() == 0):
+                raise session.error from None
+            raise
+        finally:
+            self._session_task = None
+
+    async def _close_failed(self, session: Session) -> None:
+        """Close a failed session's clients, bounded: with the broker gone, aiokafka's
+        ``stop()`` can wait for requests that are never answered."""
+        try:
+            async with asyncio.timeout(_CLOSE_TIMEOUT_S):
+                await session.close(checkpoint=False)
+        except TimeoutError:
+            logger.warning(
+                "pipeline %s: failed session did not close in time", self.definition.name
+            )
+
+    async def _broker_down(self) -> bool:
+        """Whether the runtime's health check (asked now) finds the broker unreachable."""
+        if self._broker_check is None or self._stop.is_set():
+            return False
+        return not await self._broker_check()
+
+    async def _wait_for_broker(self) -> None:
+        """Until the health check sees the broker again, or a stop; no session meanwhile."""
+        up = self._broker_up
+        if up is None:
+            return
+        stop = asyncio.ensure_future(self._stop.wait())
+        back = asyncio.ensure_future(up.wait())
+        try:
+            await asyncio.wait({stop, back}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+            back.cancel()
+            await asyncio.gather(stop, back, return_exceptions=True)
+
+    async def _wait_stop(self, delay_s: float) -> None:
+        """Sleep ``delay_s``, or less if a stop comes."""
+        try:
+            async with asyncio.timeout(delay_s):
+                await self._stop.wait()
+        except TimeoutError:
+            pass

@@ -16,6 +16,7 @@ state) and starts a new one after a backoff.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -148,7 +149,12 @@ class Session:
                 await abandon_join(self.consumer)
             try:
                 await self.consumer.stop()
-            except Exception:
+            except (Exception, asyncio.CancelledError):
+                # aiokafka's fetcher can re-raise the cancellation of a fetch that an
+                # abort (broker lost) cut short; only a cancellation of this task counts.
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    raise
                 logger.warning(
                     "pipeline %s: consumer did not stop cleanly", self.name, exc_info=True
                 )
@@ -179,6 +185,11 @@ class Session:
         """An error outside the loop (a timer, the emitter): the loop ends the session."""
         if self.error is None:
             self.error = exc
+
+    def abort(self, exc: BaseException) -> None:
+        """End the session now with ``exc``, also if it waits in a fetch or a join."""
+        self.fail(exc)
+        self.interrupts.abort(exc)
 
     def raise_error(self) -> None:
         if self.error is not None:
