@@ -142,6 +142,11 @@ class Operator(Protocol):
 
     def gauges(self) -> OperatorGauges: ...
 
+    def timer_counts(self) -> dict[str, tuple[int, int, int]]:
+        """Per domain (``"event"``, ``"processing"``): timers ``(registered, fired, deleted)``
+        since creation or restore; O(1), for the runtime's metrics."""
+        ...
+
     def snapshot(self) -> dict[str, Any]:
         """The whole state as plain data (JSON-safe: dicts, lists, str, int, float, bool)."""
         ...

@@ -195,15 +195,5 @@ class PartitionTask:
 
 
 def read_timer_counts(operator: Operator) -> dict[str, tuple[int, int, int]]:
-    """The operator's timer-service counts, or none for an operator without one.
-
-    Reads the ``_timers`` attribute both operator kinds keep their
-    :class:`~service.core.timers.TimerService` in (the Operator protocol has no accessor
-    for it yet); O(1), called per metrics refresh, never per record.
-    """
-    service = getattr(operator, "_timers", None)
-    counts = getattr(service, "counts", None)
-    if counts is None:
-        return {}
-    result: dict[str, tuple[int, int, int]] = counts()
-    return result
+    """The operator's timer counts per domain; O(1), per metrics refresh, never per record."""
+    return operator.timer_counts()

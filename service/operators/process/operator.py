@@ -185,6 +185,9 @@ class KeyedProcessOperator:
             keys=self._state.keys_with_state(),
         )
 
+    def timer_counts(self) -> dict[str, tuple[int, int, int]]:
+        return self._timers.counts()
+
     # -- timers -------------------------------------------------------------------------
     def _on_event_time(self, timestamp: int, key: str, _namespace: None) -> None:
         ctx = self._ctx

@@ -140,6 +140,9 @@ class WindowOperatorBase:
             keys=self.key_count(),
         )
 
+    def timer_counts(self) -> dict[str, tuple[int, int, int]]:
+        return self._timers.counts()
+
     def stats(self) -> dict[str, Any]:
         """Cumulative counters and, per aggregation, the values it skipped as invalid."""
         out: dict[str, Any] = self.counters.as_dict()
