@@ -149,15 +149,18 @@ class BatchProducer:
             await self._progress.wait()
             self._raise_error()
 
-    def _delivered(self, size: int, future: asyncio.Future[Any]) -> None:
+    def _delivered(
+        self, topic: str, partition: int, size: int, future: asyncio.Future[Any]
+    ) -> None:
         self._pending -= size
         if future.cancelled():
             if self._error is None:
-                self._error = ProduceError("a batch was cancelled")
+                self._error = ProduceError(f"a batch to {topic}/{partition} was cancelled")
         else:
             exc = future.exception()
             if exc is not None and self._error is None:
-                self._error = exc
+                self._error = ProduceError(f"a batch to {topic}/{partition} failed: {exc!r}")
+                self._error.__cause__ = exc
         self._progress.set()
 
     async def _run(self) -> None:
@@ -170,7 +173,9 @@ class BatchProducer:
                 while ready:
                     builder, topic, partition, size = ready.popleft()
                     future = await send_batch(builder, topic, partition=partition)
-                    future.add_done_callback(lambda f, s=size: self._delivered(s, f))
+                    future.add_done_callback(
+                        lambda f, t=topic, p=partition, s=size: self._delivered(t, p, s, f)
+                    )
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # delivered to the pipeline loop by wait_capacity/flush

@@ -161,8 +161,8 @@ async def read_changelog(
     )
     reader = _Reader()
     deadline = time.monotonic() + timeout_s
-    await consumer.start()
     try:
+        await consumer.start()  # inside: a failed start still needs its stop()
         consumer.assign(log_parts)
         await consumer.seek_to_beginning(*log_parts)
         remaining = set(log_parts)
@@ -216,8 +216,8 @@ async def reset_state(bootstrap_servers: str, definition: PipelineDefinition) ->
         await delete_old_changelogs(bootstrap_servers, definition)
     counts = await ensure_topics(bootstrap_servers, definition)
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap_servers, acks="all")
-    await producer.start()
     try:
+        await producer.start()  # inside: a failed start still needs its stop()
         batches = BatchProducer(producer)
         batches.start()
         try:

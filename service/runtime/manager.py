@@ -197,6 +197,19 @@ class Runtime:
         return ready
 
     async def _watch_broker(self) -> None:
+        """Check the broker every ``broker_check_interval_s``.
+
+        A broker restart faster than the interval is not seen here: readiness stays
+        true and :meth:`PipelineRunner.broker_lost` is not called. The sessions then
+        meet the restart themselves: on Kafka (data and offsets survive) the clients
+        reconnect and carry on; on a broker that lost its data (Tansu) a produce or a
+        commit to a topic that is gone is expected to fail, ending the session like any
+        failed session, and the runner restarts it after its backoff (the new session
+        recreates the output and changelog topics). Not covered by a test. A consumer
+        whose fetches keep working against a source topic recreated in between is not
+        detected: ``auto_offset_reset`` moves it with its old in-memory state. Lower
+        the interval where that matters; on Kafka it cannot happen (topics survive).
+        """
         while True:
             await asyncio.sleep(self.settings.broker_check_interval_s)
             await self.check_broker()

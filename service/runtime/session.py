@@ -22,6 +22,7 @@ from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.errors import KafkaConnectionError
 
 from service.core.alignment import WatermarkAlignment
 from service.runtime.batch_producer import BatchProducer
@@ -44,6 +45,25 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+
+def drop_unsent(producer: AIOKafkaProducer, error: BaseException | None) -> None:
+    """Fail the producer's queued and in-flight batches, so ``stop()`` does not wait.
+
+    ``AIOKafkaProducer.stop()`` first delivers everything queued, retrying for as long
+    as the broker is away. A failed session's outputs are not covered by a checkpoint
+    (a new session reproduces them), so they are dropped instead. Otherwise a stop cut
+    short by a timeout leaves the producer running: when a broker listens on the
+    address again it sends stale batches, and its metadata requests auto-create the
+    pipeline's topics with the broker's defaults, racing the new session's creation
+    of them with the right partition counts and configs (on Tansu the changelog then
+    answered produce requests with ``UnknownError``). Reaches into aiokafka's private
+    ``_message_accumulator.fail_all`` (aiokafka 0.14); without it the stop waits.
+    """
+    accumulator = getattr(producer, "_message_accumulator", None)
+    fail_all = getattr(accumulator, "fail_all", None)
+    if fail_all is not None:
+        fail_all(KafkaConnectionError(f"session ended: {error!r}"))
 
 
 class Session:
@@ -139,9 +159,17 @@ class Session:
     async def close(self, checkpoint: bool) -> None:
         """Stop the clients; with ``checkpoint`` first make every partition durable."""
         await self.emitter.stop()
+        graceful = checkpoint and self.consumer is not None and self.error is None
+        if graceful and not self.emitter.combiner.finished:
+            # Deliver the watermark of everything processed before checkpointing. Without
+            # it a stop right after a batch (before the next tick) checkpoints operators
+            # behind their input, and the next owner fires those windows on its first
+            # tick: a graceful restart that re-emits (the flake of
+            # test_graceful_shutdown_then_restart_reemits_nothing under load).
+            self.emitter.emit(self.clock.now_ms())
         for part in self.partitions.values():
             part.close()
-        if checkpoint and self.consumer is not None and self.error is None:
+        if graceful:
             await self.checkpointer.checkpoint(list(self.partitions.values()))
         self.checkpoint_on_revoke = False
         if self.consumer is not None:
@@ -162,6 +190,8 @@ class Session:
         if self.batches is not None:
             await self.batches.close()
         if self.producer is not None:
+            if not checkpoint or self.error is not None:
+                drop_unsent(self.producer, self.error)
             try:
                 await self.producer.stop()
             except Exception:

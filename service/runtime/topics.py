@@ -38,8 +38,10 @@ async def ensure_topics(
     The returned mapping covers the source topics, the output topics and the changelog.
     """
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers, request_timeout_ms=15_000)
-    await admin.start()
     try:
+        # start() inside: a start that fails half way (the broker went away) has
+        # connections open, and only close() ends them (no unclosed transports).
+        await admin.start()
         counts = await _partition_counts(admin, list(definition.topics))
         missing = [t for t in definition.topics if not counts.get(t)]
         if missing:

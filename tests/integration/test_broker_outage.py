@@ -104,6 +104,17 @@ async def test_broker_outage_readiness_and_no_crash_loop() -> None:
             return runtime.ready
 
         await wait_until(ready, timeout_s=10)
+        # New input after the restart; the record at 40 s closes the windows of 20-39 s.
+        await produce(bootstrap, topic, records(20, 40) + records(45, 46))
+
+        async def new_windows() -> bool:
+            return len(windows(await read_json(bootstrap, f"{name}.out"))) == 8
+
+        await wait_until(new_windows, timeout_s=30)
+        assert windows(await read_json(bootstrap, f"{name}.out")) == {
+            (f"u{k}", BASE + w * 10_000): 10 for k in range(4) for w in range(2, 4)
+        }
+        assert runner.state is PipelineState.RUNNING
     finally:
         await runtime.shutdown()
         broker.stop()
