@@ -55,6 +55,16 @@ class FetchLoop:
         aligning = session.alignment is not None
         while not stop.is_set():
             pauses.apply()
+            # ``timeout_ms`` does not bound this call during a group (re)join: aiokafka's
+            # ``Fetcher.fetched_records`` first awaits ``wait_for_assignment()`` with no
+            # timeout while a reassignment is in progress, and on Tansu a join waits
+            # ``session_timeout_ms / 2`` (a first join is often followed by a second one
+            # once topic metadata arrives, and a member late with its heartbeat rejoins).
+            # It is the one way found in aiokafka 0.14 for a call to last seconds with a
+            # healthy broker (a fetch waits at most ``fetch_max_wait_ms``; with every
+            # partition paused the call returns after ``timeout_ms``); measured runs of
+            # the graceful-restart test showed no call over 0.3 s. A stop never waits
+            # for it: ``interruptible`` cancels the call and the close checkpoints.
             try:
                 batch = await session.interruptible(
                     consumer.getmany(timeout_ms=timeout_ms, max_records=max_records)

@@ -254,3 +254,47 @@ async def test_graceful_shutdown_then_restart_reemits_nothing(bootstrap_servers:
     assert first  # closed windows were emitted
     await run_until_caught_up()
     assert await read_json(bootstrap_servers, f"{name}.out") == first
+
+
+async def test_graceful_shutdown_delivers_the_watermark_before_its_checkpoint(
+    bootstrap_servers: str,
+) -> None:
+    """With a watermark interval longer than the run, no tick ever comes: the windows
+    closed by the input fire only because a graceful stop delivers the watermark of
+    everything processed before it checkpoints. Without that, the checkpoint would hold
+    operators behind their input, and the next owner would fire those windows (the
+    re-emission that made the graceful-restart test flaky when a stop came right after
+    a batch)."""
+    name = unique("finalwm")
+    topic = f"{name}.in"
+    await create_topic(bootstrap_servers, topic, 2)
+    data = [
+        {"user": f"u{k}", "ts": BASE + i * 1000, "amount": i} for i in range(35) for k in range(4)
+    ]
+    await produce(
+        bootstrap_servers, topic, [json_record(int(e["user"][1:]) % 2, e["user"], e) for e in data]
+    )
+    definition = window_definition(name, [topic], TUMBLING, bounded=False, interval_ms=600_000)
+
+    async def run_until_caught_up() -> None:
+        runtime = Runtime(runtime_settings(bootstrap_servers, checkpoint_interval_ms=60_000))
+        await runtime.start()
+        runtime.start_pipeline(definition)
+        try:
+
+            async def caught_up() -> bool:
+                parts = runtime.status(name).partitions
+                return len(parts) == 2 and all(p.lag == 0 for p in parts)
+
+            await wait_until(caught_up, timeout_s=20)
+        finally:
+            await runtime.shutdown()
+
+    await run_until_caught_up()
+    first = await read_json(bootstrap_servers, f"{name}.out")
+    # Watermark 34 s - 1 ms: the windows [0, 10 s), [10, 20 s) and [20, 30 s) are closed.
+    closed = {w: r for w, r in expected(data).items() if w[1] < BASE + 30_000}
+    assert by_window(first) == closed
+    assert len(first) == len(closed)
+    await run_until_caught_up()
+    assert await read_json(bootstrap_servers, f"{name}.out") == first
