@@ -63,8 +63,9 @@ PEERS: tuple[Peer, ...] = (
         "Faust (faust-streaming)",
         "faust_runner.py",
         ("faust-streaming==0.15.3", "orjson"),
-        note="windowed table tumbling(60s) relative to the event's ts; results "
-        "emitted from on_window_close (periodic cleanup, not a watermark); 1 worker",
+        note="windowed table tumbling(60s) relative to the event's ts, memory store; "
+        "every window emitted once from the table at end of input (Faust's "
+        "on_window_close follows the wall clock, not a watermark); 1 worker",
     ),
     Peer(
         "flink",
