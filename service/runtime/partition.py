@@ -17,7 +17,7 @@ from aiokafka import TopicPartition
 
 from service.core.time import MIN_TIMESTAMP, Clock
 from service.core.watermarks import Punctuated, WatermarkGenerator
-from service.operators.base import InputRecord, Operator, WindowResult
+from service.operators.base import InputRecord, Operator
 from service.runtime.decoding import DeadLetter, RecordDecoder
 from service.runtime.processing_timers import ProcessingTimeScheduler
 from service.runtime.sinks import OutputSink
@@ -141,12 +141,7 @@ class PartitionTask:
         collector = self.operator.collector
         if collector.results:
             results, late, failed = collector.drain()
-            firings = self.firings
-            for result in results:
-                if type(result) is WindowResult:
-                    kind = result.fire.value
-                    firings[kind] = firings.get(kind, 0) + 1
-            self.sink.results(self.partition, results)
+            self.sink.results(self.partition, results, self.firings)
         else:
             if not collector.late and not collector.failed:
                 self._take_dropped(collector)

@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from service.operators.base import FailedRecord, KeyedOutput, LateRecord, WindowResult
+from service.operators.base import FailedRecord, FireKind, KeyedOutput, LateRecord, WindowResult
 from service.runtime.batch_producer import BatchProducer
 from service.runtime.decoding import DeadLetter
 from service.runtime.definition import PipelineDefinition
@@ -96,26 +96,47 @@ class OutputSink:
         self._batches.send_open()
 
     # -- results ---------------------------------------------------------------------
-    def results(self, source_partition: int, results: Iterable[WindowResult | KeyedOutput]) -> None:
-        """Append results in emission order."""
+    def results(
+        self,
+        source_partition: int,
+        results: Iterable[WindowResult | KeyedOutput],
+        firings: dict[str, int],
+    ) -> None:
+        """Append results in emission order, counting window firings by kind into ``firings``.
+
+        Per result: one dict, one ``orjson.dumps`` without options (the options and the
+        ``default`` hook cost ~0.4 us per call), and only a value plain orjson rejects (a
+        set, a non-string dict key) goes through :func:`dumps`: where plain orjson
+        succeeds, both write the same bytes.
+        """
         topic = self._result_topic
         partition = source_partition % self._result_parts
         append = self._batches.append
         name = self._name
+        fast_dumps = orjson.dumps
+        encode_error = orjson.JSONEncodeError
+        on_time_kind = FireKind.ON_TIME
+        on_time = 0
         count = 0
         for result in results:
             if type(result) is WindowResult:
+                fire = result.fire
+                end = result.end
                 value = {
                     "pipeline": name,
                     "key": result.key,
-                    "window": {"start": result.start, "end": result.end},
+                    "window": {"start": result.start, "end": end},
                     "result": result.result,
-                    "fire": result.fire,
+                    "fire": fire,
                     "seq": result.seq,
                     "watermark": result.watermark,
                     "id": result.id,
                 }
-                timestamp: int | None = result.end - 1
+                timestamp: int | None = end - 1
+                if fire is on_time_kind:
+                    on_time += 1
+                else:
+                    firings[fire.value] = firings.get(fire.value, 0) + 1
             else:
                 value = {
                     "pipeline": name,
@@ -125,8 +146,15 @@ class OutputSink:
                     "id": result.id,
                 }
                 timestamp = result.timestamp
-            append(topic, partition, result.key.encode(), dumps(value), timestamp)
+            try:
+                payload = fast_dumps(value)
+            except encode_error:
+                payload = dumps(value)
+            append(topic, partition, result.key.encode(), payload, timestamp)
             count += 1
+        if on_time:
+            kind = on_time_kind.value
+            firings[kind] = firings.get(kind, 0) + on_time
         self.results_sent += count
 
     # -- late data -------------------------------------------------------------------
