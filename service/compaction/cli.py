@@ -92,9 +92,11 @@ def build_session(master: str | None, conf: dict[str, str]) -> SparkSession:
     """A SparkSession for the job: UTC session time zone, dynamic partition overwrite.
 
     In local mode the Python workers run this interpreter (they need pyarrow and
-    confluent-kafka), unless ``PYSPARK_PYTHON`` says otherwise.
+    confluent-kafka), unless ``PYSPARK_PYTHON`` says otherwise, and the driver binds to
+    loopback: nothing outside the machine needs to reach a local-mode job.
     """
-    if master is not None and master.startswith("local"):
+    local = master is not None and master.startswith("local")
+    if local:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName("clockwork-compaction")
     if master is not None:
@@ -102,6 +104,11 @@ def build_session(master: str | None, conf: dict[str, str]) -> SparkSession:
     settings = {
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.sources.partitionOverwriteMode": "dynamic",
+        **(
+            {"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"}
+            if local
+            else {}
+        ),
         **conf,
     }
     for key, value in settings.items():
