@@ -28,22 +28,18 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import gc
 import pstats
-import random
 import time
 from collections.abc import Callable
 from typing import Any
 
+from benchmarks.inprocess import BOUND_MS, KEYS, gc_like_the_service, make_records
 from service.core.time import MAX_TIMESTAMP, ManualClock
 from service.functions import Context, KeyedProcessFunction, Out
 from service.operators.base import InputRecord
 from service.operators.process import KeyedProcessOperator, build_process_operator
-from service.runtime.settings import RuntimeSettings
 
-BOUND_MS = 2000
 BATCH = 1000
-KEYS = 10_000
 TIMEOUT_MS = 600_000
 CHECKPOINT_EVERY = 100_000
 
@@ -72,29 +68,6 @@ class CountWithTimer(KeyedProcessFunction):
         out.collect(self.count.value())
         self.count.clear()
         self.deadline.clear()
-
-
-def gc_like_the_service() -> None:
-    """The cyclic collector as the service runs it (``RuntimeSettings.gc_threshold``), with
-    the input frozen out of collections: here it is 1M long-lived dicts, in the service
-    each batch is garbage after use. With Python's default thresholds the collector
-    rescans the input so often that it costs a third of the run (``--default-gc``)."""
-    gc.freeze()
-    threshold = RuntimeSettings(bootstrap_servers="").gc_threshold  # its default
-    if threshold is not None:
-        gc.set_threshold(*threshold)
-
-
-def make_records(count: int, seed: int = 7) -> list[InputRecord]:
-    rng = random.Random(seed)
-    base = 1_700_000_000_000
-    users = [f"user-{i}" for i in range(KEYS)]
-    records: list[InputRecord] = []
-    for i in range(count):
-        user = users[rng.randrange(KEYS)]
-        ts = base + i - rng.randrange(BOUND_MS)
-        records.append((user, ts, {"user": user, "ts": ts}, i, None))
-    return records
 
 
 def build_inactivity() -> KeyedProcessOperator:

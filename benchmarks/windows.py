@@ -21,21 +21,17 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import gc
 import pstats
-import random
 import time
 from dataclasses import dataclass
 from typing import Any
 
+from benchmarks.inprocess import BOUND_MS, gc_like_the_service, make_records
 from service.core.time import MAX_TIMESTAMP, ManualClock
 from service.operators.base import InputRecord, WindowResult
 from service.operators.window import build_window_operator
-from service.runtime.settings import RuntimeSettings
 
-BOUND_MS = 2000
 BATCH = 1000
-KEYS = 10_000
 CHECKPOINT_EVERY = 100_000
 AGGREGATIONS = {"orders": {"fn": "count"}, "revenue": {"fn": "sum", "field": "amount"}}
 
@@ -45,30 +41,6 @@ SCENARIOS: dict[str, tuple[dict[str, Any], int]] = {
     "sliding 60s/10s": ({"type": "sliding", "size_ms": 60_000, "slide_ms": 10_000}, 6),
     "session gap 30s": ({"type": "session", "gap_ms": 30_000}, 1),
 }
-
-
-def gc_like_the_service() -> None:
-    """The cyclic collector as the service runs it (``RuntimeSettings.gc_threshold``), with
-    the input frozen out of collections: here it is 1M long-lived dicts, in the service
-    each batch is garbage after use. With Python's default thresholds the collector
-    rescans the input so often that it costs a third of the run (``--default-gc``)."""
-    gc.freeze()
-    threshold = RuntimeSettings(bootstrap_servers="").gc_threshold  # its default
-    if threshold is not None:
-        gc.set_threshold(*threshold)
-
-
-def make_records(count: int, seed: int = 7) -> list[InputRecord]:
-    rng = random.Random(seed)
-    base = 1_700_000_000_000
-    users = [f"user-{i}" for i in range(KEYS)]
-    records: list[InputRecord] = []
-    for i in range(count):
-        user = users[rng.randrange(KEYS)]
-        ts = base + i - rng.randrange(BOUND_MS)
-        value = {"user": user, "ts": ts, "amount": rng.randrange(1, 10_000) / 100}
-        records.append((user, ts, value, i, None))
-    return records
 
 
 @dataclass(slots=True)
@@ -187,7 +159,7 @@ def main(argv: list[str] | None = None) -> None:
         "--default-gc", action="store_true", help="Python's GC thresholds, input not frozen"
     )
     args = parser.parse_args(argv)
-    records = make_records(args.records)
+    records = make_records(args.records, amounts=True)
     if not args.default_gc:
         gc_like_the_service()
     if args.checkpoints:
