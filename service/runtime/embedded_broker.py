@@ -8,6 +8,7 @@ Apache Kafka.
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import signal
@@ -15,20 +16,32 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from types import TracebackType
 
 logger = logging.getLogger(__name__)
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
-    """Linux: the broker gets SIGTERM when the process that started it dies, even by
-    SIGKILL, so a crashed test or service never leaves a broker behind."""
-    try:
-        import ctypes
+def _parent_death_signal() -> Callable[[], None] | None:
+    """Linux: a pre-exec hook giving the broker SIGTERM when the process that started it
+    dies, even by SIGKILL, so a crashed test or service never leaves a broker behind.
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
+    libc is loaded here, in the parent: between fork and exec the child only makes the
+    one call (no import, no library loading while another thread may hold a lock).
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    pr_set_pdeathsig = 1
+    term = int(signal.SIGTERM)
+
+    def hook() -> None:  # pragma: no cover - runs in the child before exec
+        prctl(pr_set_pdeathsig, term)
+
+    return hook
 
 
 class BrokerStartError(RuntimeError):
@@ -80,7 +93,7 @@ class EmbeddedBroker:
                 # Its own process group, so a Ctrl-C in the terminal reaches us, not it,
                 # and we stop it in order.
                 start_new_session=True,
-                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+                preexec_fn=_parent_death_signal(),
                 env={**os.environ, "RUST_LOG": os.environ.get("TANSU_LOG", "warn")},
             )
         finally:
