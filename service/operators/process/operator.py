@@ -190,30 +190,27 @@ class KeyedProcessOperator:
 
     # -- timers -------------------------------------------------------------------------
     def _on_event_time(self, timestamp: int, key: str, _namespace: None) -> None:
-        ctx = self._ctx
-        ctx.key = key
-        ctx.timestamp = timestamp
-        ctx.time_domain = TimeDomain.EVENT_TIME
-        ctx._position = f"te{timestamp}"
-        ctx._n = 0
-        self._dirty.add(key)
-        try:
-            self._function.on_timer(timestamp, ctx, self._out)
-        except Exception as exc:
-            self._fail(None, key, exc, f"on_timer(event-time timer at {timestamp})")
+        # An event-time firing's output is stamped with the timer's time.
+        self._on_timer(timestamp, key, TimeDomain.EVENT_TIME, timestamp, "te")
 
     def _on_processing_time(self, timestamp: int, key: str, _namespace: None) -> None:
+        # A processing-time firing has no record timestamp (as in Flink).
+        self._on_timer(timestamp, key, TimeDomain.PROCESSING_TIME, None, "tp")
+
+    def _on_timer(
+        self, timestamp: int, key: str, domain: TimeDomain, stamp: int | None, tag: str
+    ) -> None:
         ctx = self._ctx
         ctx.key = key
-        ctx.timestamp = None
-        ctx.time_domain = TimeDomain.PROCESSING_TIME
-        ctx._position = f"tp{timestamp}"
+        ctx.timestamp = stamp
+        ctx.time_domain = domain
+        ctx._position = f"{tag}{timestamp}"
         ctx._n = 0
         self._dirty.add(key)
         try:
             self._function.on_timer(timestamp, ctx, self._out)
         except Exception as exc:
-            self._fail(None, key, exc, f"on_timer(processing-time timer at {timestamp})")
+            self._fail(None, key, exc, f"on_timer({domain.value}-time timer at {timestamp})")
 
     def _reset_ctx(self) -> None:
         ctx = self._ctx
