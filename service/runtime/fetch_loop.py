@@ -1,6 +1,7 @@
 """The consumer loop of one session: fetch, process, backpressure, checkpoint on time.
 
-Each turn: apply the pause reasons, ``getmany`` a batch, hand each partition's records
+Each turn: apply the pause reasons, read a batch (:mod:`~service.runtime.batch_reader`:
+``getmany`` without a ``ConsumerRecord`` per record), hand each partition's records
 to its task (decode, process, drain outputs to the sink), update the combined watermark,
 queue the produced batches, wait while too much is unacknowledged (backpressure), and
 checkpoint every ``checkpoint_interval_ms``. Bounded input ends when every assigned
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiokafka import TopicPartition
 
+from service.runtime.batch_reader import BatchReader
 from service.runtime.decoding import DeadLetter
 from service.runtime.interrupts import Interrupted
 from service.runtime.partition import PartitionTask
@@ -53,6 +55,13 @@ class FetchLoop:
         perf = time.perf_counter
         pauses = session.pauses
         aligning = session.alignment is not None
+        reader = BatchReader(consumer)  # the consumer has started: its fetcher exists
+        if not reader.lean:
+            logger.warning(
+                "pipeline %s: this aiokafka cannot be read batch by batch; using getmany",
+                session.name,
+            )
+        read = reader.read
         while not stop.is_set():
             pauses.apply()
             # ``timeout_ms`` does not bound this call during a group (re)join: aiokafka's
@@ -67,7 +76,7 @@ class FetchLoop:
             # for it: ``interruptible`` cancels the call and the close checkpoints.
             try:
                 batch = await session.interruptible(
-                    consumer.getmany(timeout_ms=timeout_ms, max_records=max_records)
+                    read(timeout_ms=timeout_ms, max_records=max_records)
                 )
             except Interrupted:
                 break
@@ -122,7 +131,7 @@ class FetchLoop:
             session.records_in += count
             records_counter(tp).inc(count)
             if failed:
-                sink.dead_letters(tp.partition, failed)
+                sink.dead_letters(tp, failed)
                 failed.clear()
 
     def process_per_record(

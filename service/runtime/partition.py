@@ -150,7 +150,7 @@ class PartitionTask:
         if late:
             self.sink.late(self.partition, late)
         if failed:
-            self.sink.failures(self.partition, failed)
+            self.sink.failures(self.tp, failed)
         self._take_dropped(collector)
 
     def _take_dropped(self, collector: Any) -> None:

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import orjson
+from aiokafka import TopicPartition
 
 from service.operators.base import FailedRecord, FireKind, KeyedOutput, LateRecord, WindowResult
 from service.runtime.batch_producer import BatchProducer
@@ -179,28 +180,26 @@ class OutputSink:
             self.late_sent += 1
 
     # -- failures --------------------------------------------------------------------
-    def dead_letters(self, source_partition: int, records: Iterable[DeadLetter]) -> None:
-        """Records that could not be decoded, keyed or timestamped."""
+    def dead_letters(self, source: TopicPartition, records: Iterable[DeadLetter]) -> None:
+        """Records of ``source`` that could not be decoded, keyed or timestamped."""
         for record in records:
-            self._dead_letter(
-                source_partition, record.source, record.key, record.reason, record.error
-            )
+            self._dead_letter(source, record.source, record.key, record.reason, record.error)
 
-    def failures(self, source_partition: int, records: Iterable[FailedRecord]) -> None:
-        """Records (or timers) the operator or user code failed on."""
+    def failures(self, source: TopicPartition, records: Iterable[FailedRecord]) -> None:
+        """Records of ``source`` (or its timers) the operator or user code failed on."""
         for record in records:
-            self._dead_letter(
-                source_partition, record.source, record.key, record.reason, record.detail
-            )
+            self._dead_letter(source, record.source, record.key, record.reason, record.detail)
 
     def _dead_letter(
-        self, source_partition: int, source: Any, key: str | None, reason: str, error: str
+        self, tp: TopicPartition, source: Any, key: str | None, reason: str, error: str
     ) -> None:
+        """``source`` is the fetched Kafka record (it has no topic: ``tp`` says where)."""
+        source_partition = tp.partition
         headers: list[tuple[str, bytes]] = []
         if source is not None and hasattr(source, "offset"):
             headers.extend(source.headers or ())
             raw_key, raw_value, timestamp = source.key, source.value, source.timestamp
-            where = f"{source.topic}/{source.partition}/{source.offset}"
+            where = f"{tp.topic}/{source_partition}/{source.offset}"
             headers.append((HEADER_SOURCE, where.encode()))
         else:  # a timer's failure has no input record: describe it
             raw_key = key.encode() if key is not None else None

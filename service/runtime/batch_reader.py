@@ -1,0 +1,178 @@
+"""Fetched records, batch by batch, without a ``ConsumerRecord`` per record.
+
+aiokafka's ``getmany`` turns every record into a ``ConsumerRecord`` through three layers
+of Python generators (``FetchResult.getall`` -> ``PartitionRecords.__next__`` ->
+``_unpack_records`` -> ``_consumer_record``): about 2 us per record on this machine,
+most of what a raw aiokafka consume costs, and as much as decoding and windowing the
+record. The record batches underneath are already parsed by aiokafka's C extension, and
+a batch's records come out of it as objects with ``offset``, ``timestamp``, ``key``,
+``value`` and ``headers`` -- everything the runtime reads. :class:`BatchReader` drains
+the consumer's completed fetches into lists of those records (``list(batch)``, C speed)
+and keeps aiokafka's bookkeeping exactly as ``getmany`` does: it skips control batches
+and records before the fetch position, checks CRCs when the consumer does, advances the
+consumed position, wakes the fetcher for the next fetch, waits for data up to the
+timeout, and raises fetch errors.
+
+That needs aiokafka internals (``Fetcher._records``, ``FetchResult``, ``PartitionRecords``
+and a few helpers), so :func:`lean_reading_supported` checks them on the installed
+version, and a consumer that does not pass -- or reads ``read_committed``, whose aborted
+transactions only aiokafka's own path filters -- is read through ``getmany`` instead:
+same records, slower. ``tests/integration`` compares both paths on a real broker.
+
+``max_records`` is honoured per fetched partition: a partition's fetch (at most
+``max_partition_fetch_bytes``) is handed out whole, and no further partition is drained
+once the batch holds ``max_records``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, Protocol
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import ConsumerStoppedError, CorruptRecordException
+
+
+class FetchedRecord(Protocol):
+    """What the runtime reads of a Kafka record (aiokafka's batch records and
+    ``ConsumerRecord`` both have it)."""
+
+    @property
+    def offset(self) -> int: ...
+    @property
+    def timestamp(self) -> int: ...
+    @property
+    def key(self) -> bytes | None: ...
+    @property
+    def value(self) -> bytes | None: ...
+    @property
+    def headers(self) -> Any: ...
+
+
+Batch = dict[TopicPartition, list[Any]]
+
+_PREFETCH_TURNS = 4
+
+
+def lean_reading_supported(consumer: AIOKafkaConsumer) -> bool:
+    """Whether this aiokafka exposes what :class:`BatchReader` relies on."""
+    try:
+        from aiokafka.consumer.fetcher import READ_UNCOMMITTED, FetchResult, PartitionRecords
+    except ImportError:
+        return False
+    fetcher = getattr(consumer, "_fetcher", None)
+    subscription = getattr(consumer, "_subscription", None)
+    if fetcher is None or subscription is None:
+        return False
+    needed_fetcher = ("_records", "_notify", "_create_fetch_waiter", "_isolation_level")
+    needed_result = ("check_assignment", "_update_position")
+    return (
+        all(hasattr(fetcher, name) for name in needed_fetcher)
+        and all(hasattr(FetchResult, name) for name in needed_result)
+        and hasattr(PartitionRecords, "_unpack_records")
+        and hasattr(subscription, "fetch_context")
+        and hasattr(subscription, "reassignment_in_progress")
+        and fetcher._isolation_level == READ_UNCOMMITTED
+    )
+
+
+class BatchReader:
+    """Reads one consumer's fetched records; ``read`` replaces ``getmany``.
+
+    Built after the consumer started (the fetcher exists from then on).
+    """
+
+    def __init__(self, consumer: AIOKafkaConsumer) -> None:
+        self._consumer = consumer
+        self.lean = lean_reading_supported(consumer)
+
+    async def read(self, timeout_ms: int, max_records: int) -> Batch:
+        consumer = self._consumer
+        if not self.lean:
+            batch: Batch = await consumer.getmany(timeout_ms=timeout_ms, max_records=max_records)
+            return batch
+        if consumer._closed:
+            raise ConsumerStoppedError()
+        consumer._coordinator.check_errors()
+        with consumer._subscription.fetch_context():
+            batch = await self._fetched(timeout_ms / 1000, max_records)
+        if batch:
+            # Let the fetcher send the next fetch request before the caller spends its
+            # CPU on this batch, so the broker prepares the next response meanwhile
+            # (waking the fetcher task and starting its request task take a few turns).
+            for _ in range(_PREFETCH_TURNS):
+                await asyncio.sleep(0)
+        return batch
+
+    async def _fetched(self, wait_s: float, max_records: int) -> Batch:
+        """``Fetcher.fetched_records`` with whole record batches instead of records."""
+        from aiokafka.consumer.fetcher import FetchResult
+
+        consumer = self._consumer
+        fetcher = consumer._fetcher
+        subscription = consumer._subscription
+        while True:
+            if subscription.reassignment_in_progress:
+                # records fetched before a rebalance may not be ours any more
+                await subscription.wait_for_assignment()
+            started = time.monotonic()
+            drained: Batch = {}
+            taken = 0
+            pending = fetcher._records
+            for tp in list(pending):
+                result = pending[tp]
+                if type(result) is FetchResult:
+                    records = _drain(tp, result)
+                    del pending[tp]
+                    fetcher._notify(fetcher._wait_consume_future)  # fetch this one again
+                    if records:
+                        drained[tp] = records
+                        taken += len(records)
+                        if taken >= max_records:
+                            break
+                elif drained:
+                    return drained  # the error is raised on the next call
+                else:
+                    del pending[tp]  # so the partition is fetched again
+                    fetcher._notify(fetcher._wait_consume_future)
+                    result.check_raise()
+            if drained or not wait_s:
+                return drained
+            waiter = fetcher._create_fetch_waiter()
+            done, not_done = await asyncio.wait([waiter], timeout=wait_s)
+            if not done or fetcher._closed:
+                for future in not_done:
+                    future.cancel()
+                return {}
+            waiter.result()  # authorization and similar errors
+            wait_s = max(0.0, wait_s - (time.monotonic() - started))
+
+
+def _drain(tp: TopicPartition, result: Any) -> list[Any]:
+    """Every record of one completed fetch, and the consumed position moved past them.
+
+    A result whose partition was revoked, paused or seeked since the fetch yields nothing
+    (``check_assignment``, as ``getmany`` does); its records are fetched again if needed.
+    """
+    if not result.check_assignment(tp):
+        return []
+    partition_records = result._partition_records
+    memory = partition_records._records
+    check_crcs = partition_records._check_crcs
+    position = partition_records.next_fetch_offset
+    records: list[Any] = []
+    while memory.has_next():
+        batch = memory.next_batch()
+        if check_crcs and not batch.validate_crc():
+            raise CorruptRecordException(f"Invalid CRC - {tp}")
+        if not batch.is_control_batch:
+            rows = list(batch)
+            if rows and rows[0].offset < position:  # a batch that began before the position
+                rows = [row for row in rows if row.offset >= position]
+            records += rows
+        position = max(position, batch.next_offset)
+    partition_records.next_fetch_offset = position
+    result._update_position()
+    result._partition_records = None
+    return records

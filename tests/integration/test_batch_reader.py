@@ -1,0 +1,162 @@
+"""The batch reader hands out exactly what ``getmany`` would, on the real broker.
+
+It reads aiokafka's fetched record batches directly (no ``ConsumerRecord`` per record),
+so these tests hold it to ``getmany``'s results and bookkeeping: the same records with
+the same offsets, keys, values, timestamps and headers; nothing before the position; no
+records of a paused partition; the consumed position moved past what was handed out.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from service.runtime.batch_reader import BatchReader, lean_reading_supported
+from tests.integration.kafka_utils import create_topic, unique
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+
+PARTITIONS = 3
+PER_PARTITION = 250
+Row = tuple[int, int, bytes | None, bytes | None, int, tuple[tuple[str, bytes], ...]]
+
+
+@pytest.fixture
+async def topic(bootstrap_servers: str) -> str:
+    """A 3-partition topic with several produced batches per partition, some records
+    with headers, a null key or a null value."""
+    name = unique("reader")
+    await create_topic(bootstrap_servers, name, PARTITIONS)
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap_servers, enable_idempotence=False)
+    await producer.start()
+    try:
+        for round_ in range(5):  # five sends per partition: five record batches
+            for partition in range(PARTITIONS):
+                batch = producer.create_batch()
+                for i in range(PER_PARTITION // 5):
+                    n = round_ * 1000 + i
+                    key = None if n % 17 == 0 else f"k{n}".encode()
+                    value = None if n % 23 == 0 else f'{{"n": {n}}}'.encode()
+                    headers = [("h", str(n).encode())] if n % 5 == 0 else []
+                    assert batch.append(
+                        timestamp=1_700_000_000_000 + n, key=key, value=value, headers=headers
+                    )
+                await (await producer.send_batch(batch, name, partition=partition))
+    finally:
+        await producer.stop()
+    return name
+
+
+@pytest.fixture
+async def consumer(bootstrap_servers: str, topic: str) -> AsyncIterator[AIOKafkaConsumer]:
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap_servers,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        fetch_max_wait_ms=50,
+        max_partition_fetch_bytes=4096,  # several fetches per partition
+    )
+    await consumer.start()
+    consumer.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
+    yield consumer
+    await consumer.stop()
+
+
+def row(tp: TopicPartition, record: Any) -> Row:
+    headers = tuple((k, bytes(v)) for k, v in record.headers or ())
+    return (tp.partition, record.offset, record.key, record.value, record.timestamp, headers)
+
+
+async def read_all(
+    read: Any, expected: int, max_records: int = 10_000, deadline_s: float = 20.0
+) -> list[Row]:
+    rows: list[Row] = []
+    deadline = time.monotonic() + deadline_s
+    while len(rows) < expected and time.monotonic() < deadline:
+        batch = await read(timeout_ms=200, max_records=max_records)
+        for tp, records in batch.items():
+            rows.extend(row(tp, record) for record in records)
+    return rows
+
+
+async def test_the_installed_aiokafka_is_read_batch_by_batch(consumer: AIOKafkaConsumer) -> None:
+    # an aiokafka upgrade that moves the internals must fail here, not silently slow down
+    assert lean_reading_supported(consumer)
+    assert BatchReader(consumer).lean
+
+
+async def test_reads_the_same_records_as_getmany(
+    bootstrap_servers: str, topic: str, consumer: AIOKafkaConsumer
+) -> None:
+    total = PARTITIONS * PER_PARTITION
+    lean = await read_all(BatchReader(consumer).read, total)
+    reference = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap_servers,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        fetch_max_wait_ms=50,
+        max_partition_fetch_bytes=4096,
+    )
+    await reference.start()
+    try:
+        reference.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
+        expected = await read_all(reference.getmany, total)
+    finally:
+        await reference.stop()
+    assert len(expected) == total
+    assert sorted(lean) == sorted(expected)
+    for partition in range(PARTITIONS):  # and in offset order within a partition
+        offsets = [r[1] for r in lean if r[0] == partition]
+        assert offsets == sorted(offsets) == list(range(PER_PARTITION))
+
+
+async def test_starts_at_the_position_even_inside_a_record_batch(
+    topic: str, consumer: AIOKafkaConsumer
+) -> None:
+    tp = TopicPartition(topic, 1)
+    for partition in range(PARTITIONS):
+        consumer.seek(TopicPartition(topic, partition), 0)
+    consumer.seek(tp, 7)  # the first batch holds offsets 0-49
+    rows = await read_all(BatchReader(consumer).read, PARTITIONS * PER_PARTITION - 7)
+    offsets = [r[1] for r in rows if r[0] == 1]
+    assert offsets == list(range(7, PER_PARTITION))
+
+
+async def test_moves_the_consumed_position_past_what_it_handed_out(
+    topic: str, consumer: AIOKafkaConsumer
+) -> None:
+    await read_all(BatchReader(consumer).read, PARTITIONS * PER_PARTITION)
+    for partition in range(PARTITIONS):
+        assert await consumer.position(TopicPartition(topic, partition)) == PER_PARTITION
+
+
+async def test_a_paused_partition_yields_nothing_until_resumed(
+    topic: str, consumer: AIOKafkaConsumer
+) -> None:
+    paused = TopicPartition(topic, 2)
+    consumer.pause(paused)
+    reader = BatchReader(consumer)
+    rows = await read_all(reader.read, 2 * PER_PARTITION)
+    assert {r[0] for r in rows} == {0, 1}
+    assert await read_all(reader.read, 1, deadline_s=0.5) == []
+    consumer.resume(paused)
+    rows = await read_all(reader.read, PER_PARTITION)
+    assert {r[0] for r in rows} == {2}
+    assert [r[1] for r in rows] == list(range(PER_PARTITION))
+
+
+async def test_max_records_stops_after_the_partition_that_reaches_it(
+    topic: str, consumer: AIOKafkaConsumer
+) -> None:
+    reader = BatchReader(consumer)
+    deadline = time.monotonic() + 20
+    seen = 0
+    while seen < PARTITIONS * PER_PARTITION and time.monotonic() < deadline:
+        batch = await reader.read(timeout_ms=200, max_records=1)
+        assert len(batch) <= 1  # one partition's fetch, handed out whole
+        seen += sum(len(records) for records in batch.values())
+    assert seen == PARTITIONS * PER_PARTITION
