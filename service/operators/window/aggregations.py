@@ -287,24 +287,35 @@ class AggregationPlan:
             else:
                 target[i].extend(source[i])
 
-    def _compile_result(self) -> Callable[[list[Any]], dict[str, Any]]:
+    def result_source(self, acc: str) -> tuple[str, dict[str, Any]]:
+        """A dict display of the named outputs of accumulator ``acc``, and its namespace.
+
+        For operators that build results inside their own generated loops (fast.py's
+        firing); :attr:`result` is compiled from it. As everywhere here, only the
+        aggregation kinds shape the text: the output names enter through the namespace
+        (``_N<j>``), so any name is safe.
+        """
         items: list[str] = []
         namespace: dict[str, Any] = {"_len": len, "_list": list}
         for j, (spec, i) in enumerate(zip(self.specs, self.slots, strict=True)):
             namespace[f"_N{j}"] = spec.name
             k = spec.kind
             if k is AggKind.AVG:
-                expr = f"acc[{i}] / acc[{i + 1}] if acc[{i + 1}] else None"
+                expr = f"{acc}[{i}] / {acc}[{i + 1}] if {acc}[{i + 1}] else None"
             elif k in (AggKind.FIRST, AggKind.LAST):
-                expr = f"acc[{i + 1}]"
+                expr = f"{acc}[{i + 1}]"
             elif k is AggKind.COUNT_DISTINCT:
-                expr = f"_len(acc[{i}])"
+                expr = f"_len({acc}[{i}])"
             elif k is AggKind.COLLECT:
-                expr = f"_list(acc[{i}])"
+                expr = f"_list({acc}[{i}])"
             else:
-                expr = f"acc[{i}]"
+                expr = f"{acc}[{i}]"
             items.append(f"_N{j}: ({expr})")
-        source = "def result(acc):\n    return {" + ", ".join(items) + "}"
+        return "{" + ", ".join(items) + "}", namespace
+
+    def _compile_result(self) -> Callable[[list[Any]], dict[str, Any]]:
+        display, namespace = self.result_source("acc")
+        source = "def result(acc):\n    return " + display
         exec(compile(source, "<window-aggregations-result>", "exec"), namespace)
         function: Callable[[list[Any]], dict[str, Any]] = namespace["result"]
         return function
