@@ -1,43 +1,62 @@
 """The fast path: tumbling or sliding event-time windows, default trigger, aggregations.
 
 This is the common configuration, and for it the per-record work is: compute the
-window start, one dictionary lookup of ``(key, start)``, and the accumulator update,
-inlined. The batch loop is generated once per operator (see aggregations.py for why
-and how the generated code is kept safe). Everything that is not the plain case -- a
-window already at or past its ``max_ts`` (allowed-late or late records) -- leaves the
-loop for :meth:`FastWindowOperator._slow_record`, which applies semantics.md
-section 5 rule by rule.
+window start, one dictionary lookup of the key in that start's windows, and the
+accumulator update, inlined. The batch loop is generated once per operator (see
+aggregations.py for why and how the generated code is kept safe). Everything that is
+not the plain case -- a window already at or past its ``max_ts`` (allowed-late or late
+records) -- leaves the loop for :meth:`FastWindowOperator._slow_record`, which applies
+semantics.md section 5 rule by rule.
 
-Why timers are registered once per window instead of per record: the default trigger
-registers ``max_ts`` on every element of a window whose ``max_ts`` is after the
-watermark, and the cleanup timer is registered on every element; registration is
-deduplicated and neither timer can fire or be deleted while the window is open and
-``max_ts > W``, so registering both when the window is created is the same queue.
+Why there are no timers: with the default trigger a window has two timers, the
+trigger's at ``max_ts`` (registered when the window opens with ``max_ts > W``) and the
+cleanup timer at ``max_ts + allowed_lateness`` (none when that saturates at MAX; with no
+lateness the two are one timer). Neither is ever deleted early, and both depend only on
+the window's start. So every window of one start has the same two timers, and the
+windows of a start are kept together, ``{start: {key: accumulator}}``, whose inner
+dict's insertion order is the order the windows were opened -- the order their timers
+would have been registered, which is the order timers sharing a timestamp fire in. A
+small heap holds, per start, its pending trigger and cleanup times, and
+:meth:`FastWindowOperator.advance_watermark` pops whatever the new watermark reached, in
+timestamp order, and fires (a generated loop per operator, :meth:`_compile_fire`) or
+drops a whole start at once: the results, their order and their watermark are those of
+one timer per (key, window), without the per-window timer registration, heap bucket and
+callback. A cleanup emits nothing, so where one start's cleanup time equals another's
+trigger time the order between the two does not matter (the heap keeps timestamp, then
+start order). A window opened by the slow path with ``max_ts <= W`` fired on arrival
+and just waits in its start's dict for the start's cleanup.
 
-State: ``{(key, start): [seq, opened, *accumulator slots]}``, plus per key the starts of
-its windows (kept on window open/close only) for per-key snapshots and the key gauge.
-``seq`` numbers the window's firings; ``opened`` numbers the windows in the order they
-were created, across keys.
+Timer metrics still describe those logical timers (``gauges().event_timers`` and
+``timer_counts()["event"]``): a window opened with ``max_ts > W`` has registered its
+trigger timer, every window its cleanup timer when that is below MAX and the lateness
+is not zero; a start's timers fire together (``len`` of its dict). None are ever
+deleted, so ``registered = fired + pending - pending at the last restore``, read per
+metrics refresh in O(open starts); nothing is counted per record or per window.
 
-Why snapshots hold no timers: a window's timers follow from the window and the
-watermark ``W``. It has its trigger timer at ``max_ts`` iff ``max_ts > W`` (registered
-when the window is created, fired when the watermark reaches it, never deleted), and its
-cleanup timer at ``max_ts + allowed_lateness`` iff that is ``> W`` and below MAX
-(likewise; firing it deletes the window). Timers sharing a timestamp fire in
-registration order, which is the order the windows were created (``opened``: the
-trigger timer, then the cleanup timer of each). So a restore registers, window by window
-in ``opened`` order, the timers the windows imply; that rebuilds the same queue, and
-checkpoints write one small list per key: ``[[start, seq, opened, *slots], ...]``.
+State: ``{start: {key: [seq, opened, *accumulator slots]}}``. ``seq`` numbers the
+window's firings; ``opened`` numbers the windows in the order they were created, across
+keys and starts. Per-key questions (snapshots, the key gauge) are answered from these
+dicts: there are only a few open starts (about two for tumbling windows, size / slide + 1
+for sliding ones, more with a long allowed lateness), and those questions come per
+checkpoint or metrics refresh, never per record.
+
+Why snapshots hold no timers: a window's timers follow from its start and the
+watermark ``W``: the trigger timer iff ``max_ts > W``, the cleanup timer iff ``W <
+cleanup < MAX``. Checkpoints write one small list per key: ``[[start, seq, opened,
+*slots], ...]``, and a restore rebuilds every start's dict in ``opened`` order, so
+the firing order after a restore is that of an uninterrupted run.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from heapq import heappop, heappush
 from itertools import count
 from typing import Any
 
 from service.core.time import MAX_TIMESTAMP
-from service.operators.base import FireKind, InputRecord, WindowResult
+from service.operators.base import FireKind, InputRecord, OperatorGauges, WindowResult
 
 from .aggregations import AggKind, AggregationPlan
 from .assigners import SlidingAssigner, TumblingAssigner, Window
@@ -48,6 +67,27 @@ from .keystate import KEY_PREFIX, copy_contents
 from .triggers import EventTimeTrigger
 
 _ON_TIME = FireKind.ON_TIME
+_TRIGGER = 0
+"""A due entry for a start's ``max_ts``: fire its windows (and drop them, if no lateness)."""
+_CLEANUP = 1
+"""A due entry for a start's cleanup time: drop its windows."""
+
+_RESULT_FIELDS = ("id", "key", "start", "end", "result", "fire", "seq", "watermark")
+_FIELDS = tuple(field.name for field in dataclasses.fields(WindowResult))
+PLAIN_RESULT = _FIELDS == _RESULT_FIELDS and not hasattr(WindowResult, "__post_init__")
+"""Whether the firing loop may make a :class:`WindowResult` by storing its slots.
+
+A slots dataclass's ``__init__`` only stores its fields, and calling it is a Python call
+(about a third of the cost of a firing); ``object.__new__`` plus slot stores is the same
+object. Should WindowResult ever get other fields or a ``__post_init__``, the loop calls
+the class instead (same results, a little slower).
+"""
+
+DueEntry = tuple[int, int, int]
+"""``(time, start, _TRIGGER or _CLEANUP)``."""
+
+FireStart = Callable[[dict[str, list[Any]], int, list[Any], int], None]
+"""``fire(windows_of_start, start, results, watermark)``: the on-time firings of a start."""
 
 
 def supports(config: WindowOperatorConfig) -> bool:
@@ -77,26 +117,31 @@ class FastWindowOperator(WindowOperatorBase):
         elif isinstance(assigner, SlidingAssigner):
             self._size, self._slide, self._offset = assigner.size, assigner.slide, assigner.offset
         self._assigner = assigner
-        self._register = self._timers.register_event_time_timer
         # start -> {key: accumulator}: one small dict per window start, so the loop looks
-        # a record up by its key alone (no (key, start) tuple to build and hash)
+        # a record up by its key alone (no (key, start) tuple to build and hash), and a
+        # start's windows fire and go together
         self._windows: dict[int, dict[str, list[Any]]] = {}
-        self._starts: dict[str, set[int]] = {}
+        # per start, its pending trigger and cleanup times (a heap; module docstring)
+        self._due: list[DueEntry] = []
         self._opened_seq = count()
+        # logical event timers (module docstring): fired since creation or restore, and
+        # pending at the restore
+        self._timers_fired = 0
+        self._timers_restored = 0
         plan = self._plan()
-        self._result = plan.result
         # Slots holding containers (count_distinct, collect) are copied into snapshots.
         self._mutable_slots = any(
             spec.kind in (AggKind.COUNT_DISTINCT, AggKind.COLLECT) for spec in plan.specs
         )
         self.process_batch = self._compile_batch()
+        self._fire = self._compile_fire(PLAIN_RESULT)
 
     def _plan(self) -> AggregationPlan:
         if self.plan is None:
             raise WindowStateError("fast window operator without aggregations")
         return self.plan
 
-    # -- the generated loop -----------------------------------------------------------
+    # -- the generated loops ----------------------------------------------------------
     def _compile_batch(self) -> Callable[[Sequence[InputRecord]], None]:
         plan = self._plan()
         tumbling = self._size == self._slide
@@ -109,16 +154,20 @@ class FastWindowOperator(WindowOperatorBase):
             _SLIDE=self._slide,
             _OFFSET=self._offset,
             _slow=self._slow_record,
-            _opened=self._opened,
+            _new_start=self._new_start,
             _dirty_add=self._dirty.add,
         )
         # Every name the code uses is bound as a default argument, i.e. a local: a local
         # read is cheaper than a global one, and the loop reads several per record. (The
         # values are never rebound: the mutable ones are only ever changed in place.)
         defaults = ", ".join(f"{name}={name}" for name in sorted(namespace))
+        # A new window takes its ``opened`` number from the operator's counter (read per
+        # batch: a restore replaces it), the slow path from the same counter.
+        new_acc = plan.initial_source("0, opened()")
         lines = [
             f"def process_batch(records, {defaults}):",
             "    windows = _op._windows",
+            "    opened = _op._opened_seq.__next__",
             "    fresh_from = _timers.current_watermark - _SIZE + 2",
             "    _counters.records += len(records)",
         ]
@@ -138,12 +187,11 @@ class FastWindowOperator(WindowOperatorBase):
                 f"{body}        continue",
                 f"{body}    current = windows.get(start)",
                 f"{body}    if current is None:",
-                f"{body}        current = windows[start] = {{}}",
+                f"{body}        current = _new_start(start)",
                 f"{body}    last = start",
                 f"{body}acc = current.get(key)",
                 f"{body}if acc is None:",
-                f"{body}    acc = current[key] = {plan.initial_source('0, 0')}",
-                f"{body}    _opened(key, start, acc)",
+                f"{body}    acc = current[key] = {new_acc}",
             ]
             lines += plan.fetch_lines("value", body)
             lines += plan.update_lines("acc", "ts", body)
@@ -162,11 +210,10 @@ class FastWindowOperator(WindowOperatorBase):
                 f"{body}while start > low:",
                 f"{inner}current = windows.get(start)",
                 f"{inner}if current is None:",
-                f"{inner}    current = windows[start] = {{}}",
+                f"{inner}    current = _new_start(start)",
                 f"{inner}acc = current.get(key)",
                 f"{inner}if acc is None:",
-                f"{inner}    acc = current[key] = {plan.initial_source('0, 0')}",
-                f"{inner}    _opened(key, start, acc)",
+                f"{inner}    acc = current[key] = {new_acc}",
             ]
             lines += plan.update_lines("acc", "ts", inner)
             lines.append(f"{inner}start -= _SLIDE")
@@ -176,25 +223,114 @@ class FastWindowOperator(WindowOperatorBase):
         batch: Callable[[Sequence[InputRecord]], None] = namespace["process_batch"]
         return batch
 
-    # -- per window -------------------------------------------------------------------
-    def _opened(self, key: str, start: int, acc: list[Any]) -> None:
-        """A fresh window (``max_ts > W``): the trigger's timer, then the cleanup timer."""
-        acc[1] = next(self._opened_seq)
-        end = start + self._size
-        window = (start, end)
-        self._register(end - 1, key, window)
-        if self._lateness:
-            cleanup = end - 1 + self._lateness
-            if cleanup < MAX_TIMESTAMP:
-                self._register(cleanup, key, window)
-        starts = self._starts.get(key)
-        if starts is None:
-            self._starts[key] = {start}
+    def _compile_fire(self, plain: bool) -> FireStart:
+        """The on-time firing of every window of one start, in the dict's (opened) order.
+
+        One loop per start instead of one timer callback per window: the id's parts, the
+        end and the watermark are computed once, the result dict is built inline (the
+        plan's own source for it), and ``plain`` makes the WindowResult without calling
+        its ``__init__`` (:data:`PLAIN_RESULT`). The pipeline name enters through the
+        namespace, never as source text.
+        """
+        display, namespace = self._plan().result_source("acc")
+        namespace.update(
+            _PREFIX=f"{self._pipeline}|",
+            _SIZE=self._size,
+            _ON_TIME=_ON_TIME,
+            _WindowResult=WindowResult,
+            _new=object.__new__,
+        )
+        defaults = ", ".join(f"{name}={name}" for name in sorted(namespace))
+        body = "        "
+        lines = [
+            f"def fire(windows, start, results, watermark, {defaults}):",
+            "    end = start + _SIZE",
+            '    suffix = f"|{start}|{end}"',
+            "    append = results.append",
+            "    for key, acc in windows.items():",
+            f"{body}seq = acc[0]",
+            f"{body}acc[0] = seq + 1",
+        ]
+        if plain:
+            lines += [
+                f"{body}result = _new(_WindowResult)",
+                f'{body}result.id = f"{{_PREFIX}}{{key}}{{suffix}}"',
+                f"{body}result.key = key",
+                f"{body}result.start = start",
+                f"{body}result.end = end",
+                f"{body}result.result = {display}",
+                f"{body}result.fire = _ON_TIME",
+                f"{body}result.seq = seq",
+                f"{body}result.watermark = watermark",
+                f"{body}append(result)",
+            ]
         else:
-            starts.add(start)
+            lines += [
+                f"{body}append(_WindowResult(",
+                f'{body}    f"{{_PREFIX}}{{key}}{{suffix}}", key, start, end, {display},',
+                f"{body}    _ON_TIME, seq, watermark))",
+            ]
+        exec(compile("\n".join(lines), "<fast-window-fire>", "exec"), namespace)
+        fire: FireStart = namespace["fire"]
+        return fire
+
+    # -- per window start -------------------------------------------------------------
+    def _new_start(self, start: int) -> dict[str, list[Any]]:
+        """The (empty) windows of a new start, with its trigger and cleanup times queued.
+
+        The trigger time only if ``max_ts > W`` (else the windows fire as their records
+        arrive); the cleanup time only with a lateness, below MAX, and after ``W``.
+        """
+        current: dict[str, list[Any]] = {}
+        self._windows[start] = current
+        watermark = self._timers.current_watermark
+        max_ts = start + self._size - 1
+        if max_ts > watermark:
+            heappush(self._due, (max_ts, start, _TRIGGER))
+        if self._lateness:
+            cleanup = max_ts + self._lateness
+            if watermark < cleanup < MAX_TIMESTAMP:
+                heappush(self._due, (cleanup, start, _CLEANUP))
+        return current
+
+    def advance_watermark(self, watermark: int) -> None:
+        """Move ``W``, then fire and drop the starts it reached (module docstring)."""
+        timers = self._timers
+        if watermark <= timers.current_watermark:
+            return
+        # The timer service keeps the watermark (snapshots, results, the generated loop
+        # read it there); it holds no timers, so this fires nothing.
+        timers.advance_watermark(watermark)
+        due = self._due
+        if not due or due[0][0] > watermark:
+            return
+        windows = self._windows
+        results = self.collector.results
+        fire = self._fire
+        lateness = self._lateness
+        dirty = self._dirty if self._track else None
+        fired = on_time = 0
+        while due and due[0][0] <= watermark:
+            _, start, kind = heappop(due)
+            current = windows[start]
+            fired += len(current)  # one timer per window: its trigger's or its cleanup
+            if dirty is not None:
+                dirty.update(current)
+            if kind == _TRIGGER:
+                fire(current, start, results, watermark)
+                on_time += len(current)
+                if lateness:  # the cleanup comes later (or never, if it saturated)
+                    continue
+            del windows[start]
+        self.counters.fired_on_time += on_time
+        self._timers_fired += fired
 
     def _slow_record(self, key: str, timestamp: int, value: Any, source: Any) -> None:
-        """A record with a window at or past ``max_ts``: semantics 5 step by step."""
+        """A record with a window at or past ``max_ts``: semantics 5 step by step.
+
+        The timers of its windows are those of their starts (:meth:`_new_start`): the
+        trigger's while ``max_ts > W``, the cleanup timer while the cleanup time is ahead.
+        """
         plan = self._plan()
         watermark = self._timers.current_watermark
         windows = self._windows
@@ -206,23 +342,14 @@ class FastWindowOperator(WindowOperatorBase):
             start = window[0]
             current = windows.get(start)
             if current is None:
-                current = windows[start] = {}
+                current = self._new_start(start)
             acc = current.get(key)
             if acc is None:
                 acc = current[key] = plan.new()
                 acc[1] = next(self._opened_seq)
-                starts = self._starts.get(key)
-                if starts is None:
-                    self._starts[key] = {start}
-                else:
-                    starts.add(start)
             plan.fold(acc, timestamp, value)
-            max_ts = window[1] - 1
-            if max_ts <= watermark:  # the default trigger: an allowed-late record fires
+            if window[1] - 1 <= watermark:  # the default trigger: an allowed-late record fires
                 self._emit(key, window, acc, self.fire_kind(window, None, 0))
-            else:
-                self._timers.register_event_time_timer(max_ts, key, window)
-            self.register_cleanup_timer(key, window)
         if skipped:
             if timestamp + self._lateness <= watermark:
                 self.late_record(key, timestamp, source)
@@ -245,7 +372,7 @@ class FastWindowOperator(WindowOperatorBase):
                 key,
                 start,
                 end,
-                self._result(acc),
+                self._plan().result(acc),
                 kind,
                 seq,
                 self._timers.current_watermark,
@@ -253,119 +380,111 @@ class FastWindowOperator(WindowOperatorBase):
         )
 
     def _on_event_time(self, timestamp: int, key: str, window: Window) -> None:
-        """The trigger's timer at ``max_ts`` fires the window; the cleanup timer clears it.
-
-        With no allowed lateness both are one timer. The trigger's ``clear`` would delete
-        its ``max_ts`` timer, but here that timer has always fired by the cleanup time
-        (``cleanup >= max_ts``, and nothing else deletes it), so there is nothing to delete.
-        """
-        start, end = window
-        max_ts = end - 1
-        current = self._windows.get(start)
-        acc = None if current is None else current.get(key)
-        if acc is not None and current is not None:
-            if timestamp == max_ts:
-                seq = acc[0]
-                acc[0] = seq + 1
-                self.counters.fired_on_time += 1
-                self.collector.results.append(
-                    WindowResult(
-                        f"{self._pipeline}|{key}|{start}|{end}",
-                        key,
-                        start,
-                        end,
-                        self._result(acc),
-                        _ON_TIME,
-                        seq,
-                        self._timers.current_watermark,
-                    )
-                )
-            if timestamp - max_ts == self._lateness:  # the cleanup time (never saturated here)
-                del current[key]
-                if not current:
-                    del self._windows[start]
-                starts = self._starts[key]
-                starts.discard(start)
-                if not starts:
-                    del self._starts[key]
-        if self._track:
-            self._dirty.add(key)
+        raise WindowStateError("the fast window operator queues no timers")
 
     def _on_processing_time(self, timestamp: int, key: str, window: Window) -> None:
-        return None  # the fast path registers no processing-time timers
+        raise WindowStateError("the fast window operator queues no timers")
+
+    # -- metrics ----------------------------------------------------------------------
+    def _pending_timers(self) -> int:
+        """The logical event timers not fired yet: per due entry, one per window."""
+        windows = self._windows
+        return sum(len(windows[start]) for _, start, _ in self._due)
+
+    def gauges(self) -> OperatorGauges:
+        return OperatorGauges(
+            event_timers=self._pending_timers(),
+            processing_timers=self._timers.processing_timers,
+            windows_open=self.windows_open(),
+            keys=self.key_count(),
+        )
+
+    def timer_counts(self) -> dict[str, tuple[int, int, int]]:
+        """The logical timers' counts since creation or restore (none is ever deleted)."""
+        counts = self._timers.counts()  # its processing domain: never used, all zero
+        fired = self._timers_fired
+        counts["event"] = (fired + self._pending_timers() - self._timers_restored, fired, 0)
+        return counts
 
     # -- state ------------------------------------------------------------------------
     def windows_open(self) -> int:
         return sum(map(len, self._windows.values()))  # a few starts (per batch, not record)
 
     def key_count(self) -> int:
-        return len(self._starts)
+        groups = list(self._windows.values())
+        if len(groups) == 1:
+            return len(groups[0])
+        return len(set().union(*groups))
 
     def state_keys(self) -> Iterator[str]:
-        return iter(list(self._starts))
+        windows = self._windows
+        keys: dict[str, None] = {}
+        for start in sorted(windows):
+            keys.update(dict.fromkeys(windows[start]))
+        return iter(keys)
 
     def has_key_state(self, key: str) -> bool:
-        return key in self._starts
+        return any(key in current for current in self._windows.values())
+
+    def _row(self, start: int, acc: list[Any]) -> list[Any]:
+        return [start, *copy_contents(acc)] if self._mutable_slots else [start, *acc]
 
     def encode_key(self, key: str) -> list[list[Any]]:
         """The key's windows as ``[[start, seq, opened, *slots], ...]`` by start."""
         windows = self._windows
-        if self._mutable_slots:
-            return [
-                [start, *copy_contents(windows[start][key])] for start in sorted(self._starts[key])
-            ]
-        return [[start, *windows[start][key]] for start in sorted(self._starts[key])]
+        rows: list[list[Any]] = []
+        for start in sorted(windows):
+            acc = windows[start].get(key)
+            if acc is not None:
+                rows.append(self._row(start, acc))
+        return rows
 
     def load_keys(self, items: Iterable[tuple[str, Any]]) -> None:
-        """Replace the windows, and register the timers they imply (module docstring).
+        """Replace the windows; each start's dict in ``opened`` order (module docstring).
 
-        The timer service must hold the restored watermark and no timers.
+        The timer service must hold the restored watermark (and holds no timers).
         """
         windows = self._windows
         windows.clear()  # cleared in place: the generated loop holds these dicts
-        self._starts.clear()
+        self._due.clear()
         width = self._plan().width
-        opened: list[tuple[int, str, int]] = []
+        loaded: list[tuple[int, str, int, list[Any]]] = []
         for key, rows in items:
             if not isinstance(rows, list):
                 raise WindowStateError(f"key {key!r}: not a fast window operator's state")
-            starts: set[int] = set()
             for row in rows:
                 if len(row) != width + 1:
                     raise WindowStateError(f"key {key!r}: window {row[:1]} does not fit")
-                start = int(row[0])
                 acc = copy_contents(row[1:])
                 acc[0], acc[1] = int(acc[0]), int(acc[1])
-                current = windows.get(start)
-                if current is None:
-                    current = windows[start] = {}
-                current[key] = acc
-                starts.add(start)
-                opened.append((acc[1], key, start))
-            if starts:
-                self._starts[key] = starts
-        opened.sort()
-        register = self._register
-        watermark = self._timers.current_watermark
-        size, lateness = self._size, self._lateness
-        for _, key, start in opened:
-            window = (start, start + size)
-            max_ts = start + size - 1
-            if max_ts > watermark:
-                register(max_ts, key, window)
-            if lateness:
-                cleanup = max_ts + lateness
-                if watermark < cleanup < MAX_TIMESTAMP:
-                    register(cleanup, key, window)
-        self._opened_seq = count(opened[-1][0] + 1 if opened else 0)
+                loaded.append((acc[1], key, int(row[0]), acc))
+        loaded.sort(key=lambda item: item[:3])
+        for _, key, start, acc in loaded:
+            current = windows.get(start)
+            if current is None:
+                current = self._new_start(start)
+            current[key] = acc
+        self._opened_seq = count(loaded[-1][0] + 1 if loaded else 0)
+        self._timers_fired = 0
+        self._timers_restored = self._pending_timers()
 
     def _snapshot_timers(self) -> dict[str, Any] | None:
         return None  # implied by the windows
 
     def _encode_changes(self, keys: set[str]) -> dict[str, Any]:
-        starts = self._starts
-        encode = self.encode_key
-        return {KEY_PREFIX + key: encode(key) if key in starts else None for key in keys}
+        """One pass over the starts, intersecting each start's keys with ``keys``."""
+        windows = self._windows
+        found: dict[str, list[list[Any]]] = {}
+        for start in sorted(windows):
+            current = windows[start]
+            for key in current.keys() & keys:
+                rows = found.get(key)
+                row = self._row(start, current[key])
+                if rows is None:
+                    found[key] = [row]
+                else:
+                    rows.append(row)
+        return {KEY_PREFIX + key: found.get(key) for key in keys}
 
     def _load_changes(self, watermark: int, keys: list[tuple[str, Any]]) -> None:
         self._timers.restore({"watermark": watermark, "event": [], "processing": []})
