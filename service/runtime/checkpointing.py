@@ -10,6 +10,14 @@ watermark generator, seeks to the checkpointed offset (or ``start_from`` without
 and hands the partitions to the loop all at once. Entries of a checkpoint cut short are
 written back (a repair) so the changelog agrees with what was restored.
 
+A partition revoked by a rebalance and assigned straight back to the same member (an
+eager rebalance revokes everything, and a member usually gets much of it back) keeps its
+state in memory instead: the revoke's checkpoint made the changelog equal to that state,
+so if the changelog partition's end offset has not moved since, nobody wrote to it and
+reading it back would rebuild exactly the parked state. Anything else -- another member
+checkpointed there, the revoke's checkpoint failed, the partition went elsewhere --
+restores from the changelog as before.
+
 Checkpoints and restores run one at a time (:attr:`Checkpointer.lock`): the group's
 listener can run while the loop awaits a checkpoint, and two checkpoints interleaving
 their changelog writes could put an older snapshot after a newer one.
@@ -55,6 +63,38 @@ class Checkpointer:
         self.lock = asyncio.Lock()
         self.last_checkpoint = time.monotonic()
         """Monotonic time of the last completed checkpoint (the loop's interval)."""
+        self.parked: dict[TopicPartition, tuple[PartitionTask, int]] = {}
+        """Revoked partitions checkpointed by this member, with the changelog partition's
+        end offset right after that checkpoint; kept until the next assignment."""
+
+    async def park(self, parts: list[PartitionTask]) -> None:
+        """Keep revoked, just-checkpointed partitions in case they are assigned back."""
+        parts = [part for part in parts if part.next_offset is not None]  # nothing to keep
+        ends = await self._changelog_ends([part.partition for part in parts])
+        for part in parts:
+            self.parked[part.tp] = (part, ends[part.partition])
+
+    async def _changelog_ends(self, partitions: list[int]) -> dict[int, int]:
+        session = self.session
+        topic = session.definition.changelog_topic
+        tps = [TopicPartition(topic, p) for p in sorted(set(partitions))]
+        if not tps:
+            return {}
+        ends = await session.consumer.end_offsets(tps)
+        return {tp.partition: int(offset) for tp, offset in ends.items()}
+
+    async def _take_parked(self, new: list[TopicPartition]) -> list[PartitionTask]:
+        """The parked partitions of ``new`` whose changelog nobody wrote to since."""
+        parked, self.parked = self.parked, {}  # what is not assigned back is dropped
+        candidates = [parked[tp] for tp in new if tp in parked]
+        if not candidates:
+            return []
+        try:
+            ends = await self._changelog_ends([part.partition for part, _ in candidates])
+        except Exception as exc:  # the changelog can say: read it
+            logger.info("pipeline %s: changelog end offsets: %r", self.session.name, exc)
+            return []
+        return [part for part, end in candidates if ends.get(part.partition) == end]
 
     async def checkpoint(self, parts: list[PartitionTask]) -> None:
         """Flush outputs, write the partitions' changed state, then commit their offsets."""
@@ -123,14 +163,16 @@ class Checkpointer:
         name = session.name
         started = time.perf_counter()
         definition = session.definition
-        restored = await read_changelog(
-            session.settings.bootstrap_servers, definition.changelog_topic, new
-        )
+        kept = await self._take_parked(new)
+        kept_tps = {part.tp for part in kept}
+        new = [tp for tp in new if tp not in kept_tps]
+        bootstrap = session.settings.bootstrap_servers
+        restored = await read_changelog(bootstrap, definition.changelog_topic, new) if new else {}
         sink = session.sink
         assert sink is not None
         loop = asyncio.get_running_loop()
         repairs: list[tuple[PartitionTask, dict[str, Any]]] = []
-        ready: list[PartitionTask] = []
+        ready: list[PartitionTask] = list(kept)
         for tp in new:
             state = restored.get(tp) or RestoredPartition()
             meta = state.meta
@@ -196,8 +238,20 @@ class Checkpointer:
         if repairs:
             assert session.batches is not None
             await session.batches.flush()
-        session.metrics.restore_seconds.labels(name).observe(time.perf_counter() - started)
-        logger.info("pipeline %s: assigned %s", name, ", ".join(tp_label(tp) for tp in new))
+        metrics = session.metrics
+        metrics.restore_seconds.labels(name).observe(time.perf_counter() - started)
+        if kept:
+            metrics.partitions_restored.labels(name, "memory").inc(len(kept))
+        if new:
+            metrics.partitions_restored.labels(name, "changelog").inc(len(new))
+        logger.info(
+            "pipeline %s: assigned %s",
+            name,
+            ", ".join(
+                [tp_label(part.tp) + " (kept in memory)" for part in kept]
+                + [tp_label(tp) for tp in new]
+            ),
+        )
 
     async def _start_offset(self, tp: TopicPartition) -> int:
         """Where a partition without a checkpoint starts (``start_from``)."""

@@ -54,6 +54,7 @@ class RuntimeMetrics:
     checkpoint_age: Gauge
     checkpoint_failures: Counter
     restore_seconds: Histogram
+    partitions_restored: Counter
     pipeline_up: Gauge
     pipeline_restarts: Counter
     broker_ready: Gauge
@@ -236,6 +237,14 @@ def build_metrics(registry: CollectorRegistry) -> RuntimeMetrics:
             buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
             registry=r,
         ),
+        partitions_restored=Counter(
+            "clockwork_partitions_restored",
+            "Assigned partitions whose state was rebuilt, by where from: 'changelog' (read "
+            "back) or 'memory' (kept since this member's own revoke checkpoint, the "
+            "changelog unchanged since).",
+            [*_P, "source"],
+            registry=r,
+        ),
         pipeline_up=Gauge(
             "clockwork_pipeline_running",
             "1 while the pipeline's consumer loop runs, else 0.",
@@ -291,6 +300,7 @@ METRIC_NAMES: tuple[str, ...] = (
     "clockwork_checkpoint_age_seconds",
     "clockwork_checkpoint_failures_total",
     "clockwork_restore_duration_seconds",
+    "clockwork_partitions_restored_total",
     "clockwork_pipeline_running",
     "clockwork_pipeline_restarts_total",
     "clockwork_broker_ready",

@@ -2,7 +2,8 @@
 
 On revoke, the partitions' timers are stopped, they leave the watermark combiner, the
 pause reasons and alignment, and their state is checkpointed (so the member that gets
-them next resumes where this one stopped). On assign, the partitions are paused until
+them next resumes where this one stopped) and kept in memory until the assignment, in
+case they come straight back (:meth:`Checkpointer.park`). On assign, the partitions are paused until
 their state is restored from the changelog (records fetched meanwhile would be skipped),
 then handed to the loop all at once (:meth:`Checkpointer.restore`).
 
@@ -57,6 +58,11 @@ class RebalanceListener(ConsumerRebalanceListener):  # type: ignore[misc]
             except Exception as exc:
                 logger.warning("pipeline %s: checkpoint on revoke failed: %r", session.name, exc)
                 session.fail(exc)
+            else:
+                try:  # if they come straight back, their state need not be read back
+                    await session.checkpointer.park(parts)
+                except Exception as exc:  # only an optimisation: the changelog has it all
+                    logger.info("pipeline %s: revoked partitions not kept: %r", session.name, exc)
         if parts:
             logger.info(
                 "pipeline %s: revoked %s", session.name, ", ".join(tp_label(p.tp) for p in parts)

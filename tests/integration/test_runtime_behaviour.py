@@ -8,8 +8,10 @@ from typing import Any
 
 import orjson
 import pytest
+from prometheus_client import CollectorRegistry
 
 from service.runtime.manager import Runtime
+from service.runtime.metrics import build_metrics
 from service.runtime.status import PipelineState
 from tests.integration.kafka_utils import (
     create_topic,
@@ -212,6 +214,86 @@ async def test_rebalance_moves_windows_and_timers(bootstrap_servers: str) -> Non
         assert sum(p.event_timers for p in moved) == keys // 2  # and their timers
         await produce(bootstrap_servers, topic, records(second) + closing)
         want = expected(first + second)
+
+        async def complete() -> bool:
+            return len(by_window(await read_json(bootstrap_servers, f"{name}.out"))) >= len(want)
+
+        await wait_until(complete, timeout_s=30)
+    finally:
+        await b.shutdown()
+        await a.shutdown()
+    assert by_window(await read_json(bootstrap_servers, f"{name}.out")) == want
+
+
+def restored(registry: CollectorRegistry, name: str, source: str) -> float:
+    value = registry.get_sample_value(
+        "clockwork_partitions_restored_total", {"pipeline": name, "source": source}
+    )
+    return value or 0.0
+
+
+async def test_partitions_assigned_straight_back_keep_their_state_in_memory(
+    bootstrap_servers: str,
+) -> None:
+    """A rebalance revokes everything; what comes back unchanged is not read back, what
+    another member checkpointed meanwhile is; either way the results stay exact."""
+    name = unique("keep")
+    topic = f"{name}.in"
+    await create_topic(bootstrap_servers, topic, 4)
+
+    def span(start: int, stop: int) -> list[dict[str, Any]]:
+        return [
+            {"user": f"u{k}", "ts": BASE + i * 1000 + k, "amount": k + i}
+            for i in range(start, stop)
+            for k in range(8)
+        ]
+
+    def records(data: list[dict[str, Any]]) -> list[Any]:
+        return [json_record(int(e["user"][1:]) % 4, e["user"], e) for e in data]
+
+    first, second, third = span(0, 25), span(25, 50), span(50, 75)
+    closing = [
+        json_record(p, f"z{p}", {"user": f"z{p}", "ts": BASE + 10**6, "amount": 0})
+        for p in range(4)
+    ]
+    definition = window_definition(name, [topic], TUMBLING, bounded=False)
+    registry_a, registry_b = CollectorRegistry(), CollectorRegistry()
+    a = Runtime(runtime_settings(bootstrap_servers), metrics=build_metrics(registry_a))
+    b = Runtime(runtime_settings(bootstrap_servers), metrics=build_metrics(registry_b))
+    await a.start()
+    await b.start()
+    try:
+        await produce(bootstrap_servers, topic, records(first))
+        a.start_pipeline(definition)
+
+        async def caught_up(runtime: Runtime, count: int) -> bool:
+            parts = runtime.status(name).partitions
+            return len(parts) == count and all(p.lag == 0 for p in parts)
+
+        await wait_until(lambda: caught_up(a, 4), timeout_s=20)
+        assert restored(registry_a, name, "changelog") == 4  # the first assignment
+        assert restored(registry_a, name, "memory") == 0
+
+        async def split() -> bool:
+            return await caught_up(a, 2) and await caught_up(b, 2)
+
+        b.start_pipeline(definition)
+        await wait_until(split, timeout_s=20)
+        # A got two of its four back without reading them; B read its two
+        assert restored(registry_a, name, "memory") >= 2
+        assert restored(registry_b, name, "changelog") >= 2
+        await produce(bootstrap_servers, topic, records(second))
+        await wait_until(split, timeout_s=20)
+        memory_before = restored(registry_a, name, "memory")
+        changelog_before = restored(registry_a, name, "changelog")
+
+        await b.shutdown()  # checkpoints its two partitions on the way out
+        await wait_until(lambda: caught_up(a, 4), timeout_s=20)
+        # B wrote their changelog since A last had them: A reads those two back
+        assert restored(registry_a, name, "changelog") - changelog_before == 2
+        assert restored(registry_a, name, "memory") - memory_before == 2
+        await produce(bootstrap_servers, topic, records(third) + closing)
+        want = expected(first + second + third)
 
         async def complete() -> bool:
             return len(by_window(await read_json(bootstrap_servers, f"{name}.out"))) >= len(want)
