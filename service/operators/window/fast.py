@@ -164,6 +164,9 @@ class FastWindowOperator(WindowOperatorBase):
         # A new window takes its ``opened`` number from the operator's counter (read per
         # batch: a restore replaces it), the slow path from the same counter.
         new_acc = plan.initial_source("0, opened()")
+        # ``ts - offset`` allocates an int (timestamps are not small ints): skipped for
+        # the usual offset 0, about a tenth of the loop's instructions.
+        shifted = "(ts - _OFFSET)" if self._offset else "ts"
         lines = [
             f"def process_batch(records, {defaults}):",
             "    windows = _op._windows",
@@ -180,7 +183,7 @@ class FastWindowOperator(WindowOperatorBase):
                 "    last = None",
                 "    current = None",
                 "    for key, ts, value, _position, source in records:",
-                f"{body}start = ts - (ts - _OFFSET) % _SIZE",
+                f"{body}start = ts - {shifted} % _SIZE",
                 f"{body}if start != last:",
                 f"{body}    if start < fresh_from:",
                 f"{body}        _slow(key, ts, value, source)",
@@ -198,7 +201,7 @@ class FastWindowOperator(WindowOperatorBase):
         else:
             lines += [
                 "    for key, ts, value, _position, source in records:",
-                f"{body}start = ts - (ts - _OFFSET) % _SLIDE",
+                f"{body}start = ts - {shifted} % _SLIDE",
                 f"{body}if start - ((start - ts + _SIZE - 1) // _SLIDE) * _SLIDE < fresh_from:",
                 f"{body}    _slow(key, ts, value, source)",
                 f"{body}    continue",
