@@ -176,22 +176,26 @@ class FastWindowOperator(WindowOperatorBase):
         ]
         body = "        "
         if tumbling:
-            # ``current`` is the {key: acc} dict of window ``last``; consecutive records
-            # nearly always share a window start, so most records skip the outer lookup
-            # (and the lateness check: fresh_from is fixed for the batch).
+            # ``current`` is the {key: acc} dict of the window [low, high); consecutive
+            # records nearly always fall in the same window, so most records only compare
+            # their timestamp with its bounds: no start to compute (two int operations that
+            # allocate), no outer lookup, no lateness check (fresh_from is fixed for the
+            # batch). The first record always misses (low > high).
             lines += [
-                "    last = None",
+                "    low = 1",
+                "    high = 0",
                 "    current = None",
                 "    for key, ts, value, _position, source in records:",
-                f"{body}start = ts - {shifted} % _SIZE",
-                f"{body}if start != last:",
+                f"{body}if ts >= high or ts < low:",
+                f"{body}    start = ts - {shifted} % _SIZE",
                 f"{body}    if start < fresh_from:",
                 f"{body}        _slow(key, ts, value, source)",
                 f"{body}        continue",
                 f"{body}    current = windows.get(start)",
                 f"{body}    if current is None:",
                 f"{body}        current = _new_start(start)",
-                f"{body}    last = start",
+                f"{body}    low = start",
+                f"{body}    high = start + _SIZE",
                 f"{body}acc = current.get(key)",
                 f"{body}if acc is None:",
                 f"{body}    acc = current[key] = {new_acc}",
