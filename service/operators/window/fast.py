@@ -1,12 +1,13 @@
 """The fast path: tumbling or sliding event-time windows, default trigger, aggregations.
 
-This is the common configuration, and for it the per-record work is: compute the
-window start, one dictionary lookup of the key in that start's windows, and the
-accumulator update, inlined. The batch loop is generated once per operator (see
-aggregations.py for why and how the generated code is kept safe). Everything that is
-not the plain case -- a window already at or past its ``max_ts`` (allowed-late or late
-records) -- leaves the loop for :meth:`FastWindowOperator._slow_record`, which applies
-semantics.md section 5 rule by rule.
+This is the common configuration, and for it the per-record work is: find the window
+start (for tumbling windows usually just a comparison with the previous record's
+window), one dictionary lookup of the key in that start's windows, and the accumulator
+update, inlined. The batch loop is generated once per operator (see aggregations.py for
+why and how the generated code is kept safe). Everything that is not the plain case --
+a window already at or past its ``max_ts`` (allowed-late or late records) -- leaves the
+loop for :meth:`FastWindowOperator._slow_record`, which applies semantics.md section 5
+rule by rule.
 
 Why there are no timers: with the default trigger a window has two timers, the
 trigger's at ``max_ts`` (registered when the window opens with ``max_ts > W``) and the
@@ -30,8 +31,9 @@ Timer metrics still describe those logical timers (``gauges().event_timers`` and
 ``timer_counts()["event"]``): a window opened with ``max_ts > W`` has registered its
 trigger timer, every window its cleanup timer when that is below MAX and the lateness
 is not zero; a start's timers fire together (``len`` of its dict). None are ever
-deleted, so ``registered = fired + pending - pending at the last restore``, read per
-metrics refresh in O(open starts); nothing is counted per record or per window.
+deleted, so ``registered = fired + pending - pending at the last restore`` (as with
+``TimerService.restore``, the timers a restore brings back are not new registrations),
+read per metrics refresh in O(open starts); nothing is counted per record or window.
 
 State: ``{start: {key: [seq, opened, *accumulator slots]}}``. ``seq`` numbers the
 window's firings; ``opened`` numbers the windows in the order they were created, across

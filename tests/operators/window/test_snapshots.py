@@ -159,8 +159,9 @@ def test_snapshot_of_another_version_is_refused() -> None:
 
 
 def test_restored_windows_fire_in_the_order_they_were_opened() -> None:
-    """The fast operator re-registers timers on restore: ties keep their creation order,
-    even across keys checkpointed at different times."""
+    """The fast operator rebuilds each window start's windows in creation (``opened``)
+    order on restore: they fire in that order, even across keys checkpointed at
+    different times."""
     clock = ManualClock()
     lateness = spec({"type": "tumbling", "size_ms": 50}, allowed_lateness_ms=50)
     first = build(lateness, clock=clock, track_keys=True)
