@@ -1,0 +1,62 @@
+"""The batch producer on the real broker: order, batch boundaries, byte accounting."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+from aiokafka import AIOKafkaProducer
+
+from service.runtime.batch_producer import BatchProducer
+from tests.integration.kafka_utils import create_topic, read_topic, unique
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+
+BATCH_BYTES = 2048
+
+
+@pytest.fixture
+async def batches(bootstrap_servers: str) -> AsyncIterator[BatchProducer]:
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap_servers,
+        linger_ms=0,
+        max_batch_size=BATCH_BYTES,
+        enable_idempotence=False,
+    )
+    await producer.start()
+    batches = BatchProducer(producer, max_pending_bytes=1 << 20)
+    batches.start()
+    yield batches
+    await batches.close()
+    await producer.stop()
+
+
+async def test_appends_go_out_in_order_across_batch_boundaries(
+    bootstrap_servers: str, batches: BatchProducer
+) -> None:
+    topic = unique("appendorder")
+    await create_topic(bootstrap_servers, topic, 2)
+    rows = [(f"k{i}".encode(), f'{{"i": {i}}}'.encode() * 3, 1_000 + i) for i in range(500)]
+    for key, value, timestamp in rows:  # ~20 KB: about ten batches
+        batches.append(topic, 1, key, value, timestamp)
+    assert batches.pending_bytes == sum(len(k) + len(v) for k, v, _ in rows) + 24 * len(rows)
+    await batches.flush()
+    assert batches.pending_bytes == 0
+    records = await read_topic(bootstrap_servers, topic)
+    assert [(r.partition, r.key, r.value, r.timestamp) for r in records] == [
+        (1, k, v, ts) for k, v, ts in rows
+    ]
+
+
+async def test_a_row_larger_than_the_batch_size_goes_out_in_a_batch_of_its_own(
+    bootstrap_servers: str, batches: BatchProducer
+) -> None:
+    topic = unique("appendbig")
+    await create_topic(bootstrap_servers, topic, 1)
+    big = b"x" * (4 * BATCH_BYTES)
+    for key, value in ((b"a", b"small"), (b"b", big), (b"c", b"end")):
+        batches.append(topic, 0, key, value, None)
+    await batches.flush()
+    assert batches.pending_bytes == 0
+    records = await read_topic(bootstrap_servers, topic)
+    assert [r.value for r in records] == [b"small", big, b"end"]
