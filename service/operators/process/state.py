@@ -178,29 +178,70 @@ class ValueState(_Handle):
     def update(self, value: Any) -> None:
         """Set the value; ``None`` clears it. The value is kept by reference."""
         key = self._scope.key
+        t = type(value)
+        # An exact int or str (most values: counts, deadlines, ids) is JSON-safe by its
+        # type alone; two identity tests cost less than a set lookup. Everything else,
+        # and a write without a current key, takes the checked path.
+        if (t is int or t is str) and key is not None:
+            self._data[key] = value
+        else:
+            self._store_checked(key, value)
+
+    def _store_checked(self, key: str | None, value: Any) -> None:
+        """:meth:`update` for what the fast path does not take: no current key, ``None``
+        (clears), and values whose type alone does not prove them JSON-safe."""
         if key is None:
             raise NoCurrentKey(f"state {self._name!r} used without a current key (e.g. in open)")
         if value is None:
             self._drop(key)
-        elif type(value) in SIMPLE_TYPES:
-            self._data[key] = value
-        else:
+            return
+        t = type(value)
+        # A finite float passes without the checker's two calls: x - x is 0.0 for a
+        # finite x and NaN for +-inf and NaN, which go on to be refused below.
+        if not (t is float and value - value == 0.0) and t not in SIMPLE_TYPES:
             check_json_safe(value, self._name)
-            self._data[key] = value
+        self._data[key] = value
 
 
 class _TtlValueState(ValueState):
-    """A value state with TTL; a separate class keeps the plain one free of TTL checks."""
+    """A value state with TTL; a separate class keeps the plain one free of TTL checks.
 
-    __slots__ = ()
+    Its two methods inline the expiry bookkeeping of ``_live``/``_touch``, so a read or a
+    write is one Python call, as without TTL.
+    """
+
+    __slots__ = ("_deadlines", "_ttl_ms")
+
+    def __init__(self, store: StateStore, scope: KeyScope) -> None:
+        super().__init__(store, scope)
+        if store.expiry is None or store.ttl_ms is None:
+            raise ValueError(f"state {store.name!r} has no TTL")
+        # The same objects as _expiry and _ttl, typed without their None.
+        self._deadlines: OrderedDict[str, int] = store.expiry
+        self._ttl_ms: int = store.ttl_ms
 
     def value(self) -> Any:
-        return self._live(self._scope.key)
+        key = self._scope.key
+        deadlines = self._deadlines
+        deadline = deadlines.get(key)  # type: ignore[arg-type]
+        if deadline is not None and deadline <= self._now.now:
+            del deadlines[key]  # type: ignore[arg-type]
+            self._data.pop(key, None)  # type: ignore[arg-type]
+            return None
+        return self._data.get(key)  # type: ignore[arg-type]
 
     def update(self, value: Any) -> None:
-        ValueState.update(self, value)
-        if value is not None:
-            self._touch(self._scope.key)  # type: ignore[arg-type]
+        key = self._scope.key
+        t = type(value)
+        if (t is int or t is str) and key is not None:
+            self._data[key] = value
+        else:
+            self._store_checked(key, value)
+            if value is None:
+                return
+        deadlines = self._deadlines
+        deadlines[key] = self._now.now + self._ttl_ms  # type: ignore[index]
+        deadlines.move_to_end(key)  # type: ignore[arg-type]
 
 
 class ListState(_Handle):

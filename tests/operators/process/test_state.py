@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from enum import IntEnum
 from typing import Any
 
 import pytest
@@ -201,6 +202,51 @@ def test_non_json_value_is_refused_naming_the_state_and_type(bad: Any, type_name
     assert type_name in message
 
 
+class Level(IntEnum):
+    LOW = 1
+
+
+class Tag(str):
+    pass
+
+
+@pytest.mark.parametrize("ttl_ms", [None, 1_000])
+@pytest.mark.parametrize(
+    ("bad", "type_name"),
+    [
+        (Level.LOW, "Level"),  # an int subclass: not an exact int, so not the fast path
+        (Tag("x"), "Tag"),
+        (float("inf"), "float"),
+        (float("-inf"), "float"),
+        (float("nan"), "float"),
+    ],
+)
+def test_value_state_refuses_scalars_that_would_not_round_trip(
+    bad: Any, type_name: str, ttl_ms: int | None
+) -> None:
+    def step(ctx: Context, value: Any) -> Any:
+        s = ctx.value_state("v", ttl_ms=ttl_ms)
+        s.update(7)
+        with pytest.raises(StateNotJsonSafe) as info:
+            s.update(bad)
+        return (s.value(), type_name in str(info.value))
+
+    assert run(step, [("a", None)]) == [(7, True)]
+
+
+@pytest.mark.parametrize("ttl_ms", [None, 1_000])
+def test_value_state_keeps_every_json_scalar_and_container(ttl_ms: int | None) -> None:
+    written = [0, -(2**70), "", "x", True, False, 0.0, -2.5, 1e308, [1, "a"], {"k": [None]}]
+
+    def step(ctx: Context, value: Any) -> Any:
+        s = ctx.value_state("v", ttl_ms=ttl_ms)
+        s.update(value)
+        got = s.value()
+        return got is value
+
+    assert run(step, [("a", v) for v in written]) == [True] * len(written)
+
+
 def test_non_json_value_in_list_and_map_state_is_refused() -> None:
     def step(ctx: Context, value: Any) -> Any:
         with pytest.raises(StateNotJsonSafe):
@@ -243,6 +289,19 @@ def test_writing_state_in_open_has_no_current_key() -> None:
     class WritesInOpen(KeyedProcessFunction):
         def open(self, ctx: Context) -> None:
             ctx.value_state("v").update(1)
+
+    with pytest.raises(NoCurrentKey):
+        make(WritesInOpen())
+
+
+@pytest.mark.parametrize("ttl_ms", [None, 1_000])
+@pytest.mark.parametrize("value", [1, "x", True, 1.5, None, {"a": 1}, (1,)])
+def test_every_value_state_write_in_open_has_no_current_key(value: Any, ttl_ms: int | None) -> None:
+    """Whatever the value (fast path or checked), a write without a key is refused first."""
+
+    class WritesInOpen(KeyedProcessFunction):
+        def open(self, ctx: Context) -> None:
+            ctx.value_state("v", ttl_ms=ttl_ms).update(value)
 
     with pytest.raises(NoCurrentKey):
         make(WritesInOpen())

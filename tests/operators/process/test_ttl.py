@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from service.core.time import ManualClock
-from service.functions import Context, KeyedProcessFunction, Out
+from service.functions import Context, KeyedProcessFunction, Out, StateNotJsonSafe
+from service.operators.process import KeyedProcessOperator
 from tests.operators.process.harness import make, rec, values
 
 
@@ -82,3 +85,56 @@ def test_memory_stays_bounded_under_a_steady_stream_of_new_keys() -> None:
         peak = max(peak, op.gauges().keys)
     # 1_000 ms of TTL at one new key per 10 ms: at most 100 live keys (+1 for the batch).
     assert peak <= 101
+
+
+class WriteValue(KeyedProcessFunction):
+    """Writes each record's value to a TTL'd value state (a refused write is caught)."""
+
+    def open(self, ctx: Context) -> None:
+        self.v = ctx.value_state("v", ttl_ms=1_000)
+
+    def process_element(self, value: Any, ctx: Context, out: Out) -> None:
+        if value == ("get",):
+            out.collect(self.v.value())
+            return
+        try:
+            self.v.update(value)
+        except StateNotJsonSafe:
+            out.collect("refused")
+
+
+def expiry_of(op: KeyedProcessOperator, key: str) -> int | None:
+    return op.snapshot()["state"]["v"]["expiry"].get(key)  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("value", [2, "two", 2.5, True, [2], {"n": 2}])
+def test_every_kind_of_value_write_restarts_the_ttl(value: Any) -> None:
+    clock = ManualClock(0)
+    op = make(WriteValue(), clock)
+    op.process_batch([rec("a", 0, 1)])
+    clock.set(800)
+    op.process_batch([rec("a", 0, value)])
+    assert expiry_of(op, "a") == 1_800
+    clock.set(1_500)
+    op.process_batch([rec("a", 0, ("get",))])
+    clock.set(1_800)
+    op.process_batch([rec("a", 0, ("get",))])
+    assert values(op) == [("a", 0, value), ("a", 0, None)]
+
+
+def test_writing_none_clears_the_value_and_its_expiry() -> None:
+    op = make(WriteValue())
+    op.process_batch([rec("a", 0, 1), rec("a", 0, None), rec("a", 0, ("get",))])
+    assert values(op) == [("a", 0, None)]
+    assert expiry_of(op, "a") is None
+    assert op.gauges().keys == 0
+
+
+def test_a_refused_write_keeps_the_value_and_its_expiry() -> None:
+    clock = ManualClock(0)
+    op = make(WriteValue(), clock)
+    op.process_batch([rec("a", 0, 1)])
+    clock.set(500)
+    op.process_batch([rec("a", 0, float("inf")), rec("a", 0, ("get",))])
+    assert values(op) == [("a", 0, "refused"), ("a", 0, 1)]
+    assert expiry_of(op, "a") == 1_000
