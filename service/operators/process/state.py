@@ -24,7 +24,7 @@ Values must be JSON-representable (checked on write, :mod:`jsonsafe`); map keys 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from enum import StrEnum
 from typing import Any, Protocol
 
@@ -116,10 +116,37 @@ class _Now:
         self.now = 0
 
 
-class _Handle:
-    """What the three kinds of handle share: the store, the scope and TTL bookkeeping."""
+def _ttl_reader(
+    data: dict[str, Any], expiry: OrderedDict[str, int], now: _Now
+) -> Callable[[str | None], Any]:
+    """The ``_read`` of a handle with TTL: the key's entry, or None if absent or expired
+    (an expired entry is removed).
 
-    __slots__ = ("_data", "_expiry", "_name", "_now", "_scope", "_store", "_ttl")
+    A closure over the store's containers, which it reads as cell variables rather than
+    through the handle's attributes.
+    """
+
+    def read(key: str | None) -> Any:
+        if key is not None:
+            deadline = expiry.get(key)
+            if deadline is not None and deadline <= now.now:
+                del expiry[key]
+                data.pop(key, None)
+                return None
+        return data.get(key)  # type: ignore[arg-type]
+
+    return read
+
+
+class _Handle:
+    """What the three kinds of handle share: the store, the scope and TTL bookkeeping.
+
+    Whether the state has a TTL is decided once, here, not on every call: ``_read`` is the
+    data dict's own ``get`` without TTL (a C call, no Python frame) and a reader that drops
+    expired entries with TTL; writers refresh the expiry only when there is one.
+    """
+
+    __slots__ = ("_data", "_expiry", "_name", "_now", "_read", "_scope", "_store", "_ttl")
 
     def __init__(self, store: StateStore, scope: KeyScope) -> None:
         self._store = store
@@ -129,33 +156,24 @@ class _Handle:
         self._now = store.now_ref
         self._ttl = store.ttl_ms
         self._expiry = store.expiry
+        self._read: Callable[[str | None], Any] = (
+            store.data.get  # type: ignore[assignment]
+            if store.expiry is None
+            else _ttl_reader(store.data, store.expiry, store.now_ref)
+        )
 
     @property
     def name(self) -> str:
         return self._name
 
-    def _write_key(self) -> str:
-        key = self._scope.key
-        if key is None:
-            raise NoCurrentKey(f"state {self._name!r} used without a current key (e.g. in open)")
-        return key
-
-    def _live(self, key: str | None) -> Any:
-        """The key's entry, or None if absent or expired (an expired one is removed)."""
-        expiry = self._expiry
-        if expiry is not None and key is not None:
-            deadline = expiry.get(key)
-            if deadline is not None and deadline <= self._now.now:
-                del expiry[key]
-                self._data.pop(key, None)
-                return None
-        return self._data.get(key)  # type: ignore[arg-type]
+    def _no_key(self) -> NoCurrentKey:
+        return NoCurrentKey(f"state {self._name!r} used without a current key (e.g. in open)")
 
     def _touch(self, key: str) -> None:
+        """Restart the key's TTL (callers check that there is one)."""
         expiry = self._expiry
-        if expiry is not None:
-            expiry[key] = self._now.now + self._ttl  # type: ignore[operator]
-            expiry.move_to_end(key)
+        expiry[key] = self._now.now + self._ttl  # type: ignore[index,operator]
+        expiry.move_to_end(key)  # type: ignore[union-attr]
 
     def _drop(self, key: str) -> None:
         self._data.pop(key, None)
@@ -164,7 +182,10 @@ class _Handle:
 
     def clear(self) -> None:
         """Remove the current key's entry."""
-        self._drop(self._write_key())
+        key = self._scope.key
+        if key is None:
+            raise self._no_key()
+        self._drop(key)
 
 
 class ValueState(_Handle):
@@ -191,7 +212,7 @@ class ValueState(_Handle):
         """:meth:`update` for what the fast path does not take: no current key, ``None``
         (clears), and values whose type alone does not prove them JSON-safe."""
         if key is None:
-            raise NoCurrentKey(f"state {self._name!r} used without a current key (e.g. in open)")
+            raise self._no_key()
         if value is None:
             self._drop(key)
             return
@@ -206,7 +227,7 @@ class ValueState(_Handle):
 class _TtlValueState(ValueState):
     """A value state with TTL; a separate class keeps the plain one free of TTL checks.
 
-    Its two methods inline the expiry bookkeeping of ``_live``/``_touch``, so a read or a
+    Its two methods inline the expiry bookkeeping of ``_read``/``_touch``, so a read or a
     write is one Python call, as without TTL.
     """
 
@@ -251,43 +272,52 @@ class ListState(_Handle):
 
     def get(self) -> list[Any]:
         """A copy of the current key's list ([] when unset)."""
-        stored = self._live(self._scope.key)
+        stored = self._read(self._scope.key)
         return [] if stored is None else list(stored)
 
     def add(self, value: Any) -> None:
-        key = self._write_key()
+        key = self._scope.key
+        if key is None:
+            raise self._no_key()
         if type(value) not in SIMPLE_TYPES:
             check_json_safe(value, self._name)
-        stored = self._live(key)
+        stored = self._read(key)
         if stored is None:
             self._data[key] = [value]
         else:
             stored.append(value)
-        self._touch(key)
+        if self._expiry is not None:
+            self._touch(key)
 
     def add_all(self, values: Iterable[Any]) -> None:
         items = list(values)
         if not items:
             return
-        key = self._write_key()
+        key = self._scope.key
+        if key is None:
+            raise self._no_key()
         check_json_safe(items, self._name)
-        stored = self._live(key)
+        stored = self._read(key)
         if stored is None:
             self._data[key] = items
         else:
             stored.extend(items)
-        self._touch(key)
+        if self._expiry is not None:
+            self._touch(key)
 
     def update(self, values: Iterable[Any]) -> None:
         """Replace the list; an empty one clears the entry."""
-        key = self._write_key()
+        key = self._scope.key
+        if key is None:
+            raise self._no_key()
         items = list(values)
         if not items:
             self._drop(key)
             return
         check_json_safe(items, self._name)
         self._data[key] = items
-        self._touch(key)
+        if self._expiry is not None:
+            self._touch(key)
 
 
 class MapState(_Handle):
@@ -295,19 +325,18 @@ class MapState(_Handle):
 
     __slots__ = ()
 
-    def _map(self) -> dict[Any, Any] | None:
-        return self._live(self._scope.key)  # type: ignore[no-any-return]
-
     def get(self, map_key: str | int, default: Any = None) -> Any:
-        stored = self._map()
+        stored = self._read(self._scope.key)
         return default if stored is None else stored.get(map_key, default)
 
     def contains(self, map_key: str | int) -> bool:
-        stored = self._map()
+        stored = self._read(self._scope.key)
         return stored is not None and map_key in stored
 
     def put(self, map_key: str | int, value: Any) -> None:
-        key = self._write_key()
+        key = self._scope.key
+        if key is None:
+            raise self._no_key()
         if type(map_key) is not str and type(map_key) is not int:
             raise StateNotJsonSafe(
                 self._name,
@@ -317,20 +346,23 @@ class MapState(_Handle):
             )
         if type(value) not in SIMPLE_TYPES:
             check_json_safe(value, self._name)
-        stored = self._live(key)
+        stored = self._read(key)
         if stored is None:
             self._data[key] = {map_key: value}
         else:
             stored[map_key] = value
-        self._touch(key)
+        if self._expiry is not None:
+            self._touch(key)
 
     def put_all(self, entries: Mapping[str | int, Any]) -> None:
         for map_key, value in entries.items():
             self.put(map_key, value)
 
     def remove(self, map_key: str | int) -> None:
-        key = self._write_key()
-        stored = self._live(key)
+        key = self._scope.key
+        if key is None:
+            raise self._no_key()
+        stored = self._read(key)
         if stored is None:
             return
         stored.pop(map_key, None)
@@ -338,22 +370,22 @@ class MapState(_Handle):
             self._drop(key)
 
     def keys(self) -> list[Any]:
-        stored = self._map()
+        stored = self._read(self._scope.key)
         return [] if stored is None else list(stored)
 
     def values(self) -> list[Any]:
-        stored = self._map()
+        stored = self._read(self._scope.key)
         return [] if stored is None else list(stored.values())
 
     def items(self) -> list[tuple[Any, Any]]:
-        stored = self._map()
+        stored = self._read(self._scope.key)
         return [] if stored is None else list(stored.items())
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self.keys())
 
     def is_empty(self) -> bool:
-        return not self._map()
+        return not self._read(self._scope.key)
 
 
 _HANDLES: dict[StateKind, type[_Handle]] = {

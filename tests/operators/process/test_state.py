@@ -307,6 +307,57 @@ def test_every_value_state_write_in_open_has_no_current_key(value: Any, ttl_ms: 
         make(WritesInOpen())
 
 
+WRITES_WITHOUT_KEY: list[Callable[[Context, int | None], None]] = [
+    lambda ctx, ttl: ctx.value_state("v", ttl_ms=ttl).clear(),
+    lambda ctx, ttl: ctx.list_state("l", ttl_ms=ttl).add(1),
+    lambda ctx, ttl: ctx.list_state("l", ttl_ms=ttl).add_all([1]),
+    lambda ctx, ttl: ctx.list_state("l", ttl_ms=ttl).update([1]),
+    lambda ctx, ttl: ctx.list_state("l", ttl_ms=ttl).clear(),
+    lambda ctx, ttl: ctx.map_state("m", ttl_ms=ttl).put("k", 1),
+    lambda ctx, ttl: ctx.map_state("m", ttl_ms=ttl).put_all({"k": 1}),
+    lambda ctx, ttl: ctx.map_state("m", ttl_ms=ttl).remove("k"),
+    lambda ctx, ttl: ctx.map_state("m", ttl_ms=ttl).clear(),
+]
+
+
+@pytest.mark.parametrize("ttl_ms", [None, 1_000])
+@pytest.mark.parametrize("write", WRITES_WITHOUT_KEY)
+def test_every_list_and_map_write_in_open_has_no_current_key(
+    write: Callable[[Context, int | None], None], ttl_ms: int | None
+) -> None:
+    class WritesInOpen(KeyedProcessFunction):
+        def open(self, ctx: Context) -> None:
+            write(ctx, ttl_ms)
+
+    with pytest.raises(NoCurrentKey):
+        make(WritesInOpen())
+
+
+@pytest.mark.parametrize("ttl_ms", [None, 1_000])
+def test_reads_in_open_see_empty_state(ttl_ms: int | None) -> None:
+    seen: list[Any] = []
+
+    class ReadsInOpen(KeyedProcessFunction):
+        def open(self, ctx: Context) -> None:
+            lst = ctx.list_state("l", ttl_ms=ttl_ms)
+            m = ctx.map_state("m", ttl_ms=ttl_ms)
+            seen.extend(
+                [
+                    ctx.value_state("v", ttl_ms=ttl_ms).value(),
+                    lst.get(),
+                    m.get("k", "default"),
+                    m.contains("k"),
+                    m.keys(),
+                    m.values(),
+                    m.items(),
+                    m.is_empty(),
+                ]
+            )
+
+    make(ReadsInOpen())
+    assert seen == [None, [], "default", False, [], [], [], True]
+
+
 def test_snapshot_keys_equals_snapshot_key_of_each_key() -> None:
     class Fill(KeyedProcessFunction):
         def open(self, ctx: Context) -> None:

@@ -8,7 +8,14 @@ import pytest
 
 from service.core.time import ManualClock
 from service.functions import Context, KeyedProcessFunction, Out, StateNotJsonSafe
-from service.operators.process import KeyedProcessOperator
+from service.operators.process import (
+    KeyedProcessOperator,
+    ListState,
+    MapState,
+    StateKind,
+    ValueState,
+)
+from service.operators.process.state import KeyedStateBackend
 from tests.operators.process.harness import make, rec, values
 
 
@@ -138,3 +145,27 @@ def test_a_refused_write_keeps_the_value_and_its_expiry() -> None:
     op.process_batch([rec("a", 0, float("inf")), rec("a", 0, ("get",))])
     assert values(op) == [("a", 0, "refused"), ("a", 0, 1)]
     assert expiry_of(op, "a") == 1_000
+
+
+class Scope:
+    key: str | None = "a"
+
+
+def test_a_read_never_returns_an_expired_entry_even_before_the_sweep() -> None:
+    """The operator sweeps before every call, so through it an expired entry is always
+    gone already; read at the backend, expiry is still checked (and the entry removed)."""
+    backend = KeyedStateBackend(Scope())
+    v = backend.handle("v", StateKind.VALUE, 1_000)
+    lst = backend.handle("l", StateKind.LIST, 1_000)
+    m = backend.handle("m", StateKind.MAP, 1_000)
+    assert isinstance(v, ValueState)
+    assert isinstance(lst, ListState)
+    assert isinstance(m, MapState)
+    v.update(1)
+    lst.add(1)
+    m.put("k", 1)
+    backend.now = 999
+    assert (v.value(), lst.get(), m.get("k")) == (1, [1], 1)
+    backend.now = 1_000
+    assert (v.value(), lst.get(), m.get("k"), m.is_empty()) == (None, [], None, True)
+    assert all(not store.data and not store.expiry for store in backend.stores.values())
