@@ -20,8 +20,9 @@ the CPU time per checkpoint.
 The garbage collector runs as in the service (see :func:`gc_like_the_service`;
 ``--default-gc`` for Python's defaults).
 
-Run: ``python -m benchmarks.process [--records N] [--profile NAME] [--checkpoints]
-[--default-gc]``.
+Run: ``python -m benchmarks.process [--records N] [--scenario NAME] [--repeat N]
+[--profile NAME] [--checkpoints] [--default-gc]``. CPU time still moves by +-20% between
+runs on a shared 2-core VM, so compare medians of several runs (``--repeat``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import pstats
+import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -155,6 +157,13 @@ def main() -> None:
     parser.add_argument(
         "--default-gc", action="store_true", help="Python's GC thresholds, input not frozen"
     )
+    parser.add_argument("--scenario", choices=sorted(SCENARIOS), help="run only this one")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="runs per scenario, round robin (one input, one start-up); prints median and range",
+    )
     args = parser.parse_args()
     records = make_records(args.records)
     if not args.default_gc:
@@ -170,22 +179,32 @@ def main() -> None:
                 f"({sorted(entries)[len(entries) // 2] - 1:,} dirty keys, {len(per)} checkpoints)"
             )
         return
-    for name, build in SCENARIOS.items():
-        if args.profile is not None and name != args.profile:
-            continue
-        if args.profile is not None:
-            profiler = cProfile.Profile()
-            profiler.enable()
-            run(build, records)
-            profiler.disable()
-            pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
-            continue
-        cpu, wall, emitted = run(build, records)
-        check(name, records, emitted)
-        print(
-            f"{name:<20} {len(records) / cpu:>12,.0f} records/s (cpu {cpu:.2f}s, "
-            f"wall {wall:.2f}s, {len(emitted):,} outputs)"
-        )
+    if args.profile is not None:
+        profiler = cProfile.Profile()
+        profiler.enable()
+        run(SCENARIOS[args.profile], records)
+        profiler.disable()
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
+        return
+    names = [args.scenario] if args.scenario is not None else list(SCENARIOS)
+    rates: dict[str, list[float]] = {name: [] for name in names}
+    # Round robin rather than all runs of one scenario in a row: a burst of load from
+    # other work then spreads over the scenarios instead of landing on one.
+    for _ in range(args.repeat):
+        for name in names:
+            cpu, wall, emitted = run(SCENARIOS[name], records)
+            check(name, records, emitted)
+            rates[name].append(len(records) / cpu)
+            print(
+                f"{name:<20} {len(records) / cpu:>12,.0f} records/s (cpu {cpu:.2f}s, "
+                f"wall {wall:.2f}s, {len(emitted):,} outputs)"
+            )
+    if args.repeat > 1:
+        for name, per in rates.items():
+            print(
+                f"{name:<20} median {statistics.median(per):>10,.0f} records/s, "
+                f"range {min(per):,.0f}-{max(per):,.0f} ({len(per)} runs)"
+            )
 
 
 if __name__ == "__main__":
