@@ -3,8 +3,8 @@
 Why check on write: a checkpoint that fails hours after the bad write names neither the
 state nor the record; failing the write itself points at the line of user code (and the
 record goes to the failed output). The check is cheap for the common case: callers skip
-it for ``str``/``int``/``bool``/``None`` (one ``type()`` lookup) and only walk
-containers and floats.
+it for ``str``/``int``/``bool``/``None`` (a test of the exact type; value state also for a
+finite ``float``) and only walk containers and the rest.
 """
 
 from __future__ import annotations
