@@ -169,7 +169,10 @@ async def read_changelog(
         while remaining:
             if time.monotonic() > deadline:
                 raise RestoreError(f"changelog {changelog_topic} not read within {timeout_s}s")
-            batch = await consumer.getmany(timeout_ms=100, max_records=10_000)
+            # Short: a getmany that gets no records waits its whole timeout even after
+            # the fetch answered, and an empty changelog (every first start) gets none;
+            # the end is known from the high watermark after the first fetch answer.
+            batch = await consumer.getmany(timeout_ms=20, max_records=10_000)
             for records in batch.values():
                 for record in records:
                     reader.add(record.key, record.value, wanted)
