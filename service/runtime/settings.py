@@ -42,8 +42,8 @@ class RuntimeSettings:
     of small long-lived objects; with the default (700, 10, 10) the cyclic collector
     rescans them so often that it took ~40% of the end-to-end benchmark's time. The first
     number counts the net growth of tracked objects, and one fetch alone holds ~400k
-    (~200k aiokafka batch records, each with its headers list): at 50k a young collection ran every ~25k input records
-    and scanned the fetch in hand each time (37 collections, 0.34 s CPU, ~7% of the 1M
-    e2e run); at 500k, 0-1 (0.06 s). The state's own growth still triggers them, each
-    over at most 500k young objects (tens of ms); nothing here relies on cycles being
-    freed sooner."""
+    (~200k aiokafka batch records, each with its headers list): at 50k a young
+    collection ran every ~25k input records and scanned the fetch in hand each time (37
+    collections, 0.34 s CPU, ~7% of the 1M e2e run); at 500k, 0-1 (0.06 s). The state's
+    own growth still triggers them, each over at most 500k young objects (tens of ms);
+    nothing here relies on cycles being freed sooner."""
