@@ -59,10 +59,10 @@ async def test_idle_partition_lets_windows_fire(bootstrap_servers: str) -> None:
     ]
     closing = [{"user": f"u{k}", "ts": BASE + 100_000, "amount": 0} for k in range(3)]
 
-    def records(data: list[dict[str, Any]]) -> list[Any]:
+    def on_own_partition(data: list[dict[str, Any]]) -> list[Any]:  # u0 -> 0, u1 -> 1, u2 -> 2
         return [json_record(int(e["user"][1:]), e["user"], e) for e in data]
 
-    await produce(bootstrap_servers, topic, records(data))
+    await produce(bootstrap_servers, topic, on_own_partition(data))
     definition = window_definition(name, [topic], TUMBLING, bounded=False, idle_timeout_ms=300)
     runtime = Runtime(runtime_settings(bootstrap_servers))
     await runtime.start()
@@ -76,7 +76,7 @@ async def test_idle_partition_lets_windows_fire(bootstrap_servers: str) -> None:
 
         await wait_until(partition_3_idle, timeout_s=20)
         # Records on 0..2 make them active again; 3 stays idle and out of the minimum.
-        await produce(bootstrap_servers, topic, records(closing))
+        await produce(bootstrap_servers, topic, on_own_partition(closing))
 
         async def fired() -> bool:
             return len(await read_json(bootstrap_servers, f"{name}.out")) >= len(want)
@@ -159,28 +159,38 @@ async def test_late_records_go_to_the_late_topic(bootstrap_servers: str) -> None
     }
 
 
+KEYS = 8
+"""Users of the rebalance tests: u0..u7 over 4 partitions (user number mod 4)."""
+
+
+def span(start: int, stop: int) -> list[dict[str, Any]]:
+    """One event per user per second from second ``start`` to ``stop``."""
+    return [
+        {"user": f"u{k}", "ts": BASE + i * 1000 + k, "amount": k + i}
+        for i in range(start, stop)
+        for k in range(KEYS)
+    ]
+
+
+def records(data: list[dict[str, Any]]) -> list[Any]:
+    return [json_record(int(e["user"][1:]) % 4, e["user"], e) for e in data]
+
+
+def closing_records() -> list[Any]:
+    """One far-future event per partition: every window of the data closes."""
+    return [
+        json_record(p, f"z{p}", {"user": f"z{p}", "ts": BASE + 10**6, "amount": 0})
+        for p in range(4)
+    ]
+
+
 async def test_rebalance_moves_windows_and_timers(bootstrap_servers: str) -> None:
     """Two runtimes in one group: partitions move from A to B with their open windows."""
     name = unique("rebalance")
     topic = f"{name}.in"
     await create_topic(bootstrap_servers, topic, 4)
-    keys = 8
-
-    def span(start: int, stop: int) -> list[dict[str, Any]]:
-        return [
-            {"user": f"u{k}", "ts": BASE + i * 1000 + k, "amount": k + i}
-            for i in range(start, stop)
-            for k in range(keys)
-        ]
-
-    def records(data: list[dict[str, Any]]) -> list[Any]:
-        return [json_record(int(e["user"][1:]) % 4, e["user"], e) for e in data]
-
     first, second = span(0, 35), span(35, 70)  # windows [30 s, 40 s) span the move
-    closing = [
-        json_record(p, f"z{p}", {"user": f"z{p}", "ts": BASE + 10**6, "amount": 0})
-        for p in range(4)
-    ]
+    closing = closing_records()
     definition = window_definition(name, [topic], TUMBLING, bounded=False)
     a = Runtime(runtime_settings(bootstrap_servers))
     b = Runtime(runtime_settings(bootstrap_servers))
@@ -201,7 +211,7 @@ async def test_rebalance_moves_windows_and_timers(bootstrap_servers: str) -> Non
 
         await wait_until(a_watermark, timeout_s=20)
         open_before = sum(p.windows_open for p in a.status(name).partitions)
-        assert open_before == keys  # window [30 s, 40 s) of every key is open
+        assert open_before == KEYS  # window [30 s, 40 s) of every key is open
 
         b.start_pipeline(definition)
 
@@ -210,8 +220,8 @@ async def test_rebalance_moves_windows_and_timers(bootstrap_servers: str) -> Non
 
         await wait_until(split, timeout_s=20)
         moved = b.status(name).partitions
-        assert sum(p.windows_open for p in moved) == keys // 2  # the windows moved along
-        assert sum(p.event_timers for p in moved) == keys // 2  # and their timers
+        assert sum(p.windows_open for p in moved) == KEYS // 2  # the windows moved along
+        assert sum(p.event_timers for p in moved) == KEYS // 2  # and their timers
         await produce(bootstrap_servers, topic, records(second) + closing)
         want = expected(first + second)
 
@@ -241,21 +251,8 @@ async def test_partitions_assigned_straight_back_keep_their_state_in_memory(
     topic = f"{name}.in"
     await create_topic(bootstrap_servers, topic, 4)
 
-    def span(start: int, stop: int) -> list[dict[str, Any]]:
-        return [
-            {"user": f"u{k}", "ts": BASE + i * 1000 + k, "amount": k + i}
-            for i in range(start, stop)
-            for k in range(8)
-        ]
-
-    def records(data: list[dict[str, Any]]) -> list[Any]:
-        return [json_record(int(e["user"][1:]) % 4, e["user"], e) for e in data]
-
     first, second, third = span(0, 25), span(25, 50), span(50, 75)
-    closing = [
-        json_record(p, f"z{p}", {"user": f"z{p}", "ts": BASE + 10**6, "amount": 0})
-        for p in range(4)
-    ]
+    closing = closing_records()
     definition = window_definition(name, [topic], TUMBLING, bounded=False)
     registry_a, registry_b = CollectorRegistry(), CollectorRegistry()
     a = Runtime(runtime_settings(bootstrap_servers), metrics=build_metrics(registry_a))
