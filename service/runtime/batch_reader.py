@@ -123,9 +123,13 @@ class BatchReader:
             for tp in list(pending):
                 result = pending[tp]
                 if type(result) is FetchResult:
-                    records = _drain(tp, result)
-                    del pending[tp]
-                    fetcher._notify(fetcher._wait_consume_future)  # fetch this one again
+                    try:
+                        records = _drain(tp, result)
+                    finally:
+                        # Drained, or failed (a bad CRC) with the position unmoved: either
+                        # way the partition is fetched again from its position.
+                        del pending[tp]
+                        fetcher._notify(fetcher._wait_consume_future)
                     if records:
                         drained[tp] = records
                         taken += len(records)
