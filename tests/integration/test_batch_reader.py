@@ -14,6 +14,10 @@ from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.client import AIOKafkaClient
+from aiokafka.errors import CorruptRecordException
+from aiokafka.protocol.produce import ProduceRequest
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 from service.runtime.batch_reader import BatchReader, lean_reading_supported
 from tests.integration.kafka_utils import create_topic, unique
@@ -160,3 +164,42 @@ async def test_max_records_stops_after_the_partition_that_reaches_it(
         assert len(batch) <= 1  # one partition's fetch, handed out whole
         seen += sum(len(records) for records in batch.values())
     assert seen == PARTITIONS * PER_PARTITION
+
+
+def record_batch(base: int, values: list[bytes], corrupt: bool = False) -> bytes:
+    builder = DefaultRecordBatchBuilder(2, 0, 0, -1, -1, -1, 1 << 20)
+    for i, value in enumerate(values):
+        builder.append(i, timestamp=1_000 + base + i, key=b"k", value=value, headers=[])
+    data = bytearray(builder.build())
+    if corrupt:
+        data[-3] ^= 0xFF  # a byte of the last value: the batch CRC no longer matches
+    return bytes(data)
+
+
+async def test_a_batch_failing_its_crc_is_raised_and_never_skipped(bootstrap_servers: str) -> None:
+    name = unique("crc")
+    await create_topic(bootstrap_servers, name, 1)
+    tp = TopicPartition(name, 0)
+    client = AIOKafkaClient(bootstrap_servers=bootstrap_servers)
+    await client.bootstrap()
+    try:  # raw produce requests: the embedded broker stores a batch as it gets it
+        await client.force_metadata_update()
+        leader = client.cluster.leader_for_partition(tp)
+        for batch in (record_batch(0, [b"a", b"b"], corrupt=True), record_batch(2, [b"c"])):
+            await client.send(leader, ProduceRequest(None, -1, 5000, [(name, [(0, batch)])]))
+    finally:
+        await client.close()
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap_servers, enable_auto_commit=False, fetch_max_wait_ms=20
+    )
+    await consumer.start()
+    try:
+        consumer.assign([tp])
+        consumer.seek(tp, 0)
+        reader = BatchReader(consumer)
+        for _ in range(3):  # fetched again from the same place each time
+            with pytest.raises(CorruptRecordException):
+                await read_all(reader.read, 1, deadline_s=5)
+            assert await consumer.position(tp) == 0
+    finally:
+        await consumer.stop()
