@@ -10,6 +10,7 @@ import orjson
 import pytest
 from prometheus_client import CollectorRegistry
 
+from service.runtime.definition import PipelineDefinition
 from service.runtime.manager import Runtime
 from service.runtime.metrics import build_metrics
 from service.runtime.status import PipelineState
@@ -184,6 +185,26 @@ def closing_records() -> list[Any]:
     ]
 
 
+async def caught_up(runtime: Runtime, name: str, count: int) -> bool:
+    """``runtime`` owns ``count`` partitions of pipeline ``name``, none lagging."""
+    parts = runtime.status(name).partitions
+    return len(parts) == count and all(p.lag == 0 for p in parts)
+
+
+async def run_until_caught_up(
+    bootstrap: str, definition: PipelineDefinition, partitions: int
+) -> None:
+    """Start a runtime, let it read everything, stop it gracefully (flush, checkpoint,
+    commit, leave)."""
+    runtime = Runtime(runtime_settings(bootstrap, checkpoint_interval_ms=60_000))
+    await runtime.start()
+    runtime.start_pipeline(definition)
+    try:
+        await wait_until(lambda: caught_up(runtime, definition.name, partitions), timeout_s=20)
+    finally:
+        await runtime.shutdown()
+
+
 async def test_rebalance_moves_windows_and_timers(bootstrap_servers: str) -> None:
     """Two runtimes in one group: partitions move from A to B with their open windows."""
     name = unique("rebalance")
@@ -200,11 +221,7 @@ async def test_rebalance_moves_windows_and_timers(bootstrap_servers: str) -> Non
         await produce(bootstrap_servers, topic, records(first))
         a.start_pipeline(definition)
 
-        async def a_caught_up() -> bool:
-            parts = a.status(name).partitions
-            return len(parts) == 4 and all(p.lag == 0 for p in parts)
-
-        await wait_until(a_caught_up, timeout_s=20)
+        await wait_until(lambda: caught_up(a, name, 4), timeout_s=20)
 
         async def a_watermark() -> bool:
             return (a.status(name).watermark or 0) >= BASE + 34_000
@@ -263,16 +280,12 @@ async def test_partitions_assigned_straight_back_keep_their_state_in_memory(
         await produce(bootstrap_servers, topic, records(first))
         a.start_pipeline(definition)
 
-        async def caught_up(runtime: Runtime, count: int) -> bool:
-            parts = runtime.status(name).partitions
-            return len(parts) == count and all(p.lag == 0 for p in parts)
-
-        await wait_until(lambda: caught_up(a, 4), timeout_s=20)
+        await wait_until(lambda: caught_up(a, name, 4), timeout_s=20)
         assert restored(registry_a, name, "changelog") == 4  # the first assignment
         assert restored(registry_a, name, "memory") == 0
 
         async def split() -> bool:
-            return await caught_up(a, 2) and await caught_up(b, 2)
+            return await caught_up(a, name, 2) and await caught_up(b, name, 2)
 
         b.start_pipeline(definition)
         await wait_until(split, timeout_s=20)
@@ -285,7 +298,7 @@ async def test_partitions_assigned_straight_back_keep_their_state_in_memory(
         changelog_before = restored(registry_a, name, "changelog")
 
         await b.shutdown()  # checkpoints its two partitions on the way out
-        await wait_until(lambda: caught_up(a, 4), timeout_s=20)
+        await wait_until(lambda: caught_up(a, name, 4), timeout_s=20)
         # B wrote their changelog since A last had them: A reads those two back
         assert restored(registry_a, name, "changelog") - changelog_before == 2
         assert restored(registry_a, name, "memory") - memory_before == 2
@@ -314,24 +327,10 @@ async def test_graceful_shutdown_then_restart_reemits_nothing(bootstrap_servers:
     )
     definition = window_definition(name, [topic], TUMBLING, bounded=False)
 
-    async def run_until_caught_up() -> None:
-        runtime = Runtime(runtime_settings(bootstrap_servers, checkpoint_interval_ms=60_000))
-        await runtime.start()
-        runtime.start_pipeline(definition)
-        try:
-
-            async def caught_up() -> bool:
-                parts = runtime.status(name).partitions
-                return len(parts) == 2 and all(p.lag == 0 for p in parts)
-
-            await wait_until(caught_up, timeout_s=20)
-        finally:
-            await runtime.shutdown()  # graceful: flush, checkpoint, commit, leave
-
-    await run_until_caught_up()
+    await run_until_caught_up(bootstrap_servers, definition, 2)
     first = await read_json(bootstrap_servers, f"{name}.out")
     assert first  # closed windows were emitted
-    await run_until_caught_up()
+    await run_until_caught_up(bootstrap_servers, definition, 2)
     assert await read_json(bootstrap_servers, f"{name}.out") == first
 
 
@@ -355,25 +354,11 @@ async def test_graceful_shutdown_delivers_the_watermark_before_its_checkpoint(
     )
     definition = window_definition(name, [topic], TUMBLING, bounded=False, interval_ms=600_000)
 
-    async def run_until_caught_up() -> None:
-        runtime = Runtime(runtime_settings(bootstrap_servers, checkpoint_interval_ms=60_000))
-        await runtime.start()
-        runtime.start_pipeline(definition)
-        try:
-
-            async def caught_up() -> bool:
-                parts = runtime.status(name).partitions
-                return len(parts) == 2 and all(p.lag == 0 for p in parts)
-
-            await wait_until(caught_up, timeout_s=20)
-        finally:
-            await runtime.shutdown()
-
-    await run_until_caught_up()
+    await run_until_caught_up(bootstrap_servers, definition, 2)
     first = await read_json(bootstrap_servers, f"{name}.out")
     # Watermark 34 s - 1 ms: the windows [0, 10 s), [10, 20 s) and [20, 30 s) are closed.
     closed = {w: r for w, r in expected(data).items() if w[1] < BASE + 30_000}
     assert by_window(first) == closed
     assert len(first) == len(closed)
-    await run_until_caught_up()
+    await run_until_caught_up(bootstrap_servers, definition, 2)
     assert await read_json(bootstrap_servers, f"{name}.out") == first
