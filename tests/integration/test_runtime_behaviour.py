@@ -205,6 +205,15 @@ async def run_until_caught_up(
         await runtime.shutdown()
 
 
+async def wait_for_windows(bootstrap: str, name: str, count: int) -> None:
+    """Until pipeline ``name``'s result topic holds ``count`` distinct windows."""
+
+    async def complete() -> bool:
+        return len(by_window(await read_json(bootstrap, f"{name}.out"))) >= count
+
+    await wait_until(complete, timeout_s=30)
+
+
 async def test_rebalance_moves_windows_and_timers(bootstrap_servers: str) -> None:
     """Two runtimes in one group: partitions move from A to B with their open windows."""
     name = unique("rebalance")
@@ -241,11 +250,7 @@ async def test_rebalance_moves_windows_and_timers(bootstrap_servers: str) -> Non
         assert sum(p.event_timers for p in moved) == KEYS // 2  # and their timers
         await produce(bootstrap_servers, topic, records(second) + closing)
         want = expected(first + second)
-
-        async def complete() -> bool:
-            return len(by_window(await read_json(bootstrap_servers, f"{name}.out"))) >= len(want)
-
-        await wait_until(complete, timeout_s=30)
+        await wait_for_windows(bootstrap_servers, name, len(want))
     finally:
         await b.shutdown()
         await a.shutdown()
@@ -304,11 +309,7 @@ async def test_partitions_assigned_straight_back_keep_their_state_in_memory(
         assert restored(registry_a, name, "memory") - memory_before == 2
         await produce(bootstrap_servers, topic, records(third) + closing)
         want = expected(first + second + third)
-
-        async def complete() -> bool:
-            return len(by_window(await read_json(bootstrap_servers, f"{name}.out"))) >= len(want)
-
-        await wait_until(complete, timeout_s=30)
+        await wait_for_windows(bootstrap_servers, name, len(want))
     finally:
         await b.shutdown()
         await a.shutdown()
