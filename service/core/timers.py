@@ -6,13 +6,20 @@ register timers; the service owns the queues and fires them, as Flink's
 
 Why the queue looks the way it does: most timers share a timestamp (every key's window
 ends at the same instant), so a queue is a heap of *distinct* timestamps plus, per
-timestamp, an insertion-ordered bucket of ``(key, namespace)``. Registering into an
+timestamp, an insertion-ordered bucket of timers (see below). Registering into an
 existing timestamp is two dictionary operations and no heap work; firing drains a whole
 bucket per heap pop. Buckets are dicts, so dedup and delete are O(1), and their order is
 registration order, which gives the stricter tie rule (equal timestamps fire in the order
 they were registered). A timestamp whose bucket was emptied by deletes stays in the heap
 as a stale entry until the heap is rebuilt; rebuilding once stale entries outnumber live
 ones keeps the garbage bounded by the number of live timestamps.
+
+A bucket's entry is the bare key for a timer without a namespace (the keyed process
+operator's), else the tuple ``(key, namespace)``. A bare key hashes from its cached string
+hash and compares by identity, where a tuple is built, hashed and compared item by item
+on every operation: for the one-moving-timer-per-key pattern (a timeout pushed back by
+every record) the bare entry makes a move about a quarter cheaper. Keys are therefore
+strings or ints, never tuples, so the two forms cannot be mistaken for each other.
 
 Invariants:
 - at most one timer per ``(timestamp, key, namespace)`` per domain;
@@ -29,7 +36,7 @@ from typing import Any, Generic, NoReturn, Protocol, TypeVar
 
 from service.core.time import MIN_TIMESTAMP, TimeDomain
 
-K = TypeVar("K", bound=Hashable)
+K = TypeVar("K", bound=str | int)
 N = TypeVar("N", bound=Hashable)
 
 TimerCallback = Callable[[int, K, N], None]
@@ -42,6 +49,20 @@ _ABSENT: Any = object()
 _REBUILD_SLACK = 64
 
 
+Bucket = dict[Any, int]
+"""One timestamp's timers: entry (``key`` or ``(key, namespace)``) -> registration seq."""
+
+
+def _entry(key: Any, namespace: Any) -> Any:
+    """A timer's entry in its bucket: the bare key without a namespace (see above)."""
+    return key if namespace is None else (key, namespace)
+
+
+def _split(entry: Any) -> tuple[Any, Any]:
+    """``(key, namespace)`` of a bucket entry."""
+    return entry if type(entry) is tuple else (entry, None)
+
+
 class TimerQueue(Generic[K, N]):
     """Timers of one time domain, ordered by timestamp, ties by registration order."""
 
@@ -51,8 +72,8 @@ class TimerQueue(Generic[K, N]):
         # Both containers are only ever mutated in place, never rebound: the
         # TimerService keeps direct references to them for its inlined hot paths.
         self._heap: list[int] = []
-        # timestamp -> {(key, namespace): registration sequence number}
-        self._buckets: dict[int, dict[tuple[K, N], int]] = {}
+        # timestamp -> {entry (key, or (key, namespace)): registration sequence number}
+        self._buckets: dict[int, Bucket] = {}
         self._size = 0
         # Sequence numbers only order ties (and survive snapshots); gaps are harmless.
         self._seq = count()
@@ -68,7 +89,7 @@ class TimerQueue(Generic[K, N]):
 
     def __contains__(self, timer: tuple[int, K, N]) -> bool:
         bucket = self._buckets.get(timer[0])
-        return bucket is not None and (timer[1], timer[2]) in bucket
+        return bucket is not None and _entry(timer[1], timer[2]) in bucket
 
     def add(self, timestamp: int, key: K, namespace: N) -> bool:
         """Queue a timer; returns False (and changes nothing) if it is already queued."""
@@ -76,15 +97,15 @@ class TimerQueue(Generic[K, N]):
             bucket = self._buckets[timestamp]
         except KeyError:
             bucket = self._new_bucket(timestamp)
-        entry = (key, namespace)
+        entry = _entry(key, namespace)
         if entry in bucket:
             return False
         bucket[entry] = next(self._seq)
         self._size += 1
         return True
 
-    def _new_bucket(self, timestamp: int) -> dict[tuple[K, N], int]:
-        bucket: dict[tuple[K, N], int] = {}
+    def _new_bucket(self, timestamp: int) -> Bucket:
+        bucket: Bucket = {}
         self._buckets[timestamp] = bucket
         heappush(self._heap, timestamp)
         return bucket
@@ -92,7 +113,7 @@ class TimerQueue(Generic[K, N]):
     def remove(self, timestamp: int, key: K, namespace: N) -> bool:
         """Dequeue a timer; returns False if it was not queued."""
         bucket = self._buckets.get(timestamp)
-        if bucket is None or bucket.pop((key, namespace), _ABSENT) is _ABSENT:
+        if bucket is None or bucket.pop(_entry(key, namespace), _ABSENT) is _ABSENT:
             return False
         self._size -= 1
         if not bucket:
@@ -137,7 +158,10 @@ class TimerQueue(Generic[K, N]):
                     continue
                 self._size -= 1
                 fired += 1
-                fire(ts, entry[0], entry[1])
+                if type(entry) is tuple:
+                    fire(ts, entry[0], entry[1])
+                else:
+                    fire(ts, entry, None)  # type: ignore[arg-type]  # bare: N is None
                 if not heap or heap[0] != ts:  # an earlier timer was registered
                     preempted = True
                     break
@@ -166,7 +190,8 @@ class TimerQueue(Generic[K, N]):
     def entries(self) -> Iterator[tuple[int, K, N, int]]:
         """Every queued timer as ``(timestamp, key, namespace, seq)`` in firing order."""
         for ts in sorted(self._buckets):
-            for (key, namespace), seq in self._buckets[ts].items():
+            for entry, seq in self._buckets[ts].items():
+                key, namespace = _split(entry)
                 yield ts, key, namespace, seq
 
     def restore(self, timers: Iterable[tuple[int, K, N, int]]) -> None:
@@ -183,7 +208,7 @@ class TimerQueue(Generic[K, N]):
             bucket = buckets.get(ts)
             if bucket is None:
                 bucket = buckets[ts] = {}
-            entry = (key, namespace)
+            entry = _entry(key, namespace)
             if entry not in bucket:
                 bucket[entry] = seq
                 size += 1
@@ -199,7 +224,7 @@ class TimerQueue(Generic[K, N]):
 
     def get_seq(self, timestamp: int, key: K, namespace: N) -> int | None:
         bucket = self._buckets.get(timestamp)
-        return None if bucket is None else bucket.get((key, namespace))
+        return None if bucket is None else bucket.get(_entry(key, namespace))
 
 
 class TimerService(Generic[K, N]):
@@ -296,7 +321,7 @@ class TimerService(Generic[K, N]):
         # dict.get, not try/except KeyError: a raised KeyError costs ~0.4 us, and every
         # timer with a timestamp of its own (timeouts, sessions) would pay it.
         bucket = self._event_buckets.get(timestamp)
-        entry = (key, namespace)
+        entry = key if namespace is None else (key, namespace)
         if bucket is None:
             queue = self._event
             self._event_buckets[timestamp] = {entry: next(queue._seq)}
@@ -315,7 +340,8 @@ class TimerService(Generic[K, N]):
         # TimerQueue.remove inlined (one Python call per delete instead of two).
         buckets = self._event_buckets
         bucket = buckets.get(timestamp)
-        if bucket is None or bucket.pop((key, namespace), _ABSENT) is _ABSENT:
+        entry = key if namespace is None else (key, namespace)
+        if bucket is None or bucket.pop(entry, _ABSENT) is _ABSENT:
             return
         queue = self._event
         queue._size -= 1
@@ -336,7 +362,7 @@ class TimerService(Generic[K, N]):
         """
         buckets = self._event_buckets
         queue = self._event
-        entry = (key, namespace)
+        entry = key if namespace is None else (key, namespace)
         bucket = buckets.get(old)
         if bucket is not None and bucket.pop(entry, _ABSENT) is not _ABSENT:
             queue._size -= 1
@@ -362,7 +388,7 @@ class TimerService(Generic[K, N]):
     def register_processing_time_timer(self, timestamp: int, key: K, namespace: N) -> None:
         """Queue a processing-time timer; a no-op if it is already queued."""
         bucket = self._processing_buckets.get(timestamp)
-        entry = (key, namespace)
+        entry = key if namespace is None else (key, namespace)
         if bucket is None:
             queue = self._processing
             self._processing_buckets[timestamp] = {entry: next(queue._seq)}
@@ -466,7 +492,8 @@ class TimerService(Generic[K, N]):
             buckets = queue._buckets
             for ts in sorted(buckets):
                 # a bucket is in registration order, which is seq order
-                for (key, namespace), seq in buckets[ts].items():
+                for entry, seq in buckets[ts].items():
+                    key, namespace = entry if type(entry) is tuple else (entry, None)
                     if key in keys:
                         per_key = found.get(key)
                         if per_key is None:
@@ -590,7 +617,7 @@ class ScopedTimers(Generic[K, N]):
         service = self._service
         namespace = self._namespace
         bucket = service._event_buckets.get(timestamp)
-        entry = (key, namespace)
+        entry = key if namespace is None else (key, namespace)
         if bucket is None:
             queue = service._event
             service._event_buckets[timestamp] = {entry: next(queue._seq)}
@@ -611,7 +638,9 @@ class ScopedTimers(Generic[K, N]):
         service = self._service
         buckets = service._event_buckets
         bucket = buckets.get(timestamp)
-        if bucket is None or bucket.pop((key, self._namespace), _ABSENT) is _ABSENT:
+        namespace = self._namespace
+        entry = key if namespace is None else (key, namespace)
+        if bucket is None or bucket.pop(entry, _ABSENT) is _ABSENT:
             return
         queue = service._event
         queue._size -= 1

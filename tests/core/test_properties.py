@@ -18,7 +18,7 @@ from service.core.timers import TimerService
 from service.core.watermarks import WatermarkCombiner
 
 KEYS = ("a", "b", "c", "d")
-NAMESPACES: tuple[Any, ...] = ("", ("w", 0, 10))
+NAMESPACES: tuple[Any, ...] = (None, "", ("w", 0, 10))
 DOMAINS = (True, False)  # is event time
 HOOK_BUDGET = 40
 EVENT_TIME = TimeDomain.EVENT_TIME

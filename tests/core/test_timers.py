@@ -93,6 +93,38 @@ def test_same_timestamp_other_key_or_namespace_is_another_timer(h: Harness) -> N
     assert h.service.event_timers == 3
 
 
+def test_timer_without_namespace_is_another_timer_than_one_with_a_namespace(
+    h: Harness,
+) -> None:
+    # A timer without a namespace is queued as its bare key: it must not merge with, or be
+    # deleted by, the same key's timers that have one.
+    for namespace in (None, "", ("w", 0, 10)):
+        h.service.register_event_time_timer(10, "a", namespace)
+    h.service.register_event_time_timer(10, "a", None)
+    assert h.service.event_timers == 3
+    h.service.delete_event_time_timer(10, "a", "")
+    assert h.service.is_queued(EVENT, 10, "a", None)
+    h.service.advance_watermark(10)
+    assert h.fired == [("event", 10, "a", None), ("event", 10, "a", ("w", 0, 10))]
+
+
+def test_timers_without_namespace_snapshot_and_restore_with_their_order(h: Harness) -> None:
+    for key in ("b", "a", "c"):
+        h.service.register_event_time_timer(10, key, None)
+        h.service.register_processing_time_timer(7, key, None)
+    h.service.delete_event_time_timer(10, "a", None)
+    h.service.register_event_time_timer(10, "a", None)  # now last among the ties
+    data = json.loads(json.dumps(h.service.snapshot()))
+    twin = Harness(track_keys=h.service._track)
+    twin.service.restore(data)
+    assert twin.service.snapshot_keys({"a"}) == h.service.snapshot_keys({"a"})
+    for harness in (h, twin):
+        harness.service.advance_processing_time(7)
+        harness.service.advance_watermark(10)
+    assert twin.fired == h.fired
+    assert h.keys() == [(7, "b"), (7, "a"), (7, "c"), (10, "b"), (10, "c"), (10, "a")]
+
+
 def test_same_timer_in_both_domains_is_two_timers(h: Harness) -> None:
     h.service.register_event_time_timer(10, "a", "")
     h.service.register_processing_time_timer(10, "a", "")
