@@ -58,6 +58,17 @@ def _entry(key: Any, namespace: Any) -> Any:
     return key if namespace is None else (key, namespace)
 
 
+def _rebuild(heap: list[int], buckets: dict[int, Bucket]) -> None:
+    """Make ``heap`` the live timestamps (the keys of ``buckets``), dropping stale entries.
+
+    In place: a firing loop may hold the list. ``heapify`` is linear where sorting was
+    n log n; with one delete emptying a bucket per record (a moving timeout), sorting
+    was about 7% of a timer move's instructions.
+    """
+    heap[:] = buckets
+    heapify(heap)
+
+
 def _split(entry: Any) -> tuple[Any, Any]:
     """``(key, namespace)`` of a bucket entry."""
     return entry if type(entry) is tuple else (entry, None)
@@ -120,7 +131,7 @@ class TimerQueue(Generic[K, N]):
             del self._buckets[timestamp]
             if len(self._heap) > 2 * len(self._buckets) + _REBUILD_SLACK:
                 # In place: a firing loop may hold a reference to the list.
-                self._heap[:] = sorted(self._buckets)
+                _rebuild(self._heap, self._buckets)
         return True
 
     def peek(self) -> int | None:
@@ -349,7 +360,7 @@ class TimerService(Generic[K, N]):
             del buckets[timestamp]
             heap = queue._heap
             if len(heap) > 2 * len(buckets) + _REBUILD_SLACK:
-                heap[:] = sorted(buckets)  # in place: a firing loop may hold the list
+                _rebuild(heap, buckets)
         if self._track:
             self._index_remove(key, (True, timestamp, namespace))
 
@@ -370,7 +381,7 @@ class TimerService(Generic[K, N]):
                 del buckets[old]
                 heap = queue._heap
                 if len(heap) > 2 * len(buckets) + _REBUILD_SLACK:
-                    heap[:] = sorted(buckets)
+                    _rebuild(heap, buckets)
             if self._track:
                 self._index_remove(key, (True, old, namespace))
         bucket = buckets.get(new)
@@ -596,7 +607,16 @@ class ScopedTimers(Generic[K, N]):
     ``register_event_time_timer`` and ``delete_event_time_timer``.
     """
 
-    __slots__ = ("_invalid", "_namespace", "_scope", "_service")
+    __slots__ = (
+        "_buckets",
+        "_heap",
+        "_invalid",
+        "_namespace",
+        "_queue",
+        "_scope",
+        "_service",
+        "_track",
+    )
 
     def __init__(
         self,
@@ -609,48 +629,51 @@ class ScopedTimers(Generic[K, N]):
         self._scope = scope
         self._namespace = namespace
         self._invalid = invalid
+        # The service's event queue and its containers, read once here instead of through
+        # the service on every call (none of them is ever rebound; see TimerQueue).
+        self._queue = service._event
+        self._buckets = service._event_buckets
+        self._heap = service._event._heap
+        self._track = service._track
 
     def register_event_time_timer(self, timestamp: int) -> None:
         key = self._scope.key
         if key is None or type(timestamp) is not int:
             self._invalid(key, timestamp)
-        service = self._service
         namespace = self._namespace
-        bucket = service._event_buckets.get(timestamp)
         entry = key if namespace is None else (key, namespace)
+        bucket = self._buckets.get(timestamp)
         if bucket is None:
-            queue = service._event
-            service._event_buckets[timestamp] = {entry: next(queue._seq)}
-            heappush(queue._heap, timestamp)
+            queue = self._queue
+            self._buckets[timestamp] = {entry: next(queue._seq)}
+            heappush(self._heap, timestamp)
         elif entry in bucket:
             return
         else:
-            queue = service._event
+            queue = self._queue
             bucket[entry] = next(queue._seq)
         queue._size += 1
-        if service._track:
-            service._index_add(key, (True, timestamp, namespace))
+        if self._track:
+            self._service._index_add(key, (True, timestamp, namespace))
 
     def delete_event_time_timer(self, timestamp: int) -> None:
         key = self._scope.key
         if key is None:
             self._invalid(key, timestamp)
-        service = self._service
-        buckets = service._event_buckets
-        bucket = buckets.get(timestamp)
         namespace = self._namespace
         entry = key if namespace is None else (key, namespace)
+        buckets = self._buckets
+        bucket = buckets.get(timestamp)
         if bucket is None or bucket.pop(entry, _ABSENT) is _ABSENT:
             return
-        queue = service._event
-        queue._size -= 1
+        self._queue._size -= 1
         if not bucket:
             del buckets[timestamp]
-            heap = queue._heap
+            heap = self._heap
             if len(heap) > 2 * len(buckets) + _REBUILD_SLACK:
-                heap[:] = sorted(buckets)  # in place: a firing loop may hold the list
-        if service._track:
-            service._index_remove(key, (True, timestamp, self._namespace))
+                _rebuild(heap, buckets)
+        if self._track:
+            self._service._index_remove(key, (True, timestamp, namespace))
 
     def register_processing_time_timer(self, timestamp: int) -> None:
         key = self._scope.key
