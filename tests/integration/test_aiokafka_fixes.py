@@ -57,6 +57,11 @@ async def test_a_start_cancelled_at_any_point_leaves_no_connection_open(
         start.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await start
+        # One loop turn before the stop: a start that completed in this very turn has a
+        # coordinator task that never ran, and aiokafka's stop then re-raises that task's
+        # cancellation before closing anything (another aiokafka bug, not this test's;
+        # the service never stops a consumer in the turn its start returned).
+        await asyncio.sleep(0)
         await close()
         del started, close, start
         leaked += [c for c in open_connections() if id(c) not in before]
