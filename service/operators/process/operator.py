@@ -13,8 +13,14 @@ What it guarantees (semantics.md section 6, contract.md "Result records"):
   output (from 0) of the record at input offset ``position``, and
   ``"{pipeline}|{key}|te{ts}|{n}"`` / ``"{pipeline}|{key}|tp{ts}|{n}"`` for the ``n``-th
   output of the event-/processing-time timer at ``ts`` of that key. Timers are unique per
-  ``(ts, key)`` per domain, so the ids are unique; reprocessing the same input after a
-  restore from a checkpoint yields the same ids.
+  ``(ts, key)`` per domain while queued. A timer that ``on_timer`` registers again at its
+  own time fires again in the same advance and gets ``te{ts}r{k}`` for its ``k``-th
+  repeat; as the repeat happens within the one advance in every run (a checkpoint never
+  splits an advance), reprocessing the same input after a restore yields the same ids.
+  A timer registered again at a time that already fired in the past (from
+  ``process_element``, or from ``on_timer`` at an earlier time) can get that firing's ids
+  again, since whether the two firings share an advance depends on when watermarks
+  arrived: see the README.
 - An exception in user code goes to ``collector.failed`` as a :class:`FailedRecord`
   (reason ``user_function_error``, the exception and a short traceback; the record's
   ``source``, or ``None`` and a detail naming the timer) and the operator goes on.
@@ -94,6 +100,7 @@ class KeyedProcessOperator:
         "_clock",
         "_ctx",
         "_dirty",
+        "_fired",
         "_function",
         "_out",
         "_pipeline",
@@ -117,6 +124,8 @@ class KeyedProcessOperator:
         self._state.now = clock.now_ms()
         self._out = Out(self._ctx, self.collector, pipeline)
         self._dirty: set[str] = set()
+        # (key, ts) -> how many times it fired in the advance running now (ids of repeats)
+        self._fired: dict[tuple[str, int], int] = {}
         function.open(self._ctx)
 
     @property
@@ -161,6 +170,7 @@ class KeyedProcessOperator:
         results = self.collector.results
         before = len(results)
         fired = self._timers.advance_watermark(watermark)
+        self._fired.clear()
         self._reset_ctx()
         self.counters.event_timers_fired += fired
         self.counters.outputs += len(results) - before
@@ -170,6 +180,7 @@ class KeyedProcessOperator:
         results = self.collector.results
         before = len(results)
         fired = self._timers.advance_processing_time(now)
+        self._fired.clear()
         self._reset_ctx()
         self.counters.processing_timers_fired += fired
         self.counters.outputs += len(results) - before
@@ -204,7 +215,10 @@ class KeyedProcessOperator:
         ctx.key = key
         ctx.timestamp = stamp
         ctx.time_domain = domain
-        ctx._position = f"{tag}{timestamp}"
+        token = (key, timestamp)
+        repeat = self._fired.get(token, 0)
+        self._fired[token] = repeat + 1
+        ctx._position = f"{tag}{timestamp}r{repeat}" if repeat else f"{tag}{timestamp}"
         ctx._n = 0
         self._dirty.add(key)
         try:
