@@ -130,7 +130,6 @@ class TimerQueue(Generic[K, N]):
         if not bucket:
             del self._buckets[timestamp]
             if len(self._heap) > 2 * len(self._buckets) + _REBUILD_SLACK:
-                # In place: a firing loop may hold a reference to the list.
                 _rebuild(self._heap, self._buckets)
         return True
 
@@ -504,7 +503,7 @@ class TimerService(Generic[K, N]):
             for ts in sorted(buckets):
                 # a bucket is in registration order, which is seq order
                 for entry, seq in buckets[ts].items():
-                    key, namespace = entry if type(entry) is tuple else (entry, None)
+                    key, namespace = _split(entry)
                     if key in keys:
                         per_key = found.get(key)
                         if per_key is None:
