@@ -27,10 +27,18 @@ from typing import Any
 
 import aiokafka.client
 
-_opening: ContextVar[tuple[asyncio.Task[Any] | None, list[Any]] | None] = ContextVar(
-    "clockwork_bootstrap_connections", default=None
-)
-"""The bootstrapping task and the connections it has opened so far."""
+
+class _Opening:
+    """The connections one bootstrap has opened so far, and the task running it."""
+
+    __slots__ = ("conns", "task")
+
+    def __init__(self, task: asyncio.Task[Any] | None) -> None:
+        self.task = task
+        self.conns: list[Any] = []
+
+
+_opening: ContextVar[_Opening | None] = ContextVar("clockwork_bootstrap", default=None)
 
 _INSTALLED = "_clockwork_closes_cancelled_bootstrap"
 
@@ -48,23 +56,27 @@ def install() -> None:
         opening = _opening.get()
         # The metadata task that bootstrap starts inherits the variable: only the
         # bootstrapping task itself notes its connections.
-        if opening is not None and opening[0] is asyncio.current_task():
-            opening[1].append(conn)
+        if opening is not None and opening.task is asyncio.current_task():
+            opening.conns.append(conn)
         return conn
 
     async def closing_bootstrap(self: Any) -> None:
-        opened: list[Any] = []
-        token = _opening.set((asyncio.current_task(), opened))
+        opening = _Opening(asyncio.current_task())
+        token = _opening.set(opening)
         try:
             await bootstrap(self)
         except BaseException:
             kept = list(self._conns.values())
-            for conn in opened:
+            for conn in opening.conns:
                 if not any(conn is k for k in kept):
                     conn.close()
             raise
         finally:
             _opening.reset(token)
+            # The metadata task keeps this context (and so this object) for the client's
+            # life: hold on to neither the connections nor the finished task.
+            opening.task = None
+            opening.conns.clear()
 
     aiokafka.client.create_conn = noting_create_conn
     client_class.bootstrap = closing_bootstrap
