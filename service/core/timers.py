@@ -14,6 +14,16 @@ they were registered). A timestamp whose bucket was emptied by deletes stays in 
 as a stale entry until the heap is rebuilt; rebuilding once stale entries outnumber live
 ones keeps the garbage bounded by the number of live timestamps.
 
+A timestamp with a single timer holds that timer's entry itself (a *lone* entry) instead
+of a one-entry dict: the other common case is a timestamp of its own per timer (a
+timeout moved by every record, a session's end), where the dict was allocated on every
+register, freed on every delete and was a cold object more to touch on each. A lone
+entry becomes a dict when a second timer joins it. Its sequence number is not kept: a
+lone timer is older than any timer that later joins its timestamp (the dict it becomes
+numbers it just below the newcomer), and snapshots write the only timer of a timestamp
+as ``-1`` (:data:`LONE_SEQ`, below every number the counter issues), so a restore orders
+it first as well.
+
 A bucket's entry is the bare key for a timer without a namespace (the keyed process
 operator's), else the tuple ``(key, namespace)``. A bare key hashes from its cached string
 hash and compares by identity, where a tuple is built, hashed and compared item by item
@@ -52,13 +62,20 @@ _REBUILD_SLACK = 64
 Bucket = dict[Any, int]
 """One timestamp's timers: entry (``key`` or ``(key, namespace)``) -> registration seq."""
 
+Slot = Any
+"""What a timestamp maps to: a :data:`Bucket`, or the entry of its only timer (a str, int
+or tuple; never a dict, so ``type(slot) is dict`` tells the two apart)."""
+
+LONE_SEQ = -1
+"""The sequence number a lone timer is written with (below every issued number)."""
+
 
 def _entry(key: Any, namespace: Any) -> Any:
     """A timer's entry in its bucket: the bare key without a namespace (see above)."""
     return key if namespace is None else (key, namespace)
 
 
-def _rebuild(heap: list[int], buckets: dict[int, Bucket]) -> None:
+def _rebuild(heap: list[int], buckets: dict[int, Slot]) -> None:
     """Make ``heap`` the live timestamps (the keys of ``buckets``), dropping stale entries.
 
     In place: a firing loop may hold the list. ``heapify`` is linear where sorting was
@@ -74,6 +91,22 @@ def _split(entry: Any) -> tuple[Any, Any]:
     return entry if type(entry) is tuple else (entry, None)
 
 
+def _slot_items(slot: Slot) -> Iterable[tuple[Any, int]]:
+    """``(entry, seq)`` of a timestamp's timers in registration order, as snapshots write
+    them: a timestamp's only timer has :data:`LONE_SEQ` whether it is lone or the last
+    one left in a dict, so a restored queue writes exactly what the original wrote."""
+    if type(slot) is not dict:
+        return ((slot, LONE_SEQ),)
+    if len(slot) == 1:
+        return ((next(iter(slot)), LONE_SEQ),)
+    return slot.items()
+
+
+def _joined(slot: Slot, entry: Any, seq: int) -> Bucket:
+    """The bucket a lone ``slot`` becomes when ``entry`` (numbered ``seq``) joins it."""
+    return {slot: seq - 1, entry: seq}
+
+
 class TimerQueue(Generic[K, N]):
     """Timers of one time domain, ordered by timestamp, ties by registration order."""
 
@@ -83,8 +116,9 @@ class TimerQueue(Generic[K, N]):
         # Both containers are only ever mutated in place, never rebound: the
         # TimerService keeps direct references to them for its inlined hot paths.
         self._heap: list[int] = []
-        # timestamp -> {entry (key, or (key, namespace)): registration sequence number}
-        self._buckets: dict[int, Bucket] = {}
+        # timestamp -> {entry (key, or (key, namespace)): registration sequence number},
+        # or the entry alone (see the module docstring)
+        self._buckets: dict[int, Slot] = {}
         self._size = 0
         # Sequence numbers only order ties (and survive snapshots); gaps are harmless.
         self._seq = count()
@@ -99,38 +133,50 @@ class TimerQueue(Generic[K, N]):
         return self._size
 
     def __contains__(self, timer: tuple[int, K, N]) -> bool:
-        bucket = self._buckets.get(timer[0])
-        return bucket is not None and _entry(timer[1], timer[2]) in bucket
+        slot = self._buckets.get(timer[0])
+        entry = _entry(timer[1], timer[2])
+        if type(slot) is dict:
+            return entry in slot
+        return slot is not None and slot == entry
 
     def add(self, timestamp: int, key: K, namespace: N) -> bool:
         """Queue a timer; returns False (and changes nothing) if it is already queued."""
-        try:
-            bucket = self._buckets[timestamp]
-        except KeyError:
-            bucket = self._new_bucket(timestamp)
+        buckets = self._buckets
+        slot = buckets.get(timestamp)
         entry = _entry(key, namespace)
-        if entry in bucket:
+        if slot is None:
+            buckets[timestamp] = entry
+            next(self._seq)
+            heappush(self._heap, timestamp)
+        elif type(slot) is dict:
+            if entry in slot:
+                return False
+            slot[entry] = next(self._seq)
+        elif slot == entry:
             return False
-        bucket[entry] = next(self._seq)
+        else:
+            buckets[timestamp] = _joined(slot, entry, next(self._seq))
         self._size += 1
         return True
 
-    def _new_bucket(self, timestamp: int) -> Bucket:
-        bucket: Bucket = {}
-        self._buckets[timestamp] = bucket
-        heappush(self._heap, timestamp)
-        return bucket
-
     def remove(self, timestamp: int, key: K, namespace: N) -> bool:
         """Dequeue a timer; returns False if it was not queued."""
-        bucket = self._buckets.get(timestamp)
-        if bucket is None or bucket.pop(_entry(key, namespace), _ABSENT) is _ABSENT:
+        buckets = self._buckets
+        slot = buckets.get(timestamp)
+        entry = _entry(key, namespace)
+        if type(slot) is dict:
+            if slot.pop(entry, _ABSENT) is _ABSENT:
+                return False
+            self._size -= 1
+            if slot:
+                return True
+        elif slot is None or slot != entry:
             return False
-        self._size -= 1
-        if not bucket:
-            del self._buckets[timestamp]
-            if len(self._heap) > 2 * len(self._buckets) + _REBUILD_SLACK:
-                _rebuild(self._heap, self._buckets)
+        else:
+            self._size -= 1
+        del buckets[timestamp]
+        if len(self._heap) > 2 * len(buckets) + _REBUILD_SLACK:
+            _rebuild(self._heap, buckets)
         return True
 
     def peek(self) -> int | None:
@@ -161,6 +207,16 @@ class TimerQueue(Generic[K, N]):
             bucket = buckets.get(ts)
             if bucket is None:  # stale: emptied by deletes, or a duplicate heap entry
                 heappop(heap)
+                continue
+            if type(bucket) is not dict:  # a lone timer: dequeue it, then fire it
+                del buckets[ts]
+                heappop(heap)
+                self._size -= 1
+                fired += 1
+                if type(bucket) is tuple:
+                    fire(ts, bucket[0], bucket[1])
+                else:
+                    fire(ts, bucket, None)  # type: ignore[arg-type]  # bare: N is None
                 continue
             preempted = False
             for entry in list(bucket):
@@ -198,9 +254,10 @@ class TimerQueue(Generic[K, N]):
         )
 
     def entries(self) -> Iterator[tuple[int, K, N, int]]:
-        """Every queued timer as ``(timestamp, key, namespace, seq)`` in firing order."""
+        """Every queued timer as ``(timestamp, key, namespace, seq)`` in firing order
+        (a lone timer's seq is :data:`LONE_SEQ`)."""
         for ts in sorted(self._buckets):
-            for entry, seq in self._buckets[ts].items():
+            for entry, seq in _slot_items(self._buckets[ts]):
                 key, namespace = _split(entry)
                 yield ts, key, namespace, seq
 
@@ -210,20 +267,23 @@ class TimerQueue(Generic[K, N]):
         New registrations get sequence numbers above every restored one, so they order
         after the restored timers of their timestamp, as in an uninterrupted run.
         """
-        buckets = self._buckets
-        buckets.clear()
+        grouped: dict[int, Bucket] = {}
         size = 0
         top = -1
         for ts, key, namespace, seq in sorted(timers, key=lambda t: (t[0], t[3])):
-            bucket = buckets.get(ts)
+            bucket = grouped.get(ts)
             if bucket is None:
-                bucket = buckets[ts] = {}
+                bucket = grouped[ts] = {}
             entry = _entry(key, namespace)
             if entry not in bucket:
                 bucket[entry] = seq
                 size += 1
             if seq > top:
                 top = seq
+        buckets = self._buckets
+        buckets.clear()
+        for ts, bucket in grouped.items():
+            buckets[ts] = next(iter(bucket)) if len(bucket) == 1 else bucket
         self._heap[:] = buckets  # inserted in timestamp order, so this is already a heap
         heapify(self._heap)  # (cheap, and keeps the invariant obvious)
         self._size = size
@@ -233,8 +293,12 @@ class TimerQueue(Generic[K, N]):
         self._fired = 0
 
     def get_seq(self, timestamp: int, key: K, namespace: N) -> int | None:
-        bucket = self._buckets.get(timestamp)
-        return None if bucket is None else bucket.get(_entry(key, namespace))
+        slot = self._buckets.get(timestamp)
+        entry = _entry(key, namespace)
+        if type(slot) is dict:
+            seq = slot.get(entry)
+            return LONE_SEQ if seq is not None and len(slot) == 1 else seq
+        return LONE_SEQ if slot is not None and slot == entry else None
 
 
 class TimerService(Generic[K, N]):
@@ -330,17 +394,22 @@ class TimerService(Generic[K, N]):
         """Queue an event-time timer; a no-op if ``(timestamp, key, namespace)`` is queued."""
         # dict.get, not try/except KeyError: a raised KeyError costs ~0.4 us, and every
         # timer with a timestamp of its own (timeouts, sessions) would pay it.
-        bucket = self._event_buckets.get(timestamp)
+        buckets = self._event_buckets
+        slot = buckets.get(timestamp)
         entry = key if namespace is None else (key, namespace)
-        if bucket is None:
-            queue = self._event
-            self._event_buckets[timestamp] = {entry: next(queue._seq)}
+        queue = self._event
+        if slot is None:
+            buckets[timestamp] = entry
+            next(queue._seq)
             heappush(queue._heap, timestamp)
-        elif entry in bucket:
+        elif type(slot) is dict:
+            if entry in slot:
+                return
+            slot[entry] = next(queue._seq)
+        elif slot == entry:
             return
         else:
-            queue = self._event
-            bucket[entry] = next(queue._seq)
+            buckets[timestamp] = _joined(slot, entry, next(queue._seq))
         queue._size += 1
         if self._track:
             self._index_add(key, (True, timestamp, namespace))
@@ -349,13 +418,19 @@ class TimerService(Generic[K, N]):
         """Dequeue an event-time timer; a no-op if it is not queued."""
         # TimerQueue.remove inlined (one Python call per delete instead of two).
         buckets = self._event_buckets
-        bucket = buckets.get(timestamp)
+        slot = buckets.get(timestamp)
         entry = key if namespace is None else (key, namespace)
-        if bucket is None or bucket.pop(entry, _ABSENT) is _ABSENT:
+        if type(slot) is dict:
+            if slot.pop(entry, _ABSENT) is _ABSENT:
+                return
+            emptied = not slot
+        elif slot is None or slot != entry:
             return
+        else:
+            emptied = True
         queue = self._event
         queue._size -= 1
-        if not bucket:
+        if emptied:
             del buckets[timestamp]
             heap = queue._heap
             if len(heap) > 2 * len(buckets) + _REBUILD_SLACK:
@@ -373,43 +448,42 @@ class TimerService(Generic[K, N]):
         buckets = self._event_buckets
         queue = self._event
         entry = key if namespace is None else (key, namespace)
-        bucket = buckets.get(old)
-        if bucket is not None and bucket.pop(entry, _ABSENT) is not _ABSENT:
-            queue._size -= 1
-            if not bucket:
+        slot = buckets.get(old)
+        if slot is not None:
+            if type(slot) is dict:
+                removed = slot.pop(entry, _ABSENT) is not _ABSENT
+                emptied = removed and not slot
+            else:
+                removed = emptied = slot == entry
+            if emptied:
                 del buckets[old]
                 heap = queue._heap
                 if len(heap) > 2 * len(buckets) + _REBUILD_SLACK:
                     _rebuild(heap, buckets)
-            if self._track:
-                self._index_remove(key, (True, old, namespace))
-        bucket = buckets.get(new)
-        if bucket is None:
-            buckets[new] = {entry: next(queue._seq)}
+            if removed:
+                queue._size -= 1
+                if self._track:
+                    self._index_remove(key, (True, old, namespace))
+        slot = buckets.get(new)
+        if slot is None:
+            buckets[new] = entry
+            next(queue._seq)
             heappush(queue._heap, new)
-        elif entry in bucket:
+        elif type(slot) is dict:
+            if entry in slot:
+                return
+            slot[entry] = next(queue._seq)
+        elif slot == entry:
             return
         else:
-            bucket[entry] = next(queue._seq)
+            buckets[new] = _joined(slot, entry, next(queue._seq))
         queue._size += 1
         if self._track:
             self._index_add(key, (True, new, namespace))
 
     def register_processing_time_timer(self, timestamp: int, key: K, namespace: N) -> None:
         """Queue a processing-time timer; a no-op if it is already queued."""
-        bucket = self._processing_buckets.get(timestamp)
-        entry = key if namespace is None else (key, namespace)
-        if bucket is None:
-            queue = self._processing
-            self._processing_buckets[timestamp] = {entry: next(queue._seq)}
-            heappush(queue._heap, timestamp)
-        elif entry in bucket:
-            return
-        else:
-            queue = self._processing
-            bucket[entry] = next(queue._seq)
-        queue._size += 1
-        if self._track:
+        if self._processing.add(timestamp, key, namespace) and self._track:
             self._index_add(key, (False, timestamp, namespace))
 
     def delete_processing_time_timer(self, timestamp: int, key: K, namespace: N) -> None:
@@ -502,7 +576,7 @@ class TimerService(Generic[K, N]):
             buckets = queue._buckets
             for ts in sorted(buckets):
                 # a bucket is in registration order, which is seq order
-                for entry, seq in buckets[ts].items():
+                for entry, seq in _slot_items(buckets[ts]):
                     key, namespace = _split(entry)
                     if key in keys:
                         per_key = found.get(key)
@@ -641,16 +715,21 @@ class ScopedTimers(Generic[K, N]):
             self._invalid(key, timestamp)
         namespace = self._namespace
         entry = key if namespace is None else (key, namespace)
-        bucket = self._buckets.get(timestamp)
-        if bucket is None:
-            queue = self._queue
-            self._buckets[timestamp] = {entry: next(queue._seq)}
+        buckets = self._buckets
+        slot = buckets.get(timestamp)
+        queue = self._queue
+        if slot is None:
+            buckets[timestamp] = entry
+            next(queue._seq)
             heappush(self._heap, timestamp)
-        elif entry in bucket:
+        elif type(slot) is dict:
+            if entry in slot:
+                return
+            slot[entry] = next(queue._seq)
+        elif slot == entry:
             return
         else:
-            queue = self._queue
-            bucket[entry] = next(queue._seq)
+            buckets[timestamp] = _joined(slot, entry, next(queue._seq))
         queue._size += 1
         if self._track:
             self._service._index_add(key, (True, timestamp, namespace))
@@ -662,11 +741,17 @@ class ScopedTimers(Generic[K, N]):
         namespace = self._namespace
         entry = key if namespace is None else (key, namespace)
         buckets = self._buckets
-        bucket = buckets.get(timestamp)
-        if bucket is None or bucket.pop(entry, _ABSENT) is _ABSENT:
+        slot = buckets.get(timestamp)
+        if type(slot) is dict:
+            if slot.pop(entry, _ABSENT) is _ABSENT:
+                return
+            emptied = not slot
+        elif slot is None or slot != entry:
             return
+        else:
+            emptied = True
         self._queue._size -= 1
-        if not bucket:
+        if emptied:
             del buckets[timestamp]
             heap = self._heap
             if len(heap) > 2 * len(buckets) + _REBUILD_SLACK:
@@ -685,3 +770,65 @@ class ScopedTimers(Generic[K, N]):
         if key is None:
             self._invalid(key, timestamp)
         self._service.delete_processing_time_timer(timestamp, key, self._namespace)
+
+
+class KeyTimers(ScopedTimers[K, None]):
+    """:class:`ScopedTimers` of the namespace ``None``: a timer's entry is the bare key.
+
+    The same behaviour; the event-time methods skip the namespace (a keyed process
+    function's timers have none), which is a fifth of their bytecode on the path a
+    timeout moved by every record takes twice per record.
+    """
+
+    __slots__ = ()
+
+    def __init__(
+        self, service: TimerService[K, None], scope: KeyScope, invalid: InvalidTimer
+    ) -> None:
+        super().__init__(service, scope, None, invalid)
+
+    def register_event_time_timer(self, timestamp: int) -> None:
+        key = self._scope.key
+        if key is None or type(timestamp) is not int:
+            self._invalid(key, timestamp)
+        buckets = self._buckets
+        slot = buckets.get(timestamp)
+        queue = self._queue
+        if slot is None:
+            buckets[timestamp] = key
+            next(queue._seq)
+            heappush(self._heap, timestamp)
+        elif type(slot) is dict:
+            if key in slot:
+                return
+            slot[key] = next(queue._seq)
+        elif slot == key:
+            return
+        else:
+            buckets[timestamp] = _joined(slot, key, next(queue._seq))
+        queue._size += 1
+        if self._track:
+            self._service._index_add(key, (True, timestamp, None))
+
+    def delete_event_time_timer(self, timestamp: int) -> None:
+        key = self._scope.key
+        if key is None:
+            self._invalid(key, timestamp)
+        buckets = self._buckets
+        slot = buckets.get(timestamp)
+        if type(slot) is dict:
+            if slot.pop(key, _ABSENT) is _ABSENT:
+                return
+            emptied = not slot
+        elif slot is None or slot != key:
+            return
+        else:
+            emptied = True
+        self._queue._size -= 1
+        if emptied:
+            del buckets[timestamp]
+            heap = self._heap
+            if len(heap) > 2 * len(buckets) + _REBUILD_SLACK:
+                _rebuild(heap, buckets)
+        if self._track:
+            self._service._index_remove(key, (True, timestamp, None))

@@ -8,13 +8,13 @@ section 4 (order, ties by registration, timers registered or deleted by callback
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, NoReturn
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from service.core.time import MIN_TIMESTAMP, TimeDomain
-from service.core.timers import TimerService
+from service.core.timers import KeyTimers, ScopedTimers, TimerService
 from service.core.watermarks import WatermarkCombiner
 
 KEYS = ("a", "b", "c", "d")
@@ -246,3 +246,73 @@ def test_combiner_matches_a_full_scan_every_time(
         assert sorted(combiner.idle_partitions(now)) == sorted(
             p for p, (_, last) in parts.items() if idle is not None and now - last >= idle
         )
+
+
+# -- keyed views ----------------------------------------------------------------------------
+view_ops = st.lists(
+    st.one_of(
+        st.tuples(st.sampled_from(("register", "delete")), st.sampled_from(KEYS), timestamps),
+        st.tuples(st.just("watermark"), st.just(""), timestamps),
+        st.tuples(st.just("snapshot"), st.just(""), st.just(0)),
+    ),
+    max_size=80,
+)
+
+
+class _Scope:
+    key: str | None = None
+
+
+def _never(key: Any, timestamp: Any) -> NoReturn:
+    raise AssertionError((key, timestamp))
+
+
+@settings(max_examples=300, deadline=None)
+@given(ops=view_ops)
+def test_keyed_views_match_direct_calls_without_namespace(ops: list[tuple[str, str, int]]) -> None:
+    """KeyTimers and ScopedTimers (namespace None) inline the service's event-time paths,
+    lone entries included: driven by the same operations, all three queues agree."""
+    fired: dict[str, list[tuple[int, str]]] = {"direct": [], "scoped": [], "bare": []}
+
+    def service(name: str) -> TimerService[str, None]:
+        def on_event(ts: int, key: str, _ns: None) -> None:
+            fired[name].append((ts, key))
+
+        return TimerService(on_event, lambda *_: None)
+
+    services = {name: service(name) for name in fired}
+    scope = _Scope()
+
+    def views() -> tuple[ScopedTimers[str, None], KeyTimers[str]]:
+        return (
+            ScopedTimers(services["scoped"], scope, None, _never),
+            KeyTimers(services["bare"], scope, _never),
+        )
+
+    scoped, bare = views()
+    for op, key, ts in ops:
+        if op == "register":
+            scope.key = key
+            services["direct"].register_event_time_timer(ts, key, None)
+            scoped.register_event_time_timer(ts)
+            bare.register_event_time_timer(ts)
+        elif op == "delete":
+            scope.key = key
+            services["direct"].delete_event_time_timer(ts, key, None)
+            scoped.delete_event_time_timer(ts)
+            bare.delete_event_time_timer(ts)
+        elif op == "watermark":
+            for s in services.values():
+                s.advance_watermark(ts)
+        else:
+            for name, s in list(services.items()):
+                services[name] = service(name)
+                services[name].restore(json.loads(json.dumps(s.snapshot())))
+            scoped, bare = views()
+        direct = services["direct"]
+        assert fired["scoped"] == fired["bare"] == fired["direct"]
+        for s in (services["scoped"], services["bare"]):
+            assert list(s.timers(EVENT_TIME)) == list(direct.timers(EVENT_TIME))
+            assert s.snapshot() == direct.snapshot()
+            assert s.event_timers == direct.event_timers
+            assert s.counts() == direct.counts()

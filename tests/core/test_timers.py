@@ -8,7 +8,7 @@ from typing import Any, NoReturn
 import pytest
 
 from service.core.time import MAX_TIMESTAMP, MIN_TIMESTAMP, ManualClock, TimeDomain
-from service.core.timers import ScopedTimers, TimerQueue, TimerService
+from service.core.timers import LONE_SEQ, KeyTimers, ScopedTimers, TimerQueue, TimerService
 
 EVENT = TimeDomain.EVENT_TIME
 PROC = TimeDomain.PROCESSING_TIME
@@ -499,6 +499,42 @@ def test_incremental_key_snapshots_taken_at_different_times_keep_tie_order() -> 
     assert twin.keys() == [(10, "b"), (10, "c"), (10, "a")]
 
 
+def test_the_only_timer_of_a_timestamp_is_written_with_the_lone_seq() -> None:
+    s = Harness().service
+    s.register_event_time_timer(10, "a", None)
+    assert s.snapshot()["event"] == [[10, "a", None, LONE_SEQ]]
+    s.register_event_time_timer(10, "b", None)
+    (_, _, _, first), (_, _, _, second) = s.snapshot()["event"]
+    assert LONE_SEQ < first < second
+    s.delete_event_time_timer(10, "b", None)
+    assert s.snapshot()["event"] == [[10, "a", None, LONE_SEQ]]
+
+
+def test_a_timer_joining_a_lone_restored_one_fires_after_it(h: Harness) -> None:
+    h.service.register_event_time_timer(10, "first", ("w", 1))
+    twin = Harness()
+    twin.service.restore(json.loads(json.dumps(h.service.snapshot())))
+    twin.service.register_event_time_timer(10, "second", ("w", 1))
+    twin.service.register_event_time_timer(10, "third", None)
+    twin.service.advance_watermark(10)
+    assert twin.keys() == [(10, "first"), (10, "second"), (10, "third")]
+
+
+def test_a_lone_timer_written_before_others_joined_keeps_its_place_in_a_key_restore() -> None:
+    h = Harness(track_keys=True)
+    s = h.service
+    s.register_event_time_timer(10, "a", None)
+    stored = {k: s.snapshot_key(k) for k in s.take_dirty_keys()}  # a, alone: LONE_SEQ
+    s.register_event_time_timer(10, "b", None)
+    s.register_event_time_timer(10, "c", None)
+    stored.update({k: s.snapshot_key(k) for k in s.take_dirty_keys()})  # b and c only
+    assert set(stored) == {"a", "b", "c"}
+    twin = Harness(track_keys=True)
+    twin.service.restore_keys(MIN_TIMESTAMP, stored.items())
+    twin.service.advance_watermark(10)
+    assert twin.keys() == [(10, "a"), (10, "b"), (10, "c")]
+
+
 def test_dirty_keys_record_registration_deletion_and_firing() -> None:
     s = Harness(track_keys=True).service
     s.register_event_time_timer(10, "a", "")
@@ -636,36 +672,78 @@ def _raise_invalid(key: Any, timestamp: Any) -> NoReturn:
     raise _Invalid(key, timestamp)
 
 
-def _scoped(h: Harness, key: str | None) -> ScopedTimers[str, Any]:
-    return ScopedTimers(h.service, _Scope(key), "ns", _raise_invalid)
+class View:
+    """Makes the keyed view of ``h``'s timers for a key: a :class:`ScopedTimers` of the
+    namespace ``"ns"``, or a :class:`KeyTimers` (namespace ``None``, bare entries)."""
+
+    def __init__(self, h: Harness, bare: bool) -> None:
+        self.h = h
+        self.bare = bare
+        self.ns: Any = None if bare else "ns"
+
+    def __call__(self, key: str | None) -> ScopedTimers[str, Any]:
+        scope = _Scope(key)
+        if self.bare:
+            return KeyTimers(self.h.service, scope, _raise_invalid)
+        return ScopedTimers(self.h.service, scope, "ns", _raise_invalid)
 
 
-def test_scoped_timers_register_for_the_current_key(h: Harness) -> None:
-    _scoped(h, "a").register_event_time_timer(10)
-    _scoped(h, "b").register_processing_time_timer(5)
-    assert list(h.service.timers(EVENT)) == [(10, "a", "ns")]
-    assert list(h.service.timers(PROC)) == [(5, "b", "ns")]
+@pytest.fixture(params=[False, True], ids=["namespaced", "bare"])
+def view(request: pytest.FixtureRequest, h: Harness) -> View:
+    return View(h, request.param)
 
 
-def test_scoped_timers_delete_only_the_current_keys_timer(h: Harness) -> None:
+def test_scoped_timers_register_for_the_current_key(view: View) -> None:
+    view("a").register_event_time_timer(10)
+    view("b").register_processing_time_timer(5)
+    assert list(view.h.service.timers(EVENT)) == [(10, "a", view.ns)]
+    assert list(view.h.service.timers(PROC)) == [(5, "b", view.ns)]
+
+
+def test_scoped_timers_delete_only_the_current_keys_timer(view: View) -> None:
+    service = view.h.service
     for key in ("a", "b"):
-        h.service.register_event_time_timer(10, key, "ns")
-        h.service.register_processing_time_timer(10, key, "ns")
-    _scoped(h, "a").delete_event_time_timer(10)
-    _scoped(h, "a").delete_processing_time_timer(10)
-    assert list(h.service.timers(EVENT)) == [(10, "b", "ns")]
-    assert list(h.service.timers(PROC)) == [(10, "b", "ns")]
+        service.register_event_time_timer(10, key, view.ns)
+        service.register_processing_time_timer(10, key, view.ns)
+    view("a").delete_event_time_timer(10)
+    view("a").delete_processing_time_timer(10)
+    assert list(service.timers(EVENT)) == [(10, "b", view.ns)]
+    assert list(service.timers(PROC)) == [(10, "b", view.ns)]
 
 
-def test_scoped_timer_registration_is_deduplicated(h: Harness) -> None:
-    scoped = _scoped(h, "a")
+def test_scoped_timers_delete_a_lone_timer_and_one_among_ties(view: View) -> None:
+    service = view.h.service
+    view("a").register_event_time_timer(10)
+    view("a").register_event_time_timer(20)
+    view("b").register_event_time_timer(20)
+    view("a").delete_event_time_timer(10)  # the only timer at 10
+    view("a").delete_event_time_timer(20)  # one of two at 20
+    view("c").delete_event_time_timer(20)  # not queued
+    assert list(service.timers(EVENT)) == [(20, "b", view.ns)]
+    assert service.event_timers == 1
+    service.advance_watermark(30)
+    assert view.h.keys() == [(20, "b")]
+
+
+def test_scoped_timer_registration_is_deduplicated(view: View) -> None:
+    scoped = view("a")
     scoped.register_event_time_timer(10)
     scoped.register_event_time_timer(10)
-    assert h.service.event_timers == 1
+    view("b").register_event_time_timer(10)
+    view("b").register_event_time_timer(10)
+    assert view.h.service.event_timers == 2
+    assert view.h.service.counts()["event"] == (2, 0, 0)
 
 
-def test_scoped_timers_without_a_current_key_call_invalid(h: Harness) -> None:
-    scoped = _scoped(h, None)
+def test_scoped_ties_fire_in_registration_order(view: View) -> None:
+    for key in ("c", "a", "b"):
+        view(key).register_event_time_timer(10)
+    view.h.service.advance_watermark(10)
+    assert view.h.keys() == [(10, "c"), (10, "a"), (10, "b")]
+
+
+def test_scoped_timers_without_a_current_key_call_invalid(view: View) -> None:
+    scoped = view(None)
     for operation in (
         scoped.register_event_time_timer,
         scoped.delete_event_time_timer,
@@ -674,22 +752,23 @@ def test_scoped_timers_without_a_current_key_call_invalid(h: Harness) -> None:
     ):
         with pytest.raises(_Invalid):
             operation(10)
-    assert (h.service.event_timers, h.service.processing_timers) == (0, 0)
+    assert (view.h.service.event_timers, view.h.service.processing_timers) == (0, 0)
 
 
-def test_scoped_registration_of_a_non_int_timestamp_calls_invalid(h: Harness) -> None:
-    scoped = _scoped(h, "a")
+def test_scoped_registration_of_a_non_int_timestamp_calls_invalid(view: View) -> None:
+    scoped = view("a")
     with pytest.raises(_Invalid):
         scoped.register_event_time_timer(10.5)  # type: ignore[arg-type]
     with pytest.raises(_Invalid):
         scoped.register_processing_time_timer("10")  # type: ignore[arg-type]
-    assert (h.service.event_timers, h.service.processing_timers) == (0, 0)
+    assert (view.h.service.event_timers, view.h.service.processing_timers) == (0, 0)
 
 
-def test_scoped_changes_are_tracked_per_key() -> None:
-    h = Harness(track_keys=True)
-    _scoped(h, "a").register_event_time_timer(10)
-    assert h.service.take_dirty_keys() == {"a"}
-    _scoped(h, "a").delete_event_time_timer(10)
-    assert h.service.take_dirty_keys() == {"a"}
-    assert h.service.snapshot_key("a") == {"event": [], "processing": []}
+@pytest.mark.parametrize("bare", [False, True], ids=["namespaced", "bare"])
+def test_scoped_changes_are_tracked_per_key(bare: bool) -> None:
+    view = View(Harness(track_keys=True), bare)
+    view("a").register_event_time_timer(10)
+    assert view.h.service.take_dirty_keys() == {"a"}
+    view("a").delete_event_time_timer(10)
+    assert view.h.service.take_dirty_keys() == {"a"}
+    assert view.h.service.snapshot_key("a") == {"event": [], "processing": []}

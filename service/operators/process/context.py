@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import NoReturn, cast
 
 from service.core.time import Clock, TimeDomain
-from service.core.timers import ScopedTimers, TimerService
+from service.core.timers import KeyTimers, TimerService
 from service.operators.base import Collector, KeyedOutput
 from service.operators.process.errors import NoCurrentKey
 from service.operators.process.state import (
@@ -33,19 +33,19 @@ def _bad_timer(key: str | None, timestamp: object) -> NoReturn:
     raise TypeError(f"timer timestamps are int epoch milliseconds, got {timestamp!r}")
 
 
-class TimerServiceView(ScopedTimers[str, None]):
+class TimerServiceView(KeyTimers[str]):
     """Timers of the current key: register and delete, in event or processing time.
 
     Registering a timer that is already queued is a no-op; deleting an absent one too.
     A timer whose time has already passed fires at the next watermark (event time) or
     processing-time advance. (The register/delete methods are the core's
-    :class:`~service.core.timers.ScopedTimers`: one call per timer operation.)
+    :class:`~service.core.timers.KeyTimers`: one call per timer operation.)
     """
 
     __slots__ = ("_ctx", "_timers")
 
     def __init__(self, ctx: Context, timers: ProcessTimers) -> None:
-        super().__init__(timers, ctx, None, _bad_timer)
+        super().__init__(timers, ctx, _bad_timer)
         self._ctx = ctx
         self._timers = timers
 
