@@ -12,7 +12,11 @@ task hands to the producer in order, so records of one partition keep their orde
 Bytes count as pending from ``append`` until the broker acknowledged them; callers
 ``await wait_capacity()`` once per batch, which blocks while more than ``max_pending``
 bytes are pending. :meth:`flush` returns once everything appended was acknowledged, and
-raises the first delivery error, which is what a checkpoint needs before it commits.
+raises the first delivery error. A checkpoint needs less: that what was appended before
+its snapshot is acknowledged, while the loop goes on appending. :meth:`mark` closes the
+open batches and returns the number of the last one queued (batches are numbered in
+queue order); :meth:`wait_delivered` returns once every batch up to a mark is
+acknowledged, whatever was appended after it.
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ class BatchProducer:
     """Batches per topic-partition on top of one ``AIOKafkaProducer``."""
 
     __slots__ = (
+        "_acked",
+        "_acked_later",
         "_error",
         "_max_pending",
         "_open",
@@ -48,6 +54,7 @@ class BatchProducer:
         "_pending",
         "_producer",
         "_progress",
+        "_queued",
         "_ready",
         "_task",
         "_wakeup",
@@ -59,8 +66,12 @@ class BatchProducer:
         # (topic, partition) -> [builder, bytes]
         self._open: dict[tuple[str, int], list[Any]] = {}
         self._open_bytes = 0
-        self._ready: deque[tuple[Any, str, int, int]] = deque()
+        # (builder, topic, partition, bytes, number): queued for the sender, in order
+        self._ready: deque[tuple[Any, str, int, int, int]] = deque()
         self._pending = 0  # appended and not yet acknowledged (open + queued + in flight)
+        self._queued = 0  # how many batches were queued: the number of the last one
+        self._acked = 0  # every batch numbered up to this one is acknowledged (or failed)
+        self._acked_later: set[int] = set()  # acknowledged, numbered above a gap
         self._error: BaseException | None = None
         self._wakeup = asyncio.Event()
         self._progress = asyncio.Event()
@@ -100,7 +111,8 @@ class BatchProducer:
             slot = self._open[(topic, partition)] = [self._producer.create_batch(), 0]
         size = (len(key) if key else 0) + (len(value) if value else 0) + _RECORD_OVERHEAD
         if slot[0].append(timestamp=timestamp_ms, key=key, value=value, headers=headers) is None:
-            self._ready.append((slot[0], topic, partition, slot[1]))
+            self._queued += 1
+            self._ready.append((slot[0], topic, partition, slot[1], self._queued))
             self._open_bytes -= slot[1]
             slot[0] = self._producer.create_batch()
             slot[1] = 0
@@ -119,8 +131,11 @@ class BatchProducer:
         if not self._open:
             return
         ready = self._ready
+        number = self._queued
         for (topic, partition), (builder, size) in self._open.items():
-            ready.append((builder, topic, partition, size))
+            number += 1
+            ready.append((builder, topic, partition, size, number))
+        self._queued = number
         self._open.clear()
         self._open_bytes = 0
         self._wakeup.set()
@@ -140,6 +155,20 @@ class BatchProducer:
             await self._progress.wait()
             self._raise_error()
 
+    def mark(self) -> int:
+        """Queue the open batches; everything appended so far is in batches up to the
+        returned number (see :meth:`wait_delivered`)."""
+        self.send_open()
+        return self._queued
+
+    async def wait_delivered(self, mark: int) -> None:
+        """Return once every batch up to ``mark`` is acknowledged; raise a delivery error."""
+        self._raise_error()
+        while self._acked < mark:
+            self._progress.clear()
+            await self._progress.wait()
+            self._raise_error()
+
     async def flush(self) -> None:
         """Send everything appended so far and wait until the broker acknowledged it."""
         self._raise_error()
@@ -150,9 +179,18 @@ class BatchProducer:
             self._raise_error()
 
     def _delivered(
-        self, topic: str, partition: int, size: int, future: asyncio.Future[Any]
+        self, topic: str, partition: int, size: int, number: int, future: asyncio.Future[Any]
     ) -> None:
         self._pending -= size
+        if number == self._acked + 1:
+            acked = number
+            later = self._acked_later
+            while acked + 1 in later:
+                acked += 1
+                later.discard(acked)
+            self._acked = acked
+        else:
+            self._acked_later.add(number)
         if future.cancelled():
             if self._error is None:
                 self._error = ProduceError(f"a batch to {topic}/{partition} was cancelled")
@@ -171,10 +209,12 @@ class BatchProducer:
                 await self._wakeup.wait()
                 self._wakeup.clear()
                 while ready:
-                    builder, topic, partition, size = ready.popleft()
+                    builder, topic, partition, size, number = ready.popleft()
                     future = await send_batch(builder, topic, partition=partition)
                     future.add_done_callback(
-                        lambda f, t=topic, p=partition, s=size: self._delivered(t, p, s, f)
+                        lambda f, t=topic, p=partition, s=size, n=number: self._delivered(
+                            t, p, s, n, f
+                        )
                     )
         except asyncio.CancelledError:
             raise

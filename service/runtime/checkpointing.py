@@ -21,11 +21,23 @@ restores from the changelog as before.
 Checkpoints and restores run one at a time (:attr:`Checkpointer.lock`): the group's
 listener can run while the loop awaits a checkpoint, and two checkpoints interleaving
 their changelog writes could put an older snapshot after a newer one.
+
+The loop's periodic checkpoint runs beside processing (:meth:`Checkpointer.start`), as
+Flink's asynchronous snapshot phase does: the snapshot and the output mark are taken at
+once, between two batches; waiting for the outputs' acknowledgements, writing the
+changelog and committing then go on in a task while the loop keeps processing (with the
+lock held, so the next checkpoint, a restore or a revoke waits for it). Outputs appended
+after the mark belong to input after the checkpointed offsets, so the order that makes a
+checkpoint correct is kept: outputs before it durable, then its changelog, then the
+commit. A stall of the broker's acknowledgements (measured: 170 ms at a checkpoint that
+followed a burst of window firings) no longer stops the loop. Checkpoints that end
+something (a revoke, a stop, the end of bounded input) are awaited whole.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from typing import TYPE_CHECKING, Any
@@ -51,6 +63,10 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
+Snapshot = tuple[PartitionTask, Any, int]
+"""A partition, its encoded changelog records and the input offset they resume at."""
+
+
 def tp_label(tp: TopicPartition) -> str:
     return f"{tp.topic}/{tp.partition}"
 
@@ -63,6 +79,7 @@ class Checkpointer:
         self.lock = asyncio.Lock()
         self.last_checkpoint = time.monotonic()
         """Monotonic time of the last completed checkpoint (the loop's interval)."""
+        self._background: asyncio.Task[None] | None = None
         self.parked: dict[TopicPartition, tuple[PartitionTask, int]] = {}
         """Revoked partitions checkpointed by this member, with the changelog partition's
         end offset right after that checkpoint; kept until the next assignment."""
@@ -97,19 +114,67 @@ class Checkpointer:
         return [part for part, end in candidates if ends.get(part.partition) == end]
 
     async def checkpoint(self, parts: list[PartitionTask]) -> None:
-        """Flush outputs, write the partitions' changed state, then commit their offsets."""
+        """Flush outputs, write the partitions' changed state, then commit their offsets
+        (after the checkpoint running in the background, if there is one)."""
         batches = self.session.batches
         if batches is None or not parts:
             return
         async with self.lock:
-            await self._checkpoint(parts, batches)
+            started = time.perf_counter()
+            encoded = self._snapshot(parts)
+            await self._complete(encoded, batches, batches.mark(), started)
 
-    async def _checkpoint(self, parts: list[PartitionTask], batches: BatchProducer) -> None:
-        session = self.session
-        metrics = session.metrics
-        name = session.name
-        started = time.perf_counter()
-        fingerprint = session.definition.state_fingerprint
+    @property
+    def in_flight(self) -> bool:
+        """Whether a checkpoint or a restore is running (the loop then starts none)."""
+        return self.lock.locked()
+
+    async def start(self, parts: list[PartitionTask]) -> None:
+        """Snapshot now and complete the checkpoint in the background (see the module
+        docstring); nothing if one is running. An error there fails the session."""
+        batches = self.session.batches
+        if batches is None or not parts or self.lock.locked():
+            return
+        await self.lock.acquire()  # free, so it returns without yielding: no batch between
+        try:
+            started = time.perf_counter()
+            encoded = self._snapshot(parts)
+            mark = batches.mark()
+        except BaseException:
+            self.lock.release()
+            raise
+        self._background = asyncio.get_running_loop().create_task(
+            self._complete_in_background(encoded, batches, mark, started),
+            name=f"clockwork-checkpoint-{self.session.name}",
+        )
+
+    async def _complete_in_background(
+        self,
+        encoded: list[Snapshot],
+        batches: BatchProducer,
+        mark: int,
+        started: float,
+    ) -> None:
+        try:
+            await self._complete(encoded, batches, mark, started)
+        except Exception as exc:
+            self.session.fail(exc)
+        finally:
+            self.lock.release()
+
+    async def cancel(self) -> None:
+        """Abandon the checkpoint running in the background (a session ending without
+        one: what it did not commit, the next owner replays)."""
+        task, self._background = self._background, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def _snapshot(self, parts: list[PartitionTask]) -> list[Snapshot]:
+        """The changelog records of every partition that changed since its last
+        checkpoint; synchronous, so it sees one consistent point of the loop."""
+        fingerprint = self.session.definition.state_fingerprint
         encoded = []
         for part in parts:
             if part.next_offset is None:
@@ -125,17 +190,32 @@ class Checkpointer:
                 "watermark": part.operator.current_watermark,
                 "fingerprint": fingerprint,
             }
-            encoded.append((part, encode_checkpoint(part.tp, changes, meta)))
+            encoded.append((part, encode_checkpoint(part.tp, changes, meta), part.next_offset))
+        return encoded
+
+    async def _complete(
+        self,
+        encoded: list[Snapshot],
+        batches: BatchProducer,
+        outputs: int,
+        started: float,
+    ) -> None:
+        """Wait for the outputs up to mark ``outputs``, write ``encoded``, commit."""
+        session = self.session
+        metrics = session.metrics
+        name = session.name
         try:
-            await batches.flush()  # outputs first: the changelog must not get ahead of them
+            # outputs first: the changelog must not get ahead of them
+            await batches.wait_delivered(outputs)
             size = 0
             entries = 0
             topic = session.definition.changelog_topic
-            for part, records in encoded:
+            for part, records, _ in encoded:
                 size += append_checkpoint(batches, topic, part.partition, records)
                 entries += len(records)
-            await batches.flush()
-            offsets = {part.tp: OffsetAndMetadata(part.next_offset, "") for part, _ in encoded}
+            await batches.wait_delivered(batches.mark())
+            # the snapshot's offsets: the loop may have gone on since (start())
+            offsets = {part.tp: OffsetAndMetadata(offset, "") for part, _, offset in encoded}
             if offsets and session.consumer is not None:
                 try:
                     await session.consumer.commit(offsets)
@@ -146,7 +226,7 @@ class Checkpointer:
             metrics.checkpoint_failures.labels(name).inc()
             raise
         wall = int(time.time() * 1000)
-        for part, _ in encoded:
+        for part, _, _ in encoded:
             part.last_checkpoint_ms = wall
         self.last_checkpoint = time.monotonic()
         metrics.checkpoint_seconds.labels(name).observe(time.perf_counter() - started)

@@ -97,8 +97,9 @@ class FetchLoop:
                 await self.finish()
                 return True
             now = time.monotonic()
-            if now - checkpointer.last_checkpoint >= interval_s:
-                await checkpointer.checkpoint(list(session.partitions.values()))
+            if now - checkpointer.last_checkpoint >= interval_s and not checkpointer.in_flight:
+                # completes beside the next batches (checkpointing.py)
+                await checkpointer.start(list(session.partitions.values()))
             if now - reporter.last_refresh >= settings.metrics_interval_s:
                 reporter.last_refresh = now
                 reporter.refresh()

@@ -160,6 +160,8 @@ class Session:
         """Stop the clients; with ``checkpoint`` first make every partition durable."""
         await self.emitter.stop()
         graceful = checkpoint and self.consumer is not None and self.error is None
+        if not graceful:
+            await self.checkpointer.cancel()  # a graceful close's checkpoint waits for it
         if graceful and not self.emitter.combiner.finished:
             # Deliver the watermark of everything processed before checkpointing. Without
             # it a stop right after a batch (before the next tick) checkpoints operators

@@ -60,3 +60,34 @@ async def test_a_row_larger_than_the_batch_size_goes_out_in_a_batch_of_its_own(
     assert batches.pending_bytes == 0
     records = await read_topic(bootstrap_servers, topic)
     assert [r.value for r in records] == [b"small", big, b"end"]
+
+
+async def test_a_mark_numbers_every_batch_queued_so_far(
+    bootstrap_servers: str, batches: BatchProducer
+) -> None:
+    topic = unique("marknumbers")
+    await create_topic(bootstrap_servers, topic, 2)
+    assert batches.mark() == 0  # nothing appended: nothing to wait for
+    for i in range(200):  # ~6 KB in partition 0: full batches queue as they fill
+        batches.append(topic, 0, b"k", f'{{"i": {i:04}}}'.encode() * 2, None)
+    batches.append(topic, 1, b"k", b"one", None)
+    first = batches.mark()
+    assert first >= 3  # the full ones, then the two open ones
+    assert batches.mark() == first  # nothing appended since: no new batch
+    await batches.wait_delivered(first)
+    assert batches.pending_bytes == 0
+
+
+async def test_waiting_for_a_mark_does_not_wait_for_what_was_appended_after_it(
+    bootstrap_servers: str, batches: BatchProducer
+) -> None:
+    topic = unique("markafter")
+    await create_topic(bootstrap_servers, topic, 1)
+    batches.append(topic, 0, b"a", b"before", None)
+    mark = batches.mark()
+    batches.append(topic, 0, b"b", b"after", None)  # open: not sent until the next mark
+    await batches.wait_delivered(mark)
+    assert batches.pending_bytes == len(b"b") + len(b"after") + 24
+    assert [r.value for r in await read_topic(bootstrap_servers, topic)] == [b"before"]
+    await batches.flush()
+    assert [r.value for r in await read_topic(bootstrap_servers, topic)] == [b"before", b"after"]
