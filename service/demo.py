@@ -301,7 +301,9 @@ async def run_demo(args: argparse.Namespace) -> None:
             print(f"Started the embedded Kafka broker (Tansu) at {bootstrap}")
         api_url = args.api_url
         if not args.no_service:
-            api_url = await stack.enter_async_context(_in_process_service(bootstrap, args))
+            api_url = await stack.enter_async_context(
+                _in_process_service(bootstrap, args, embedded=not args.bootstrap_servers)
+            )
         if api_url is None:
             raise SystemExit("--no-service needs --api-url")
         api = ApiClient(api_url, args.api_token)
@@ -355,16 +357,20 @@ class _InProcessServer(uvicorn.Server):
 
 
 @contextlib.asynccontextmanager
-async def _in_process_service(bootstrap: str, args: argparse.Namespace) -> AsyncIterator[str]:
-    """The service (API + runtime) on a free loopback port in this event loop."""
+async def _in_process_service(
+    bootstrap: str, args: argparse.Namespace, *, embedded: bool
+) -> AsyncIterator[str]:
+    """The service (API + runtime) on a free loopback port in this event loop; against the
+    embedded broker the demo started, with that broker's session timeout."""
     from service.api.app import create_app
     from service.runtime.embedded_broker import free_port
-    from service.settings import Settings
+    from service.settings import EMBEDDED_SESSION_TIMEOUT_MS, Settings
 
     port = args.port or free_port()
     settings = Settings.from_env(
         {
             "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
+            **({"KAFKA_SESSION_TIMEOUT_MS": str(EMBEDDED_SESSION_TIMEOUT_MS)} if embedded else {}),
             "SERVICE_HTTP_HOST": "127.0.0.1",
             "SERVICE_HTTP_PORT": str(port),
             **({"SERVICE_API_TOKEN": args.api_token} if args.api_token else {}),

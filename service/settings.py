@@ -29,6 +29,11 @@ _NO_MODULES: tuple[str, ...] = ()
 _LOG_LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG")
 _TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 
+DEFAULT_SESSION_TIMEOUT_MS = 10_000
+"""The group session timeout against a configured broker."""
+EMBEDDED_SESSION_TIMEOUT_MS = 2_000
+"""Against the embedded broker, which answers a group join after half of it."""
+
 
 class SettingsError(ValueError):
     """One or more environment variables have invalid values; the message names each."""
@@ -79,9 +84,11 @@ class Settings:
     checkpoint_interval_ms: int = 5000
     """``SERVICE_CHECKPOINT_INTERVAL_MS``: how often each partition checkpoints its state."""
 
-    kafka_session_timeout_ms: int = 10000
+    kafka_session_timeout_ms: int | None = None
     """``KAFKA_SESSION_TIMEOUT_MS``: the pipelines' consumer group session timeout; a
-    replica that stops heartbeating loses its partitions after this long."""
+    replica that stops heartbeating loses its partitions after this long. Unset: 10000
+    against a configured broker, :data:`EMBEDDED_SESSION_TIMEOUT_MS` against the embedded
+    one (see :meth:`session_timeout_ms`)."""
 
     kafka_fetch_max_wait_ms: int = 20
     """``KAFKA_FETCH_MAX_WAIT_MS``: how long the broker may hold a fetch. Keep it short:
@@ -136,7 +143,7 @@ class Settings:
                 "SERVICE_CHECKPOINT_INTERVAL_MS", _int_between(10, 3_600_000), 5000
             ),
             "kafka_session_timeout_ms": read(
-                "KAFKA_SESSION_TIMEOUT_MS", _int_between(1000, 600_000), 10000
+                "KAFKA_SESSION_TIMEOUT_MS", _int_between(1000, 600_000), None
             ),
             "kafka_fetch_max_wait_ms": read("KAFKA_FETCH_MAX_WAIT_MS", _int_between(1, 10_000), 20),
             "store_apply_timeout_ms": read(
@@ -160,6 +167,14 @@ class Settings:
         if self.api_token is not None:
             out["api_token"] = "***"
         return out
+
+    def session_timeout_ms(self, embedded_broker: bool) -> int:
+        """The group session timeout to use: the configured one, else the default for the
+        kind of broker (the embedded broker answers a group join only after half the
+        session timeout, so its default is short: a 1 s join instead of 5 s)."""
+        if self.kafka_session_timeout_ms is not None:
+            return self.kafka_session_timeout_ms
+        return EMBEDDED_SESSION_TIMEOUT_MS if embedded_broker else DEFAULT_SESSION_TIMEOUT_MS
 
     @property
     def log_level_number(self) -> int:

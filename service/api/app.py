@@ -48,13 +48,15 @@ Configure pipelines with `POST /pipelines` (the spec's JSON Schema is at
 """
 
 
-def runtime_settings(settings: Settings, bootstrap_servers: str) -> RuntimeSettings:
+def runtime_settings(
+    settings: Settings, bootstrap_servers: str, *, embedded_broker: bool = False
+) -> RuntimeSettings:
     """The runtime's part of the service configuration."""
     return RuntimeSettings(
         bootstrap_servers=bootstrap_servers,
         checkpoint_interval_ms=settings.checkpoint_interval_ms,
         fetch_max_wait_ms=settings.kafka_fetch_max_wait_ms,
-        session_timeout_ms=settings.kafka_session_timeout_ms,
+        session_timeout_ms=settings.session_timeout_ms(embedded_broker),
         replication_factor=settings.topic_replication,
     )
 
@@ -98,6 +100,7 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
 
 async def _start(settings: Settings, runtime: Runtime | None, stack: AsyncExitStack) -> Services:
     bootstrap = settings.kafka_bootstrap_servers
+    embedded = bootstrap is None
     if bootstrap is None:
         broker = await asyncio.to_thread(EmbeddedBroker().start)
         stack.push_async_callback(asyncio.to_thread, broker.stop)
@@ -108,7 +111,7 @@ async def _start(settings: Settings, runtime: Runtime | None, stack: AsyncExitSt
             bootstrap,
         )
     if runtime is None:
-        runtime = Runtime(runtime_settings(settings, bootstrap))
+        runtime = Runtime(runtime_settings(settings, bootstrap, embedded_broker=embedded))
         await runtime.start()
         stack.push_async_callback(runtime.shutdown)
     registry: PipelineRegistry | None = None

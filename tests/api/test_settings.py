@@ -7,7 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from service.settings import Settings, SettingsError
+from service.api.app import runtime_settings
+from service.settings import (
+    DEFAULT_SESSION_TIMEOUT_MS,
+    EMBEDDED_SESSION_TIMEOUT_MS,
+    Settings,
+    SettingsError,
+)
 
 
 def test_defaults() -> None:
@@ -42,6 +48,28 @@ def test_values_are_parsed() -> None:
     assert settings.max_body_bytes == 2048
     assert settings.log_level == "DEBUG"
     assert settings.instance_id == "replica-1"
+
+
+def test_the_session_timeout_defaults_short_only_for_the_embedded_broker() -> None:
+    settings = Settings.from_env({})
+    assert settings.kafka_session_timeout_ms is None
+    assert settings.session_timeout_ms(embedded_broker=True) == EMBEDDED_SESSION_TIMEOUT_MS
+    assert settings.session_timeout_ms(embedded_broker=False) == DEFAULT_SESSION_TIMEOUT_MS
+    assert EMBEDDED_SESSION_TIMEOUT_MS < DEFAULT_SESSION_TIMEOUT_MS
+
+
+def test_a_configured_session_timeout_holds_for_any_broker() -> None:
+    settings = Settings.from_env({"KAFKA_SESSION_TIMEOUT_MS": "7000"})
+    assert settings.session_timeout_ms(embedded_broker=True) == 7000
+    assert settings.session_timeout_ms(embedded_broker=False) == 7000
+
+
+def test_the_runtime_gets_the_session_timeout_for_its_broker() -> None:
+    settings = Settings.from_env({})
+    embedded = runtime_settings(settings, "127.0.0.1:9092", embedded_broker=True)
+    configured = runtime_settings(settings, "kafka:9092")
+    assert embedded.session_timeout_ms == EMBEDDED_SESSION_TIMEOUT_MS
+    assert configured.session_timeout_ms == DEFAULT_SESSION_TIMEOUT_MS
 
 
 def test_blank_means_default() -> None:
