@@ -56,6 +56,10 @@ class RestoredPartition:
     (None: absent); they must be rewritten before they can shadow the committed ones."""
 
 
+RESTORE_FETCH_WAIT_MS = 5
+"""The restore reader's fetch wait and ``getmany`` timeout (see :func:`read_changelog`)."""
+
+
 def entry_prefix(tp: TopicPartition) -> str:
     return f"{tp.topic}|{tp.partition}|"
 
@@ -156,7 +160,10 @@ async def read_changelog(
         group_id=None,
         enable_auto_commit=False,
         auto_offset_reset="earliest",
-        fetch_max_wait_ms=20,
+        # Short: the read ends on an empty fetch (every first start reads nothing but
+        # one), which some brokers (Tansu) hold for the whole wait. 5 ms instead of 20
+        # took an empty changelog's read from ~42 ms to ~11 ms on Tansu.
+        fetch_max_wait_ms=RESTORE_FETCH_WAIT_MS,
         max_partition_fetch_bytes=4 * 1024 * 1024,
     )
     reader = _Reader()
@@ -172,7 +179,7 @@ async def read_changelog(
             # Short: a getmany that gets no records waits its whole timeout even after
             # the fetch answered, and an empty changelog (every first start) gets none;
             # the end is known from the high watermark after the first fetch answer.
-            batch = await consumer.getmany(timeout_ms=20, max_records=10_000)
+            batch = await consumer.getmany(timeout_ms=RESTORE_FETCH_WAIT_MS, max_records=10_000)
             for records in batch.values():
                 for record in records:
                     reader.add(record.key, record.value, wanted)
