@@ -105,6 +105,7 @@ class KeyedProcessOperator:
         "_function",
         "_out",
         "_pipeline",
+        "_records_path",
         "_state",
         "_timers",
         "collector",
@@ -128,6 +129,7 @@ class KeyedProcessOperator:
         # (key, ts) -> how many times it fired in the advance running now (ids of repeats)
         self._fired: dict[tuple[str, int], int] = {}
         function.open(self._ctx)
+        self._records_path = function.process_records  # set by open(), if at all
 
     @property
     def pipeline(self) -> str:
@@ -153,6 +155,11 @@ class KeyedProcessOperator:
         # Every record's key is changed (checkpoints write it): marked in one C loop here
         # rather than by a call per record below.
         self._dirty.update(map(itemgetter(0), records))
+        if self._records_path is not None:
+            self._records_path(records, self._record_failed)
+            self.counters.records += len(records)
+            self.counters.outputs += len(results) - before
+            return
         for key, timestamp, value, position, source in records:
             ctx.key = key
             ctx.timestamp = timestamp
@@ -233,6 +240,9 @@ class KeyedProcessOperator:
         ctx.key = None
         ctx.timestamp = None
         ctx.time_domain = None
+
+    def _record_failed(self, source: Any, key: str, exc: Exception, position: int) -> None:
+        self._fail(source, key, exc, f"process_element(offset {position})")
 
     def _fail(self, source: Any, key: str, exc: Exception, where: str) -> None:
         self.counters.failed += 1

@@ -193,6 +193,17 @@ class ValueState(_Handle):
 
     __slots__ = ()
 
+    @property
+    def entries(self) -> dict[str, Any]:
+        """Every key's value: the store's dict itself (a restore refills it in place).
+
+        For the built-in functions' batch paths only; it bypasses the JSON check and TTL,
+        so a writer must store only what :meth:`update` stores as it is (``int``/``str``)
+        and the state must have no TTL."""
+        if self._expiry is not None:
+            raise ValueError(f"state {self._name!r} has a TTL: use value() and update()")
+        return self._data
+
     def value(self) -> Any:
         return self._data.get(self._scope.key)  # type: ignore[arg-type]
 

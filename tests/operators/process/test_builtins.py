@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from service.core.time import ManualClock
 from service.operators.process import (
@@ -15,7 +18,9 @@ from service.operators.process import (
     validate_function,
 )
 from service.operators.process.builtins.daily_counter import DAY_MS, next_midnight
-from tests.operators.process.harness import rec, values
+from service.operators.process.builtins.inactivity import InactivityTimeout
+from service.operators.process.context import Context
+from tests.operators.process.harness import outputs, rec, records, values
 
 
 def build(function: str, params: dict[str, Any], clock: ManualClock) -> KeyedProcessOperator:
@@ -85,6 +90,83 @@ def test_inactivity_timeout_is_required_and_an_integer() -> None:
     cls = BUILTIN_FUNCTIONS["inactivity_timeout"]
     assert cls.validate_params({}) == ["timeout_ms: required"]
     assert cls.validate_params({"timeout_ms": True}) == ["timeout_ms: must be an integer, got True"]
+
+
+class _PerRecordInactivity(InactivityTimeout):
+    """inactivity_timeout with its batch path switched off: process_element per record."""
+
+    def open(self, ctx: Context) -> None:
+        super().open(ctx)
+        self.process_records = None
+
+
+_steps = st.lists(
+    st.one_of(
+        st.tuples(
+            st.just("batch"),
+            st.lists(
+                st.tuples(st.sampled_from("abcde"), st.integers(0, 400)), min_size=1, max_size=8
+            ),
+        ),
+        st.tuples(st.just("watermark"), st.integers(0, 600)),
+        st.tuples(st.just("restore"), st.just(0)),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(steps=_steps, timeout=st.integers(1, 150))
+def test_inactivity_batch_path_does_what_per_record_calls_do(
+    steps: list[tuple[str, Any]], timeout: int
+) -> None:
+    batched = KeyedProcessOperator("p", InactivityTimeout(timeout), ManualClock(0))
+    per_record = KeyedProcessOperator("p", _PerRecordInactivity(timeout), ManualClock(0))
+    assert batched._records_path is not None and per_record._records_path is None
+    offset = 0
+    for step, arg in steps:
+        for op in (batched, per_record):
+            if step == "batch":
+                op.process_batch(records([(k, ts, {}) for k, ts in arg], start=offset))
+            elif step == "watermark":
+                op.advance_watermark(arg)
+            else:
+                snapshot = orjson.loads(orjson.dumps(op.snapshot()))
+                op.restore(snapshot)
+        if step == "batch":
+            offset += len(arg)
+        assert outputs(batched) == outputs(per_record)
+        assert batched.snapshot() == per_record.snapshot()
+        assert batched.gauges() == per_record.gauges()
+        assert batched.timer_counts() == per_record.timer_counts()
+        assert batched.snapshot_changes() == per_record.snapshot_changes()
+
+
+def test_inactivity_batch_path_dead_letters_a_failing_record_and_goes_on() -> None:
+    op = build("inactivity_timeout", {"timeout_ms": 100}, ManualClock(0))
+    broken: Any = ("b", None, {}, 1, ("src", 1))  # no timestamp: deadline cannot be computed
+    op.process_batch([rec("a", 1_000, {}, pos=0), broken, rec("c", 1_010, {}, pos=2)])
+    _, _, failed = op.collector.drain()
+    assert [(f.source, f.key, f.reason) for f in failed] == [
+        (("src", 1), "b", "user_function_error")
+    ]
+    assert "TypeError" in failed[0].detail and "offset 1" in failed[0].detail
+    assert op.gauges().event_timers == 2  # a and c
+    op.advance_watermark(1_110)
+    assert sorted(v["key"] for _, _, v in values(op)) == ["a", "c"]
+
+
+def test_value_state_entries_are_refused_for_state_with_a_ttl() -> None:
+    class WithTtl(InactivityTimeout):
+        def open(self, ctx: Context) -> None:
+            self.ttl_state = ctx.value_state("t", ttl_ms=10)
+            self.plain_state = ctx.value_state("p")
+
+    function = WithTtl(5)
+    KeyedProcessOperator("p", function, ManualClock(0))
+    assert function.plain_state.entries == {}
+    with pytest.raises(ValueError, match="has a TTL"):
+        _ = function.ttl_state.entries
 
 
 # -- dedupe ------------------------------------------------------------------------------

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from service.core.time import TimeDomain
+from service.operators.base import InputRecord
 from service.operators.process.builtins.params import (
     TIME_DOMAINS,
     check_int,
@@ -16,7 +17,7 @@ from service.operators.process.builtins.params import (
 )
 from service.operators.process.context import Context, Out
 from service.operators.process.errors import InvalidParams
-from service.operators.process.function import KeyedProcessFunction
+from service.operators.process.function import KeyedProcessFunction, RecordFailed
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +76,7 @@ class InactivityTimeout(KeyedProcessFunction):
         if self._event:
             self._register = timers.register_event_time_timer
             self._move = timers.move_event_time_timer
+            self.process_records = self._event_time_records
         else:
             self._register = timers.register_processing_time_timer
             self._move = timers.move_processing_time_timer
@@ -91,6 +93,29 @@ class InactivityTimeout(KeyedProcessFunction):
         else:
             return
         state.update(deadline)
+
+    def _event_time_records(self, records: Sequence[InputRecord], failed: RecordFailed) -> None:
+        """:meth:`process_element` in event time over a whole batch: the same state and
+        timer operations, on the state's dict directly (a deadline is an ``int``, which
+        ``update`` stores as it is)."""
+        deadlines = self._deadline.entries
+        last = deadlines.get
+        register = self._register
+        move = self._move
+        timeout = self.timeout_ms
+        for key, timestamp, _value, position, source in records:
+            try:
+                deadline = timestamp + timeout
+                old = last(key)
+                if old is None:
+                    register(deadline, key, None)
+                elif deadline > old:
+                    move(old, deadline, key, None)
+                else:
+                    continue
+                deadlines[key] = deadline
+            except Exception as exc:
+                failed(source, key, exc, position)
 
     def on_timer(self, timestamp: int, ctx: Context, out: Out) -> None:
         if self._deadline.value() != timestamp:
