@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import logging
 import sys
@@ -81,7 +82,12 @@ async def raw_consume(bootstrap: str, topic: str) -> tuple[int, float, float]:
 
 
 async def run_pipeline(
-    bootstrap: str, topic: str, name: str, workload: Workload, checkpoint_interval_ms: int
+    bootstrap: str,
+    topic: str,
+    name: str,
+    workload: Workload,
+    checkpoint_interval_ms: int,
+    prefetch_max_records: int | None = None,
 ) -> tuple[float, float, float]:
     """Run the bounded pipeline to ``finished``; returns (seconds, CPU seconds, startup
     seconds: from the start to the first processed records, i.e. the group join and
@@ -118,6 +124,8 @@ async def run_pipeline(
         session_timeout_ms=2000,  # the group join on Tansu waits half of it
         checkpoint_interval_ms=checkpoint_interval_ms,
     )
+    if prefetch_max_records is not None:
+        settings = dataclasses.replace(settings, prefetch_max_records=prefetch_max_records)
     runtime = Runtime(settings)
     await runtime.start()
     try:
@@ -164,13 +172,13 @@ async def bench(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]:
         profiler = cProfile.Profile()
         profiler.enable()
         pipeline_s, pipeline_cpu_s, startup_s = await run_pipeline(
-            bootstrap, topic, name, workload, args.checkpoint_interval_ms
+            bootstrap, topic, name, workload, args.checkpoint_interval_ms, args.prefetch_max_records
         )
         profiler.disable()
         pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
     else:
         pipeline_s, pipeline_cpu_s, startup_s = await run_pipeline(
-            bootstrap, topic, name, workload, args.checkpoint_interval_ms
+            bootstrap, topic, name, workload, args.checkpoint_interval_ms, args.prefetch_max_records
         )
 
     rows = [normalise(json.loads(v)) for v in await read_topic(bootstrap, f"{name}.out")]
@@ -199,6 +207,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bootstrap", default=None)
     parser.add_argument("--checkpoint-interval-ms", type=int, default=5000)
     parser.add_argument("--profile", action="store_true", help="cProfile the pipeline run")
+    parser.add_argument(
+        "--prefetch-max-records",
+        type=int,
+        default=None,
+        help="records read during the group join (default: the runtime's; 0: none)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     if args.profile:

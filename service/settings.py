@@ -84,6 +84,11 @@ class Settings:
     checkpoint_interval_ms: int = 5000
     """``SERVICE_CHECKPOINT_INTERVAL_MS``: how often each partition checkpoints its state."""
 
+    prefetch_max_records: int = 250_000
+    """``SERVICE_PREFETCH_MAX_RECORDS``: records a pipeline reads and decodes while it
+    joins its consumer group, to process first once it has partitions (an even share
+    per partition; ~0.5-1 KB each until processed). 0 turns it off."""
+
     kafka_session_timeout_ms: int | None = None
     """``KAFKA_SESSION_TIMEOUT_MS``: the pipelines' consumer group session timeout; a
     replica that stops heartbeating loses its partitions after this long. Unset: 10000
@@ -141,6 +146,9 @@ class Settings:
             "topic_replication": read("SERVICE_TOPIC_REPLICATION", _int_between(1, 32), 1),
             "checkpoint_interval_ms": read(
                 "SERVICE_CHECKPOINT_INTERVAL_MS", _int_between(10, 3_600_000), 5000
+            ),
+            "prefetch_max_records": read(
+                "SERVICE_PREFETCH_MAX_RECORDS", _int_between(0, 10_000_000), 250_000
             ),
             "kafka_session_timeout_ms": read(
                 "KAFKA_SESSION_TIMEOUT_MS", _int_between(1000, 600_000), None

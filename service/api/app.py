@@ -57,6 +57,7 @@ def runtime_settings(
         checkpoint_interval_ms=settings.checkpoint_interval_ms,
         fetch_max_wait_ms=settings.kafka_fetch_max_wait_ms,
         session_timeout_ms=settings.session_timeout_ms(embedded_broker),
+        prefetch_max_records=settings.prefetch_max_records,
         replication_factor=settings.topic_replication,
     )
 

@@ -56,6 +56,7 @@ from service.runtime.changelog import (
     read_changelog,
 )
 from service.runtime.partition import PartitionTask
+from service.runtime.prefetch import PendingInput
 
 if TYPE_CHECKING:
     from service.runtime.session import Session
@@ -248,6 +249,9 @@ class Checkpointer:
         new = [tp for tp in new if tp not in kept_tps]
         bootstrap = session.settings.bootstrap_servers
         restored = await read_changelog(bootstrap, definition.changelog_topic, new) if new else {}
+        # The join is over: what the prefetcher read is taken below or dropped.
+        prefetcher = await session.stop_prefetch()
+        prefetched: dict[TopicPartition, PendingInput] = {}
         sink = session.sink
         assert sink is not None
         loop = asyncio.get_running_loop()
@@ -287,6 +291,9 @@ class Checkpointer:
                 part.next_offset = int(meta["offset"])
             else:
                 part.next_offset = await self._start_offset(tp)
+            pending = prefetcher.take(tp, part.next_offset) if prefetcher is not None else None
+            if pending is not None:
+                prefetched[tp] = pending
             if state.repair:
                 repairs.append((part, state.repair))
             ready.append(part)
@@ -294,7 +301,13 @@ class Checkpointer:
         now = session.clock.now_ms()
         for part in ready:
             # Records fetched before this point were skipped; the seek fetches them again.
-            session.consumer.seek(part.tp, part.next_offset)
+            pending = prefetched.get(part.tp)
+            if pending is None:
+                session.consumer.seek(part.tp, part.next_offset)
+            else:  # the prefetched records come first, then the consumer's from their end
+                session.consumer.seek(part.tp, pending.end)
+                session.pending[part.tp] = pending
+                session.pauses.draining.add(part.tp)
             session.pauses.restoring.discard(part.tp)
             session.partitions[part.tp] = part
             session.emitter.combiner.assign(part.tp, now, part.generator.current_watermark)

@@ -76,12 +76,18 @@ class FetchLoop:
             # for it: ``interruptible`` cancels the call and the close checkpoints.
             try:
                 batch = await session.interruptible(
-                    read(timeout_ms=timeout_ms, max_records=max_records)
+                    read(
+                        # prefetched records wait: take what is fetched, do not wait for more
+                        timeout_ms=0 if session.pending and not pauses.user_paused else timeout_ms,
+                        max_records=max_records,
+                    )
                 )
             except Interrupted:
                 break
             session.polls += 1
             session.raise_error()
+            if session.pending:
+                self.process_prefetched()
             if batch:
                 started = perf()
                 self.process(batch)
@@ -135,6 +141,38 @@ class FetchLoop:
                 sink.dead_letters(tp, failed)
                 failed.clear()
 
+    def process_prefetched(self) -> None:
+        """One chunk per partition of the records prefetched during the join (each
+        partition stays paused at the consumer until its last chunk is processed)."""
+        session = self.session
+        pending = session.pending
+        pauses = session.pauses
+        if pauses.user_paused:
+            return
+        sink = session.sink
+        assert sink is not None
+        combiner = session.emitter.combiner
+        records_counter = session.reporter.records_counter
+        prefetched = session.metrics.prefetched_records.labels(session.name)
+        now = session.clock.now_ms()
+        for tp, waiting in list(pending.items()):
+            part = session.partitions.get(tp)
+            if part is None:
+                del pending[tp]
+                continue
+            chunk = waiting.chunks.popleft()
+            part.process_decoded(chunk.inputs, chunk.count, chunk.end)
+            combiner.update(tp, part.generator.current_watermark, now)
+            if chunk.failed:
+                sink.dead_letters(tp, chunk.failed)
+            session.records_in += chunk.count
+            records_counter(tp).inc(chunk.count)
+            prefetched.inc(chunk.count)
+            if not waiting.chunks:
+                del pending[tp]
+                pauses.draining.discard(tp)
+                pauses.apply()
+
     def process_per_record(
         self, part: PartitionTask, records: list[Any], failed: list[DeadLetter], now: int
     ) -> None:
@@ -173,6 +211,9 @@ class FetchLoop:
         done = True
         for tp, part in partitions.items():
             if part.finished:
+                continue
+            if tp in session.pending:  # prefetched records still to process
+                done = False
                 continue
             end = part.end_offset
             if end is None:

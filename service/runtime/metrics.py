@@ -55,6 +55,7 @@ class RuntimeMetrics:
     checkpoint_failures: Counter
     restore_seconds: Histogram
     partitions_restored: Counter
+    prefetched_records: Counter
     pipeline_up: Gauge
     pipeline_restarts: Counter
     broker_ready: Gauge
@@ -245,6 +246,13 @@ def build_metrics(registry: CollectorRegistry) -> RuntimeMetrics:
             [*_P, "source"],
             registry=r,
         ),
+        prefetched_records=Counter(
+            "clockwork_prefetched_records",
+            "Records read and decoded while the group join was under way and processed "
+            "after it (the consumer resumed after them).",
+            _P,
+            registry=r,
+        ),
         pipeline_up=Gauge(
             "clockwork_pipeline_running",
             "1 while the pipeline's consumer loop runs, else 0.",
@@ -301,6 +309,7 @@ METRIC_NAMES: tuple[str, ...] = (
     "clockwork_checkpoint_failures_total",
     "clockwork_restore_duration_seconds",
     "clockwork_partitions_restored_total",
+    "clockwork_prefetched_records_total",
     "clockwork_pipeline_running",
     "clockwork_pipeline_restarts_total",
     "clockwork_broker_ready",

@@ -129,6 +129,27 @@ class PartitionTask:
         self.timers.reschedule()
         return total
 
+    def process_decoded(self, inputs: list[InputRecord], count: int, end: int) -> None:
+        """:meth:`process` for records decoded beforehand (prefetched during the group
+        join): ``count`` records (``inputs`` and their dead letters), the last before
+        offset ``end``."""
+        operator = self.operator
+        generator = self.generator
+        total = len(inputs)
+        for start in range(0, total, SLICE):
+            chunk = inputs[start : start + SLICE] if total > SLICE else inputs
+            operator.process_batch(chunk)
+            if self.punctuated:
+                on_event = generator.on_event
+                for record in chunk:
+                    on_event(record[1], record[2])
+            else:
+                generator.on_event(max([record[1] for record in chunk]), None)
+        self.records_in += count
+        self.next_offset = end
+        self.drain()
+        self.timers.reschedule()
+
     def decode(self, records: Sequence[Any], failed: list[DeadLetter]) -> list[InputRecord]:
         """For per-record mode: decode only; the runner calls :meth:`process_one` per record."""
         inputs: list[InputRecord] = []

@@ -25,7 +25,7 @@ from aiokafka import TopicPartition
 class PauseControl:
     """The desired paused set of one consumer, and its application."""
 
-    __slots__ = ("aligned", "consumer", "finished", "restoring", "user_paused")
+    __slots__ = ("aligned", "consumer", "draining", "finished", "restoring", "user_paused")
 
     def __init__(self, user_paused: bool = False) -> None:
         self.consumer: Any = None
@@ -37,12 +37,14 @@ class PauseControl:
         """Bounded mode: reached the end offset captured at start."""
         self.aligned: set[TopicPartition] = set()
         """Paused by watermark alignment: too far ahead of the combined watermark."""
+        self.draining: set[TopicPartition] = set()
+        """Records prefetched during the join are processed first (see prefetch.py)."""
 
     def wanted(self, assignment: set[TopicPartition]) -> set[TopicPartition]:
         """The partitions of ``assignment`` that must not be fetched now."""
         if self.user_paused:
             return set(assignment)
-        return (self.restoring | self.finished | self.aligned) & assignment
+        return (self.restoring | self.finished | self.aligned | self.draining) & assignment
 
     def apply(self) -> None:
         """Pause and resume at the consumer so its paused set is :meth:`wanted`.
@@ -68,3 +70,4 @@ class PauseControl:
         self.restoring.discard(tp)
         self.finished.discard(tp)
         self.aligned.discard(tp)
+        self.draining.discard(tp)

@@ -49,6 +49,7 @@ class RebalanceListener(ConsumerRebalanceListener):  # type: ignore[misc]
             session.emitter.combiner.revoke(part.tp)
             session.reporter.forget(part.tp)
         for tp in revoked:
+            session.pending.pop(tp, None)  # not processed: the next owner reads them again
             session.pauses.forget(tp)
             if session.alignment is not None:
                 session.alignment.forget(tp)

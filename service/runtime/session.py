@@ -32,6 +32,7 @@ from service.runtime.fetch_loop import FetchLoop
 from service.runtime.interrupts import Interrupted, Interruptible, abandon_join
 from service.runtime.partition import PartitionTask
 from service.runtime.pauses import PauseControl
+from service.runtime.prefetch import PendingInput, Prefetcher
 from service.runtime.rebalance import RebalanceListener
 from service.runtime.reporting import SessionReporter
 from service.runtime.sinks import OutputSink
@@ -102,6 +103,10 @@ class Session:
         self.batches: BatchProducer | None = None
         self.sink: OutputSink | None = None
         self.checkpoint_on_revoke = True
+        self.prefetcher: Prefetcher | None = None
+        """Reads the source during the first join; the first restore takes it over."""
+        self.pending: dict[TopicPartition, PendingInput] = {}
+        """Prefetched records of assigned partitions, processed before anything fetched."""
         self.reporter = SessionReporter(self)
         self.checkpointer = Checkpointer(self)
         self.loop = FetchLoop(self)
@@ -142,6 +147,15 @@ class Session:
         )
         self.pauses.consumer = self.consumer
         self.consumer.subscribe(list(definition.topics), listener=RebalanceListener(self))
+        if (
+            settings.prefetch_max_records > 0
+            and definition.watermark.interval_ms > 0  # per-record mode: no batches to take
+            and self.alignment is None  # alignment paces partitions batch by batch
+        ):
+            self.prefetcher = Prefetcher(
+                settings, definition, self.decoder, settings.prefetch_max_records
+            )
+            self.prefetcher.start()
         try:
             await self.interruptible(self.consumer.start())  # joins the group
         except Interrupted:
@@ -159,6 +173,8 @@ class Session:
     async def close(self, checkpoint: bool) -> None:
         """Stop the clients; with ``checkpoint`` first make every partition durable."""
         await self.emitter.stop()
+        await self.stop_prefetch()
+        self.pending.clear()
         graceful = checkpoint and self.consumer is not None and self.error is None
         if not graceful:
             await self.checkpointer.cancel()  # a graceful close's checkpoint waits for it
@@ -204,6 +220,13 @@ class Session:
         for tp in list(self.partitions):
             self.reporter.forget(tp)
         self.partitions.clear()
+
+    async def stop_prefetch(self) -> Prefetcher | None:
+        """Stop the prefetcher, if it runs; returns it (its records stay for the taking)."""
+        prefetcher, self.prefetcher = self.prefetcher, None
+        if prefetcher is not None:
+            await prefetcher.stop()
+        return prefetcher
 
     async def interruptible(self, awaitable: Coroutine[Any, Any, T]) -> T:
         """Await ``awaitable`` so that :meth:`interrupt` can cancel it (:class:`Interrupted`)."""

@@ -72,6 +72,14 @@ def test_the_runtime_gets_the_session_timeout_for_its_broker() -> None:
     assert configured.session_timeout_ms == DEFAULT_SESSION_TIMEOUT_MS
 
 
+def test_the_prefetch_size_reaches_the_runtime() -> None:
+    assert runtime_settings(Settings.from_env({}), "k:9092").prefetch_max_records == 250_000
+    off = Settings.from_env({"SERVICE_PREFETCH_MAX_RECORDS": "0"})
+    assert runtime_settings(off, "k:9092").prefetch_max_records == 0
+    with pytest.raises(SettingsError, match="SERVICE_PREFETCH_MAX_RECORDS"):
+        Settings.from_env({"SERVICE_PREFETCH_MAX_RECORDS": "-1"})
+
+
 def test_blank_means_default() -> None:
     assert Settings.from_env({"SERVICE_HTTP_PORT": " ", "SERVICE_API_TOKEN": ""}).api_token is None
 

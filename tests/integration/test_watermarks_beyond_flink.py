@@ -228,6 +228,9 @@ async def test_alignment_bounds_open_windows_in_a_skewed_backfill(bootstrap_serv
         fetch_max_bytes=1024,  # Tansu ignores the per-partition limit, not this one
         max_records=50,
         checkpoint_interval_ms=1000,
+        # The free pipeline's skew is the fetches' (the sizes above); reading during the
+        # join (prefetch.py) takes an even share per partition and would pace it too.
+        prefetch_max_records=0,
     )
     runtime = Runtime(settings, metrics=build_metrics(registry))
     await runtime.start()

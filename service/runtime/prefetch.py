@@ -1,0 +1,199 @@
+"""Reading and decoding the source while the consumer group join is under way.
+
+Why: a session cannot fetch until the group has assigned it partitions, and a join is
+slow on some brokers: Tansu answers after half the session timeout (1 s at the least),
+Kafka after ``group.initial.rebalance.delay.ms`` (3 s by default) when the group is new.
+Meanwhile the process is idle, and a pipeline that starts behind (a new pipeline over a
+full topic, a bounded job, a restart after downtime) has records waiting.
+
+What: at a session's start, a consumer with the pipeline's group id that only ``assign``s
+(so it never joins) reads every source partition from where the group would start it
+(its committed offset, else ``start_from``), decoding as it goes, until the first
+assignment arrives or it holds ``max_records`` (an even share per partition).
+
+Why it stays correct: nothing is processed, produced or committed; only Kafka's log is
+read, which does not change, and decoding is a function of the record alone. When the
+restore has decided where an assigned partition resumes (the checkpoint's offset, or
+``start_from``), the prefetched records are used only if the range read, from its start
+``S`` to the offset after its last record ``E``, contains that offset ``R``: the records
+from ``R`` on are processed first (the partition stays paused at the consumer until they
+are), and the consumer resumes at ``E``. Anything else -- another resume offset, a
+partition assigned elsewhere -- is dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from service.operators.base import InputRecord
+from service.runtime.batch_reader import BatchReader
+from service.runtime.decoding import DeadLetter, RecordDecoder
+from service.runtime.definition import PipelineDefinition
+from service.runtime.settings import RuntimeSettings
+
+logger = logging.getLogger(__name__)
+
+_READ_TIMEOUT_MS = 100
+
+
+@dataclass(slots=True)
+class Chunk:
+    """Decoded records of one fetch of one partition: the offsets of its first record and
+    after its last, and how many records it had (each is an input or a dead letter)."""
+
+    inputs: list[InputRecord]
+    failed: list[DeadLetter]
+    count: int
+    first: int
+    end: int
+
+
+@dataclass(slots=True)
+class PendingInput:
+    """Prefetched chunks of one assigned partition, from its resume offset on."""
+
+    chunks: deque[Chunk] = field(default_factory=deque)
+    records: int = 0
+    end: int = 0
+    """Where the consumer resumes once every chunk is processed."""
+
+
+class Prefetcher:
+    """Reads a session's source partitions during its group join (see the module)."""
+
+    __slots__ = ("_consumer", "_decoder", "_max", "_read", "_settings", "_task", "definition")
+
+    def __init__(
+        self,
+        settings: RuntimeSettings,
+        definition: PipelineDefinition,
+        decoder: RecordDecoder,
+        max_records: int,
+    ) -> None:
+        self._settings = settings
+        self.definition = definition
+        self._decoder = decoder
+        self._max = max_records
+        self._consumer: Any = None
+        self._task: asyncio.Task[None] | None = None
+        # tp -> (start offset, chunks in offset order)
+        self._read: dict[TopicPartition, tuple[int, list[Chunk]]] = {}
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(
+            self._run(), name=f"clockwork-prefetch-{self.definition.name}"
+        )
+
+    async def stop(self) -> None:
+        """Stop reading (what was read stays for :meth:`take`); idempotent."""
+        task, self._task = self._task, None
+        if task is not None and not task.done():
+            task.cancel()
+        if task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _run(self) -> None:
+        settings = self._settings
+        definition = self.definition
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=settings.bootstrap_servers,
+            group_id=definition.group_id,  # for the committed offsets; it never joins
+            enable_auto_commit=False,
+            auto_offset_reset=definition.start_from,
+            fetch_max_wait_ms=settings.fetch_max_wait_ms,
+            max_partition_fetch_bytes=settings.max_partition_fetch_bytes,
+            fetch_max_bytes=settings.fetch_max_bytes,
+            request_timeout_ms=settings.request_timeout_ms,
+        )
+        try:
+            await consumer.start()
+            await consumer.topics()  # metadata of every topic: the sources exist by now
+            tps = [
+                TopicPartition(topic, partition)
+                for topic in definition.topics
+                for partition in sorted(consumer.partitions_for_topic(topic) or ())
+            ]
+            if not tps:
+                return
+            consumer.assign(tps)
+            starts = {tp: await consumer.position(tp) for tp in tps}
+            reader = BatchReader(consumer)
+            decode = self._decoder.decode
+            # An even share per partition: the combined watermark is the minimum over
+            # them, so one partition read far ahead would only wait for the others.
+            share = max(1, self._max // len(tps))
+            held: dict[TopicPartition, int] = dict.fromkeys(tps, 0)
+            chunk_records = settings.max_records  # what the loop takes per fetch, too
+            while True:
+                full = [tp for tp in tps if held[tp] >= share]
+                if len(full) == len(tps):
+                    break
+                if full:
+                    consumer.pause(*full)
+                batch = await reader.read(_READ_TIMEOUT_MS, chunk_records)
+                for tp, records in batch.items():
+                    room = share - held[tp]
+                    if room <= 0 or not records:
+                        continue
+                    records = records[:room]  # a fetch can bring more than the share
+                    entry = self._read.get(tp)
+                    if entry is None:
+                        entry = self._read[tp] = (starts[tp], [])
+                    # in pieces the loop processes one per turn (a fetch can be ~100k)
+                    for i in range(0, len(records), chunk_records):
+                        piece = records[i : i + chunk_records]
+                        inputs: list[InputRecord] = []
+                        failed: list[DeadLetter] = []
+                        decode(piece, inputs, failed)
+                        entry[1].append(
+                            Chunk(inputs, failed, len(piece), piece[0].offset, piece[-1].offset + 1)
+                        )
+                    held[tp] += len(records)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # only an optimisation: the session reads it all anyway
+            logger.info("pipeline %s: prefetch stopped: %r", definition.name, exc)
+        finally:
+            with contextlib.suppress(Exception):
+                await consumer.stop()
+
+    def take(self, tp: TopicPartition, resume: int) -> PendingInput | None:
+        """The prefetched records of ``tp`` from ``resume`` on, if the range read
+        contains ``resume`` and has records after it; None otherwise."""
+        entry = self._read.pop(tp, None)
+        if entry is None:
+            return None
+        start, chunks = entry
+        if not chunks:
+            return None
+        end = chunks[-1].end
+        if not start <= resume < end:
+            return None
+        pending = PendingInput(end=end)
+        for chunk in chunks:
+            if chunk.end <= resume:
+                continue
+            if chunk.first < resume:
+                chunk = _from(chunk, resume)
+            if chunk.count:
+                pending.chunks.append(chunk)
+                pending.records += chunk.count
+        return pending if pending.chunks else None
+
+    def clear(self) -> None:
+        self._read.clear()
+
+
+def _from(chunk: Chunk, resume: int) -> Chunk:
+    """``chunk`` without its records before offset ``resume``."""
+    inputs = [record for record in chunk.inputs if record[3] >= resume]
+    failed = [letter for letter in chunk.failed if letter.source.offset >= resume]
+    return Chunk(inputs, failed, len(inputs) + len(failed), resume, chunk.end)
