@@ -87,7 +87,8 @@ class Settings:
     prefetch_max_records: int = 250_000
     """``SERVICE_PREFETCH_MAX_RECORDS``: records a pipeline reads and decodes while it
     joins its consumer group, to process first once it has partitions (an even share
-    per partition; ~0.5-1 KB each until processed). 0 turns it off."""
+    per partition; ~0.7 KB each until processed: ~175 MB at the default, for the second
+    or so after the join). 0 turns it off."""
 
     kafka_session_timeout_ms: int | None = None
     """``KAFKA_SESSION_TIMEOUT_MS``: the pipelines' consumer group session timeout; a
