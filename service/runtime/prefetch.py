@@ -28,7 +28,6 @@ import contextlib
 import logging
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
@@ -68,7 +67,7 @@ class PendingInput:
 class Prefetcher:
     """Reads a session's source partitions during its group join (see the module)."""
 
-    __slots__ = ("_consumer", "_decoder", "_max", "_read", "_settings", "_task", "definition")
+    __slots__ = ("_decoder", "_max", "_read", "_settings", "_task", "definition")
 
     def __init__(
         self,
@@ -81,7 +80,6 @@ class Prefetcher:
         self.definition = definition
         self._decoder = decoder
         self._max = max_records
-        self._consumer: Any = None
         self._task: asyncio.Task[None] | None = None
         # tp -> (start offset, chunks in offset order)
         self._read: dict[TopicPartition, tuple[int, list[Chunk]]] = {}
@@ -187,9 +185,6 @@ class Prefetcher:
                 pending.chunks.append(chunk)
                 pending.records += chunk.count
         return pending if pending.chunks else None
-
-    def clear(self) -> None:
-        self._read.clear()
 
 
 def _from(chunk: Chunk, resume: int) -> Chunk:
