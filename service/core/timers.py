@@ -675,21 +675,12 @@ class ScopedTimers(Generic[K, N]):
     Flink's keyed timer service: the operator points ``scope.key`` at the current key,
     and user code registers and deletes timers by timestamp alone. With no current key,
     or a registered timestamp that is not an ``int``, ``invalid(key, timestamp)`` is
-    called and must raise. The event-time methods inline the service's (one Python call
-    per operation on the per-record path); keep them in step with the service's
-    ``register_event_time_timer`` and ``delete_event_time_timer``.
+    called and must raise. Each method checks the call and hands it to the service;
+    :class:`KeyTimers`, the view of namespace ``None`` that keyed process functions get,
+    inlines the event-time ones (one Python call per operation on the per-record path).
     """
 
-    __slots__ = (
-        "_buckets",
-        "_heap",
-        "_invalid",
-        "_namespace",
-        "_queue",
-        "_scope",
-        "_service",
-        "_track",
-    )
+    __slots__ = ("_invalid", "_namespace", "_scope", "_service")
 
     def __init__(
         self,
@@ -702,62 +693,18 @@ class ScopedTimers(Generic[K, N]):
         self._scope = scope
         self._namespace = namespace
         self._invalid = invalid
-        # The service's event queue and its containers, read once here instead of through
-        # the service on every call (none of them is ever rebound; see TimerQueue).
-        self._queue = service._event
-        self._buckets = service._event_buckets
-        self._heap = service._event._heap
-        self._track = service._track
 
     def register_event_time_timer(self, timestamp: int) -> None:
         key = self._scope.key
         if key is None or type(timestamp) is not int:
             self._invalid(key, timestamp)
-        namespace = self._namespace
-        entry = key if namespace is None else (key, namespace)
-        buckets = self._buckets
-        slot = buckets.get(timestamp)
-        queue = self._queue
-        if slot is None:
-            buckets[timestamp] = entry
-            next(queue._seq)
-            heappush(self._heap, timestamp)
-        elif type(slot) is dict:
-            if entry in slot:
-                return
-            slot[entry] = next(queue._seq)
-        elif slot == entry:
-            return
-        else:
-            buckets[timestamp] = _joined(slot, entry, next(queue._seq))
-        queue._size += 1
-        if self._track:
-            self._service._index_add(key, (True, timestamp, namespace))
+        self._service.register_event_time_timer(timestamp, key, self._namespace)
 
     def delete_event_time_timer(self, timestamp: int) -> None:
         key = self._scope.key
         if key is None:
             self._invalid(key, timestamp)
-        namespace = self._namespace
-        entry = key if namespace is None else (key, namespace)
-        buckets = self._buckets
-        slot = buckets.get(timestamp)
-        if type(slot) is dict:
-            if slot.pop(entry, _ABSENT) is _ABSENT:
-                return
-            emptied = not slot
-        elif slot is None or slot != entry:
-            return
-        else:
-            emptied = True
-        self._queue._size -= 1
-        if emptied:
-            del buckets[timestamp]
-            heap = self._heap
-            if len(heap) > 2 * len(buckets) + _REBUILD_SLACK:
-                _rebuild(heap, buckets)
-        if self._track:
-            self._service._index_remove(key, (True, timestamp, namespace))
+        self._service.delete_event_time_timer(timestamp, key, self._namespace)
 
     def register_processing_time_timer(self, timestamp: int) -> None:
         key = self._scope.key
@@ -775,17 +722,25 @@ class ScopedTimers(Generic[K, N]):
 class KeyTimers(ScopedTimers[K, None]):
     """:class:`ScopedTimers` of the namespace ``None``: a timer's entry is the bare key.
 
-    The same behaviour; the event-time methods skip the namespace (a keyed process
-    function's timers have none), which is a fifth of their bytecode on the path a
-    timeout moved by every record takes twice per record.
+    The same behaviour; its event-time methods inline the service's, for bare entries:
+    one Python call per operation instead of two, on the path a timeout moved by every
+    record takes twice per record.
     """
 
-    __slots__ = ()
+    __slots__ = ("_buckets", "_heap", "_queue", "_track")
 
     def __init__(
         self, service: TimerService[K, None], scope: KeyScope, invalid: InvalidTimer
     ) -> None:
         super().__init__(service, scope, None, invalid)
+        # The service's event queue and its containers, read once here instead of through
+        # the service on every call (none of them is ever rebound; see TimerQueue). Keep
+        # the two methods below in step with the service's register_event_time_timer and
+        # delete_event_time_timer.
+        self._queue = service._event
+        self._buckets = service._event_buckets
+        self._heap = service._event._heap
+        self._track = service._track
 
     def register_event_time_timer(self, timestamp: int) -> None:
         key = self._scope.key
