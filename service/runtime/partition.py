@@ -108,43 +108,36 @@ class PartitionTask:
         the CPU cache by the time the operator reads them; a slice stays in cache, which
         measured 20-30% less time for decode + window than whole fetches.
         """
-        operator = self.operator
         decode = self.decoder.decode
-        generator = self.generator
         total = len(records)
         for start in range(0, total, SLICE):
             inputs: list[InputRecord] = []
             decode(records[start : start + SLICE] if total > SLICE else records, inputs, failed)
             if inputs:
-                operator.process_batch(inputs)
-                if self.punctuated:
-                    on_event = generator.on_event
-                    for record in inputs:
-                        on_event(record[1], record[2])
-                else:  # bounded out-of-orderness depends on the maximum timestamp only
-                    generator.on_event(max([record[1] for record in inputs]), None)
+                self._process_slice(inputs)
         self.records_in += total
         self.next_offset = records[-1].offset + 1
         self.drain()
         self.timers.reschedule()
         return total
 
+    def _process_slice(self, inputs: list[InputRecord]) -> None:
+        """The operator and the watermark generator over one slice of decoded records."""
+        self.operator.process_batch(inputs)
+        if self.punctuated:
+            on_event = self.generator.on_event
+            for record in inputs:
+                on_event(record[1], record[2])
+        else:  # bounded out-of-orderness depends on the maximum timestamp only
+            self.generator.on_event(max([record[1] for record in inputs]), None)
+
     def process_decoded(self, inputs: list[InputRecord], count: int, end: int) -> None:
         """:meth:`process` for records decoded beforehand (prefetched during the group
         join): ``count`` records (``inputs`` and their dead letters), the last before
         offset ``end``."""
-        operator = self.operator
-        generator = self.generator
         total = len(inputs)
         for start in range(0, total, SLICE):
-            chunk = inputs[start : start + SLICE] if total > SLICE else inputs
-            operator.process_batch(chunk)
-            if self.punctuated:
-                on_event = generator.on_event
-                for record in chunk:
-                    on_event(record[1], record[2])
-            else:
-                generator.on_event(max([record[1] for record in chunk]), None)
+            self._process_slice(inputs[start : start + SLICE] if total > SLICE else inputs)
         self.records_in += count
         self.next_offset = end
         self.drain()
