@@ -760,7 +760,8 @@ class KeyTimers(ScopedTimers[K, None]):
         elif slot == key:
             return
         else:
-            buckets[timestamp] = _joined(slot, key, next(queue._seq))
+            seq = next(queue._seq)
+            buckets[timestamp] = {slot: seq - 1, key: seq}  # _joined, inlined
         queue._size += 1
         if self._track:
             self._service._index_add(key, (True, timestamp, None))

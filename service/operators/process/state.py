@@ -210,11 +210,11 @@ class ValueState(_Handle):
     def update(self, value: Any) -> None:
         """Set the value; ``None`` clears it. The value is kept by reference."""
         key = self._scope.key
-        t = type(value)
         # An exact int or str (most values: counts, deadlines, ids) is JSON-safe by its
-        # type alone; two identity tests cost less than a set lookup. Everything else,
-        # and a write without a current key, takes the checked path.
-        if (t is int or t is str) and key is not None:
+        # type alone; identity tests cost less than a set lookup (and an int, the usual
+        # case, needs one). Everything else, and a write without a current key, takes
+        # the checked path.
+        if key is not None and (type(value) is int or type(value) is str):
             self._data[key] = value
         else:
             self._store_checked(key, value)
@@ -264,8 +264,7 @@ class _TtlValueState(ValueState):
 
     def update(self, value: Any) -> None:
         key = self._scope.key
-        t = type(value)
-        if (t is int or t is str) and key is not None:
+        if key is not None and (type(value) is int or type(value) is str):
             self._data[key] = value
         else:
             self._store_checked(key, value)
