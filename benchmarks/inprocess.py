@@ -25,13 +25,19 @@ def gc_like_the_service() -> None:
 
 def make_records(count: int, seed: int = 7, *, amounts: bool = False) -> list[InputRecord]:
     """``count`` records of ``KEYS`` users, ~1 ms apart, up to ``BOUND_MS`` out of order;
-    with ``amounts`` each value also carries an ``amount`` (drawn from the same stream)."""
+    with ``amounts`` each value also carries an ``amount`` (drawn from the same stream).
+
+    Every record's key is a string object of its own, as the runtime's decoder produces
+    them (``orjson`` makes a new string for every value it decodes). Records sharing one
+    key object would flatter the operators: each keyed lookup would then end at the
+    identity test, where a decoded key is compared with the stored key's text (measured
+    with 5 interleaved runs of each: the keyed process user function 6-16% and a
+    tumbling window ~15% faster on shared key objects than on fresh ones)."""
     rng = random.Random(seed)
     base = 1_700_000_000_000
-    users = [f"user-{i}" for i in range(KEYS)]
     records: list[InputRecord] = []
     for i in range(count):
-        user = users[rng.randrange(KEYS)]
+        user = f"user-{rng.randrange(KEYS)}"
         ts = base + i - rng.randrange(BOUND_MS)
         value = {"user": user, "ts": ts}
         if amounts:
