@@ -24,8 +24,8 @@ run: $(STAMP_RUN)
 	$(PY) -m service.demo
 
 lint: $(STAMP_DEV)
-	$(VENV)/bin/ruff check service tests benchmarks
-	$(VENV)/bin/ruff format --check service tests benchmarks
+	$(VENV)/bin/ruff check service tests benchmarks examples
+	$(VENV)/bin/ruff format --check service tests benchmarks examples
 
 typecheck: $(STAMP_DEV)
 	$(VENV)/bin/mypy

@@ -9,7 +9,11 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from examples.udf.quiet import CountUntilQuiet
+from service.api.build import build_definition
 from service.api.spec import PipelineSpec, validate_spec
+from service.core.time import ManualClock
+from service.operators.process import KeyedProcessOperator
 
 ALLOWED = ("examples",)
 
@@ -415,3 +419,17 @@ def test_every_example_in_the_docs_is_valid() -> None:
     assert len(examples) >= 7
     for example in examples:
         validate_spec(example, ALLOWED)
+
+
+def test_the_user_function_guide_pipeline_is_valid_and_builds() -> None:
+    import json
+    import re
+    from pathlib import Path
+
+    text = Path("docs/user-functions.md").read_text(encoding="utf-8")
+    (example,) = [json.loads(block) for block in re.findall(r"```json\n(.*?)```", text, re.S)]
+    spec = validate_spec(example, ["examples"])
+    operator = build_definition(spec, ["examples"]).operator_factory(ManualClock(0))
+    assert isinstance(operator, KeyedProcessOperator)
+    assert isinstance(operator.function, CountUntilQuiet)
+    assert operator.function.quiet_ms == 600_000
