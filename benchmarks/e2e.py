@@ -14,6 +14,12 @@ to a 4-partition topic keyed by user. Then, in the same run and against the same
 
 The ratio of the two rates is the number to watch (target: at least 60%).
 Without ``--bootstrap`` an embedded broker is started and stopped.
+
+``--operator`` runs a keyed process pipeline on the same input instead of the windows:
+``inactivity_timeout`` (the built-in, 10 minutes) or ``quiet`` (the user function
+``examples.udf.quiet:CountUntilQuiet``, 10 minutes: two value states and an event-time
+timer moved per record). The bounded end fires every key's timer, so the output is one
+record per key, checked exactly (the key's last event time, and its count for ``quiet``).
 """
 
 from __future__ import annotations
@@ -31,7 +37,9 @@ from typing import Any
 from benchmarks.workload import (
     Workload,
     check_results,
+    end_markers,
     expected_results,
+    generate,
     kafka_records,
     normalise,
     produce,
@@ -45,6 +53,39 @@ OPERATOR = {
     "trigger": {"type": "event_time"},
     "aggregations": {"count": {"fn": "count"}, "sum": {"fn": "sum", "field": "amount"}},
 }
+
+
+PROCESS_FUNCTIONS: dict[str, tuple[str, dict[str, Any]]] = {
+    "inactivity_timeout": ("inactivity_timeout", {"timeout_ms": 600_000}),
+    "quiet": ("examples.udf.quiet:CountUntilQuiet", {"quiet_ms": 600_000}),
+}
+
+
+def expected_per_key(workload: Workload) -> dict[str, tuple[int, int]]:
+    """``key -> (records, last event time)`` of the input, end markers included."""
+    seen: dict[str, tuple[int, int]] = {}
+    for event in (*generate(workload), *end_markers(workload)):
+        count, last = seen.get(event.user, (0, event.ts))
+        seen[event.user] = (count + 1, max(last, event.ts))
+    return seen
+
+
+def check_process_results(
+    operator: str, values: list[dict[str, Any]], expected: dict[str, tuple[int, int]]
+) -> tuple[bool, str]:
+    """One output per key with its last event time (and count, for ``quiet``)."""
+    got: dict[str, tuple[int | None, int]] = {}
+    for row in values:
+        value = row["value"]
+        count = value.get("count") if operator == "quiet" else None
+        got[row["key"]] = (count, value["last_seen"])
+    want = {
+        key: (count if operator == "quiet" else None, last)
+        for key, (count, last) in expected.items()
+    }
+    wrong = sum(1 for key in want if got.get(key) != want[key])
+    ok = len(values) == len(want) and wrong == 0
+    return ok, f"{len(values)} outputs for {len(want)} keys, {wrong} wrong"
 
 
 async def raw_consume(bootstrap: str, topic: str) -> tuple[int, float, float]:
@@ -88,6 +129,7 @@ async def run_pipeline(
     workload: Workload,
     checkpoint_interval_ms: int,
     prefetch_max_records: int | None = None,
+    operator: str = "window",
 ) -> tuple[float, float, float]:
     """Run the bounded pipeline to ``finished``; returns (seconds, CPU seconds, startup
     seconds: from the start to the first processed records, i.e. the group join and
@@ -102,16 +144,21 @@ async def run_pipeline(
         TimestampSettings,
         WatermarkSettings,
     )
-    from service.runtime.factories import window_operator_factory
+    from service.runtime.factories import process_operator_factory, window_operator_factory
     from service.runtime.manager import Runtime
     from service.runtime.settings import RuntimeSettings
     from service.runtime.status import PipelineState
 
+    if operator == "window":
+        factory = window_operator_factory(name, OPERATOR, late_output=False)
+    else:
+        function, params = PROCESS_FUNCTIONS[operator]
+        factory = process_operator_factory(name, function, params, ("examples",))
     definition = PipelineDefinition(
         name=name,
         topics=(topic,),
         sink=SinkSettings(topic=f"{name}.out", dead_letter_topic=f"{name}.dlq"),
-        operator_factory=window_operator_factory(name, OPERATOR, late_output=False),
+        operator_factory=factory,
         key_field="user",
         timestamp=TimestampSettings(source="field", field="ts"),
         watermark=WatermarkSettings(
@@ -172,18 +219,35 @@ async def bench(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]:
         profiler = cProfile.Profile()
         profiler.enable()
         pipeline_s, pipeline_cpu_s, startup_s = await run_pipeline(
-            bootstrap, topic, name, workload, args.checkpoint_interval_ms, args.prefetch_max_records
+            bootstrap,
+            topic,
+            name,
+            workload,
+            args.checkpoint_interval_ms,
+            args.prefetch_max_records,
+            args.operator,
         )
         profiler.disable()
         pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
     else:
         pipeline_s, pipeline_cpu_s, startup_s = await run_pipeline(
-            bootstrap, topic, name, workload, args.checkpoint_interval_ms, args.prefetch_max_records
+            bootstrap,
+            topic,
+            name,
+            workload,
+            args.checkpoint_interval_ms,
+            args.prefetch_max_records,
+            args.operator,
         )
 
-    rows = [normalise(json.loads(v)) for v in await read_topic(bootstrap, f"{name}.out")]
-    check = check_results(rows, expected_results(workload))
+    outputs = [json.loads(v) for v in await read_topic(bootstrap, f"{name}.out")]
+    if args.operator == "window":
+        check = check_results([normalise(row) for row in outputs], expected_results(workload))
+        ok, summary = check.ok, check.summary()
+    else:
+        ok, summary = check_process_results(args.operator, outputs, expected_per_key(workload))
     report = {
+        "operator": args.operator,
         "records": total,
         "produce_records_per_s": round(total / produce_s),
         "raw_consume_records_per_s": round(total / raw_s),
@@ -195,8 +259,8 @@ async def bench(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]:
         "raw_cpu_us_per_record": round(raw_cpu_s / total * 1e6, 2),
         "pipeline_cpu_us_per_record": round(pipeline_cpu_s / total * 1e6, 2),
         "checkpoint_interval_ms": args.checkpoint_interval_ms,
-        "check": check.summary(),
-        "ok": check.ok,
+        "check": summary,
+        "ok": ok,
     }
     return report
 
@@ -212,6 +276,12 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=None,
         help="records read during the group join (default: the runtime's; 0: none)",
+    )
+    parser.add_argument(
+        "--operator",
+        choices=["window", *PROCESS_FUNCTIONS],
+        default="window",
+        help="the pipeline's operator (default: the standard tumbling windows)",
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")

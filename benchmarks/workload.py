@@ -229,7 +229,7 @@ def read_result_file(path: Path) -> list[ResultRow]:
         if path.is_file()
         else sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith((".", "_")))
     )
-    rows = []
+    rows: list[ResultRow] = []
     for f in files:
         with f.open("rb") as fh:
             rows.extend(normalise(json.loads(line)) for line in fh if line.strip())
@@ -259,7 +259,8 @@ def kafka_partition(key: bytes, partitions: int) -> int:
     """Kafka's default partitioner (murmur2, as the Java client and aiokafka do)."""
     from aiokafka.partitioner import murmur2
 
-    return (murmur2(key) & 0x7FFFFFFF) % partitions
+    hashed: int = murmur2(key)
+    return (hashed & 0x7FFFFFFF) % partitions
 
 
 async def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
