@@ -212,33 +212,26 @@ async def bench(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]:
     if raw_records != total:
         raise RuntimeError(f"raw consume read {raw_records} of {total}")
     name = topic.replace("bench-e2e", "e2e")
+    pipeline = run_pipeline(
+        bootstrap,
+        topic,
+        name,
+        workload,
+        args.checkpoint_interval_ms,
+        args.prefetch_max_records,
+        args.operator,
+    )
     if args.profile:
         import cProfile
         import pstats
 
         profiler = cProfile.Profile()
         profiler.enable()
-        pipeline_s, pipeline_cpu_s, startup_s = await run_pipeline(
-            bootstrap,
-            topic,
-            name,
-            workload,
-            args.checkpoint_interval_ms,
-            args.prefetch_max_records,
-            args.operator,
-        )
+        pipeline_s, pipeline_cpu_s, startup_s = await pipeline
         profiler.disable()
         pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
     else:
-        pipeline_s, pipeline_cpu_s, startup_s = await run_pipeline(
-            bootstrap,
-            topic,
-            name,
-            workload,
-            args.checkpoint_interval_ms,
-            args.prefetch_max_records,
-            args.operator,
-        )
+        pipeline_s, pipeline_cpu_s, startup_s = await pipeline
 
     outputs = [json.loads(v) for v in await read_topic(bootstrap, f"{name}.out")]
     if args.operator == "window":
