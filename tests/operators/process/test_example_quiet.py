@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 
@@ -84,3 +86,17 @@ def test_it_loads_from_a_spec_reference_when_examples_are_allowed() -> None:
     )
     assert isinstance(op.function, CountUntilQuiet)
     assert op.function.quiet_ms == 5
+
+
+def test_the_guide_shows_the_example_as_the_file_has_it() -> None:
+    guide = Path("docs/user-functions.md").read_text(encoding="utf-8")
+    source = Path("examples/udf/quiet.py").read_text(encoding="utf-8")
+    (listing,) = re.findall(r"```python\n(.*?)```", guide, re.S)
+    shown = [line for line in listing.splitlines() if line.strip()]
+    assert len(shown) > 25
+    for line in shown:
+        if "validate_params and from_params: see the file" in line:
+            continue
+        if line.startswith("from service.functions import"):
+            continue  # the guide leaves out the names only from_params uses
+        assert line in source.splitlines(), line
