@@ -109,7 +109,7 @@ def plan(records: list[InputRecord], partitions: int) -> list[Round]:
     Records go to partitions by Kafka's default partitioner on the key (as the standard
     workload's producer sends them), in batches of BATCH per partition, one batch of each
     partition per round. One partition: a round is one batch and its watermark is the
-    batch's largest timestamp less the bound (as before there was a choice). Several: the
+    batch's largest timestamp less the bound (what the benchmark always did). Several: the
     watermark is the smallest of the partitions' (each the largest timestamp it has seen
     less the bound), as the runtime's emitter combines them; a partition with no batch
     left no longer holds it back.
