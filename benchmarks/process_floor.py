@@ -39,7 +39,7 @@ from heapq import heappush
 from typing import Any
 
 from benchmarks.inprocess import KEYS, gc_like_the_service, make_records
-from benchmarks.process import TIMEOUT_MS, CountWithTimer, check, plan, run
+from benchmarks.process import TIMEOUT_MS, CountWithTimer, build_user, check, plan, run
 from service.core.time import ManualClock
 from service.core.timers import _ABSENT, _REBUILD_SLACK, _rebuild
 from service.functions import Context, Out
@@ -122,19 +122,21 @@ class NoTimers(CountWithTimer):
             self.deadline.update(deadline)
 
 
-def with_view(view: type[TimerServiceView] | None) -> Callable[[], KeyedProcessOperator]:
+def with_view(view: type[TimerServiceView]) -> Callable[[], KeyedProcessOperator]:
+    """The benchmark's user-function operator (``build_user``) with ``view`` as its
+    ``ctx.timer_service``."""
+
     def build() -> KeyedProcessOperator:
-        operator = KeyedProcessOperator("bench", CountWithTimer(), ManualClock())
-        if view is not None:
-            ctx = operator._ctx
-            ctx.timer_service = view(ctx, operator._timers)
+        operator = build_user()
+        ctx = operator._ctx
+        ctx.timer_service = view(ctx, operator._timers)
         return operator
 
     return build
 
 
 VARIANTS: dict[str, Callable[[], KeyedProcessOperator]] = {
-    "real": with_view(None),
+    "real": build_user,
     "no checks": with_view(NoChecks),
     "no heap": with_view(NoHeap),
     "no timers": lambda: KeyedProcessOperator("bench", NoTimers(), ManualClock()),
