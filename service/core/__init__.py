@@ -5,6 +5,8 @@ imports the rest of ``service``. Everything the runtime and the operators need f
 core is importable from this module.
 """
 
+from service.core.alignment import WatermarkAlignment
+from service.core.combiner import WatermarkCombiner
 from service.core.errors import ConfigError, CoreError, PartitionError, TimestampError
 from service.core.paths import MISSING, PathGetter, compile_path, get_path, split_path
 from service.core.time import (
@@ -23,7 +25,6 @@ from service.core.watermarks import (
     Ascending,
     BoundedOutOfOrderness,
     Punctuated,
-    WatermarkCombiner,
     WatermarkGenerator,
     make_generator,
 )
@@ -59,9 +60,10 @@ __all__ = [  # noqa: RUF022
     "Ascending",
     "BoundedOutOfOrderness",
     "Punctuated",
-    "WatermarkCombiner",
     "WatermarkGenerator",
     "make_generator",
+    "WatermarkCombiner",
+    "WatermarkAlignment",
     # timers
     "TimerCallback",
     "TimerQueue",

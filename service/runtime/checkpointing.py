@@ -114,15 +114,19 @@ class Checkpointer:
             return []
         return [part for part, end in candidates if ends.get(part.partition) == end]
 
-    async def checkpoint(self, parts: list[PartitionTask]) -> None:
+    async def checkpoint(self, parts: list[PartitionTask], *, release: bool = False) -> None:
         """Flush outputs, write the partitions' changed state, then commit their offsets
-        (after the checkpoint running in the background, if there is one)."""
+        (after the checkpoint running in the background, if there is one).
+
+        ``release``: this member hands the partitions over (a revoke, a graceful stop);
+        the metadata says so, and a restore that finds no such word knows that the
+        previous owner was lost (a takeover, counted in metrics)."""
         batches = self.session.batches
         if batches is None or not parts:
             return
         async with self.lock:
             started = time.perf_counter()
-            encoded = self._snapshot(parts)
+            encoded = self._snapshot(parts, release)
             await self._complete(encoded, batches, batches.mark(), started)
 
     @property
@@ -139,7 +143,7 @@ class Checkpointer:
         await self.lock.acquire()  # free, so it returns without yielding: no batch between
         try:
             started = time.perf_counter()
-            encoded = self._snapshot(parts)
+            encoded = self._snapshot(parts, False)
             mark = batches.mark()
         except BaseException:
             self.lock.release()
@@ -172,27 +176,44 @@ class Checkpointer:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-    def _snapshot(self, parts: list[PartitionTask]) -> list[Snapshot]:
+    def _snapshot(self, parts: list[PartitionTask], release: bool) -> list[Snapshot]:
         """The changelog records of every partition that changed since its last
         checkpoint; synchronous, so it sees one consistent point of the loop."""
-        fingerprint = self.session.definition.state_fingerprint
         encoded = []
         for part in parts:
             if part.next_offset is None:
                 continue
-            version = (part.next_offset, part.operator.current_watermark, part.timers.fired)
+            version = (
+                part.next_offset,
+                part.operator.current_watermark,
+                part.timers.fired,
+                release,
+            )
             if version == part.checkpointed:
                 continue  # nothing happened since the last checkpoint
             part.checkpointed = version
             changes = part.operator.snapshot_changes()
-            meta = {
-                "offset": part.next_offset,
-                "generator": part.generator.snapshot(),
-                "watermark": part.operator.current_watermark,
-                "fingerprint": fingerprint,
-            }
+            meta = self.meta(part, release)
             encoded.append((part, encode_checkpoint(part.tp, changes, meta), part.next_offset))
         return encoded
+
+    def meta(self, part: PartitionTask, release: bool) -> dict[str, Any]:
+        """A partition's checkpoint metadata: where its input resumes, its generator's
+        state, the watermark its operator was delivered, the spec's state fingerprint;
+        bounded input's end and whether it was reached; whether the owner handed it
+        over, and when it was written (wall clock, ms)."""
+        meta: dict[str, Any] = {
+            "offset": part.next_offset,
+            "generator": part.generator.snapshot(),
+            "watermark": part.operator.current_watermark,
+            "fingerprint": self.session.definition.state_fingerprint,
+            "released": release,
+            "written_at": int(time.time() * 1000),
+        }
+        if part.end_offset is not None:
+            meta["end_offset"] = part.end_offset
+            meta["finished"] = part.finished
+        return meta
 
     async def _complete(
         self,
@@ -257,6 +278,7 @@ class Checkpointer:
         loop = asyncio.get_running_loop()
         repairs: list[tuple[PartitionTask, dict[str, Any]]] = []
         ready: list[PartitionTask] = list(kept)
+        wall = int(time.time() * 1000)
         for tp in new:
             state = restored.get(tp) or RestoredPartition()
             meta = state.meta
@@ -289,8 +311,14 @@ class Checkpointer:
                 if watermark > operator.current_watermark:
                     part.advance_watermark(watermark)
                 part.next_offset = int(meta["offset"])
+                if meta.get("released") is False:  # its owner was lost, not handing it over
+                    self._taken_over(wall - int(meta.get("written_at", wall)))
             else:
                 part.next_offset = await self._start_offset(tp)
+            if definition.bounded:
+                # where the first owner meant to stop, else where the pipeline ends
+                end = meta.get("end_offset") if meta is not None else None
+                part.end_offset = int(end) if end is not None else session.end_offsets.get(tp)
             pending = prefetcher.take(tp, part.next_offset) if prefetcher is not None else None
             if pending is not None:
                 prefetched[tp] = pending
@@ -310,17 +338,16 @@ class Checkpointer:
                 session.pauses.draining.add(part.tp)
             session.pauses.restoring.discard(part.tp)
             session.partitions[part.tp] = part
-            session.emitter.combiner.assign(part.tp, now, part.generator.current_watermark)
+            session.emitter.combiner.assign(
+                part.tp, now, part.generator.current_watermark, part.operator.current_watermark
+            )
+            if part.finished:  # kept in memory after this member finished it
+                session.emitter.combiner.finish(part.tp)
             part.timers.reschedule()
         session.pauses.apply()
         for part, repair in repairs:
             # Entries of a checkpoint cut short: write their committed values back now.
-            meta = {
-                "offset": part.next_offset,
-                "generator": part.generator.snapshot(),
-                "watermark": part.operator.current_watermark,
-                "fingerprint": definition.state_fingerprint,
-            }
+            meta = self.meta(part, False)
             assert session.batches is not None
             append_checkpoint(
                 session.batches,
@@ -345,6 +372,15 @@ class Checkpointer:
                 + [tp_label(tp) for tp in new]
             ),
         )
+
+    def _taken_over(self, since_checkpoint_ms: int) -> None:
+        """A partition whose last owner checkpointed it without handing it over: that
+        owner died (or its session failed). The time since that checkpoint bounds the
+        time from the loss to this takeover from above (the owner was alive then)."""
+        metrics = self.session.metrics
+        name = self.session.name
+        metrics.partitions_taken_over.labels(name).inc()
+        metrics.takeover_delay.labels(name).observe(max(0, since_checkpoint_ms) / 1000.0)
 
     async def _start_offset(self, tp: TopicPartition) -> int:
         """Where a partition without a checkpoint starts (``start_from``)."""

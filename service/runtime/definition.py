@@ -67,6 +67,10 @@ class PipelineDefinition:
     watermark: WatermarkSettings = WatermarkSettings()
     start_from: Literal["earliest", "latest"] = "earliest"
     bounded: bool = False
+    end_offsets: tuple[tuple[str, int, int], ...] | None = None
+    """Bounded input: ``(topic, partition, end offset)`` of every source partition, read
+    once when the pipeline was created, so every replica (and every restart) reads to
+    the same ends; None: each session reads them when it starts."""
     spec: dict[str, Any] = field(default_factory=dict)
     """The spec as the user gave it (JSON), for status and the pipeline store."""
     state_fingerprint: str = ""

@@ -1,11 +1,24 @@
 """The consumer loop of one session: fetch, process, backpressure, checkpoint on time.
 
 Each turn: apply the pause reasons, read a batch (:mod:`~service.runtime.batch_reader`:
-``getmany`` without a ``ConsumerRecord`` per record), hand each partition's records
-to its task (decode, process, drain outputs to the sink), update the combined watermark,
-queue the produced batches, wait while too much is unacknowledged (backpressure), and
-checkpoint every ``checkpoint_interval_ms``. Bounded input ends when every assigned
-partition reached the end offset captured from the fetch high watermark.
+``getmany`` without a ``ConsumerRecord`` per record), process what waits first (records
+prefetched during the join, or held back by watermark alignment), hand each partition's
+fetched records to its task (decode, process, drain outputs to the sink), update the
+partition watermarks, queue the produced batches, wait while too much is unacknowledged
+(backpressure), and checkpoint every ``checkpoint_interval_ms``.
+
+Watermark alignment (``max_drift_ms``; the rule is :mod:`service.core.alignment`'s): a
+partition takes the records of a batch only while its watermark before each is at most
+``max_drift_ms`` ahead of the other partitions' minimum; the rest is held back as
+pending input (the partition paused at the consumer) and taken in later turns as the
+others catch up. So the bound holds whatever the fetch size, and the memory held is at
+most one fetch per partition (a partition holding records fetches nothing more).
+
+Bounded input: a partition that reached its end offset is finished at once (its
+operator gets ``MAX``, which fires its timers, and it is checkpointed); the session ends
+only when every partition of the pipeline is finished, here or on another replica, as
+the group's committed offsets say. Until then a replica whose own partitions are done
+stays in the group, idle, and takes over the partitions of a member that dies or leaves.
 
 The per-record work happens in :class:`~service.runtime.partition.PartitionTask`; this
 module touches each batch once per partition, never each record (except with
@@ -16,19 +29,29 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from aiokafka import TopicPartition
+from aiokafka.structs import OffsetAndMetadata
 
+from service.core.time import MIN_TIMESTAMP
+from service.operators.base import InputRecord
 from service.runtime.batch_reader import BatchReader
 from service.runtime.decoding import DeadLetter
 from service.runtime.interrupts import Interrupted
 from service.runtime.partition import PartitionTask
+from service.runtime.prefetch import Chunk, PendingInput
 
 if TYPE_CHECKING:
     from service.runtime.session import Session
 
 logger = logging.getLogger(__name__)
+
+GROUP_CHECK_INTERVAL_S = 0.5
+"""Bounded input: how often a replica whose own partitions are done asks the group
+whether every partition of the pipeline is."""
 
 
 class FetchLoop:
@@ -37,6 +60,7 @@ class FetchLoop:
     def __init__(self, session: Session) -> None:
         self.session = session
         self.per_record = session.definition.watermark.interval_ms == 0
+        self.last_group_check = 0.0
 
     async def run(self) -> bool:
         """Consume until stopped (False) or until bounded input is finished (True)."""
@@ -62,6 +86,7 @@ class FetchLoop:
                 session.name,
             )
         read = reader.read
+        ready = False  # pending input that can be taken now: do not wait in the fetch
         while not stop.is_set():
             pauses.apply()
             # ``timeout_ms`` does not bound this call during a group (re)join: aiokafka's
@@ -77,8 +102,7 @@ class FetchLoop:
             try:
                 batch = await session.interruptible(
                     read(
-                        # prefetched records wait: take what is fetched, do not wait for more
-                        timeout_ms=0 if session.pending and not pauses.user_paused else timeout_ms,
+                        timeout_ms=0 if ready and not pauses.user_paused else timeout_ms,
                         max_records=max_records,
                     )
                 )
@@ -86,21 +110,20 @@ class FetchLoop:
                 break
             session.polls += 1
             session.raise_error()
-            if session.pending:
-                self.process_prefetched()
+            ready = bool(session.pending) and self.process_pending()
             if batch:
                 started = perf()
                 self.process(batch)
-                if aligning:
-                    # A partition racing ahead is caught after its batch, not only at
-                    # the next tick: getmany can return many batches without yielding.
-                    session.align(session.clock.now_ms())
                 reporter.batch_seconds.observe(perf() - started)
+            if aligning:
+                # A partition racing ahead is paused after its batch, not only at the
+                # next tick: getmany can return many batches without yielding.
+                session.align(session.clock.now_ms())
             batches.send_open()
             await batches.wait_capacity()
             self.update_highwaters()
-            if bounded and await self.bounded_done(batch):
-                await self.finish()
+            if bounded and await self.bounded_step(batch):
+                logger.info("pipeline %s: bounded input finished", session.name)
                 return True
             now = time.monotonic()
             if now - checkpointer.last_checkpoint >= interval_s and not checkpointer.in_flight:
@@ -111,85 +134,163 @@ class FetchLoop:
                 reporter.refresh()
         return False
 
+    # -- processing --------------------------------------------------------------------
     def process(self, batch: dict[TopicPartition, list[Any]]) -> None:
         session = self.session
         partitions = session.partitions
         sink = session.sink
         assert sink is not None
-        combiner = session.emitter.combiner
-        records_counter = session.reporter.records_counter
+        aligning = session.alignment is not None
         now = session.clock.now_ms()
         failed: list[DeadLetter] = []
         for tp, records in batch.items():
             part = partitions.get(tp)
-            if part is None or not records:
+            if part is None or not records or part.finished:
                 continue
             end = part.end_offset
             if end is not None and records[-1].offset >= end:
                 records = [r for r in records if r.offset < end]
                 if not records:
                     continue
-            if self.per_record:
-                self.process_per_record(part, records, failed, now)
-            else:
-                part.process(records, failed)
-                combiner.update(tp, part.generator.current_watermark, now)
-            count = len(records)
-            session.records_in += count
-            records_counter(tp).inc(count)
+            after = records[-1].offset + 1
+            if aligning or self.per_record or tp in session.pending:
+                inputs = part.decode(records, failed)
+                if failed:
+                    sink.dead_letters(tp, failed)
+                    failed.clear()
+                chunk = Chunk(inputs, [], len(records), records[0].offset, after)
+                waiting = session.pending.get(tp)
+                if waiting is not None:  # never while paused for it; in order regardless
+                    waiting.chunks.append(chunk)
+                    waiting.end = after
+                    continue
+                self.take(part, chunk, now)
+                if chunk.counted < chunk.count:  # held back by alignment
+                    session.pending[tp] = PendingInput(
+                        chunks=deque((chunk,)), end=after, prefetched=False
+                    )
+                    session.pauses.draining.add(tp)
+                    session.reporter.records_held.inc(len(inputs) - chunk.taken)
+                continue
+            others = self.others(tp, now)
+            part.process(records, failed)
+            self.processed(part, len(records), others, now)
             if failed:
                 sink.dead_letters(tp, failed)
                 failed.clear()
 
-    def process_prefetched(self) -> None:
-        """One chunk per partition of the records prefetched during the join (each
-        partition stays paused at the consumer until its last chunk is processed)."""
+    def process_pending(self) -> bool:
+        """Take what waits per partition, before anything fetched: records prefetched
+        during the join (one chunk per partition and turn) or held back by watermark
+        alignment (as many as it admits now). True if any partition took something."""
         session = self.session
         pending = session.pending
         pauses = session.pauses
         if pauses.user_paused:
-            return
+            return False
         sink = session.sink
         assert sink is not None
-        combiner = session.emitter.combiner
-        records_counter = session.reporter.records_counter
         prefetched = session.metrics.prefetched_records.labels(session.name)
+        combiner = session.emitter.combiner
         now = session.clock.now_ms()
+        progressed = False
         for tp, waiting in list(pending.items()):
             part = session.partitions.get(tp)
             if part is None:
                 del pending[tp]
                 continue
-            chunk = waiting.chunks.popleft()
-            part.process_decoded(chunk.inputs, chunk.count, chunk.end)
-            combiner.update(tp, part.generator.current_watermark, now)
-            if chunk.failed:
+            chunk = waiting.chunks[0]
+            if chunk.taken == 0 and chunk.failed:  # prefetched dead letters go first
                 sink.dead_letters(tp, chunk.failed)
-            session.records_in += chunk.count
-            records_counter(tp).inc(chunk.count)
-            prefetched.inc(chunk.count)
+                chunk.failed = []
+            before = chunk.counted
+            self.take(part, chunk, now)
+            if chunk.counted == before:
+                # Held back: it has records, so it is not idle (the others wait for it
+                # only while it is behind, which is never the case for a held partition).
+                combiner.update(tp, part.generator.current_watermark, now)
+                continue
+            progressed = True
+            if waiting.prefetched:
+                prefetched.inc(chunk.counted - before)
+            if chunk.counted == chunk.count:
+                waiting.chunks.popleft()
             if not waiting.chunks:
                 del pending[tp]
                 pauses.draining.discard(tp)
-                pauses.apply()
+        if progressed:
+            pauses.apply()
+        return progressed
+
+    def take(self, part: PartitionTask, chunk: Chunk, now: int) -> None:
+        """Process what may be processed of ``chunk`` now: all of it, or with watermark
+        alignment the records it admits (the rest stays in the chunk)."""
+        session = self.session
+        tp = part.tp
+        inputs = chunk.inputs
+        start = chunk.taken
+        others = self.others(tp, now)
+        alignment = session.alignment
+        if alignment is None:
+            stop = len(inputs)
+        else:
+            stop = start + alignment.admit(part.generator, inputs, start, others)
+            if stop == start and start < len(inputs):
+                return
+        if stop < len(inputs):
+            count = stop - start
+            end = inputs[stop][3]  # the offset of the first record held back
+            if chunk.counted == 0:
+                count += chunk.count - len(inputs)  # this chunk's dead letters went out
+        else:
+            count = chunk.count - chunk.counted
+            end = chunk.end
+        taken = inputs if start == 0 and stop == len(inputs) else inputs[start:stop]
+        if self.per_record:
+            self.process_per_record(part, taken, count, end, now)
+        else:
+            part.process_decoded(taken, count, end)
+        chunk.taken = stop
+        chunk.counted += count
+        self.processed(part, count, others, now)
+
+    def processed(self, part: PartitionTask, count: int, others: int | None, now: int) -> None:
+        """After ``count`` records of ``part``: its watermark to the combiner, counters,
+        and its lead over the others (what alignment bounds, reported in status)."""
+        session = self.session
+        watermark = part.generator.current_watermark
+        if not self.per_record:
+            session.emitter.combiner.update(part.tp, watermark, now)
+        session.records_in += count
+        session.reporter.records_counter(part.tp).inc(count)
+        if others is not None and others != MIN_TIMESTAMP and watermark != MIN_TIMESTAMP:
+            lead = max(0, watermark - others)
+            if part.max_lead is None or lead > part.max_lead:
+                part.max_lead = lead
+
+    def others(self, tp: TopicPartition, now: int) -> int | None:
+        """The minimum over the counted partitions other than ``tp`` (None: none)."""
+        return self.session.emitter.combiner.minimum(now, excluding=tp)
 
     def process_per_record(
-        self, part: PartitionTask, records: list[Any], failed: list[DeadLetter], now: int
+        self, part: PartitionTask, inputs: Sequence[InputRecord], count: int, end: int, now: int
     ) -> None:
         """``interval_ms = 0``: the combined watermark is recomputed after every record."""
         emitter = self.session.emitter
         combiner = emitter.combiner
         emit = emitter.emit
         tp = part.tp
-        inputs = part.decode(records, failed)
-        for record in inputs:
-            part.process_one(record)
+        last = len(inputs) - 1
+        for i, record in enumerate(inputs):
+            part.process_one(record, inputs[i + 1][3] if i < last else end)
             combiner.update(tp, part.generator.current_watermark, now)
             emit(now)
+        part.skipped(count - len(inputs), end)
         if not inputs:
             combiner.update(tp, part.generator.current_watermark, now)
         part.timers.reschedule()
 
+    # -- bounded input -------------------------------------------------------------------
     def update_highwaters(self) -> None:
         session = self.session
         consumer = session.consumer
@@ -198,26 +299,39 @@ class FetchLoop:
             highwater = consumer.highwater(tp)
             if highwater is not None:
                 part.highwater = highwater
-                if bounded and part.end_offset is None:
+                if bounded and part.end_offset is None:  # a partition the probe missed
                     part.end_offset = highwater
 
-    async def bounded_done(self, batch: dict[TopicPartition, list[Any]]) -> bool:
-        """Whether every assigned partition reached the end offset captured at start."""
+    async def bounded_step(self, batch: dict[TopicPartition, list[Any]]) -> bool:
+        """Finish the partitions that reached their end; True once the pipeline is
+        finished: every partition of it, here or elsewhere."""
+        session = self.session
+        finished = await self.finish_reached(batch)
+        if finished:
+            session.emitter.emit(session.clock.now_ms())  # MAX to each: fires its timers
+            await session.checkpointer.checkpoint(finished)  # durable: the group sees it
+            session.reporter.refresh()
+        partitions = session.partitions
+        if len(partitions) != len(session.consumer.assignment()):
+            return False  # an assignment is still being restored
+        if any(not part.finished for part in partitions.values()):
+            return False
+        now = time.monotonic()
+        if now - self.last_group_check < GROUP_CHECK_INTERVAL_S:
+            return False
+        self.last_group_check = now
+        return await self.pipeline_finished()
+
+    async def finish_reached(self, batch: dict[TopicPartition, list[Any]]) -> list[PartitionTask]:
+        """Mark the partitions that reached their end offset finished; returns them."""
         session = self.session
         consumer = session.consumer
-        partitions = session.partitions
-        if not partitions or len(partitions) != len(consumer.assignment()):
-            return False  # an assignment is still being restored
-        done = True
-        for tp, part in partitions.items():
-            if part.finished:
-                continue
-            if tp in session.pending:  # prefetched records still to process
-                done = False
+        finished: list[PartitionTask] = []
+        for tp, part in session.partitions.items():
+            if part.finished or tp in session.pending:  # pending: records still to process
                 continue
             end = part.end_offset
             if end is None:
-                done = False
                 continue
             position = part.next_offset
             if (position is None or position < end) and not batch.get(tp):
@@ -225,17 +339,36 @@ class FetchLoop:
                 position = await consumer.position(tp)
                 part.next_offset = position
             if position is not None and position >= end:
-                part.finished = True
-                session.pauses.finished.add(tp)
-                session.pauses.apply()
-            else:
-                done = False
-        return done
+                self.finish_partition(part)
+                finished.append(part)
+        return finished
 
-    async def finish(self) -> None:
-        """Bounded input ended: watermark MAX fires everything; then flush and checkpoint."""
+    def finish_partition(self, part: PartitionTask) -> None:
         session = self.session
-        session.emitter.finish()
-        await session.checkpointer.checkpoint(list(session.partitions.values()))
-        session.reporter.refresh()
-        logger.info("pipeline %s: bounded input finished", session.name)
+        part.finished = True
+        session.finished_here.add(part.tp)
+        session.emitter.combiner.finish(part.tp)
+        session.pauses.finished.add(part.tp)
+        session.pauses.apply()
+
+    async def pipeline_finished(self) -> bool:
+        """Whether every partition of the pipeline reached its end: this replica's by
+        its own account, the others' by the offsets committed in the group."""
+        session = self.session
+        consumer = session.consumer
+        done = 0
+        total = 0
+        for tp, probed in session.end_offsets.items():
+            total += 1
+            part = session.partitions.get(tp)
+            end = part.end_offset if part is not None and part.end_offset is not None else probed
+            committed = await consumer.committed(tp)
+            if part is not None and part.finished:
+                done += 1
+                if committed is None or committed < end:
+                    # the finishing checkpoint's commit was skipped (a rebalance): again
+                    await consumer.commit({tp: OffsetAndMetadata(part.next_offset or end, "")})
+            elif committed is not None and committed >= end:
+                done += 1
+        session.partitions_done = (done, total)
+        return done == total

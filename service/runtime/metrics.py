@@ -42,7 +42,11 @@ class RuntimeMetrics:
     idle_partitions: Gauge
     idle_advancing: Gauge
     watermark_drift: Gauge
+    delivered_watermark: Gauge
     alignment_paused: Gauge
+    alignment_held: Gauge
+    alignment_records_held: Counter
+    alignment_max_lead: Gauge
     alignment_pauses: Counter
     alignment_resumes: Counter
     windows_open: Gauge
@@ -55,6 +59,9 @@ class RuntimeMetrics:
     checkpoint_failures: Counter
     restore_seconds: Histogram
     partitions_restored: Counter
+    partitions_taken_over: Counter
+    takeover_delay: Histogram
+    partitions_finished: Gauge
     prefetched_records: Counter
     pipeline_up: Gauge
     pipeline_restarts: Counter
@@ -172,10 +179,37 @@ def build_metrics(registry: CollectorRegistry) -> RuntimeMetrics:
             _PP,
             registry=r,
         ),
+        delivered_watermark=Gauge(
+            "clockwork_partition_delivered_watermark_milliseconds",
+            "The watermark a partition's operator was delivered (epoch ms; never goes "
+            "back; behind the combined one while a partition that joined late catches up).",
+            _PP,
+            registry=r,
+        ),
         alignment_paused=Gauge(
             "clockwork_partitions_alignment_paused",
-            "Partitions paused by watermark alignment (more than max_drift_ms ahead).",
+            "Partitions paused by watermark alignment (holding records back, or ahead).",
             _P,
+            registry=r,
+        ),
+        alignment_held=Gauge(
+            "clockwork_alignment_held_records",
+            "Records fetched and held back by watermark alignment until the others catch up.",
+            _P,
+            registry=r,
+        ),
+        alignment_records_held=Counter(
+            "clockwork_alignment_records_held",
+            "Records watermark alignment held back (each counted once, when first held).",
+            _P,
+            registry=r,
+        ),
+        alignment_max_lead=Gauge(
+            "clockwork_partition_max_lead_milliseconds",
+            "The largest lead of a partition's watermark over the other partitions' minimum "
+            "after any processed batch since its assignment (alignment bounds it by "
+            "max_drift_ms plus one record's step).",
+            _PP,
             registry=r,
         ),
         alignment_pauses=Counter(
@@ -246,6 +280,28 @@ def build_metrics(registry: CollectorRegistry) -> RuntimeMetrics:
             [*_P, "source"],
             registry=r,
         ),
+        partitions_taken_over=Counter(
+            "clockwork_partitions_taken_over",
+            "Assigned partitions whose last owner did not hand them over (it died, or its "
+            "session failed): restored from that owner's last checkpoint.",
+            _P,
+            registry=r,
+        ),
+        takeover_delay=Histogram(
+            "clockwork_takeover_delay_seconds",
+            "For a partition taken over: time from its lost owner's last checkpoint to the "
+            "takeover (an upper bound of the time from the loss to the takeover).",
+            _P,
+            buckets=(0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0),
+            registry=r,
+        ),
+        partitions_finished=Gauge(
+            "clockwork_partitions_finished",
+            "Bounded input: partitions of the pipeline read to their end, on any replica "
+            "(as the group's committed offsets say), at the last look.",
+            _P,
+            registry=r,
+        ),
         prefetched_records=Counter(
             "clockwork_prefetched_records",
             "Records read and decoded while the group join was under way and processed "
@@ -296,7 +352,11 @@ METRIC_NAMES: tuple[str, ...] = (
     "clockwork_idle_partitions",
     "clockwork_watermark_idle_advancing",
     "clockwork_partition_watermark_drift_milliseconds",
+    "clockwork_partition_delivered_watermark_milliseconds",
     "clockwork_partitions_alignment_paused",
+    "clockwork_alignment_held_records",
+    "clockwork_alignment_records_held_total",
+    "clockwork_partition_max_lead_milliseconds",
     "clockwork_alignment_pauses_total",
     "clockwork_alignment_resumes_total",
     "clockwork_windows_open",
@@ -309,6 +369,9 @@ METRIC_NAMES: tuple[str, ...] = (
     "clockwork_checkpoint_failures_total",
     "clockwork_restore_duration_seconds",
     "clockwork_partitions_restored_total",
+    "clockwork_partitions_taken_over_total",
+    "clockwork_takeover_delay_seconds",
+    "clockwork_partitions_finished",
     "clockwork_prefetched_records_total",
     "clockwork_pipeline_running",
     "clockwork_pipeline_restarts_total",

@@ -39,6 +39,7 @@ class PartitionTask:
         "highwater",
         "last_checkpoint_ms",
         "late_dropped",
+        "max_lead",
         "next_offset",
         "operator",
         "partition",
@@ -74,12 +75,18 @@ class PartitionTask:
         self.end_offset: int | None = None
         """Bounded mode: the high watermark captured at start."""
         self.finished = False
+        """Bounded mode: every record before ``end_offset`` is processed."""
+        self.max_lead: int | None = None
+        """The largest lead of this partition's watermark over the minimum of the other
+        counted partitions after a processed batch (None: never measured). Watermark
+        alignment keeps it at most ``max_drift_ms`` plus one record's step."""
         self.records_in = 0
         self.late_dropped = 0
         self.firings: dict[str, int] = {}
         self.last_checkpoint_ms: int | None = None
-        self.checkpointed: tuple[int, int, int] | None = None
-        """(offset, watermark, timer wake-ups) at the last checkpoint: unchanged = skip."""
+        self.checkpointed: tuple[int, int, int, bool] | None = None
+        """(offset, watermark, timer wake-ups, released) at the last checkpoint:
+        unchanged = skip."""
         self.timer_counts = read_timer_counts(operator)
         """The timer service's counts at the last metrics refresh (the baseline)."""
 
@@ -121,7 +128,7 @@ class PartitionTask:
         self.timers.reschedule()
         return total
 
-    def _process_slice(self, inputs: list[InputRecord]) -> None:
+    def _process_slice(self, inputs: Sequence[InputRecord]) -> None:
         """The operator and the watermark generator over one slice of decoded records."""
         self.operator.process_batch(inputs)
         if self.punctuated:
@@ -131,10 +138,10 @@ class PartitionTask:
         else:  # bounded out-of-orderness depends on the maximum timestamp only
             self.generator.on_event(max([record[1] for record in inputs]), None)
 
-    def process_decoded(self, inputs: list[InputRecord], count: int, end: int) -> None:
+    def process_decoded(self, inputs: Sequence[InputRecord], count: int, end: int) -> None:
         """:meth:`process` for records decoded beforehand (prefetched during the group
-        join): ``count`` records (``inputs`` and their dead letters), the last before
-        offset ``end``."""
+        join, or held back by watermark alignment): ``count`` records (``inputs`` and
+        their dead letters), the next one to process at offset ``end``."""
         total = len(inputs)
         for start in range(0, total, SLICE):
             self._process_slice(inputs[start : start + SLICE] if total > SLICE else inputs)
@@ -144,19 +151,28 @@ class PartitionTask:
         self.timers.reschedule()
 
     def decode(self, records: Sequence[Any], failed: list[DeadLetter]) -> list[InputRecord]:
-        """For per-record mode: decode only; the runner calls :meth:`process_one` per record."""
+        """Decode only (per-record mode, alignment): the caller processes the inputs with
+        :meth:`process_one` or :meth:`process_decoded`, which keep the offsets."""
         inputs: list[InputRecord] = []
         self.decoder.decode(records, inputs, failed)
-        self.records_in += len(records)
-        self.next_offset = records[-1].offset + 1
         return inputs
 
-    def process_one(self, record: InputRecord) -> None:
+    def process_one(self, record: InputRecord, end: int) -> None:
+        """One decoded record; the next one to process is at offset ``end``."""
         self.operator.process_batch((record,))
         self.generator.on_event(record[1], record[2])
+        self.records_in += 1
+        self.next_offset = end
         self.drain()
 
+    def skipped(self, count: int, end: int) -> None:
+        """``count`` records up to offset ``end`` gave no input (dead letters only)."""
+        self.records_in += count
+        self.next_offset = end
+
     def advance_watermark(self, watermark: int) -> None:
+        """Deliver ``watermark`` to the operator (the combiner delivers each partition's
+        own; it never goes back)."""
         self.operator.advance_watermark(watermark)
         self.drain()
         self.timers.reschedule()
@@ -188,6 +204,12 @@ class PartitionTask:
     def watermark(self) -> int | None:
         """The partition's own watermark, None before its first record."""
         value = self.generator.current_watermark
+        return None if value == MIN_TIMESTAMP else value
+
+    @property
+    def delivered_watermark(self) -> int | None:
+        """The watermark its operator was delivered, None before the first."""
+        value = self.operator.current_watermark
         return None if value == MIN_TIMESTAMP else value
 
     def lag(self) -> int | None:

@@ -27,7 +27,7 @@ from service.runtime.definition import PipelineDefinition
 from service.runtime.metrics import METRICS, RuntimeMetrics
 from service.runtime.session import Session
 from service.runtime.settings import RuntimeSettings
-from service.runtime.status import PartitionStatus, PipelineState, PipelineStatus
+from service.runtime.status import PipelineState, PipelineStatus
 
 logger = logging.getLogger(__name__)
 
@@ -164,27 +164,32 @@ class PipelineRunner:
     # -- status ----------------------------------------------------------------------
     def status(self) -> PipelineStatus:
         session = self._session
-        parts: tuple[PartitionStatus, ...] = ()
-        watermark = None
-        records_in = 0
-        if session is not None:
-            now = self.clock.now_ms()
-            report = session.reporter.partition_status
-            parts = tuple(report(p, now) for p in session.partitions.values())
-            watermark = session.emitter.current
-            records_in = session.records_in
-            idle_advancing = session.emitter.idle_advancing
-        else:
-            idle_advancing = False
+        if session is None:
+            return PipelineStatus(
+                name=self.definition.name,
+                state=self.state,
+                reason=self.reason,
+                watermark=None,
+                partitions=(),
+                records_in=0,
+                restarts=self.restarts,
+            )
+        now = self.clock.now_ms()
+        report = session.reporter.partition_status
+        done, total = session.partitions_done
         return PipelineStatus(
             name=self.definition.name,
             state=self.state,
             reason=self.reason,
-            watermark=watermark,
-            partitions=parts,
-            records_in=records_in,
+            watermark=session.emitter.current,
+            partitions=tuple(report(p, now) for p in session.partitions.values())
+            or session.final_partitions,
+            records_in=session.records_in,
             restarts=self.restarts,
-            idle_advancing=idle_advancing,
+            idle_advancing=session.emitter.idle_advancing,
+            finished_here=tuple(sorted(f"{t.topic}/{t.partition}" for t in session.finished_here)),
+            partitions_finished=done if total else None,
+            partitions_total=total or None,
         )
 
     # -- sessions --------------------------------------------------------------------

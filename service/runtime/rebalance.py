@@ -55,7 +55,7 @@ class RebalanceListener(ConsumerRebalanceListener):  # type: ignore[misc]
                 session.alignment.forget(tp)
         if parts and session.checkpoint_on_revoke and session.error is None:
             try:
-                await session.checkpointer.checkpoint(parts)
+                await session.checkpointer.checkpoint(parts, release=True)
             except Exception as exc:
                 logger.warning("pipeline %s: checkpoint on revoke failed: %r", session.name, exc)
                 session.fail(exc)

@@ -30,6 +30,7 @@ class SessionReporter:
         """Per-partition ``records_in`` counters, looked up once per partition."""
         self.batch_seconds = metrics.batch_seconds.labels(session.name)
         self.lateness = metrics.processing_timer_lateness.labels(session.name)
+        self.records_held = metrics.alignment_records_held.labels(session.name)
         self.last_refresh = 0.0
         self._alignment_reported = (0, 0)
 
@@ -49,6 +50,7 @@ class SessionReporter:
         watermark = part.watermark
         combined = session.emitter.current
         drift = None if watermark is None or combined is None else max(0, watermark - combined)
+        pending = session.pending.get(part.tp)
         return PartitionStatus(
             topic=part.tp.topic,
             partition=part.tp.partition,
@@ -56,6 +58,7 @@ class SessionReporter:
             end_offset=part.end_offset if part.end_offset is not None else part.highwater,
             lag=part.lag(),
             watermark=watermark,
+            delivered_watermark=part.delivered_watermark,
             idle=idle,
             event_timers=gauges.event_timers,
             processing_timers=gauges.processing_timers,
@@ -66,6 +69,8 @@ class SessionReporter:
             finished=part.finished,
             aligned_paused=part.tp in session.pauses.aligned,
             drift_ms=drift,
+            held_records=pending.held if pending is not None else 0,
+            max_lead_ms=part.max_lead,
         )
 
     def refresh(self) -> None:
@@ -89,6 +94,11 @@ class SessionReporter:
                 m.watermark_lag.labels(name, label).set(now - watermark)
                 if current is not None:
                     m.watermark_drift.labels(name, label).set(max(0, watermark - current))
+            delivered = part.delivered_watermark
+            if delivered is not None:
+                m.delivered_watermark.labels(name, label).set(delivered)
+            if part.max_lead is not None:
+                m.alignment_max_lead.labels(name, label).set(part.max_lead)
             lag = part.lag()
             if lag is not None:
                 m.consumer_lag.labels(name, label).set(lag)
@@ -111,8 +121,11 @@ class SessionReporter:
         m.idle_partitions.labels(name).set(len(combiner.idle_partitions(now)))
         m.idle_advancing.labels(name).set(1 if session.emitter.idle_advancing else 0)
         alignment = session.alignment
+        if session.definition.bounded and session.partitions_done[1]:
+            m.partitions_finished.labels(name).set(session.partitions_done[0])
         if alignment is not None:
             m.alignment_paused.labels(name).set(len(session.pauses.aligned))
+            m.alignment_held.labels(name).set(sum(p.held for p in session.pending.values()))
             pauses, resumes = self._alignment_reported
             if alignment.pauses > pauses:
                 m.alignment_pauses.labels(name).inc(alignment.pauses - pauses)
@@ -156,6 +169,8 @@ class SessionReporter:
             m.watermark,
             m.watermark_lag,
             m.watermark_drift,
+            m.delivered_watermark,
+            m.alignment_max_lead,
             m.consumer_lag,
             m.checkpoint_age,
         ):

@@ -28,6 +28,7 @@ from service.core.alignment import WatermarkAlignment
 from service.runtime.batch_producer import BatchProducer
 from service.runtime.checkpointing import Checkpointer
 from service.runtime.decoding import RecordDecoder
+from service.runtime.end_offsets import probe_end_offsets
 from service.runtime.fetch_loop import FetchLoop
 from service.runtime.interrupts import Interrupted, Interruptible, abandon_join
 from service.runtime.partition import PartitionTask
@@ -36,7 +37,7 @@ from service.runtime.prefetch import PendingInput, Prefetcher
 from service.runtime.rebalance import RebalanceListener
 from service.runtime.reporting import SessionReporter
 from service.runtime.sinks import OutputSink
-from service.runtime.status import PipelineState
+from service.runtime.status import PartitionStatus, PipelineState
 from service.runtime.topics import ensure_topics
 from service.runtime.watermark_emitter import WatermarkEmitter
 
@@ -106,7 +107,16 @@ class Session:
         self.prefetcher: Prefetcher | None = None
         """Reads the source during the first join; the first restore takes it over."""
         self.pending: dict[TopicPartition, PendingInput] = {}
-        """Prefetched records of assigned partitions, processed before anything fetched."""
+        """Decoded records of assigned partitions processed before anything fetched for
+        them: prefetched during the join, or held back by watermark alignment."""
+        self.end_offsets: dict[TopicPartition, int] = {}
+        """Bounded input: where every partition of the pipeline ends (end_offsets.py)."""
+        self.finished_here: set[TopicPartition] = set()
+        """Bounded input: the partitions this session read to their end."""
+        self.partitions_done = (0, 0)
+        """Bounded input: partitions of the pipeline finished, of all, at the last look."""
+        self.final_partitions: tuple[PartitionStatus, ...] = ()
+        """Bounded input, once finished: the partitions' status as they ended here."""
         self.reporter = SessionReporter(self)
         self.checkpointer = Checkpointer(self)
         self.loop = FetchLoop(self)
@@ -120,6 +130,8 @@ class Session:
         counts = await ensure_topics(
             settings.bootstrap_servers, definition, settings.replication_factor
         )
+        if definition.bounded:
+            self.end_offsets = await self.bounded_ends()
         self.producer = AIOKafkaProducer(
             bootstrap_servers=settings.bootstrap_servers,
             acks="all",
@@ -165,6 +177,10 @@ class Session:
         runner._set_state(PipelineState.PAUSED if runner.paused else PipelineState.RUNNING)
         finished = await self.loop.run()
         if finished:
+            # what status shows of a finished pipeline: its partitions as they ended here
+            now = self.clock.now_ms()
+            report = self.reporter.partition_status
+            self.final_partitions = tuple(report(p, now) for p in self.partitions.values())
             await self.close(checkpoint=False)  # the finish already checkpointed
         else:
             await self.close(checkpoint=True)
@@ -178,7 +194,7 @@ class Session:
         graceful = checkpoint and self.consumer is not None and self.error is None
         if not graceful:
             await self.checkpointer.cancel()  # a graceful close's checkpoint waits for it
-        if graceful and not self.emitter.combiner.finished:
+        if graceful:
             # Deliver the watermark of everything processed before checkpointing. Without
             # it a stop right after a batch (before the next tick) checkpoints operators
             # behind their input, and the next owner fires those windows on its first
@@ -188,7 +204,7 @@ class Session:
         for part in self.partitions.values():
             part.close()
         if graceful:
-            await self.checkpointer.checkpoint(list(self.partitions.values()))
+            await self.checkpointer.checkpoint(list(self.partitions.values()), release=True)
         self.checkpoint_on_revoke = False
         if self.consumer is not None:
             if self.interrupts.interrupted and not self.partitions:
@@ -220,6 +236,14 @@ class Session:
         for tp in list(self.partitions):
             self.reporter.forget(tp)
         self.partitions.clear()
+
+    async def bounded_ends(self) -> dict[TopicPartition, int]:
+        """Bounded input: the pipeline's end offsets, pinned in its definition (the API
+        reads them once, when the pipeline is created) or read now."""
+        pinned = self.definition.end_offsets
+        if pinned is not None:
+            return {TopicPartition(topic, p): end for topic, p, end in pinned}
+        return await probe_end_offsets(self.settings.bootstrap_servers, self.definition.topics)
 
     async def stop_prefetch(self) -> Prefetcher | None:
         """Stop the prefetcher, if it runs; returns it (its records stay for the taking)."""
@@ -261,16 +285,16 @@ class Session:
         self.pauses.apply()
 
     def align(self, now: int) -> None:
-        """Watermark alignment after a tick: pause partitions too far ahead, resume the
-        ones back within ``max_drift_ms`` (issue 10; the decision is the core's)."""
+        """Watermark alignment: pause the partitions that hold records back or could take
+        nothing now, resume the others (the decision is the core's; the loop holds)."""
         alignment = self.alignment
         if alignment is None:
             return
         combiner = self.emitter.combiner
-        watermarks = {tp: combiner.partition_watermark(tp) for tp in combiner.partitions}
-        to_pause, to_resume = alignment.decide(
-            watermarks, combiner.current, combiner.idle_partitions(now)
-        )
+        tps = combiner.partitions
+        watermarks = {tp: combiner.partition_watermark(tp) for tp in tps}
+        others = {tp: combiner.minimum(now, excluding=tp) for tp in tps}
+        to_pause, to_resume = alignment.decide(watermarks, others, self.pending.keys())
         if to_pause or to_resume:
             self.pauses.aligned = set(alignment.paused)
             self.pauses.apply()

@@ -34,6 +34,9 @@ class PartitionStatus:
     lag: int | None
     watermark: int | None
     """The partition's own watermark; None before its first record."""
+    delivered_watermark: int | None
+    """The watermark its operator was delivered (what windows and timers fire by and
+    lateness is judged against; never goes back); None before the first."""
     idle: bool
     event_timers: int
     processing_timers: int
@@ -47,6 +50,11 @@ class PartitionStatus:
     """Paused by watermark alignment: its watermark is more than ``max_drift_ms`` ahead."""
     drift_ms: int | None = None
     """How far its watermark is ahead of the combined one (0 if not); None before both."""
+    held_records: int = 0
+    """Fetched records held back by watermark alignment until the others catch up."""
+    max_lead_ms: int | None = None
+    """The largest lead of its watermark over the other partitions' minimum after any
+    processed batch (alignment keeps it within ``max_drift_ms`` plus one record's step)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -56,6 +64,7 @@ class PartitionStatus:
             "end_offset": self.end_offset,
             "lag": self.lag,
             "watermark": self.watermark,
+            "delivered_watermark": self.delivered_watermark,
             "idle": self.idle,
             "event_timers": self.event_timers,
             "processing_timers": self.processing_timers,
@@ -66,6 +75,8 @@ class PartitionStatus:
             "finished": self.finished,
             "aligned_paused": self.aligned_paused,
             "drift_ms": self.drift_ms,
+            "held_records": self.held_records,
+            "max_lead_ms": self.max_lead_ms,
         }
 
 
@@ -78,12 +89,21 @@ class PipelineStatus:
     reason: str | None
     """Why the pipeline failed, or the error it is retrying after."""
     watermark: int | None
-    """The combined watermark delivered to the operators; None before the first."""
+    """The combined watermark: the minimum over the partitions held here that are
+    neither idle nor finished; None before the first. It goes down when a partition
+    joins behind it; the watermark delivered to each operator never does."""
     partitions: tuple[PartitionStatus, ...]
     records_in: int
     restarts: int
     idle_advancing: bool = False
     """Every partition is idle and event time follows the wall clock (``idle_advance``)."""
+    finished_here: tuple[str, ...] = ()
+    """Bounded input: the partitions (``topic/partition``) this replica read to their end."""
+    partitions_finished: int | None = None
+    """Bounded input: partitions of the whole pipeline finished (on any replica), as the
+    group's committed offsets said at the last look; None before it."""
+    partitions_total: int | None = None
+    """Bounded input: partitions of the whole pipeline."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -94,5 +114,8 @@ class PipelineStatus:
             "records_in": self.records_in,
             "restarts": self.restarts,
             "idle_advancing": self.idle_advancing,
+            "finished_here": list(self.finished_here),
+            "partitions_finished": self.partitions_finished,
+            "partitions_total": self.partitions_total,
             "partitions": [p.to_dict() for p in self.partitions],
         }

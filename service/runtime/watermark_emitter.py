@@ -1,14 +1,16 @@
 """The combined watermark of one pipeline on this instance, and its periodic emission.
 
 semantics.md section 3: every ``interval_ms`` the minimum over this instance's
-assigned, non-idle partitions is taken (:class:`~service.core.watermarks.WatermarkCombiner`)
-and, only if it moved forward, delivered to every partition's operator. With
+assigned, non-idle, unfinished partitions is taken
+(:class:`~service.core.combiner.WatermarkCombiner`) and delivered to every partition's
+operator that is behind it (an operator's watermark never goes back, so a partition
+that joins behind holds the others back without winding them back). With
 ``interval_ms = 0`` the runner calls :meth:`WatermarkEmitter.emit` after every record
 instead, which gives Flink's per-record results deterministically.
 
 Why one task per pipeline and not per partition: the combined watermark is a property
 of the instance, and delivering it to all partitions in one synchronous step keeps
-every operator at the same event time.
+every operator that is not behind at the same event time.
 
 The periodic tick also runs while no record arrives, and it must: with ``idle_advance``
 (issue 10) the combiner lets event time follow the wall clock once every partition is
@@ -27,8 +29,8 @@ from collections.abc import Callable
 
 from aiokafka import TopicPartition
 
+from service.core.combiner import WatermarkCombiner
 from service.core.time import MIN_TIMESTAMP, Clock
-from service.core.watermarks import WatermarkCombiner
 from service.runtime.partition import PartitionTask
 
 logger = logging.getLogger(__name__)
@@ -82,25 +84,21 @@ class WatermarkEmitter:
 
     @property
     def current(self) -> int | None:
-        """The last delivered combined watermark; None before the first."""
+        """The combined watermark at the last emission; None before the first."""
         value = self.combiner.current
         return None if value == MIN_TIMESTAMP else value
 
-    def emit(self, now: int) -> int | None:
-        """Deliver the combined watermark if it advanced; returns it, or None."""
-        watermark = self.combiner.combine(now)
-        if watermark is not None:
-            self.deliver(watermark)
-        return watermark
-
-    def deliver(self, watermark: int) -> None:
-        for part in list(self.partitions.values()):
-            part.advance_watermark(watermark)
-        self._after_emit()
-
-    def finish(self) -> None:
-        """Bounded input ended: deliver ``MAX``, which fires every event-time timer."""
-        self.deliver(self.combiner.finish())
+    def emit(self, now: int) -> None:
+        """Combine, and deliver to each operator behind the result (``MAX`` to the
+        partitions whose bounded input is finished)."""
+        deliveries = self.combiner.advance(now)
+        if deliveries:
+            partitions = self.partitions
+            for tp, watermark in deliveries:
+                part = partitions.get(tp)
+                if part is not None:
+                    part.advance_watermark(watermark)
+            self._after_emit()
 
     def start(self, on_error: Callable[[BaseException], None]) -> None:
         if self.tick_ms > 0 and self._task is None:
@@ -121,8 +119,6 @@ class WatermarkEmitter:
         on_tick = self._on_tick
         while True:
             await asyncio.sleep(interval)
-            if self.combiner.finished:
-                return
             try:
                 now = clock.now_ms()
                 self.emit(now)

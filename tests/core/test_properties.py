@@ -13,9 +13,9 @@ from typing import Any, NoReturn
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.core.time import MIN_TIMESTAMP, TimeDomain
+from service.core.combiner import WatermarkCombiner
+from service.core.time import MAX_TIMESTAMP, MIN_TIMESTAMP, TimeDomain
 from service.core.timers import KeyTimers, ScopedTimers, TimerService
-from service.core.watermarks import WatermarkCombiner
 
 KEYS = ("a", "b", "c", "d")
 NAMESPACES: tuple[Any, ...] = (None, "", ("w", 0, 10))
@@ -202,49 +202,84 @@ def test_timer_service_matches_the_sorted_list_model(
 # -- combiner -----------------------------------------------------------------------------
 combiner_ops = st.lists(
     st.one_of(
-        st.tuples(st.just("assign"), st.integers(0, 3), st.integers(-5, 100)),
-        st.tuples(st.just("revoke"), st.integers(0, 3), st.just(0)),
-        st.tuples(st.just("update"), st.integers(0, 3), st.integers(-5, 100)),
-        st.tuples(st.just("tick"), st.just(0), st.integers(0, 40)),
-        st.tuples(st.just("snapshot"), st.just(0), st.just(0)),
+        st.tuples(st.just("assign"), st.integers(0, 3), st.integers(-5, 100), st.integers(-5, 100)),
+        st.tuples(st.just("revoke"), st.integers(0, 3), st.just(0), st.just(0)),
+        st.tuples(st.just("update"), st.integers(0, 3), st.integers(-5, 100), st.just(0)),
+        st.tuples(st.just("finish"), st.integers(0, 3), st.just(0), st.just(0)),
+        st.tuples(st.just("tick"), st.just(0), st.integers(0, 40), st.just(0)),
+        st.tuples(st.just("snapshot"), st.just(0), st.just(0), st.just(0)),
     ),
     max_size=80,
 )
 
 
-@settings(max_examples=300, deadline=None)
+class _Held:
+    """The direct model of one held partition."""
+
+    def __init__(self, watermark: int, last_active: int, delivered: int) -> None:
+        self.watermark = watermark
+        self.last_active = last_active
+        self.delivered = delivered
+        self.finished = False
+
+
+@settings(max_examples=400, deadline=None)
 @given(ops=combiner_ops, idle=st.one_of(st.none(), st.integers(1, 30)))
-def test_combiner_matches_a_full_scan_every_time(
-    ops: list[tuple[str, int, int]], idle: int | None
+def test_every_operator_is_delivered_the_minimum_over_the_partitions_held_now(
+    ops: list[tuple[str, int, int, int]], idle: int | None
 ) -> None:
+    """Against a direct computation, after every step (issue 18's rule): the combined
+    watermark is the minimum over the held partitions that are neither idle nor
+    finished (MAX if all are finished; unchanged if none counts); each operator gets it
+    when it is above what that operator has (MAX once finished), never anything lower."""
     combiner: WatermarkCombiner[int] = WatermarkCombiner(idle_timeout_ms=idle)
-    parts: dict[int, tuple[int, int]] = {}  # partition -> (watermark, last active)
-    emitted = MIN_TIMESTAMP
+    held: dict[int, _Held] = {}
+    current = MIN_TIMESTAMP
     now = 0
-    for op, partition, value in ops:
-        if op == "assign" and partition not in parts:
-            parts[partition] = (value, now)
-            combiner.assign(partition, now, value)
+    for op, partition, value, extra in ops:
+        if op == "assign" and partition not in held:
+            held[partition] = _Held(value, now, extra)
+            combiner.assign(partition, now, value, extra)
         elif op == "revoke":
-            parts.pop(partition, None)
+            held.pop(partition, None)
             combiner.revoke(partition)
-        elif op == "update" and partition in parts:
-            parts[partition] = (value, now)
+        elif op == "update" and partition in held and not held[partition].finished:
+            held[partition].watermark = value
+            held[partition].last_active = now
             combiner.update(partition, value, now)
+        elif op == "finish" and partition in held:
+            held[partition].finished = True
+            combiner.finish(partition)
         elif op == "tick":
             now += value
         elif op == "snapshot":
             data = json.loads(json.dumps(combiner.snapshot()))
             combiner = WatermarkCombiner(idle_timeout_ms=idle)
             combiner.restore(data)
-        active = [wm for wm, last in parts.values() if idle is None or now - last < idle]
-        expected = None
-        if active and min(active) > emitted:
-            expected = emitted = min(active)
-        assert combiner.combine(now) == expected
-        assert combiner.current == emitted
+        counted = [
+            p.watermark
+            for p in held.values()
+            if not p.finished and (idle is None or now - p.last_active < idle)
+        ]
+        if counted:
+            current = min(counted)
+        elif held and all(p.finished for p in held.values()):
+            current = MAX_TIMESTAMP
+        expected = []
+        for partition_id, p in held.items():
+            target = MAX_TIMESTAMP if p.finished else current
+            if (counted or p.finished or target == MAX_TIMESTAMP) and target > p.delivered:
+                p.delivered = target
+                expected.append((partition_id, target))
+        assert list(combiner.advance(now)) == expected
+        assert combiner.current == current
+        assert {p: combiner.delivered(p) for p in combiner.partitions} == {
+            p: h.delivered for p, h in held.items()
+        }
         assert sorted(combiner.idle_partitions(now)) == sorted(
-            p for p, (_, last) in parts.items() if idle is not None and now - last >= idle
+            p
+            for p, h in held.items()
+            if idle is not None and not h.finished and now - h.last_active >= idle
         )
 
 

@@ -202,35 +202,38 @@ def backfill() -> list[dict[str, Any]]:
     return data
 
 
-async def test_alignment_bounds_open_windows_in_a_skewed_backfill(bootstrap_servers: str) -> None:
-    """Without alignment, partitions 1-3 run ahead and keep ~all their windows open until
-    partition 0 catches up; with ``max_drift_ms`` they are paused instead. Same results;
-    the pauses and resumes are counted in metrics."""
+def max_step(data: list[dict[str, Any]]) -> int:
+    """The largest jump of one partition's maximum timestamp from one record to the next:
+    how far past the bound one record can carry its partition's watermark."""
+    step = 0
+    top: dict[int, int] = {}
+    for e in data:
+        before = top.get(e["p"])
+        if before is not None and e["ts"] > before:
+            step = max(step, e["ts"] - before)
+        top[e["p"]] = max(before if before is not None else e["ts"], e["ts"])
+    return step
+
+
+async def run_skewed_backfill(
+    bootstrap_servers: str, **fetch: Any
+) -> tuple[dict[str, Any], list[dict[str, Any]], CollectorRegistry]:
+    """The skewed backfill through an aligned (D = 5 s) and a free pipeline at once;
+    returns both pipelines' last status (by name), the data and the metrics."""
     topic = unique("skew") + ".in"
     await create_topic(bootstrap_servers, topic, 4)
     data = backfill()
-    # Small record batches and fetches: a consumer fetches whole batches, so they are
-    # the step by which a partition can overshoot the drift. (Until every partition has
-    # a watermark the combined one is MIN and nothing is paused; small fetches keep
-    # that start short too.)
-    await produce(
-        bootstrap_servers,
-        topic,
-        [(e["p"], e["user"].encode(), orjson.dumps(e), None) for e in data],
-        max_batch_size=512,
-    )
-    want = expected(data, 1_000)
+    records = [(e["p"], e["user"].encode(), orjson.dumps(e), None) for e in data]
+    await produce(bootstrap_servers, topic, records)
     aligned, free = unique("aligned"), unique("free")
     registry = CollectorRegistry()
     settings = runtime_settings(
         bootstrap_servers,
-        max_partition_fetch_bytes=1024,
-        fetch_max_bytes=1024,  # Tansu ignores the per-partition limit, not this one
-        max_records=50,
         checkpoint_interval_ms=1000,
-        # The free pipeline's skew is the fetches' (the sizes above); reading during the
-        # join (prefetch.py) takes an even share per partition and would pace it too.
+        # The free pipeline's skew is the fetches'; reading during the join (prefetch.py)
+        # takes an even share per partition and would pace it too.
         prefetch_max_records=0,
+        **fetch,
     )
     runtime = Runtime(settings, metrics=build_metrics(registry))
     await runtime.start()
@@ -238,40 +241,53 @@ async def test_alignment_bounds_open_windows_in_a_skewed_backfill(bootstrap_serv
         runtime.start_pipeline(
             window_definition(name, [topic], TUMBLING_1S, interval_ms=20, max_drift_ms=drift)
         )
-    peak = {aligned: 0, free: 0}
-    saw_paused = False
     try:
 
         async def finished() -> bool:
-            nonlocal saw_paused
-            done = True
-            for name in (aligned, free):
-                status = runtime.status(name)
-                open_now = sum(p.windows_open for p in status.partitions)
-                peak[name] = max(peak[name], open_now)
-                if name == aligned and any(p.aligned_paused for p in status.partitions):
-                    saw_paused = True
-                done = done and status.state is PipelineState.FINISHED
-            return done
+            return all(
+                runtime.status(name).state is PipelineState.FINISHED for name in (aligned, free)
+            )
 
-        await wait_until(finished, timeout_s=60, interval_s=0.005)
-        session = runtime.runner(aligned)._session
-        assert session is not None and session.alignment is not None
-        pauses, resumes = session.alignment.pauses, session.alignment.resumes
+        await wait_until(finished, timeout_s=60)
+        statuses = {"aligned": runtime.status(aligned), "free": runtime.status(free)}
+        want = expected(data, 1_000)
+        for name in (aligned, free):
+            results = await read_json(bootstrap_servers, f"{name}.out")
+            assert by_window(results) == want
+            assert len(results) == len(want)
     finally:
         await runtime.shutdown()
-    print(f"\nmax windows open: with alignment {peak[aligned]}, without {peak[free]}")
-    print(f"alignment: {pauses} pauses, {resumes} resumes")
-    for name in (aligned, free):
-        results = await read_json(bootstrap_servers, f"{name}.out")
-        assert by_window(results) == want
-        assert len(results) == len(want)
-    # 8 keys x 400 windows in all; without alignment partitions 1-3 open most of theirs.
-    assert peak[free] > 1_000
-    assert peak[aligned] < peak[free] / 4
-    assert saw_paused
-    assert pauses >= resumes >= 1
+    return {**statuses, "names": {"aligned": aligned, "free": free}}, data, registry
+
+
+SMALL_FETCHES = {"max_partition_fetch_bytes": 1024, "fetch_max_bytes": 1024, "max_records": 50}
+
+
+@pytest.mark.parametrize(
+    "fetch",
+    [pytest.param({}, id="whole-fetches"), pytest.param(SMALL_FETCHES, id="small-fetches")],
+)
+async def test_alignment_keeps_every_partition_within_max_drift_whatever_the_fetch_size(
+    bootstrap_servers: str, fetch: dict[str, Any]
+) -> None:
+    """In a backfill where partition 0 holds 10x the records, no aligned partition
+    processes a batch that leaves it more than D (plus one record's step) ahead of the
+    others' minimum, whether a fetch brings all of a partition's records (whole) or a
+    few (small); with small fetches the free pipeline runs far ahead on the same data.
+    Both give every window exactly; holds and pauses are counted in metrics."""
+    runs, data, registry = await run_skewed_backfill(bootstrap_servers, **fetch)
+    bound = 5_000 + max_step(data)
+    aligned_leads = [p.max_lead_ms for p in runs["aligned"].partitions]
+    free_leads = [p.max_lead_ms for p in runs["free"].partitions]
+    print(f"\nmax lead per partition: aligned {aligned_leads}, free {free_leads}")
+    assert all(lead is not None and lead <= bound for lead in aligned_leads)
+    if fetch:  # whole fetches make the free partitions all run to their end at once
+        assert max(lead or 0 for lead in free_leads) > 10 * bound  # the data is skewed
+    names = runs["names"]
     sample = registry.get_sample_value
-    assert sample("clockwork_alignment_pauses_total", {"pipeline": aligned}) == pauses
-    assert sample("clockwork_alignment_resumes_total", {"pipeline": aligned}) == resumes
-    assert sample("clockwork_alignment_pauses_total", {"pipeline": free}) is None
+    held = sample("clockwork_alignment_records_held_total", {"pipeline": names["aligned"]})
+    assert held is not None and held > 0
+    pauses = sample("clockwork_alignment_pauses_total", {"pipeline": names["aligned"]})
+    resumes = sample("clockwork_alignment_resumes_total", {"pipeline": names["aligned"]})
+    assert pauses is not None and resumes is not None and pauses >= resumes >= 1
+    assert sample("clockwork_alignment_pauses_total", {"pipeline": names["free"]}) is None
