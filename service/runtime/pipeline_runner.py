@@ -186,6 +186,7 @@ class PipelineRunner:
             or session.final_partitions,
             records_in=session.records_in,
             restarts=self.restarts,
+            loop_turns=session.polls,
             idle_advancing=session.emitter.idle_advancing,
             finished_here=tuple(sorted(f"{t.topic}/{t.partition}" for t in session.finished_here)),
             partitions_finished=done if total else None,

@@ -95,6 +95,9 @@ class PipelineStatus:
     partitions: tuple[PartitionStatus, ...]
     records_in: int
     restarts: int
+    loop_turns: int = 0
+    """Fetches the consumer loop made in this session: it moves while the pipeline is
+    alive, paused or not (what shows a paused pipeline had its chances to consume)."""
     idle_advancing: bool = False
     """Every partition is idle and event time follows the wall clock (``idle_advance``)."""
     finished_here: tuple[str, ...] = ()
@@ -113,6 +116,7 @@ class PipelineStatus:
             "watermark": self.watermark,
             "records_in": self.records_in,
             "restarts": self.restarts,
+            "loop_turns": self.loop_turns,
             "idle_advancing": self.idle_advancing,
             "finished_here": list(self.finished_here),
             "partitions_finished": self.partitions_finished,

@@ -4,7 +4,6 @@ delete."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from typing import Any
 
@@ -131,19 +130,23 @@ async def test_create_results_status_pause_resume_delete(bootstrap_servers: str)
             return (await client.get(f"/pipelines/{name}/status")).json()["state"] == expected
 
         await eventually(lambda: state_is("paused"))
-        records_before = (await client.get(f"/pipelines/{name}/status")).json()["records_in"]
+        before = (await client.get(f"/pipelines/{name}/status")).json()
         await produce(
             bootstrap_servers,
             source,
             [("u1", {"ts": 9000, "amount": 7}), ("u2", {"ts": 9000, "amount": 7})],
         )
-        # A negative can only be observed over time: paused, nothing is consumed.
-        await asyncio.sleep(1.0)
-        status = (await client.get(f"/pipelines/{name}/status")).json()
-        assert status["records_in"] == records_before
+
+        # Paused, nothing is consumed: the loop turns (20 fetches, each of which would
+        # have brought the new records) and records_in stays where it was.
+        async def turned() -> Any:
+            status = (await client.get(f"/pipelines/{name}/status")).json()
+            return status if status["loop_turns"] >= before["loop_turns"] + 20 else None
+
+        status = await eventually(turned)
+        assert status["records_in"] == before["records_in"]
         async with TopicReader(bootstrap_servers, sink) as reader:
             await eventually(reader.poll)
-            await asyncio.sleep(0.3)
             assert not [r for r in await reader.poll() if r["window"]["start"] == 5000]
 
         resumed = await client.post(f"/pipelines/{name}/resume")
