@@ -1,18 +1,31 @@
-"""A worker process for the crash test: runs one tumbling pipeline until SIGTERM.
+"""A worker process for the crash and replica tests: one tumbling pipeline, a replica.
 
-``python -m tests.integration.worker BOOTSTRAP NAME TOPIC`` runs the pipeline that
-``tests/integration/test_crash_recovery.py`` checks; SIGTERM stops it gracefully
-(checkpoint, commit, leave the group), SIGKILL is the crash.
+``python -m tests.integration.worker BOOTSTRAP NAME TOPIC [OPTIONS JSON]`` runs the
+pipeline the crash and replica tests check; SIGTERM stops it gracefully (checkpoint,
+commit, leave the group), SIGKILL is the crash. OPTIONS (all optional):
+
+- ``"bounded": [[topic, partition, end], ...]``: bounded input with these end offsets
+  pinned (as the API pins them when it creates a pipeline); the worker exits once the
+  pipeline is finished;
+- ``"status": PATH``: the pipeline's status (and the takeover counter) is written to
+  PATH as JSON every 50 ms and at the end: the test's view of the replica.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import logging
+import os
 import signal
 import sys
+from dataclasses import replace
+from typing import Any
 
 from service.runtime.manager import Runtime
+from service.runtime.metrics import REGISTRY
+from service.runtime.status import PipelineState
 from tests.integration.kafka_utils import runtime_settings, window_definition
 
 OPERATOR = {
@@ -20,20 +33,64 @@ OPERATOR = {
     "assigner": {"type": "tumbling", "size_ms": 60_000},
     "aggregations": {"n": {"fn": "count"}, "total": {"fn": "sum", "field": "amount"}},
 }
+REPLICA_OPERATOR = {
+    "type": "window",
+    "assigner": {"type": "tumbling", "size_ms": 10_000},
+    "aggregations": {"n": {"fn": "count"}, "total": {"fn": "sum", "field": "amount"}},
+}
 
 
-async def main(bootstrap: str, name: str, topic: str) -> None:
+def write_status(runtime: Runtime, name: str, path: str) -> None:
+    status = runtime.status(name).to_dict()
+    status["taken_over"] = REGISTRY.get_sample_value(
+        "clockwork_partitions_taken_over_total", {"pipeline": name}
+    )
+    status["pid"] = os.getpid()
+    temporary = f"{path}.tmp"
+    with open(temporary, "w") as out:
+        json.dump(status, out)
+    os.replace(temporary, path)  # readers never see half a file
+
+
+async def main(bootstrap: str, name: str, topic: str, options: dict[str, Any]) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
+    status_path: str | None = options.get("status")
+    ends = options.get("bounded")
+    replica = status_path is not None
+    definition = window_definition(
+        name,
+        [topic],
+        REPLICA_OPERATOR if replica else OPERATOR,
+        bounded=ends is not None,
+        max_out_of_orderness_ms=2_000 if replica else 0,
+    )
+    if ends is not None:
+        definition = replace(definition, end_offsets=tuple(tuple(e) for e in ends))
     runtime = Runtime(runtime_settings(bootstrap, checkpoint_interval_ms=200, max_records=500))
     await runtime.start()
-    runtime.start_pipeline(window_definition(name, [topic], OPERATOR, bounded=False))
-    await stop.wait()
-    await runtime.shutdown()
+    runtime.start_pipeline(definition)
+    runner = runtime.runner(name)
+    finished = asyncio.ensure_future(runner.wait_for_state(PipelineState.FINISHED, timeout_s=3600))
+    stopped = asyncio.ensure_future(stop.wait())
+    try:
+        while not (stop.is_set() or finished.done()):
+            if status_path is not None:
+                write_status(runtime, name, status_path)
+            await asyncio.wait({finished, stopped}, timeout=0.05)
+    finally:
+        for waiter in (finished, stopped):
+            waiter.cancel()
+            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+                await waiter
+        if status_path is not None:  # the finished state, as the pipeline ended
+            write_status(runtime, name, status_path)
+        await runtime.shutdown()
 
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, format="worker %(levelname)s %(name)s: %(message)s")
     logging.getLogger("aiokafka").setLevel(logging.ERROR)
-    asyncio.run(main(*sys.argv[1:4]))
+    extra = json.loads(sys.argv[4]) if len(sys.argv) > 4 else {}
+    asyncio.run(main(*sys.argv[1:4], extra))
