@@ -21,6 +21,7 @@ from service.api.spec import PipelineSpec, validate_spec
 from service.api.store import PipelineStore, StoredPipeline
 from service.runtime.changelog import reset_state as reset_checkpointed_state
 from service.runtime.definition import PipelineDefinition
+from service.runtime.end_offsets import probe_end_offsets
 from service.runtime.manager import Runtime, UnknownPipeline
 from service.settings import Settings
 
@@ -95,9 +96,28 @@ class PipelineRegistry:
             if self._store.get(spec.name) is not None:
                 raise PipelineExists(f"pipeline {spec.name!r} exists")
             stored = await self._store.put(
-                StoredPipeline(name=spec.name, spec=spec.to_json()), self._timeout_s
+                StoredPipeline(
+                    name=spec.name, spec=spec.to_json(), end_offsets=await self._ends(spec)
+                ),
+                self._timeout_s,
             )
         return self.describe(stored)
+
+    async def _ends(self, spec: PipelineSpec) -> tuple[tuple[str, int, int], ...] | None:
+        """Bounded input: where every source partition ends now, pinned in the store so
+        that every replica reads to the same offsets; None (each session reads them when
+        it starts) for unbounded input, or a source topic that does not exist yet."""
+        if not spec.source.bounded:
+            return None
+        topics = spec.source.topics
+        try:
+            ends = await probe_end_offsets(self._runtime.settings.bootstrap_servers, topics)
+        except Exception as exc:  # the sessions read them themselves
+            logger.warning("pipeline %r: end offsets not read: %r", spec.name, exc)
+            return None
+        if {tp.topic for tp in ends} != set(topics):
+            return None
+        return tuple(sorted((tp.topic, tp.partition, end) for tp, end in ends.items()))
 
     async def replace(self, name: str, raw: Any, *, reset_state: bool) -> dict[str, Any]:
         if isinstance(raw, Mapping) and "name" not in raw:
@@ -133,6 +153,7 @@ class PipelineRegistry:
                         current,
                         spec=spec.to_json(),
                         state_epoch=current.state_epoch + (1 if reset_state else 0),
+                        end_offsets=await self._ends(spec),
                     ),
                     self._timeout_s,
                 )
@@ -181,6 +202,9 @@ class PipelineRegistry:
             "spec": stored.spec,
             "paused": stored.paused,
             "state_epoch": stored.state_epoch,
+            "end_offsets": None
+            if stored.end_offsets is None
+            else [list(end) for end in stored.end_offsets],
             "updated_by": stored.updated_by,
             "updated_at_ms": stored.updated_at_ms,
             "status": self._status(stored.name),
@@ -228,7 +252,9 @@ class PipelineRegistry:
             _, definition = self.parse(new.spec)
             # each state epoch runs in its own group and changelog (a reset is fresh
             # on every replica, whatever an old-epoch replica still checkpoints)
-            definition = replace(definition, state_epoch=new.state_epoch)
+            definition = replace(
+                definition, state_epoch=new.state_epoch, end_offsets=new.end_offsets
+            )
         except SpecInvalid as exc:
             reason = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors)
             logger.error("pipeline %r cannot run on this replica: %s", name, reason)
@@ -244,7 +270,11 @@ class PipelineRegistry:
             if new.paused:
                 self._runtime.pause_pipeline(name)
             return
-        if old.spec != new.spec or old.state_epoch != new.state_epoch:
+        if (old.spec, old.state_epoch, old.end_offsets) != (
+            new.spec,
+            new.state_epoch,
+            new.end_offsets,
+        ):
             reset = new.state_epoch != old.state_epoch and name in self._resetting
             logger.info("pipeline %r: replacing (reset_state=%s)", name, reset)
             await self._runtime.replace_pipeline(definition, reset)

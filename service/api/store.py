@@ -56,6 +56,9 @@ class StoredPipeline:
     paused: bool = False
     state_epoch: int = 0
     """Incremented by a replacement with ``reset_state=true``: the state is dropped."""
+    end_offsets: tuple[tuple[str, int, int], ...] | None = None
+    """Bounded input: ``(topic, partition, end)`` of every source partition, read when
+    the spec was written, so every replica (and every restart) reads to the same ends."""
     updated_by: str = ""
     updated_at_ms: int = 0
     offset: int = field(default=-1, compare=False)
@@ -67,6 +70,7 @@ class StoredPipeline:
                 "spec": self.spec,
                 "paused": self.paused,
                 "state_epoch": self.state_epoch,
+                "end_offsets": None if self.end_offsets is None else list(self.end_offsets),
                 "updated_by": self.updated_by,
                 "updated_at_ms": self.updated_at_ms,
             },
@@ -79,11 +83,15 @@ class StoredPipeline:
         data = json.loads(value)
         if not isinstance(data, dict) or not isinstance(data.get("spec"), dict):
             raise ValueError("a stored pipeline is a JSON object with a 'spec' object")
+        ends = data.get("end_offsets")
         return cls(
             name=name,
             spec=data["spec"],
             paused=bool(data.get("paused", False)),
             state_epoch=int(data.get("state_epoch", 0)),
+            end_offsets=None
+            if ends is None
+            else tuple((str(t), int(p), int(e)) for t, p, e in ends),
             updated_by=str(data.get("updated_by", "")),
             updated_at_ms=int(data.get("updated_at_ms", 0)),
             offset=offset,
@@ -91,10 +99,11 @@ class StoredPipeline:
 
     def same_run(self, other: StoredPipeline) -> bool:
         """True when ``other`` runs exactly like this (only bookkeeping differs)."""
-        return (self.spec, self.paused, self.state_epoch) == (
+        return (self.spec, self.paused, self.state_epoch, self.end_offsets) == (
             other.spec,
             other.paused,
             other.state_epoch,
+            other.end_offsets,
         )
 
 

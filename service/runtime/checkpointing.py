@@ -316,10 +316,17 @@ class Checkpointer:
             else:
                 part.next_offset = await self._start_offset(tp)
             if definition.bounded:
-                # where the first owner meant to stop, else where the pipeline ends
+                # the pipeline's pinned end; unpinned, where the first owner meant to
+                # stop (another replica may have seen the topic end elsewhere)
                 end = meta.get("end_offset") if meta is not None else None
-                part.end_offset = int(end) if end is not None else session.end_offsets.get(tp)
-            pending = prefetcher.take(tp, part.next_offset) if prefetcher is not None else None
+                if end is None or definition.end_offsets is not None:
+                    end = session.end_offsets.get(tp)
+                part.end_offset = None if end is None else int(end)
+            pending = (
+                prefetcher.take(tp, part.next_offset, part.end_offset)
+                if prefetcher is not None
+                else None
+            )
             if pending is not None:
                 prefetched[tp] = pending
             if state.repair:

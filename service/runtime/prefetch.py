@@ -180,32 +180,35 @@ class Prefetcher:
             with contextlib.suppress(Exception):
                 await consumer.stop()
 
-    def take(self, tp: TopicPartition, resume: int) -> PendingInput | None:
-        """The prefetched records of ``tp`` from ``resume`` on, if the range read
-        contains ``resume`` and has records after it; None otherwise."""
+    def take(self, tp: TopicPartition, resume: int, stop: int | None = None) -> PendingInput | None:
+        """The prefetched records of ``tp`` from ``resume`` on (and before ``stop``, the
+        end of bounded input), if the range read contains ``resume`` and has records
+        after it; None otherwise."""
         entry = self._read.pop(tp, None)
         if entry is None:
             return None
         start, chunks = entry
         if not chunks:
             return None
-        end = chunks[-1].end
+        end = chunks[-1].end if stop is None else min(chunks[-1].end, stop)
         if not start <= resume < end:
             return None
         pending = PendingInput(end=end)
         for chunk in chunks:
-            if chunk.end <= resume:
+            if chunk.end <= resume or chunk.first >= end:
                 continue
-            if chunk.first < resume:
-                chunk = _from(chunk, resume)
+            if chunk.first < resume or chunk.end > end:
+                chunk = _between(chunk, resume, end)
             if chunk.count:
                 pending.chunks.append(chunk)
                 pending.records += chunk.count
         return pending if pending.chunks else None
 
 
-def _from(chunk: Chunk, resume: int) -> Chunk:
-    """``chunk`` without its records before offset ``resume``."""
-    inputs = [record for record in chunk.inputs if record[3] >= resume]
-    failed = [letter for letter in chunk.failed if letter.source.offset >= resume]
-    return Chunk(inputs, failed, len(inputs) + len(failed), resume, chunk.end)
+def _between(chunk: Chunk, resume: int, end: int) -> Chunk:
+    """``chunk`` without its records before offset ``resume`` or from offset ``end``."""
+    inputs = [record for record in chunk.inputs if resume <= record[3] < end]
+    failed = [letter for letter in chunk.failed if resume <= letter.source.offset < end]
+    return Chunk(
+        inputs, failed, len(inputs) + len(failed), max(resume, chunk.first), min(end, chunk.end)
+    )

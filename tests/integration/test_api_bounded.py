@@ -1,0 +1,67 @@
+"""A bounded pipeline created over the REST API reads every source partition to the end
+it had when the pipeline was created: the ends are pinned in the pipeline store, so
+every replica and every restart stops at the same offsets."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.api.server import app_settings, create_topic, eventually, produce, running_app
+from tests.api.server import wait_ready as wait_until_ready
+
+pytestmark = pytest.mark.integration
+
+
+def bounded_spec(name: str, source: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "source": {"topics": [source], "bounded": True},
+        "key": {"field": "user"},
+        "timestamp": {"field": "ts"},
+        "operator": {
+            "type": "window",
+            "assigner": {"type": "tumbling", "size_ms": 1000},
+            "aggregations": {"n": {"fn": "count"}},
+        },
+        "sink": {"topic": f"{name}.out"},
+    }
+
+
+async def test_a_bounded_pipeline_reads_to_the_ends_pinned_at_its_creation(
+    bootstrap_servers: str,
+) -> None:
+    suffix = uuid.uuid4().hex[:8]
+    source, name = f"bounded-{suffix}", f"bounded-{suffix}"
+    await create_topic(bootstrap_servers, source, partitions=2)
+    first = [(f"u{i % 4}", {"user": f"u{i % 4}", "ts": 1000 + i}) for i in range(40)]
+    await produce(bootstrap_servers, source, first)
+    async with (
+        running_app(app_settings(bootstrap_servers)) as url,
+        httpx.AsyncClient(base_url=url, timeout=30) as client,
+    ):
+        await wait_until_ready(client)
+        created = await client.post("/pipelines", json=bounded_spec(name, source))
+        assert created.status_code == 201, created.text
+        ends = created.json()["end_offsets"]
+        assert sorted(ends) == sorted([[source, p, e] for p, e in enumerate(ends_of(ends))])
+        assert sum(end for _, _, end in ends) == len(first)
+        later = [(f"u{i % 4}", {"user": f"u{i % 4}", "ts": 1000 + i}) for i in range(40, 60)]
+        await produce(bootstrap_servers, source, later)
+
+        async def finished() -> Any:
+            status = (await client.get(f"/pipelines/{name}/status")).json()
+            return status if status["state"] == "finished" else None
+
+        status = await eventually(finished, timeout_s=30)
+    assert status["records_in"] == len(first)
+    assert [p["offset"] for p in status["partitions"]] == [
+        p["end_offset"] for p in status["partitions"]
+    ]
+
+
+def ends_of(ends: list[list[Any]]) -> list[int]:
+    return [end for _, _, end in sorted(ends, key=lambda e: e[1])]
