@@ -47,7 +47,6 @@ from aiokafka.errors import CommitFailedError, IllegalStateError
 from aiokafka.structs import OffsetAndMetadata
 
 from service.core.time import MIN_TIMESTAMP
-from service.core.watermarks import make_generator
 from service.runtime.batch_producer import BatchProducer
 from service.runtime.changelog import (
     RestoredPartition,
@@ -289,16 +288,16 @@ class Checkpointer:
                     tp_label(tp),
                 )
                 state, meta = RestoredPartition(), None
-            operator = definition.operator_factory(session.clock)
+            stage = session.stage
+            operator = stage.operator(session, tp, session.clock)
             if state.entries:
                 operator.restore_changes(state.entries.items())
-            wm = definition.watermark
-            generator = make_generator(wm.strategy, wm.max_out_of_orderness_ms, wm.field)
-            part = PartitionTask(
+            generator = stage.generator()
+            part = stage.task(
                 tp,
                 operator,
                 generator,
-                session.decoder,
+                stage.partition_decoder(session, tp, generator),
                 sink,
                 session.clock,
                 loop,
@@ -315,7 +314,7 @@ class Checkpointer:
                     self._taken_over(wall - int(meta.get("written_at", wall)))
             else:
                 part.next_offset = await self._start_offset(tp)
-            if definition.bounded:
+            if definition.bounded and stage.reads_source:
                 # the pipeline's pinned end; unpinned, where the first owner meant to
                 # stop (another replica may have seen the topic end elsewhere)
                 end = meta.get("end_offset") if meta is not None else None
@@ -392,7 +391,7 @@ class Checkpointer:
     async def _start_offset(self, tp: TopicPartition) -> int:
         """Where a partition without a checkpoint starts (``start_from``)."""
         consumer = self.session.consumer
-        if self.session.definition.start_from == "earliest":
+        if self.session.stage.start_from == "earliest":
             offsets = await consumer.beginning_offsets([tp])
         else:
             offsets = await consumer.end_offsets([tp])

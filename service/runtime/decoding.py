@@ -13,7 +13,7 @@ late and failed outputs can forward the original key and value unchanged.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import orjson
 
@@ -40,6 +40,14 @@ class DeadLetter(NamedTuple):
     """Short machine-readable reason: ``decode_error``, ``missing_key``, ``bad_timestamp``..."""
     error: str
     """Human-readable detail."""
+
+
+class Decoder(Protocol):
+    """Turns fetched records into input records (or dead letters), in order."""
+
+    def decode(
+        self, records: Sequence[Any], inputs: list[InputRecord], failed: list[DeadLetter]
+    ) -> None: ...
 
 
 REASON_DECODE = "decode_error"

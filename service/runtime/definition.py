@@ -47,6 +47,14 @@ class WatermarkSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class ShuffleSettings:
+    """A keyed shuffle: the pipeline runs as two stages through an internal topic."""
+
+    partitions: int | None = None
+    """The shuffle topic's partition count; None: the widest source topic's."""
+
+
+@dataclass(frozen=True, slots=True)
 class SinkSettings:
     topic: str
     dead_letter_topic: str
@@ -63,6 +71,12 @@ class PipelineDefinition:
     operator_factory: OperatorFactory
     key_field: str | None = None
     """Dotted path into the payload; None = the Kafka record key as UTF-8 text."""
+    shuffle: ShuffleSettings | None = None
+    """Set: records are routed by key through the shuffle topic to the keyed stage
+    (semantics.md section 8); None: the keyed operator reads the source directly."""
+    key_partitioned: bool = False
+    """The spec promises the source is partitioned by ``key_field`` as Kafka's default
+    partitioner would (no shuffle); the promise is checked per record and counted."""
     timestamp: TimestampSettings = TimestampSettings()
     watermark: WatermarkSettings = WatermarkSettings()
     start_from: Literal["earliest", "latest"] = "earliest"
@@ -91,6 +105,16 @@ class PipelineDefinition:
         """Where the pipeline's per-partition state is checkpointed (this epoch's)."""
         return changelog_topic(self.name, self.state_epoch)
 
+    @property
+    def shuffle_topic(self) -> str:
+        """The internal topic a shuffled pipeline routes records through (this epoch's)."""
+        return shuffle_topic(self.name, self.state_epoch)
+
+    @property
+    def shuffle_group_id(self) -> str:
+        """The keyed stage's consumer group when the pipeline shuffles."""
+        return f"{self.group_id}.keyed"
+
 
 def epoch_suffix(epoch: int) -> str:
     """``""`` for epoch 0 (the names before epochs existed), else ``".E<epoch>"``.
@@ -104,3 +128,8 @@ def epoch_suffix(epoch: int) -> str:
 def changelog_topic(name: str, epoch: int) -> str:
     """The changelog topic of pipeline ``name`` in state epoch ``epoch``."""
     return f"clockwork.{name}{epoch_suffix(epoch)}.changelog"
+
+
+def shuffle_topic(name: str, epoch: int) -> str:
+    """The shuffle topic of pipeline ``name`` in state epoch ``epoch``."""
+    return f"clockwork.{name}{epoch_suffix(epoch)}.shuffle"

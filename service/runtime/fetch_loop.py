@@ -40,6 +40,7 @@ from service.core.time import MIN_TIMESTAMP
 from service.operators.base import InputRecord
 from service.runtime.batch_reader import BatchReader
 from service.runtime.decoding import DeadLetter
+from service.runtime.end_offsets import probe_end_offsets
 from service.runtime.interrupts import Interrupted
 from service.runtime.partition import PartitionTask
 from service.runtime.prefetch import Chunk, PendingInput
@@ -59,7 +60,7 @@ class FetchLoop:
 
     def __init__(self, session: Session) -> None:
         self.session = session
-        self.per_record = session.definition.watermark.interval_ms == 0
+        self.per_record = session.stage.watermark.interval_ms == 0
         self.last_group_check = 0.0
 
     async def run(self) -> bool:
@@ -282,19 +283,23 @@ class FetchLoop:
         tp = part.tp
         last = len(inputs) - 1
         for i, record in enumerate(inputs):
+            if part.markers_before(i):  # a shuffle's markers come in order with records
+                combiner.update(tp, part.generator.current_watermark, now)
+                emit(now)
             part.process_one(record, inputs[i + 1][3] if i < last else end)
             combiner.update(tp, part.generator.current_watermark, now)
             emit(now)
         part.skipped(count - len(inputs), end)
-        if not inputs:
+        if part.markers_before(len(inputs)) or not inputs:
             combiner.update(tp, part.generator.current_watermark, now)
+            emit(now)
         part.timers.reschedule()
 
     # -- bounded input -------------------------------------------------------------------
     def update_highwaters(self) -> None:
         session = self.session
         consumer = session.consumer
-        bounded = session.definition.bounded
+        bounded = session.definition.bounded and session.stage.reads_source
         for tp, part in session.partitions.items():
             highwater = consumer.highwater(tp)
             if highwater is not None:
@@ -330,6 +335,11 @@ class FetchLoop:
         for tp, part in session.partitions.items():
             if part.finished or tp in session.pending:  # pending: records still to process
                 continue
+            if not session.stage.reads_source:  # a shuffle partition: its markers say
+                if getattr(part.generator, "finished", False):
+                    self.finish_partition(part)
+                    finished.append(part)
+                continue
             end = part.end_offset
             if end is None:
                 continue
@@ -352,10 +362,18 @@ class FetchLoop:
         session.pauses.apply()
 
     async def pipeline_finished(self) -> bool:
-        """Whether every partition of the pipeline reached its end: this replica's by
-        its own account, the others' by the offsets committed in the group."""
+        """Whether every partition of the stage reached its end: this replica's by its
+        own account, the others' by the offsets committed in the group.
+
+        A shuffle partition's end is known only once every source said ``MAX`` in it;
+        markers go to every shuffle partition, so when this replica's are finished, so
+        is what stage 1 writes, and the others' ends are the topic's ends now."""
         session = self.session
         consumer = session.consumer
+        if not session.stage.reads_source:
+            session.end_offsets = await probe_end_offsets(
+                session.settings.bootstrap_servers, session.stage.topics
+            )
         done = 0
         total = 0
         for tp, probed in session.end_offsets.items():

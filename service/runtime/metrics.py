@@ -63,6 +63,11 @@ class RuntimeMetrics:
     takeover_delay: Histogram
     partitions_finished: Gauge
     prefetched_records: Counter
+    shuffle_records_in: Counter
+    shuffle_records_routed: Counter
+    shuffle_markers: Counter
+    shuffle_replays: Counter
+    key_partition_mismatches: Counter
     pipeline_up: Gauge
     pipeline_restarts: Counter
     broker_ready: Gauge
@@ -309,6 +314,39 @@ def build_metrics(registry: CollectorRegistry) -> RuntimeMetrics:
             _P,
             registry=r,
         ),
+        shuffle_records_in=Counter(
+            "clockwork_shuffle_records_in",
+            "Records the keyed stage of a shuffled pipeline read from a shuffle partition "
+            "(replays dropped not included).",
+            _PP,
+            registry=r,
+        ),
+        shuffle_records_routed=Counter(
+            "clockwork_shuffle_records_routed",
+            "Records the route stage of a shuffled pipeline wrote to the shuffle topic.",
+            _P,
+            registry=r,
+        ),
+        shuffle_markers=Counter(
+            "clockwork_shuffle_markers",
+            "Watermark markers the keyed stage of a shuffled pipeline received.",
+            _P,
+            registry=r,
+        ),
+        shuffle_replays=Counter(
+            "clockwork_shuffle_replays_dropped",
+            "Routed records dropped by the keyed stage because they were applied before "
+            "(a restarted or zombie route stage wrote them again).",
+            _P,
+            registry=r,
+        ),
+        key_partition_mismatches=Counter(
+            "clockwork_key_partition_mismatches",
+            "Records of a source declared partitioned by the key (key.partitioned) whose "
+            "key Kafka's default partitioner puts in another partition: a broken promise.",
+            _P,
+            registry=r,
+        ),
         pipeline_up=Gauge(
             "clockwork_pipeline_running",
             "1 while the pipeline's consumer loop runs, else 0.",
@@ -373,6 +411,11 @@ METRIC_NAMES: tuple[str, ...] = (
     "clockwork_takeover_delay_seconds",
     "clockwork_partitions_finished",
     "clockwork_prefetched_records_total",
+    "clockwork_shuffle_records_in_total",
+    "clockwork_shuffle_records_routed_total",
+    "clockwork_shuffle_markers_total",
+    "clockwork_shuffle_replays_dropped_total",
+    "clockwork_key_partition_mismatches_total",
     "clockwork_pipeline_running",
     "clockwork_pipeline_restarts_total",
     "clockwork_broker_ready",

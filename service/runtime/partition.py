@@ -18,7 +18,7 @@ from aiokafka import TopicPartition
 from service.core.time import MIN_TIMESTAMP, Clock
 from service.core.watermarks import Punctuated, WatermarkGenerator
 from service.operators.base import InputRecord, Operator
-from service.runtime.decoding import DeadLetter, RecordDecoder
+from service.runtime.decoding import DeadLetter, Decoder
 from service.runtime.processing_timers import ProcessingTimeScheduler
 from service.runtime.sinks import OutputSink
 
@@ -56,7 +56,7 @@ class PartitionTask:
         tp: TopicPartition,
         operator: Operator,
         generator: WatermarkGenerator,
-        decoder: RecordDecoder,
+        decoder: Decoder,
         sink: OutputSink,
         clock: Clock,
         loop: asyncio.AbstractEventLoop,
@@ -164,6 +164,12 @@ class PartitionTask:
         self.records_in += 1
         self.next_offset = end
         self.drain()
+
+    def markers_before(self, index: int) -> bool:
+        """Per-record mode: apply what must come before input ``index`` of the last
+        :meth:`decode` (watermark markers of a shuffle); True if its watermark may have
+        moved. Nothing here: a source partition's watermark is its records'."""
+        return False
 
     def skipped(self, count: int, end: int) -> None:
         """``count`` records up to offset ``end`` gave no input (dead letters only)."""

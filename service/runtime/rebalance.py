@@ -46,6 +46,7 @@ class RebalanceListener(ConsumerRebalanceListener):  # type: ignore[misc]
         for part in parts:
             part.close()
             session.reporter.report_timer_counts(part)  # what happened since the last refresh
+            session.reporter.report_shuffle(part)
             session.emitter.combiner.revoke(part.tp)
             session.reporter.forget(part.tp)
         for tp in revoked:

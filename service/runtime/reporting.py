@@ -13,7 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 from aiokafka import TopicPartition
 
+from service.core.shuffle import ShuffleInput
 from service.runtime.partition import PartitionTask
+from service.runtime.partitioning_check import PartitioningCheck
+from service.runtime.shuffle.writer import ShuffleWriter
 from service.runtime.status import PartitionStatus
 
 if TYPE_CHECKING:
@@ -33,14 +36,66 @@ class SessionReporter:
         self.records_held = metrics.alignment_records_held.labels(session.name)
         self.last_refresh = 0.0
         self._alignment_reported = (0, 0)
+        self._shuffle_reported: dict[TopicPartition, tuple[int, int, int]] = {}
+        """Per partition: (routed, markers, replays) or mismatches, as last reported."""
 
     def records_counter(self, tp: TopicPartition) -> Any:
+        """``clockwork_records_in`` of a source partition; a shuffle partition's records
+        count in ``clockwork_shuffle_records_in`` (each source record counts once)."""
         counter = self.records_in.get(tp)
         if counter is None:
-            counter = self.records_in[tp] = self.session.metrics.records_in.labels(
+            metrics = self.session.metrics
+            metric = (
+                metrics.records_in
+                if self.session.stage.reads_source
+                else (metrics.shuffle_records_in)
+            )
+            counter = self.records_in[tp] = metric.labels(
                 self.session.name, f"{tp.topic}/{tp.partition}"
             )
         return counter
+
+    def shuffle_numbers(self, part: PartitionTask) -> dict[str, Any] | None:
+        """The stage-specific numbers of a partition (PartitionStatus.shuffle)."""
+        operator, generator, decoder = part.operator, part.generator, part.decoder
+        if isinstance(operator, ShuffleWriter):
+            return {"routed": operator.routed}
+        if isinstance(generator, ShuffleInput):
+            return {
+                "sources": generator.sources,
+                "markers_received": {str(s): n for s, n in generator.markers_received().items()},
+                "idle_sources": generator.idle_sources(),
+                "replays_dropped": generator.replays,
+            }
+        if isinstance(decoder, PartitioningCheck):
+            return {"key_partition_mismatches": decoder.mismatches}
+        return None
+
+    def report_shuffle(self, part: PartitionTask) -> None:
+        """Move a partition's stage-specific counts into the metrics (deltas)."""
+        m = self.session.metrics
+        name = self.session.name
+        operator, generator, decoder = part.operator, part.generator, part.decoder
+        if isinstance(operator, ShuffleWriter):
+            now = (operator.routed, 0, 0)
+        elif isinstance(generator, ShuffleInput):
+            markers = sum(generator.markers_received().values())
+            now = (0, markers, generator.replays)
+        elif isinstance(decoder, PartitioningCheck):
+            now = (decoder.mismatches, 0, 0)
+        else:
+            return
+        before = self._shuffle_reported.get(part.tp, (0, 0, 0))
+        self._shuffle_reported[part.tp] = now
+        first, markers, replays = (now[i] - before[i] for i in range(3))
+        if first and isinstance(operator, ShuffleWriter):
+            m.shuffle_records_routed.labels(name).inc(first)
+        elif first:
+            m.key_partition_mismatches.labels(name).inc(first)
+        if markers:
+            m.shuffle_markers.labels(name).inc(markers)
+        if replays:
+            m.shuffle_replays.labels(name).inc(replays)
 
     def partition_status(self, part: PartitionTask, now: int) -> PartitionStatus:
         session = self.session
@@ -71,6 +126,8 @@ class SessionReporter:
             drift_ms=drift,
             held_records=pending.held if pending is not None else 0,
             max_lead_ms=part.max_lead,
+            stage=session.stage.name,
+            shuffle=self.shuffle_numbers(part),
         )
 
     def refresh(self) -> None:
@@ -111,6 +168,7 @@ class SessionReporter:
                 m.late_records.labels(name, "dropped").inc(part.late_dropped)
                 part.late_dropped = 0
             self.report_timer_counts(part)
+            self.report_shuffle(part)
             wakeups = part.timers.wakeups
             if wakeups:
                 m.timers_fired.labels(name).inc(wakeups)
@@ -160,6 +218,7 @@ class SessionReporter:
     def forget(self, tp: TopicPartition) -> None:
         """``tp`` left this session: drop its per-partition series."""
         self.records_in.pop(tp, None)
+        self._shuffle_reported.pop(tp, None)
         label = f"{tp.topic}/{tp.partition}"
         m = self.session.metrics
         name = self.session.name

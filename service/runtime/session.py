@@ -27,7 +27,6 @@ from aiokafka.errors import KafkaConnectionError
 from service.core.alignment import WatermarkAlignment
 from service.runtime.batch_producer import BatchProducer
 from service.runtime.checkpointing import Checkpointer
-from service.runtime.decoding import RecordDecoder
 from service.runtime.end_offsets import probe_end_offsets
 from service.runtime.fetch_loop import FetchLoop
 from service.runtime.interrupts import Interrupted, Interruptible, abandon_join
@@ -42,7 +41,7 @@ from service.runtime.topics import ensure_topics
 from service.runtime.watermark_emitter import WatermarkEmitter
 
 if TYPE_CHECKING:
-    from service.runtime.pipeline_runner import PipelineRunner
+    from service.runtime.stage_runner import StageRunner
 
 logger = logging.getLogger(__name__)
 
@@ -71,16 +70,17 @@ def drop_unsent(producer: AIOKafkaProducer, error: BaseException | None) -> None
 class Session:
     """One consumer-group membership of a pipeline: its clients and partitions."""
 
-    def __init__(self, runner: PipelineRunner) -> None:
+    def __init__(self, runner: StageRunner) -> None:
         self.runner = runner
+        self.stage = stage = runner.stage
         self.definition = definition = runner.definition
         self.settings = runner.settings
         self.clock = runner.clock
         self.metrics = runner.metrics
         self.name = definition.name
         self.partitions: dict[TopicPartition, PartitionTask] = {}
-        self.decoder = RecordDecoder(definition)
-        wm = definition.watermark
+        self.decoder = stage.decoder()
+        wm = stage.watermark
         self.alignment: WatermarkAlignment[TopicPartition] | None = (
             WatermarkAlignment(wm.max_drift_ms) if wm.max_drift_ms is not None else None
         )
@@ -93,6 +93,7 @@ class Session:
             self._after_emit,
             idle_advance=wm.idle_advance,
             on_tick=self.align if self.alignment is not None else None,
+            on_emit=self._on_emit,
         )
         self.records_in = 0
         self.polls = 0
@@ -127,10 +128,12 @@ class Session:
         runner = self.runner
         settings = self.settings
         definition = self.definition
+        stage = self.stage
         counts = await ensure_topics(
             settings.bootstrap_servers, definition, settings.replication_factor
         )
-        if definition.bounded:
+        stage.prepare(self, counts)
+        if definition.bounded and stage.reads_source:
             self.end_offsets = await self.bounded_ends()
         self.producer = AIOKafkaProducer(
             bootstrap_servers=settings.bootstrap_servers,
@@ -147,9 +150,9 @@ class Session:
         heartbeat = settings.heartbeat_interval_ms or max(100, settings.session_timeout_ms // 3)
         self.consumer = AIOKafkaConsumer(
             bootstrap_servers=settings.bootstrap_servers,
-            group_id=definition.group_id,
+            group_id=stage.group_id,
             enable_auto_commit=False,
-            auto_offset_reset=definition.start_from,
+            auto_offset_reset=stage.start_from,
             fetch_max_wait_ms=settings.fetch_max_wait_ms,
             max_partition_fetch_bytes=settings.max_partition_fetch_bytes,
             fetch_max_bytes=settings.fetch_max_bytes,
@@ -158,10 +161,11 @@ class Session:
             request_timeout_ms=settings.request_timeout_ms,
         )
         self.pauses.consumer = self.consumer
-        self.consumer.subscribe(list(definition.topics), listener=RebalanceListener(self))
+        self.consumer.subscribe(list(stage.topics), listener=RebalanceListener(self))
         if (
             settings.prefetch_max_records > 0
-            and definition.watermark.interval_ms > 0  # per-record mode: no batches to take
+            and stage.prefetches
+            and stage.watermark.interval_ms > 0  # per-record mode: no batches to take
             and self.alignment is None  # alignment paces partitions batch by batch
         ):
             self.prefetcher = Prefetcher(
@@ -277,6 +281,9 @@ class Session:
     def _after_emit(self) -> None:
         if self.batches is not None:
             self.batches.send_open()
+
+    def _on_emit(self, now: int) -> bool:
+        return self.stage.on_emit(self, now)
 
     # -- pauses ----------------------------------------------------------------------
     def set_user_paused(self, paused: bool) -> None:

@@ -52,6 +52,15 @@ class PartitionStatus:
     """How far its watermark is ahead of the combined one (0 if not); None before both."""
     held_records: int = 0
     """Fetched records held back by watermark alignment until the others catch up."""
+    stage: str = "keyed"
+    """The stage it belongs to: ``keyed`` (the operator over the source), ``route``
+    (a source partition routed into the shuffle) or ``shuffled`` (the operator over a
+    shuffle partition)."""
+    shuffle: dict[str, Any] | None = None
+    """Stage-specific numbers: a routed partition's records routed; a shuffle
+    partition's markers received per source partition, idle sources and replays
+    dropped; a partition whose source is declared partitioned by the key, the records
+    whose key belongs to another partition."""
     max_lead_ms: int | None = None
     """The largest lead of its watermark over the other partitions' minimum after any
     processed batch (alignment keeps it within ``max_drift_ms`` plus one record's step)."""
@@ -77,6 +86,35 @@ class PartitionStatus:
             "drift_ms": self.drift_ms,
             "held_records": self.held_records,
             "max_lead_ms": self.max_lead_ms,
+            "stage": self.stage,
+            **({"shuffle": self.shuffle} if self.shuffle is not None else {}),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class StageStatus:
+    """One stage of a pipeline that runs as several (a keyed shuffle)."""
+
+    name: str
+    state: PipelineState
+    reason: str | None
+    watermark: int | None = None
+    """The stage's combined watermark over its partitions held here."""
+    records_in: int = 0
+    loop_turns: int = 0
+    partitions_finished: int | None = None
+    partitions_total: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "state": self.state.value,
+            "reason": self.reason,
+            "watermark": self.watermark,
+            "records_in": self.records_in,
+            "loop_turns": self.loop_turns,
+            "partitions_finished": self.partitions_finished,
+            "partitions_total": self.partitions_total,
         }
 
 
@@ -107,6 +145,8 @@ class PipelineStatus:
     group's committed offsets said at the last look; None before it."""
     partitions_total: int | None = None
     """Bounded input: partitions of the whole pipeline."""
+    stages: tuple[StageStatus, ...] = ()
+    """A pipeline with a keyed shuffle: its two stages (``route``, ``shuffled``)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -122,4 +162,5 @@ class PipelineStatus:
             "partitions_finished": self.partitions_finished,
             "partitions_total": self.partitions_total,
             "partitions": [p.to_dict() for p in self.partitions],
+            **({"stages": [s.to_dict() for s in self.stages]} if self.stages else {}),
         }

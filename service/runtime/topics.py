@@ -1,9 +1,12 @@
-"""Creating a pipeline's output and changelog topics, and learning partition counts.
+"""Creating a pipeline's output, shuffle and changelog topics, and learning partition counts.
 
 Output topics (results, late data, dead letters) get as many partitions as the widest
-source topic. The changelog gets exactly that many too (source partition ``p`` is
-checkpointed to changelog partition ``p``), with ``cleanup.policy=compact`` so it keeps
-the newest value per state entry. An existing topic is left as it is.
+source topic. A shuffled pipeline's shuffle topic gets the spec's count (default: that
+width too), ``cleanup.policy=delete`` (the keyed stage trims what it committed, where
+the broker can). The changelog gets as many as the widest of the source topics and the
+shuffle topic (source or shuffle partition ``p`` is checkpointed to changelog partition
+``p``), with ``cleanup.policy=compact`` so it keeps the newest value per state entry.
+An existing topic is left as it is.
 """
 
 from __future__ import annotations
@@ -17,6 +20,13 @@ from service.runtime.definition import PipelineDefinition
 logger = logging.getLogger(__name__)
 
 _TOPIC_ALREADY_EXISTS = 36
+
+SHUFFLE_CONFIGS = {
+    "cleanup.policy": "delete",
+    # A safety net where records cannot be deleted once read (DeleteRecords): a week
+    # covers any outage of the keyed stage this topic should wait for.
+    "retention.ms": str(7 * 24 * 3600 * 1000),
+}
 
 CHANGELOG_CONFIGS = {
     "cleanup.policy": "compact",
@@ -52,24 +62,41 @@ async def ensure_topics(
         if sink.late_topic:
             outputs.append(sink.late_topic)
         existing = set(await admin.list_topics())
-        wanted: dict[str, dict[str, str]] = {t: {} for t in outputs if t not in existing}
+        # name -> (partitions, configs)
+        wanted: dict[str, tuple[int, dict[str, str]]] = {
+            t: (width, {}) for t in outputs if t not in existing
+        }
+        shuffled = definition.shuffle is not None
+        shuffle_width = width
+        if definition.shuffle is not None:
+            shuffle_width = definition.shuffle.partitions or width
+            if definition.shuffle_topic in existing:
+                existing_counts = await _partition_counts(admin, [definition.shuffle_topic])
+                shuffle_width = existing_counts.get(definition.shuffle_topic, shuffle_width)
+            else:
+                wanted[definition.shuffle_topic] = (shuffle_width, SHUFFLE_CONFIGS)
+        changelog_width = max(width, shuffle_width)
         if definition.changelog_topic not in existing:
-            wanted[definition.changelog_topic] = CHANGELOG_CONFIGS
+            wanted[definition.changelog_topic] = (changelog_width, CHANGELOG_CONFIGS)
         if wanted:
             response = await admin.create_topics(
                 [
-                    NewTopic(name, width, replication_factor, topic_configs=configs)
-                    for name, configs in wanted.items()
+                    NewTopic(name, partitions, replication_factor, topic_configs=configs)
+                    for name, (partitions, configs) in wanted.items()
                 ]
             )
             for name, code, *rest in response.topic_errors:
                 if code not in (0, _TOPIC_ALREADY_EXISTS):
                     raise TopicError(f"could not create topic {name}: error {code} {rest}")
             logger.info("pipeline %s: created topics %s", definition.name, sorted(wanted))
-        counts.update(await _partition_counts(admin, [*outputs, definition.changelog_topic]))
-        if counts.get(definition.changelog_topic, 0) < width:
+        internal = [definition.changelog_topic]
+        if shuffled:
+            internal.append(definition.shuffle_topic)
+        counts.update(await _partition_counts(admin, [*outputs, *internal]))
+        if counts.get(definition.changelog_topic, 0) < changelog_width:
             raise TopicError(
-                f"changelog {definition.changelog_topic} has fewer partitions than the source"
+                f"changelog {definition.changelog_topic} has fewer partitions than the "
+                "source (or the shuffle) topic"
             )
         return counts
     finally:

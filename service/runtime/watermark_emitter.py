@@ -45,6 +45,7 @@ class WatermarkEmitter:
     __slots__ = (
         "_after_emit",
         "_clock",
+        "_on_emit",
         "_on_tick",
         "_task",
         "combiner",
@@ -63,7 +64,11 @@ class WatermarkEmitter:
         *,
         idle_advance: bool = False,
         on_tick: Callable[[int], None] | None = None,
+        on_emit: Callable[[int], bool] | None = None,
     ) -> None:
+        """``on_tick(now)`` runs after each periodic tick (alignment), ``on_emit(now)``
+        after each emission, periodic or per record (a shuffle's markers; True if it
+        wrote something, which then leaves at once)."""
         self.partitions = partitions
         self.combiner: WatermarkCombiner[TopicPartition] = WatermarkCombiner(
             idle_timeout_ms, idle_advance=idle_advance
@@ -75,6 +80,7 @@ class WatermarkEmitter:
         """0: no periodic task (per-record emission only)."""
         self._after_emit = after_emit
         self._on_tick = on_tick
+        self._on_emit = on_emit
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -98,6 +104,8 @@ class WatermarkEmitter:
                 part = partitions.get(tp)
                 if part is not None:
                     part.advance_watermark(watermark)
+        wrote = self._on_emit is not None and self._on_emit(now)
+        if deliveries or wrote:
             self._after_emit()
 
     def start(self, on_error: Callable[[BaseException], None]) -> None:

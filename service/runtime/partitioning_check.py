@@ -1,0 +1,43 @@
+"""Checking the promise ``key.partitioned``: the source is partitioned by the key.
+
+A pipeline keyed by a payload field skips the shuffle when its spec declares the source
+partitioned by that field, as a producer keyed by it with Kafka's default partitioner
+would have written it. Per record the check asks the partitioner where the key belongs
+(cached per key, ``core/partitioner.py``) and counts those found elsewhere: the windows
+of such a key are split between partitions, so their results are wrong, and status and
+``clockwork_key_partition_mismatches_total`` say so. The records are processed as
+always: the check tells, it does not repair (a shuffle does; drop ``partitioned``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from service.core.partitioner import KeyPartitioner
+from service.operators.base import InputRecord
+from service.runtime.decoding import DeadLetter, Decoder
+
+
+class PartitioningCheck:
+    """Decodes one partition's records with ``decoder`` and counts keys that belong to
+    another partition."""
+
+    __slots__ = ("_decoder", "_partition", "_partitioner", "mismatches")
+
+    def __init__(self, decoder: Decoder, partitioner: KeyPartitioner, partition: int) -> None:
+        self._decoder = decoder
+        self._partitioner = partitioner
+        self._partition = partition
+        self.mismatches = 0
+
+    def decode(
+        self, records: Sequence[Any], inputs: list[InputRecord], failed: list[DeadLetter]
+    ) -> None:
+        start = len(inputs)
+        self._decoder.decode(records, inputs, failed)
+        partition_of = self._partitioner
+        partition = self._partition
+        for i in range(start, len(inputs)):
+            if partition_of(inputs[i][0]) != partition:
+                self.mismatches += 1

@@ -1,0 +1,52 @@
+"""A shuffle partition of stage 2: a partition task that applies markers in order.
+
+The watermark a marker raises must be delivered after the records before it and before
+the records after it (Flink's order of records and watermarks in a channel). With
+periodic emission the partition's watermark is read only between batches, so applying a
+batch's markers after processing the inputs before them is enough; with
+``interval_ms = 0`` the fetch loop asks before every record (:meth:`markers_before`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from service.operators.base import InputRecord
+from service.runtime.decoding import DeadLetter
+from service.runtime.partition import PartitionTask
+from service.runtime.shuffle.reader import ShuffleDecoder
+
+
+class ShuffledPartitionTask(PartitionTask):
+    """:class:`PartitionTask` over a shuffle partition (its decoder is its own)."""
+
+    __slots__ = ()
+
+    def process(self, records: Sequence[Any], failed: list[DeadLetter]) -> int:
+        total = super().process(records, failed)
+        self._decoder().apply_all()  # the markers after the last input
+        return total
+
+    def _process_slice(self, inputs: Sequence[InputRecord]) -> None:
+        decoder = self._decoder()
+        if not decoder.markers:
+            super()._process_slice(inputs)
+            return
+        start = 0
+        for index, source, watermark, idle, count in decoder.markers:
+            if index > start:
+                super()._process_slice(inputs[start:index])
+                start = index
+            decoder.input.marker(source, watermark, idle, count)
+        decoder.markers.clear()
+        if start < len(inputs):
+            super()._process_slice(inputs[start:])
+
+    def markers_before(self, index: int) -> bool:
+        return self._decoder().apply(index)
+
+    def _decoder(self) -> ShuffleDecoder:
+        decoder = self.decoder
+        assert isinstance(decoder, ShuffleDecoder)
+        return decoder

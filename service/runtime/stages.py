@@ -1,0 +1,223 @@
+"""The stages a pipeline runs as: what each consumer-group membership reads and does.
+
+A pipeline keyed by the Kafka key, or by a payload field the source is declared to be
+partitioned by, runs as one stage, :class:`KeyedStage`: each source partition is a shard
+of state with its own keyed operator. A pipeline keyed by any other payload field runs
+as two (semantics.md section 8), each with a consumer group of its own:
+
+- :class:`RouteStage` reads the source partitions, decodes them, takes key and
+  timestamp, and writes each record to the shuffle partition of its key, with watermark
+  markers (``runtime/shuffle/``); it keeps no state but its position and its
+  partitions' watermark generators;
+- :class:`ShuffledStage` reads the shuffle partitions and runs the keyed operator per
+  shuffle partition, its watermark the minimum of the markers
+  (:class:`~service.core.shuffle.ShuffleInput`).
+
+A :class:`~service.runtime.session.Session` runs one stage; everything else about it (the
+fetch loop, checkpoints, rebalances, restores) is the same for all three.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from aiokafka import TopicPartition
+
+from service.core.partitioner import KeyPartitioner
+from service.core.shuffle import ShuffleInput
+from service.core.time import Clock
+from service.core.watermarks import WatermarkGenerator, make_generator
+from service.operators.base import Operator
+from service.runtime.decoding import Decoder, RecordDecoder
+from service.runtime.definition import PipelineDefinition, WatermarkSettings
+from service.runtime.partition import PartitionTask
+from service.runtime.partitioning_check import PartitioningCheck
+from service.runtime.shuffle.reader import ShuffleDecoder
+from service.runtime.shuffle.task import ShuffledPartitionTask
+from service.runtime.shuffle.writer import ShuffleWriter
+
+if TYPE_CHECKING:
+    from service.runtime.session import Session
+
+
+class Stage:
+    """What one stage reads, how it builds a partition's parts, and how it ends."""
+
+    name = "keyed"
+    """``keyed`` (the keyed operator over the source), ``route`` or ``shuffled``."""
+    reads_source = True
+    """Whether its partitions are the pipeline's source partitions (records counted in
+    ``clockwork_records_in``, bounded input ended by end offsets)."""
+
+    def __init__(self, definition: PipelineDefinition) -> None:
+        self.definition = definition
+        self.watermark: WatermarkSettings = definition.watermark
+
+    @property
+    def topics(self) -> tuple[str, ...]:
+        return self.definition.topics
+
+    @property
+    def group_id(self) -> str:
+        return self.definition.group_id
+
+    @property
+    def start_from(self) -> str:
+        return self.definition.start_from
+
+    @property
+    def prefetches(self) -> bool:
+        """Whether the source may be read during the group join (prefetch.py)."""
+        return True
+
+    def prepare(self, session: Session, counts: dict[str, int]) -> None:
+        """Once per session, with the partition counts of the pipeline's topics."""
+
+    def decoder(self) -> RecordDecoder:
+        """The decoder a session shares between its partitions."""
+        return RecordDecoder(self.definition)
+
+    def generator(self) -> WatermarkGenerator:
+        wm = self.definition.watermark
+        return make_generator(wm.strategy, wm.max_out_of_orderness_ms, wm.field)
+
+    def partition_decoder(
+        self, session: Session, tp: TopicPartition, generator: WatermarkGenerator
+    ) -> Decoder:
+        """The decoder of one partition (the session's, unless it needs the partition's
+        own state)."""
+        return session.decoder
+
+    def operator(self, session: Session, tp: TopicPartition, clock: Clock) -> Operator:
+        return self.definition.operator_factory(clock)
+
+    @property
+    def task(self) -> type[PartitionTask]:
+        """The partition task class of this stage's partitions."""
+        return PartitionTask
+
+    def on_emit(self, session: Session, now: int) -> bool:
+        """After every watermark emission (every tick, every record with
+        ``interval_ms = 0``); True if it produced something."""
+        return False
+
+
+class KeyedStage(Stage):
+    """The keyed operator per source partition (the source is partitioned by the key)."""
+
+    def __init__(self, definition: PipelineDefinition) -> None:
+        super().__init__(definition)
+        self.partitioners: dict[str, KeyPartitioner] = {}
+
+    def prepare(self, session: Session, counts: dict[str, int]) -> None:
+        if self.definition.key_partitioned:  # the promise is checked per record
+            self.partitioners = {t: KeyPartitioner(counts[t]) for t in self.definition.topics}
+
+    def partition_decoder(
+        self, session: Session, tp: TopicPartition, generator: WatermarkGenerator
+    ) -> Decoder:
+        partitioner = self.partitioners.get(tp.topic)
+        if partitioner is None:
+            return session.decoder
+        return PartitioningCheck(session.decoder, partitioner, tp.partition)
+
+
+class RouteStage(Stage):
+    """Stage 1 of a shuffled pipeline: source partitions to the shuffle topic by key."""
+
+    name = "route"
+
+    def __init__(self, definition: PipelineDefinition) -> None:
+        super().__init__(definition)
+        self.sources: dict[TopicPartition, int] = {}
+        self.partitioner: KeyPartitioner | None = None
+
+    def prepare(self, session: Session, counts: dict[str, int]) -> None:
+        # Every source partition of the pipeline gets a number, the same on every replica.
+        self.sources = {
+            TopicPartition(topic, partition): index
+            for index, (topic, partition) in enumerate(
+                (topic, partition)
+                for topic in sorted(self.definition.topics)
+                for partition in range(counts[topic])
+            )
+        }
+        self.partitioner = KeyPartitioner(counts[self.definition.shuffle_topic])
+
+    def operator(self, session: Session, tp: TopicPartition, clock: Clock) -> Operator:
+        assert session.batches is not None and self.partitioner is not None
+        return ShuffleWriter(
+            session.batches,
+            self.definition.shuffle_topic,
+            self.partitioner,
+            self.sources[tp],
+            len(self.sources),
+        )
+
+    def on_emit(self, session: Session, now: int) -> bool:
+        """Markers: each source partition whose watermark or idleness changed says so
+        to every shuffle partition."""
+        combiner = session.emitter.combiner
+        advancing = combiner.idle_advancing  # idle_advance: event time runs on the clock
+        wrote = False
+        for tp, part in session.partitions.items():
+            writer = part.operator
+            if not isinstance(writer, ShuffleWriter) or part.finished:
+                continue
+            if advancing:
+                wrote |= writer.announce(combiner.current, False)
+                continue
+            idle = combiner.is_idle(tp, now) and not part.lag()  # nothing left to read
+            wrote |= writer.announce(part.generator.current_watermark, idle)
+        return wrote
+
+
+class ShuffledStage(Stage):
+    """Stage 2 of a shuffled pipeline: the keyed operator per shuffle partition."""
+
+    name = "shuffled"
+    reads_source = False
+
+    def __init__(self, definition: PipelineDefinition) -> None:
+        super().__init__(definition)
+        # Idleness comes from the markers, declared upstream; never from silence here.
+        self.watermark = replace(
+            definition.watermark, idle_timeout_ms=None, idle_advance=False, max_drift_ms=None
+        )
+
+    @property
+    def topics(self) -> tuple[str, ...]:
+        return (self.definition.shuffle_topic,)
+
+    @property
+    def group_id(self) -> str:
+        return self.definition.shuffle_group_id
+
+    @property
+    def start_from(self) -> str:
+        return "earliest"  # every routed record counts, whenever this stage first starts
+
+    @property
+    def prefetches(self) -> bool:
+        return False  # the decoder is per partition
+
+    def generator(self) -> WatermarkGenerator:
+        return ShuffleInput()
+
+    def partition_decoder(
+        self, session: Session, tp: TopicPartition, generator: WatermarkGenerator
+    ) -> Decoder:
+        assert isinstance(generator, ShuffleInput)
+        return ShuffleDecoder(generator)
+
+    @property
+    def task(self) -> type[PartitionTask]:
+        return ShuffledPartitionTask
+
+
+def stages_of(definition: PipelineDefinition) -> list[Stage]:
+    """The stages ``definition`` runs as."""
+    if definition.shuffle is None:
+        return [KeyedStage(definition)]
+    return [RouteStage(definition), ShuffledStage(definition)]
