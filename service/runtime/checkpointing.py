@@ -304,6 +304,7 @@ class Checkpointer:
                 session.fail,
                 session.reporter.lateness.observe,
             )
+            part.check = stage.input_check(tp)
             if meta is not None:
                 generator.restore(meta["generator"])
                 watermark = int(meta.get("watermark", MIN_TIMESTAMP))

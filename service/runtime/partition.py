@@ -19,6 +19,7 @@ from service.core.time import MIN_TIMESTAMP, Clock
 from service.core.watermarks import Punctuated, WatermarkGenerator
 from service.operators.base import InputRecord, Operator
 from service.runtime.decoding import DeadLetter, Decoder
+from service.runtime.partitioning_check import PartitioningCheck
 from service.runtime.processing_timers import ProcessingTimeScheduler
 from service.runtime.sinks import OutputSink
 
@@ -30,6 +31,7 @@ class PartitionTask:
     """State and bookkeeping of one ``(topic, partition)`` of one pipeline."""
 
     __slots__ = (
+        "check",
         "checkpointed",
         "decoder",
         "end_offset",
@@ -89,6 +91,8 @@ class PartitionTask:
         unchanged = skip."""
         self.timer_counts = read_timer_counts(operator)
         """The timer service's counts at the last metrics refresh (the baseline)."""
+        self.check: PartitioningCheck | None = None
+        """Run on every slice of input records before the operator (key.partitioned)."""
 
         def fire(now: int, head: int) -> None:
             if on_timer_lateness is not None and now >= head:
@@ -130,6 +134,8 @@ class PartitionTask:
 
     def _process_slice(self, inputs: Sequence[InputRecord]) -> None:
         """The operator and the watermark generator over one slice of decoded records."""
+        if self.check is not None:
+            self.check(inputs)
         self.operator.process_batch(inputs)
         if self.punctuated:
             on_event = self.generator.on_event
@@ -159,6 +165,8 @@ class PartitionTask:
 
     def process_one(self, record: InputRecord, end: int) -> None:
         """One decoded record; the next one to process is at offset ``end``."""
+        if self.check is not None:
+            self.check((record,))
         self.operator.process_batch((record,))
         self.generator.on_event(record[1], record[2])
         self.records_in += 1

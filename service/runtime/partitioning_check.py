@@ -12,32 +12,25 @@ always: the check tells, it does not repair (a shuffle does; drop ``partitioned`
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from service.core.partitioner import KeyPartitioner
 from service.operators.base import InputRecord
-from service.runtime.decoding import DeadLetter, Decoder
 
 
 class PartitioningCheck:
-    """Decodes one partition's records with ``decoder`` and counts keys that belong to
-    another partition."""
+    """Counts the input records of one partition whose key belongs to another; the
+    partition task runs it on every slice before the operator (prefetched ones too)."""
 
-    __slots__ = ("_decoder", "_partition", "_partitioner", "mismatches")
+    __slots__ = ("_partition", "_partitioner", "mismatches")
 
-    def __init__(self, decoder: Decoder, partitioner: KeyPartitioner, partition: int) -> None:
-        self._decoder = decoder
+    def __init__(self, partitioner: KeyPartitioner, partition: int) -> None:
         self._partitioner = partitioner
         self._partition = partition
         self.mismatches = 0
 
-    def decode(
-        self, records: Sequence[Any], inputs: list[InputRecord], failed: list[DeadLetter]
-    ) -> None:
-        start = len(inputs)
-        self._decoder.decode(records, inputs, failed)
+    def __call__(self, inputs: Sequence[InputRecord]) -> None:
         partition_of = self._partitioner
         partition = self._partition
-        for i in range(start, len(inputs)):
-            if partition_of(inputs[i][0]) != partition:
+        for record in inputs:
+            if partition_of(record[0]) != partition:
                 self.mismatches += 1

@@ -15,7 +15,6 @@ from aiokafka import TopicPartition
 
 from service.core.shuffle import ShuffleInput
 from service.runtime.partition import PartitionTask
-from service.runtime.partitioning_check import PartitioningCheck
 from service.runtime.shuffle.writer import ShuffleWriter
 from service.runtime.status import PartitionStatus
 
@@ -57,7 +56,7 @@ class SessionReporter:
 
     def shuffle_numbers(self, part: PartitionTask) -> dict[str, Any] | None:
         """The stage-specific numbers of a partition (PartitionStatus.shuffle)."""
-        operator, generator, decoder = part.operator, part.generator, part.decoder
+        operator, generator, check = part.operator, part.generator, part.check
         if isinstance(operator, ShuffleWriter):
             return {"routed": operator.routed}
         if isinstance(generator, ShuffleInput):
@@ -67,22 +66,22 @@ class SessionReporter:
                 "idle_sources": generator.idle_sources(),
                 "replays_dropped": generator.replays,
             }
-        if isinstance(decoder, PartitioningCheck):
-            return {"key_partition_mismatches": decoder.mismatches}
+        if check is not None:
+            return {"key_partition_mismatches": check.mismatches}
         return None
 
     def report_shuffle(self, part: PartitionTask) -> None:
         """Move a partition's stage-specific counts into the metrics (deltas)."""
         m = self.session.metrics
         name = self.session.name
-        operator, generator, decoder = part.operator, part.generator, part.decoder
+        operator, generator, check = part.operator, part.generator, part.check
         if isinstance(operator, ShuffleWriter):
             now = (operator.routed, 0, 0)
         elif isinstance(generator, ShuffleInput):
             markers = sum(generator.markers_received().values())
             now = (0, markers, generator.replays)
-        elif isinstance(decoder, PartitioningCheck):
-            now = (decoder.mismatches, 0, 0)
+        elif check is not None:
+            now = (check.mismatches, 0, 0)
         else:
             return
         before = self._shuffle_reported.get(part.tp, (0, 0, 0))

@@ -97,6 +97,10 @@ class Stage:
         """The partition task class of this stage's partitions."""
         return PartitionTask
 
+    def input_check(self, tp: TopicPartition) -> PartitioningCheck | None:
+        """What each slice of ``tp``'s input records is checked by before the operator."""
+        return None
+
     def on_emit(self, session: Session, now: int) -> bool:
         """After every watermark emission (every tick, every record with
         ``interval_ms = 0``); True if it produced something."""
@@ -114,13 +118,9 @@ class KeyedStage(Stage):
         if self.definition.key_partitioned:  # the promise is checked per record
             self.partitioners = {t: KeyPartitioner(counts[t]) for t in self.definition.topics}
 
-    def partition_decoder(
-        self, session: Session, tp: TopicPartition, generator: WatermarkGenerator
-    ) -> Decoder:
+    def input_check(self, tp: TopicPartition) -> PartitioningCheck | None:
         partitioner = self.partitioners.get(tp.topic)
-        if partitioner is None:
-            return session.decoder
-        return PartitioningCheck(session.decoder, partitioner, tp.partition)
+        return None if partitioner is None else PartitioningCheck(partitioner, tp.partition)
 
 
 class RouteStage(Stage):

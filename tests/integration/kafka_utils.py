@@ -14,6 +14,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from service.runtime.definition import (
     PipelineDefinition,
+    ShuffleSettings,
     SinkSettings,
     TimestampSettings,
     WatermarkSettings,
@@ -159,7 +160,10 @@ def window_definition(
     key_field: str | None = "user",
     timestamp_field: str = "ts",
     late: bool = True,
+    shuffle: bool | int = False,
+    key_partitioned: bool = False,
 ) -> PipelineDefinition:
+    """``shuffle``: route by key through a shuffle topic (an int: its partition count)."""
     sink = SinkSettings(
         topic=f"{name}.out",
         dead_letter_topic=f"{name}.dlq",
@@ -182,6 +186,10 @@ def window_definition(
         ),
         bounded=bounded,
         spec={"operator": operator},
+        shuffle=None
+        if shuffle is False
+        else ShuffleSettings(partitions=None if shuffle is True else int(shuffle)),
+        key_partitioned=key_partitioned,
     )
 
 

@@ -10,14 +10,8 @@ it holds, their checkpoints, what it finished, the takeovers it counted.
 
 from __future__ import annotations
 
-import json
-import os
 import signal
-import subprocess
-import sys
 from collections import defaultdict
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -33,89 +27,16 @@ from tests.integration.kafka_utils import (
     unique,
     wait_until,
 )
+from tests.integration.replicas import Replica, replicas
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
-ROOT = Path(__file__).resolve().parents[2]
 BASE = 1_700_000_000_000
 PARTITIONS = 4
 KEYS_PER_PARTITION = 4
 HALF = 3_000  # records per partition in each half of the input
 WINDOW_MS = 10_000
 AHEAD_MS = 10 * 3_600_000
-
-
-class Replica:
-    """One worker process and the status it reports."""
-
-    def __init__(self, bootstrap: str, name: str, topic: str, path: Path, **options: Any):
-        self.path = path
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tests.integration.worker",
-                bootstrap,
-                name,
-                topic,
-                json.dumps({"status": str(path), **options}),
-            ],
-            cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-
-    def status(self) -> dict[str, Any]:
-        try:
-            return dict(json.loads(self.path.read_text()))
-        except (FileNotFoundError, json.JSONDecodeError):
-            return {"partitions": [], "state": "starting"}
-
-    def holds(self) -> set[int]:
-        return {p["partition"] for p in self.status()["partitions"]}
-
-    def checkpointed(self, count: int, processed: bool = True) -> bool:
-        """Holds ``count`` partitions, each checkpointed at least once (and with
-        ``processed``, each with records processed since its assignment)."""
-        parts = self.status()["partitions"]
-        return len(parts) == count and all(
-            (p["records_in"] > 0 or not processed) and p["last_checkpoint_ms"] is not None
-            for p in parts
-        )
-
-    def stop(self, sig: int) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(sig)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-    @property
-    def exited(self) -> bool:
-        return self.process.poll() is not None
-
-
-@contextmanager
-def replicas(
-    bootstrap: str, name: str, topic: str, tmp_path: Path, count: int, **options: Any
-) -> Iterator[list[Replica]]:
-    started: list[Replica] = []
-
-    def start() -> Replica:
-        replica = Replica(bootstrap, name, topic, tmp_path / f"r{len(started)}.json", **options)
-        started.append(replica)
-        return replica
-
-    for _ in range(count):
-        start()
-    try:
-        yield started
-    finally:
-        for replica in started:
-            replica.stop(signal.SIGTERM)
 
 
 def partition_base(partition: int, ahead: bool) -> int:

@@ -8,7 +8,14 @@ commit, leave the group), SIGKILL is the crash. OPTIONS (all optional):
   pinned (as the API pins them when it creates a pipeline); the worker exits once the
   pipeline is finished;
 - ``"status": PATH``: the pipeline's status (and the takeover counter) is written to
-  PATH as JSON every 50 ms and at the end: the test's view of the replica.
+  PATH as JSON every 50 ms and at the end: the test's view of the replica;
+- ``"shuffle": true``: the pipeline routes by its key through a shuffle topic;
+- ``"crash": {"stage": S, "point": P, "at": N}``: the process kills itself (SIGKILL) at
+  the N-th checkpoint of stage S (``keyed``, ``route`` or ``shuffled``) that writes
+  something: ``before_flush`` (nothing of it done), ``after_outputs`` (its outputs
+  acknowledged, its changelog not written, its offsets not committed) or
+  ``after_commit`` (all done). Fault injection in the worker process itself; the
+  broker and the runtime are real.
 """
 
 from __future__ import annotations
@@ -52,6 +59,41 @@ def write_status(runtime: Runtime, name: str, path: str) -> None:
     os.replace(temporary, path)  # readers never see half a file
 
 
+def inject_crash(stage: str, point: str, at: int) -> None:
+    """Wrap the checkpointer so that the process dies where the options say."""
+    from service.runtime import checkpointing
+
+    original = checkpointing.Checkpointer._complete
+    hits = 0
+
+    def hit() -> None:
+        nonlocal hits
+        hits += 1
+        if hits >= at:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    async def complete(
+        self: checkpointing.Checkpointer,
+        encoded: Any,
+        batches: Any,
+        outputs: int,
+        started: float,
+    ) -> None:
+        if self.session.stage.name != stage or not encoded:
+            await original(self, encoded, batches, outputs, started)
+            return
+        if point == "before_flush":
+            hit()
+        elif point == "after_outputs":
+            await batches.wait_delivered(outputs)
+            hit()
+        await original(self, encoded, batches, outputs, started)
+        if point == "after_commit":
+            hit()
+
+    checkpointing.Checkpointer._complete = complete  # type: ignore[method-assign]
+
+
 async def main(bootstrap: str, name: str, topic: str, options: dict[str, Any]) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -65,7 +107,11 @@ async def main(bootstrap: str, name: str, topic: str, options: dict[str, Any]) -
         REPLICA_OPERATOR if replica else OPERATOR,
         bounded=ends is not None,
         max_out_of_orderness_ms=2_000 if replica else 0,
+        shuffle=bool(options.get("shuffle", False)),
     )
+    crash = options.get("crash")
+    if crash is not None:
+        inject_crash(crash["stage"], crash["point"], int(crash["at"]))
     if ends is not None:
         definition = replace(definition, end_offsets=tuple(tuple(e) for e in ends))
     runtime = Runtime(runtime_settings(bootstrap, checkpoint_interval_ms=200, max_records=500))
