@@ -3,8 +3,10 @@
 Also decides what a replacement may keep: :func:`state_fingerprint` hashes exactly the
 parts of a spec that shape the checkpointed state (source topics: the partitions state
 is keyed by; key; timestamp and watermark strategy: what event time means; operator:
-what the state *is*). Interval, idleness, drift, sink topics and ``bounded`` only change
-how the pipeline runs, so a replacement that changes only those keeps its state.
+what the state *is*; for a payload key, whether it shuffles and into how many partitions:
+what the state's shards are). Interval, idleness, drift, sink topics and ``bounded``
+only change how the pipeline runs, so a replacement that changes only those keeps its
+state.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from service.operators.window import WindowFunction, build_window_operator
 from service.runtime.definition import (
     OperatorFactory,
     PipelineDefinition,
+    ShuffleSettings,
     SinkSettings,
     TimestampSettings,
     WatermarkSettings,
@@ -51,6 +54,13 @@ def state_fingerprint(spec: PipelineSpec) -> str:
         "watermark": {"strategy": spec.watermark.strategy, "field": spec.watermark.field},
         "operator": spec.operator.model_dump(mode="json"),
     }
+    if spec.key is not None:
+        # What the state's shards are: the source partitions, or the shuffle's (and how
+        # many). A pipeline keyed by the Kafka key never shuffles: its fingerprint is as
+        # it always was.
+        shaping["shards"] = (
+            "source" if spec.key.partitioned else f"shuffle:{spec.key.shuffle_partitions}"
+        )
     canonical = json.dumps(shaping, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:32]
 
@@ -81,6 +91,12 @@ def build_definition(spec: PipelineSpec, allowed_modules: Sequence[str]) -> Pipe
         ),
         operator_factory=factory,
         key_field=spec.key.field if spec.key is not None else None,
+        shuffle=(
+            ShuffleSettings(partitions=spec.key.shuffle_partitions)
+            if spec.key is not None and not spec.key.partitioned
+            else None
+        ),
+        key_partitioned=spec.key is not None and spec.key.partitioned,
         timestamp=(
             TimestampSettings(source="kafka")
             if ts.source == "kafka"

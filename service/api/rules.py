@@ -360,7 +360,22 @@ def _topics(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
         )
 
 
+def _key(spec: Mapping[str, Any], allowed: Sequence[str]) -> Iterator[Problem]:
+    key = _obj(spec.get("key"))
+    if key is None:
+        return
+    if key.get("partitioned") is True and key.get("shuffle_partitions") is not None:
+        yield Problem(
+            ("key", "shuffle_partitions"),
+            "shuffle_unused",
+            "a source declared partitioned by the key is not shuffled: drop "
+            "shuffle_partitions, or partitioned",
+            key.get("shuffle_partitions"),
+        )
+
+
 _RULES: tuple[Rule, ...] = (
+    _key,
     _timestamp,
     _watermark,
     _assigner,

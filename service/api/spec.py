@@ -107,9 +107,19 @@ class SourceSpec(_Model):
 
 
 class KeySpec(_Model):
-    """The key a pipeline groups by; omit the whole ``key`` to use the Kafka record key."""
+    """The key a pipeline groups by; omit the whole ``key`` to use the Kafka record key.
+
+    A payload field as the key means a keyed shuffle (two stages through an internal
+    topic) unless ``partitioned`` says the source is partitioned by it already."""
 
     field: FieldPath
+    partitioned: bool = False
+    """The source's producers partition it by this field with Kafka's default
+    partitioner (the field's value as the Kafka key): no shuffle is needed. Checked per
+    record; a broken promise is counted in status and metrics, never repaired."""
+    shuffle_partitions: Annotated[int, Field(gt=0, le=10_000)] | None = None
+    """The shuffle topic's partitions (the keyed stage's parallelism); default: the
+    widest source topic's."""
 
 
 class TimestampSpec(_Model):
