@@ -102,7 +102,8 @@ def json_record(
 
 
 async def read_topic(bootstrap: str, topic: str, timeout_s: float = 10.0) -> list[Any]:
-    """Every record of ``topic`` up to the fetch high watermark, by partition and offset."""
+    """Every record of ``topic`` up to the fetch high watermark, by partition and offset
+    (none if the topic does not exist yet)."""
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=20
     )
@@ -110,6 +111,8 @@ async def read_topic(bootstrap: str, topic: str, timeout_s: float = 10.0) -> lis
     out: list[Any] = []
     try:
         partitions = await partition_ids(bootstrap, topic)
+        if not partitions:  # not created yet (Apache Kafka: describe names no partition)
+            return out
         deadline = time.monotonic() + timeout_s
         tps = [TopicPartition(topic, p) for p in sorted(partitions)]
         consumer.assign(tps)
