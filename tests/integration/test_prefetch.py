@@ -8,13 +8,9 @@ another member of the pipeline's group holds the rebalance the pipeline's join s
 
 from __future__ import annotations
 
-import asyncio
 from collections import defaultdict
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 
 import pytest
-from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from prometheus_client import CollectorRegistry
 
 from service.runtime.manager import Runtime
@@ -22,6 +18,7 @@ from service.runtime.metrics import build_metrics
 from service.runtime.status import PipelineState
 from tests.integration.kafka_utils import (
     create_topic,
+    join_held,
     json_record,
     produce,
     read_json,
@@ -40,48 +37,6 @@ TUMBLING = {
     "assigner": {"type": "tumbling", "size_ms": 10_000},
     "aggregations": {"n": {"fn": "count"}, "total": {"fn": "sum", "field": "amount"}},
 }
-
-
-class _HoldOnRevoke(ConsumerRebalanceListener):
-    """Does not give its partitions up (and so does not rejoin) until ``release``."""
-
-    def __init__(self, release: asyncio.Event) -> None:
-        self.release = release
-
-    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-        if revoked:  # not at its own first join
-            await self.release.wait()
-
-    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-        pass
-
-
-@asynccontextmanager
-async def join_held(bootstrap: str, group_id: str, topic: str) -> AsyncIterator[asyncio.Event]:
-    """A member of ``group_id``, alone on a topic of its own, that holds the group's next
-    rebalance (so the next member's join) until the yielded event is set."""
-    await create_topic(bootstrap, topic, 1)
-    release = asyncio.Event()
-    member = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
-        group_id=group_id,
-        enable_auto_commit=False,
-        session_timeout_ms=2000,  # as the pipeline's (a join on Tansu waits half)
-        heartbeat_interval_ms=200,
-    )
-    member.subscribe([topic], listener=_HoldOnRevoke(release))
-    await member.start()
-    try:
-
-        async def assigned() -> bool:
-            await member.getmany(timeout_ms=50)
-            return bool(member.assignment())
-
-        await wait_until(assigned, timeout_s=30)
-        yield release
-    finally:
-        release.set()
-        await member.stop()
 
 
 async def run(bootstrap: str, name: str, topic: str, prefetch: int) -> tuple[int, float]:
