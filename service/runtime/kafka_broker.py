@@ -45,10 +45,10 @@ DEFAULT_CLASSPATH_FILE = Path(__file__).resolve().parents[2] / "tests" / "kafka"
 DIR_PREFIX = "clockwork-kafka-"
 
 BROKER_SETTINGS: dict[str, str] = {
-    # Topics the service auto-creates (a sink written before ensure_topics, a test's
-    # topic) get 4 partitions, as on the embedded broker and in docker-compose.yml.
+    # No auto-creation (Tansu auto-creates): the tests prove that the service creates
+    # every topic it writes, as a production cluster that disables it needs.
+    "auto.create.topics.enable": "false",
     "num.partitions": "4",
-    "auto.create.topics.enable": "true",
     # One node: every internal topic has one replica, and transactions need their state
     # log to be writable with one in-sync replica.
     "offsets.topic.replication.factor": "1",
