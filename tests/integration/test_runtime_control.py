@@ -70,7 +70,8 @@ async def test_a_user_pause_survives_a_rebalance(bootstrap_servers: str) -> None
     await produce(bootstrap_servers, topic, records(40, 4))
     definition = window_definition(name, [topic], TUMBLING, bounded=False)
     a = Runtime(runtime_settings(bootstrap_servers))
-    b = Runtime(runtime_settings(bootstrap_servers))
+    b_metrics = CollectorRegistry()
+    b = Runtime(runtime_settings(bootstrap_servers), metrics=build_metrics(b_metrics))
     await a.start()
     await b.start()
     try:
@@ -111,7 +112,8 @@ async def test_a_pause_while_running_survives_a_rebalance(bootstrap_servers: str
     await produce(bootstrap_servers, topic, records(40, 4))
     definition = window_definition(name, [topic], TUMBLING, bounded=False)
     a = Runtime(runtime_settings(bootstrap_servers))
-    b = Runtime(runtime_settings(bootstrap_servers))
+    b_metrics = CollectorRegistry()
+    b = Runtime(runtime_settings(bootstrap_servers), metrics=build_metrics(b_metrics))
     await a.start()
     await b.start()
     try:
@@ -205,7 +207,8 @@ async def test_a_reset_with_two_replicas_starts_afresh_everywhere(bootstrap_serv
     epoch1 = replace(epoch0, state_epoch=1)
     assert epoch1.changelog_topic == f"clockwork.{name}.E1.changelog"
     a = Runtime(runtime_settings(bootstrap_servers))
-    b = Runtime(runtime_settings(bootstrap_servers))
+    b_metrics = CollectorRegistry()
+    b = Runtime(runtime_settings(bootstrap_servers), metrics=build_metrics(b_metrics))
     await a.start()
     await b.start()
     try:
@@ -246,3 +249,7 @@ async def test_a_reset_with_two_replicas_starts_afresh_everywhere(bootstrap_serv
     assert sorted((r["key"], r["result"]["n"]) for r in results) == [
         (f"u{p}", 10) for p in range(4)
     ]
+    # B's epoch-0 checkpoints after A's reset found their changelog: it is deleted only
+    # at the reset after (without auto-creation they failed, each after ~30 s)
+    failures = b_metrics.get_sample_value("clockwork_checkpoint_failures_total", {"pipeline": name})
+    assert not failures
