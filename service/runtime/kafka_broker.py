@@ -76,6 +76,21 @@ BROKER_SETTINGS: dict[str, str] = {
 }
 """Settings of the test broker beyond the listeners and the storage directory."""
 
+DEPLOYED_SETTINGS = (
+    "auto.create.topics.enable",
+    "num.partitions",
+    "offsets.topic.replication.factor",
+    "transaction.state.log.replication.factor",
+    "transaction.state.log.min.isr",
+    "share.coordinator.state.topic.replication.factor",
+    "share.coordinator.state.topic.min.isr",
+    "min.insync.replicas",
+    "group.initial.rebalance.delay.ms",
+)
+"""The settings of :data:`BROKER_SETTINGS` that ``docker-compose.yml``'s broker has too
+(checked by ``tests/deploy``); the rest only make the tests quick (internal topics'
+partitions, the cleaner's backoff, the lowest session timeout, threads)."""
+
 HEAP_OPTIONS = ("-Xms128m", "-Xmx768m")
 JVM_OPTIONS = (
     "-XX:+UseG1GC",
