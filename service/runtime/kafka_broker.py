@@ -190,22 +190,33 @@ def answers_api_versions(host: str, port: int, timeout_s: float = 1.0) -> bool:
     return bool(correlation_id == 7 and error_code == 0)
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _remove_stale_dirs(parent: Path) -> None:
     """Remove the directories of brokers whose starting process is gone (killed before
-    it could clean up: the broker itself died with it, see ``_parent_death_signal``)."""
+    it could clean up: the broker died with it, see ``_parent_death_signal``) once the
+    broker's own process has exited too."""
     for path in parent.glob(f"{DIR_PREFIX}*"):
         try:
-            pid = int(path.name[len(DIR_PREFIX) :].split("-", 1)[0])
+            starter = int(path.name[len(DIR_PREFIX) :].split("-", 1)[0])
         except ValueError:
             continue
-        if pid == os.getpid():
+        if starter == os.getpid() or _alive(starter):
             continue
         try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+            broker = int((path / "broker.pid").read_text())
+        except (OSError, ValueError):
+            broker = None
+        if broker is None or not _alive(broker):
             shutil.rmtree(path, ignore_errors=True)
-        except PermissionError:
-            continue
 
 
 class KafkaBroker:
@@ -324,6 +335,7 @@ class KafkaBroker:
                     start_new_session=True,
                     preexec_fn=_parent_death_signal(),
                 )
+            (self._dir / "broker.pid").write_text(str(self._process.pid))
             while time.monotonic() < deadline:
                 if self._process.poll() is not None:
                     raise BrokerStartError(
