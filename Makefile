@@ -49,7 +49,7 @@ test: lint typecheck kafka
 unit: $(STAMP_DEV)
 	$(VENV)/bin/pytest -q tests/core tests/operators
 
-bench: $(STAMP_DEV) kafka
+bench: $(STAMP_DEV)
 	$(PY) -m benchmarks.run
 
 bench-peers: $(STAMP_DEV)
