@@ -32,6 +32,7 @@ import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
+from typing import IO
 
 from service.runtime.embedded_broker import BrokerStartError, _parent_death_signal, free_port
 
@@ -283,49 +284,34 @@ class KafkaBroker:
     def start(self, timeout_s: float = 90.0) -> KafkaBroker:
         """Format the storage, start the node, return once it answers; raises
         :class:`BrokerStartError` (with the log's tail) if it does not within
-        ``timeout_s``, and :class:`KafkaNotInstalledError` without Java or the jars."""
+        ``timeout_s``, and :class:`KafkaNotInstalledError` without Java or the jars.
+
+        After ``stop(keep_data=True)`` it starts again on the same ports with the same
+        data (topics, records, groups and their offsets survive, as on a real restart).
+        """
+        if self.running:
+            raise BrokerStartError(f"already running on {self.bootstrap_servers}")
         classpath = self._classpath or read_classpath()
         java = java_binary()
-        parent = Path(tempfile.gettempdir())
-        _remove_stale_dirs(parent)
-        self._dir = Path(tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-", dir=parent))
+        if self._dir is None:
+            parent = Path(tempfile.gettempdir())
+            _remove_stale_dirs(parent)
+            self._dir = Path(tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-", dir=parent))
+            properties = self.server_properties(self._dir / "data")
+            (self._dir / "server.properties").write_text(
+                "".join(f"{k}={v}\n" for k, v in properties.items())
+            )
+            (self._dir / "log4j2.properties").write_text(_LOG4J2.format(level=self._log_level))
         config = self._dir / "server.properties"
-        config.write_text(
-            "".join(f"{k}={v}\n" for k, v in self.server_properties(self._dir / "data").items())
-        )
         log4j = self._dir / "log4j2.properties"
-        log4j.write_text(_LOG4J2.format(level=self._log_level))
         log_file = self.log_file
         assert log_file is not None
         java_args = ["-cp", classpath, f"-Dlog4j2.configurationFile={log4j}"]
         deadline = time.monotonic() + timeout_s
         try:
             with open(log_file, "ab") as log:
-                formatted = subprocess.run(
-                    [
-                        java,
-                        *TOOL_JVM_OPTIONS,
-                        *java_args,
-                        "kafka.tools.StorageTool",
-                        "format",
-                        "--cluster-id",
-                        random_cluster_id(),
-                        "--config",
-                        str(config),
-                        "--ignore-formatted",
-                    ],
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    timeout=timeout_s,
-                    check=False,
-                    preexec_fn=_parent_death_signal(),
-                )
-                if formatted.returncode != 0:
-                    raise BrokerStartError(
-                        f"formatting the Kafka storage failed ({formatted.returncode}): "
-                        f"{self._log_tail()}"
-                    )
+                if not (self._dir / "data" / "meta.properties").exists():
+                    self._format(java, java_args, config, log, timeout_s)
                 self._process = subprocess.Popen(
                     [java, *HEAP_OPTIONS, *JVM_OPTIONS, *java_args, "kafka.Kafka", str(config)],
                     stdout=log,
@@ -354,6 +340,35 @@ class KafkaBroker:
             self.stop()
             raise
 
+    def _format(
+        self, java: str, java_args: list[str], config: Path, log: IO[bytes], timeout_s: float
+    ) -> None:
+        """Format the KRaft storage named in ``config`` (a new cluster id)."""
+        formatted = subprocess.run(
+            [
+                java,
+                *TOOL_JVM_OPTIONS,
+                *java_args,
+                "kafka.tools.StorageTool",
+                "format",
+                "--cluster-id",
+                random_cluster_id(),
+                "--config",
+                str(config),
+                "--ignore-formatted",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            timeout=timeout_s,
+            check=False,
+            preexec_fn=_parent_death_signal(),
+        )
+        if formatted.returncode != 0:
+            raise BrokerStartError(
+                f"formatting the Kafka storage failed ({formatted.returncode}): {self._log_tail()}"
+            )
+
     def _log_tail(self, size: int = 3000) -> str:
         log = self.log_file
         try:
@@ -361,9 +376,10 @@ class KafkaBroker:
         except OSError:
             return ""
 
-    def stop(self, timeout_s: float = 30.0) -> None:
+    def stop(self, timeout_s: float = 30.0, *, keep_data: bool = False) -> None:
         """Stop the node (SIGTERM: a clean shutdown; SIGKILL after ``timeout_s``) and
-        remove its directory. Safe to call twice."""
+        remove its directory, unless ``keep_data`` (for a :meth:`start` again). Safe to
+        call twice."""
         process, self._process = self._process, None
         if process is not None and process.poll() is None:
             process.send_signal(signal.SIGTERM)
@@ -372,6 +388,8 @@ class KafkaBroker:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+        if keep_data:
+            return
         directory, self._dir = self._dir, None
         if directory is not None:
             shutil.rmtree(directory, ignore_errors=True)
