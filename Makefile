@@ -4,8 +4,12 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP_RUN  := $(VENV)/.installed-run
 STAMP_DEV  := $(VENV)/.installed-dev
+# Apache Kafka's jars for the tests and benchmarks (tests/kafka/pom.xml): cached in ~/.m2,
+# their classpath written here (git-ignored) for service/runtime/kafka_broker.py.
+KAFKA_POM := tests/kafka/pom.xml
+KAFKA_CP  := tests/kafka/classpath.txt
 
-.PHONY: run test lint typecheck unit bench bench-peers clean
+.PHONY: run test lint typecheck unit kafka bench bench-peers clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +24,15 @@ $(STAMP_DEV): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet -e '.[dev,spark]'
 	touch $@ $(STAMP_RUN)
 
+$(KAFKA_CP): $(KAFKA_POM)
+	mvn -q -B --no-transfer-progress -f $(KAFKA_POM) dependency:build-classpath \
+		-Dmdep.includeScope=runtime -Dmdep.outputFile=$(CURDIR)/$(KAFKA_CP)
+
+# Resolves again when the pom changed or a jar left the cache (~/.m2 emptied).
+kafka: $(KAFKA_CP)
+	@tr ':' '\n' < $(KAFKA_CP) | while read -r jar; do test -f "$$jar" || exit 1; done \
+		|| { rm -f $(KAFKA_CP); $(MAKE) --no-print-directory $(KAFKA_CP); }
+
 run: $(STAMP_RUN)
 	$(PY) -m service.demo
 
@@ -30,7 +43,7 @@ lint: $(STAMP_DEV)
 typecheck: $(STAMP_DEV)
 	$(VENV)/bin/mypy
 
-test: lint typecheck
+test: lint typecheck kafka
 	$(VENV)/bin/pytest -q
 
 unit: $(STAMP_DEV)

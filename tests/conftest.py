@@ -1,21 +1,137 @@
-"""Fixtures shared by the whole suite."""
+"""Fixtures shared by the whole suite: the brokers every integration test runs against.
+
+A test that takes ``bootstrap_servers`` (or ``kafka_broker``) runs once per broker:
+``test_x[tansu]`` on the embedded broker and ``test_x[kafka]`` on Apache Kafka 4 (one
+KRaft node from its Maven Central jars, ``service/runtime/kafka_broker.py``). Each
+broker is started once per session, when the first test needs it, and stopped at the
+end; tests use their own topic names.
+
+A test that needs what one broker lacks says so with
+``@pytest.mark.requires_broker("feature", ...)``: it is skipped on the brokers that lack
+a feature, with the reason from :data:`MISSING_FEATURES` (a feature that is not in the
+table is an error, so a typo cannot skip silently). ``--brokers tansu`` (or
+``CLOCKWORK_TEST_BROKERS=tansu``) runs one broker only, e.g. where Java is missing.
+"""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
+from typing import Protocol
 
 import pytest
 
 from service.runtime.embedded_broker import EmbeddedBroker
+from service.runtime.kafka_broker import KafkaBroker
+
+BROKERS = ("tansu", "kafka")
+
+MISSING_FEATURES: dict[str, dict[str, str]] = {
+    "tansu": {
+        "compaction": "Tansu never compacts a compacted topic (it keeps every record)",
+        "transactions": (
+            "Tansu has no working transactions (aiokafka's transactional producer fails at "
+            "InitProducerId; aborted records stay visible to read_committed readers)"
+        ),
+        "delete_records": "Tansu drops the connection on DeleteRecords",
+        "list_offsets": (
+            "Tansu's ListOffsets answers the last batch's base offset + 1 and uses the "
+            "broker's receive time for offsets_for_times"
+        ),
+        "idempotent_producer": "Tansu fails aiokafka's idempotent producer at InitProducerId",
+    },
+    "kafka": {
+        "stores_corrupt_batches": (
+            "Apache Kafka checks every batch's CRC on produce and refuses a corrupt one "
+            "(CORRUPT_MESSAGE), so no corrupt batch can be fetched from it"
+        ),
+    },
+}
+"""Per broker, the features it lacks, each with the reason a test needing it is skipped.
+See ``shared/design/embedded-broker.md`` for Tansu's gaps."""
+
+FEATURES = frozenset(f for missing in MISSING_FEATURES.values() for f in missing)
+
+
+class Broker(Protocol):
+    """What the tests use of a broker: where it listens."""
+
+    @property
+    def bootstrap_servers(self) -> str: ...
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--brokers",
+        default=os.environ.get("CLOCKWORK_TEST_BROKERS", ",".join(BROKERS)),
+        help="comma-separated brokers the integration tests run against "
+        f"(default: {','.join(BROKERS)}; env CLOCKWORK_TEST_BROKERS)",
+    )
+
+
+def selected_brokers(config: pytest.Config) -> list[str]:
+    names = [n.strip() for n in str(config.getoption("--brokers")).split(",") if n.strip()]
+    unknown = sorted(set(names) - set(BROKERS))
+    if unknown or not names:
+        raise pytest.UsageError(f"--brokers: choose from {', '.join(BROKERS)}, not {unknown}")
+    return names
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Every test that (directly or through a fixture) uses ``broker_name`` runs once per
+    selected broker; session scope, so each broker serves all its tests in one go."""
+    if "broker_name" in metafunc.fixturenames:
+        metafunc.parametrize(
+            "broker_name", selected_brokers(metafunc.config), indirect=True, scope="session"
+        )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        broker = callspec.params.get("broker_name") if callspec is not None else None
+        for marker in item.iter_markers("requires_broker"):
+            unknown = sorted(set(marker.args) - FEATURES)
+            if unknown or not marker.args:
+                raise pytest.UsageError(
+                    f"{item.nodeid}: requires_broker({unknown or ''}): "
+                    f"name features from {sorted(FEATURES)}"
+                )
+            if broker is None:
+                continue
+            missing = [f for f in marker.args if f in MISSING_FEATURES[broker]]
+            if missing:
+                reasons = "; ".join(MISSING_FEATURES[broker][f] for f in missing)
+                item.add_marker(pytest.mark.skip(reason=f"{broker} lacks {missing}: {reasons}"))
 
 
 @pytest.fixture(scope="session")
-def kafka_broker() -> Iterator[EmbeddedBroker]:
-    """One embedded broker for the test session; tests use their own topic names."""
+def broker_name(request: pytest.FixtureRequest) -> str:
+    """``tansu`` or ``kafka``: the broker this test instance runs against."""
+    name: str = request.param
+    return name
+
+
+@pytest.fixture(scope="session")
+def tansu_broker() -> Iterator[EmbeddedBroker]:
     with EmbeddedBroker() as broker:
         yield broker
 
 
+@pytest.fixture(scope="session")
+def apache_kafka_broker() -> Iterator[KafkaBroker]:
+    with KafkaBroker() as broker:
+        yield broker
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(broker_name: str, request: pytest.FixtureRequest) -> Broker:
+    """The broker of this test instance; started by the first test that needs it."""
+    fixture = {"tansu": "tansu_broker", "kafka": "apache_kafka_broker"}[broker_name]
+    broker: Broker = request.getfixturevalue(fixture)
+    return broker
+
+
 @pytest.fixture
-def bootstrap_servers(kafka_broker: EmbeddedBroker) -> str:
+def bootstrap_servers(kafka_broker: Broker) -> str:
     return kafka_broker.bootstrap_servers

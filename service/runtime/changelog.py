@@ -194,13 +194,17 @@ async def read_changelog(
 
 
 async def delete_old_changelogs(bootstrap_servers: str, definition: PipelineDefinition) -> None:
-    """Delete the changelog topics of the pipeline's earlier state epochs, best effort.
+    """Delete the changelog topics of the pipeline's state epochs before the previous
+    one, best effort.
 
-    Nothing reads them any more. A replica still running an old epoch may write to
-    one after this (a broker with auto-creation then recreates it): that costs space,
-    never correctness, and the next reset deletes it again.
+    Nothing reads them any more. The previous epoch's is kept until the next reset: a
+    replica that has not seen the reset yet still checkpoints to it until it follows.
+    Deleted under it, its writes would fail on a broker without topic auto-creation
+    (Apache Kafka as usually run: every checkpoint then waits out the producer's
+    timeout, ~30 s, before the replica can stop and follow) or recreate the topic on
+    one with it.
     """
-    old = {changelog_topic(definition.name, e) for e in range(definition.state_epoch)}
+    old = {changelog_topic(definition.name, e) for e in range(definition.state_epoch - 1)}
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers, request_timeout_ms=15_000)
     try:
         await admin.start()
@@ -220,7 +224,8 @@ async def reset_state(bootstrap_servers: str, definition: PipelineDefinition) ->
     Writes a null metadata record for every source partition: a restore then forgets
     everything written before it and starts the partition from ``start_from``. With
     state epochs (``definition.state_epoch > 0``) the epoch's changelog is fresh
-    anyway; the changelogs of earlier epochs are then deleted, best effort.
+    anyway; the changelogs of epochs before the previous one are then deleted, best
+    effort.
     """
     if definition.state_epoch > 0:
         await delete_old_changelogs(bootstrap_servers, definition)

@@ -26,6 +26,25 @@ class EndOffsetsError(RuntimeError):
     """The broker did not report every partition's end in time."""
 
 
+async def topic_partitions(
+    consumer: AIOKafkaConsumer, topics: Iterable[str]
+) -> list[TopicPartition]:
+    """Every partition of the existing ``topics``, in topic then partition order.
+
+    From a fresh metadata answer for all topics, not from ``partitions_for_topic``: a
+    consumer's own metadata holds only the topics it tracks, and a started consumer that
+    has not subscribed or assigned tracks none. Apache Kafka answers that empty request
+    with no topic at all (Tansu with every topic, which hid this). Asking for all topics
+    also never auto-creates a missing one.
+    """
+    cluster = await consumer._client.fetch_all_metadata()
+    return [
+        TopicPartition(topic, partition)
+        for topic in topics
+        for partition in sorted(cluster.partitions_for_topic(topic) or ())
+    ]
+
+
 async def probe_end_offsets(
     bootstrap_servers: str, topics: Iterable[str], timeout_s: float = 30.0
 ) -> dict[TopicPartition, int]:
@@ -40,12 +59,7 @@ async def probe_end_offsets(
     ends: dict[TopicPartition, int] = {}
     try:
         await consumer.start()  # inside: a failed start still needs its stop()
-        await consumer.topics()  # metadata of every topic
-        tps = [
-            TopicPartition(topic, partition)
-            for topic in topics
-            for partition in sorted(consumer.partitions_for_topic(topic) or ())
-        ]
+        tps = await topic_partitions(consumer, topics)
         if not tps:
             return ends
         consumer.assign(tps)

@@ -35,6 +35,7 @@ from service.operators.base import InputRecord
 from service.runtime.batch_reader import BatchReader
 from service.runtime.decoding import DeadLetter, RecordDecoder
 from service.runtime.definition import PipelineDefinition
+from service.runtime.end_offsets import topic_partitions
 from service.runtime.settings import RuntimeSettings
 
 logger = logging.getLogger(__name__)
@@ -130,12 +131,7 @@ class Prefetcher:
         )
         try:
             await consumer.start()
-            await consumer.topics()  # metadata of every topic: the sources exist by now
-            tps = [
-                TopicPartition(topic, partition)
-                for topic in definition.topics
-                for partition in sorted(consumer.partitions_for_topic(topic) or ())
-            ]
+            tps = await topic_partitions(consumer, definition.topics)  # they exist by now
             if not tps:
                 return
             consumer.assign(tps)
@@ -179,6 +175,11 @@ class Prefetcher:
         finally:
             with contextlib.suppress(Exception):
                 await consumer.stop()
+
+    @property
+    def records_read(self) -> int:
+        """Records read so far and not taken: what the join's end would find."""
+        return sum(chunk.count for _, chunks in self._read.values() for chunk in chunks)
 
     def take(self, tp: TopicPartition, resume: int, stop: int | None = None) -> PendingInput | None:
         """The prefetched records of ``tp`` from ``resume`` on (and before ``stop``, the

@@ -11,7 +11,9 @@ An existing topic is left as it is.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
@@ -93,6 +95,7 @@ async def ensure_topics(
         if shuffled:
             internal.append(definition.shuffle_topic)
         counts.update(await _partition_counts(admin, [*outputs, *internal]))
+        counts.update(await _wait_described(admin, list(wanted), counts))
         if counts.get(definition.changelog_topic, 0) < changelog_width:
             raise TopicError(
                 f"changelog {definition.changelog_topic} has fewer partitions than the "
@@ -101,6 +104,31 @@ async def ensure_topics(
         return counts
     finally:
         await admin.close()
+
+
+async def _wait_described(
+    admin: AIOKafkaAdminClient,
+    created: list[str],
+    counts: dict[str, int],
+    timeout_s: float = 15.0,
+) -> dict[str, int]:
+    """The partition counts of topics just created, once the broker describes them.
+
+    Apache Kafka answers CreateTopics once its controller has the topic; the broker
+    that describes it may learn of it a moment later and until then answers "unknown
+    topic" (Tansu knows it at once). Without this wait, a pipeline's first start on
+    Kafka could fail its changelog check at random and restart.
+    """
+    found = {t: counts.get(t, 0) for t in created}
+    missing = [t for t in created if not found[t]]
+    deadline = time.monotonic() + timeout_s
+    while missing:
+        if time.monotonic() > deadline:
+            raise TopicError(f"created topics not described within {timeout_s}s: {missing}")
+        await asyncio.sleep(0.05)
+        found.update(await _partition_counts(admin, missing))
+        missing = [t for t in created if not found[t]]
+    return found
 
 
 async def _partition_counts(admin: AIOKafkaAdminClient, topics: list[str]) -> dict[str, int]:

@@ -19,6 +19,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from service.api.app import create_app
 from service.runtime.embedded_broker import free_port
+from service.runtime.end_offsets import topic_partitions
 from service.settings import Settings
 
 
@@ -135,17 +136,15 @@ class TopicReader:
     async def __aenter__(self) -> TopicReader:
         await self._consumer.start()
 
-        async def partitions() -> set[int] | None:
-            await self._consumer.topics()  # refreshes the metadata
-            found: set[int] | None = self._consumer.partitions_for_topic(self.topic)
-            return found
+        async def partitions() -> list[TopicPartition] | None:
+            # Fresh metadata of every topic (the consumer's own holds none yet on Kafka).
+            return await topic_partitions(self._consumer, [self.topic]) or None
 
         try:
-            found = await eventually(partitions)
+            tps = await eventually(partitions)
         except BaseException:
             await self._consumer.stop()
             raise
-        tps = [TopicPartition(self.topic, p) for p in sorted(found)]
         self._consumer.assign(tps)
         await self._consumer.seek_to_beginning(*tps)
         return self

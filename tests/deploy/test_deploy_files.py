@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import yaml
 from service.api.app import create_app
 from service.compaction.cli import parser as compaction_parser
 from service.demo import parse_args as demo_parse_args
+from service.runtime.kafka_broker import BROKER_SETTINGS, DEPLOYED_SETTINGS
 from service.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -164,3 +166,26 @@ def test_dockerfile_healthcheck_and_port_match_the_service() -> None:
     default_port = Settings.from_env({}).http_port
     assert f"EXPOSE {default_port}" in dockerfile
     assert "USER 10001" in dockerfile
+
+
+def _tested_kafka_version() -> str:
+    """``kafka.version`` of tests/kafka/pom.xml: the Apache Kafka the tests run against."""
+    root = ET.parse(ROOT / "tests" / "kafka" / "pom.xml").getroot()
+    namespace = {"m": "http://maven.apache.org/POM/4.0.0"}
+    version = root.findtext("m:properties/m:kafka.version", namespaces=namespace)
+    assert version, "tests/kafka/pom.xml names no kafka.version"
+    return version
+
+
+def test_compose_runs_the_apache_kafka_the_tests_run() -> None:
+    image = _compose()["services"]["kafka"]["image"]
+    assert image == f"apache/kafka:{_tested_kafka_version()}"
+
+
+def test_compose_kafka_is_one_kraft_node_with_the_tested_settings() -> None:
+    env = {k: str(v) for k, v in _compose()["services"]["kafka"]["environment"].items()}
+    assert set(env["KAFKA_PROCESS_ROLES"].split(",")) == {"broker", "controller"}
+    assert not any("ZOOKEEPER" in k for k in env)
+    for setting in DEPLOYED_SETTINGS:
+        variable = "KAFKA_" + setting.upper().replace(".", "_")
+        assert env.get(variable) == BROKER_SETTINGS[setting], f"{variable} is not what tests run"

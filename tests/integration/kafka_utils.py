@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 import orjson
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from service.runtime.definition import (
@@ -102,7 +103,8 @@ def json_record(
 
 
 async def read_topic(bootstrap: str, topic: str, timeout_s: float = 10.0) -> list[Any]:
-    """Every record of ``topic`` up to the fetch high watermark, by partition and offset."""
+    """Every record of ``topic`` up to the fetch high watermark, by partition and offset
+    (none if the topic does not exist yet)."""
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=20
     )
@@ -110,6 +112,8 @@ async def read_topic(bootstrap: str, topic: str, timeout_s: float = 10.0) -> lis
     out: list[Any] = []
     try:
         partitions = await partition_ids(bootstrap, topic)
+        if not partitions:  # not created yet (Apache Kafka: describe names no partition)
+            return out
         deadline = time.monotonic() + timeout_s
         tps = [TopicPartition(topic, p) for p in sorted(partitions)]
         consumer.assign(tps)
@@ -201,3 +205,51 @@ def latest_by_id(results: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]
         if current is None or result["seq"] >= current["seq"]:
             out[result["id"]] = result
     return out
+
+
+class _HoldOnRevoke(ConsumerRebalanceListener):
+    """Does not give its partitions up (and so does not rejoin) until ``release``."""
+
+    def __init__(self, release: asyncio.Event) -> None:
+        self.release = release
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        if revoked:  # not at its own first join
+            await self.release.wait()
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        pass
+
+
+@asynccontextmanager
+async def join_held(bootstrap: str, group_id: str, topic: str) -> AsyncIterator[asyncio.Event]:
+    """A member of ``group_id``, alone on a topic of its own, that holds the group's next
+    rebalance (so the next member's join) until the yielded event is set.
+
+    A rebalance waits for every known member to rejoin (up to its rebalance timeout),
+    and this one does not before its revoke callback returns. So a test can make a join
+    last as long as it needs on every broker: Apache Kafka answers a join at once, and
+    Tansu's wait (half the session timeout) is not a bound to count on.
+    """
+    await create_topic(bootstrap, topic, 1)
+    release = asyncio.Event()
+    member = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=group_id,
+        enable_auto_commit=False,
+        session_timeout_ms=2000,  # as the pipeline's (a join on Tansu waits half)
+        heartbeat_interval_ms=200,
+    )
+    member.subscribe([topic], listener=_HoldOnRevoke(release))
+    await member.start()
+    try:
+
+        async def assigned() -> bool:
+            await member.getmany(timeout_ms=50)
+            return bool(member.assignment())
+
+        await wait_until(assigned, timeout_s=30)
+        yield release
+    finally:
+        release.set()
+        await member.stop()

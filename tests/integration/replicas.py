@@ -24,6 +24,8 @@ class Replica:
 
     def __init__(self, bootstrap: str, name: str, topic: str, path: Path, **options: Any):
         self.path = path
+        # The worker's log beside its status file: what a failing test looks at.
+        log = path.with_suffix(".log").open("ab")
         self.process = subprocess.Popen(
             [
                 sys.executable,
@@ -36,9 +38,10 @@ class Replica:
             ],
             cwd=ROOT,
             env={**os.environ, "PYTHONPATH": str(ROOT)},
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
+        log.close()  # the worker has its own copy
 
     def status(self) -> dict[str, Any]:
         try:

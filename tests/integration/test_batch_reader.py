@@ -176,6 +176,7 @@ def record_batch(base: int, values: list[bytes], corrupt: bool = False) -> bytes
     return bytes(data)
 
 
+@pytest.mark.requires_broker("stores_corrupt_batches")
 async def test_a_batch_failing_its_crc_is_raised_and_never_skipped(bootstrap_servers: str) -> None:
     name = unique("crc")
     await create_topic(bootstrap_servers, name, 1)

@@ -99,6 +99,20 @@ async def settle_and_check(
     assert await read_topic(bootstrap, f"{name}.dlq") == []
 
 
+async def balanced(pair: list[Replica]) -> None:
+    """Both replicas hold two partitions each: the group has settled.
+
+    Waited for before the input is sent, so that each replica processes its own half:
+    Apache Kafka answers a join at once, and the replica that joined first would
+    otherwise read all of the input before the other one joined.
+    """
+
+    async def settled() -> bool:
+        return all(len(r.holds()) == 2 for r in pair)
+
+    await wait_until(settled, timeout_s=45)
+
+
 async def two_checkpointed(pair: list[Replica], processed: bool = True) -> None:
     async def ready() -> bool:
         return all(r.checkpointed(2, processed) for r in pair)
@@ -118,8 +132,9 @@ async def test_a_killed_replica_s_partitions_are_finished_by_the_survivor_bounde
     await create_topic(bootstrap_servers, topic, PARTITIONS)
     first, second = dataset(0, HALF), dataset(HALF, 2 * HALF)
     ends = [[topic, p, 2 * HALF] for p in range(PARTITIONS)]
-    await send(bootstrap_servers, topic, first)
     with replicas(bootstrap_servers, name, topic, tmp_path, 2, bounded=ends) as pair:
+        await balanced(pair)
+        await send(bootstrap_servers, topic, first)
         await two_checkpointed(pair)
         dead, survivor = pair
         dead.stop(signal.SIGKILL)
@@ -145,8 +160,9 @@ async def test_a_killed_replica_s_partitions_are_taken_over_unbounded(
     topic = f"{name}.in"
     await create_topic(bootstrap_servers, topic, PARTITIONS)
     first, second = dataset(0, HALF), dataset(HALF, 2 * HALF)
-    await send(bootstrap_servers, topic, first)
     with replicas(bootstrap_servers, name, topic, tmp_path, 2) as pair:
+        await balanced(pair)
+        await send(bootstrap_servers, topic, first)
         await two_checkpointed(pair)
         dead, survivor = pair
         dead.stop(signal.SIGKILL)
@@ -171,8 +187,9 @@ async def test_a_takeover_behind_the_survivor_s_own_partitions_loses_nothing(
     topic = f"{name}.in"
     await create_topic(bootstrap_servers, topic, PARTITIONS)
     first, second = dataset(0, HALF, ahead=True), dataset(HALF, 2 * HALF, ahead=True)
-    await send(bootstrap_servers, topic, first)
     with replicas(bootstrap_servers, name, topic, tmp_path, 2) as pair:
+        await balanced(pair)
+        await send(bootstrap_servers, topic, first)
         await two_checkpointed(pair)
         dead = next(r for r in pair if 0 in r.holds())
         survivor = next(r for r in pair if r is not dead)
@@ -223,8 +240,9 @@ async def test_a_replica_stopped_gracefully_mid_stream_hands_its_partitions_over
     topic = f"{name}.in"
     await create_topic(bootstrap_servers, topic, PARTITIONS)
     first, second = dataset(0, HALF), dataset(HALF, 2 * HALF)
-    await send(bootstrap_servers, topic, first)
     with replicas(bootstrap_servers, name, topic, tmp_path, 2) as pair:
+        await balanced(pair)
+        await send(bootstrap_servers, topic, first)
         await two_checkpointed(pair)
         leaving, staying = pair
         leaving.stop(signal.SIGTERM)

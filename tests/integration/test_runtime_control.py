@@ -19,6 +19,7 @@ from service.runtime.metrics import build_metrics
 from service.runtime.status import PipelineState
 from tests.integration.kafka_utils import (
     create_topic,
+    join_held,
     json_record,
     produce,
     read_json,
@@ -69,7 +70,8 @@ async def test_a_user_pause_survives_a_rebalance(bootstrap_servers: str) -> None
     await produce(bootstrap_servers, topic, records(40, 4))
     definition = window_definition(name, [topic], TUMBLING, bounded=False)
     a = Runtime(runtime_settings(bootstrap_servers))
-    b = Runtime(runtime_settings(bootstrap_servers))
+    b_metrics = CollectorRegistry()
+    b = Runtime(runtime_settings(bootstrap_servers), metrics=build_metrics(b_metrics))
     await a.start()
     await b.start()
     try:
@@ -110,7 +112,8 @@ async def test_a_pause_while_running_survives_a_rebalance(bootstrap_servers: str
     await produce(bootstrap_servers, topic, records(40, 4))
     definition = window_definition(name, [topic], TUMBLING, bounded=False)
     a = Runtime(runtime_settings(bootstrap_servers))
-    b = Runtime(runtime_settings(bootstrap_servers))
+    b_metrics = CollectorRegistry()
+    b = Runtime(runtime_settings(bootstrap_servers), metrics=build_metrics(b_metrics))
     await a.start()
     await b.start()
     try:
@@ -152,9 +155,9 @@ async def test_a_pause_while_running_survives_a_rebalance(bootstrap_servers: str
 
 
 async def test_stop_interrupts_a_group_join(bootstrap_servers: str) -> None:
-    """With a long session timeout the embedded broker holds a join for half of it
-    (15 s here); a stop while the consumer is still joining must not wait for that: it
-    ends the session before the group ever assigns it a partition."""
+    """A stop while the consumer is still joining must not wait for the join (one can
+    take the whole rebalance timeout): it ends the session before the group ever
+    assigns it a partition. The join is held by another member of the group."""
     name = unique("joinstop")
     topic = f"{name}.in"
     await create_topic(bootstrap_servers, topic, 2)
@@ -163,22 +166,24 @@ async def test_stop_interrupts_a_group_join(bootstrap_servers: str) -> None:
         runtime_settings(bootstrap_servers, session_timeout_ms=30_000),
         metrics=build_metrics(registry),
     )
+    definition = window_definition(name, [topic], TUMBLING, bounded=False)
     await runtime.start()
     try:
-        runtime.start_pipeline(window_definition(name, [topic], TUMBLING, bounded=False))
-        runner = runtime.runner(name)
+        async with join_held(bootstrap_servers, definition.group_id, f"{name}.other"):
+            runtime.start_pipeline(definition)
+            runner = runtime.runner(name)
 
-        async def joining() -> bool:
-            # past the consumer's bootstrap, in the join (aiokafka's coordinator exists)
-            session = runner._session
-            consumer = session.consumer if session is not None else None
-            return consumer is not None and consumer._coordinator is not None
+            async def joining() -> bool:
+                # past the consumer's bootstrap, in the join (aiokafka's coordinator exists)
+                session = runner._session
+                consumer = session.consumer if session is not None else None
+                return consumer is not None and consumer._coordinator is not None
 
-        await wait_until(joining, timeout_s=20, interval_s=0.01)
-        assert runner.state is PipelineState.STARTING
-        await runtime.stop_pipeline(name)
-        assert runner.state is PipelineState.STOPPED
-        assert runner.done
+            await wait_until(joining, timeout_s=20, interval_s=0.01)
+            assert runner.state is PipelineState.STARTING
+            await runtime.stop_pipeline(name)
+            assert runner.state is PipelineState.STOPPED
+            assert runner.done
         # A stop that waited for the join would have been assigned the partitions and
         # restored them before closing.
         restored = registry.get_sample_value(
@@ -202,7 +207,8 @@ async def test_a_reset_with_two_replicas_starts_afresh_everywhere(bootstrap_serv
     epoch1 = replace(epoch0, state_epoch=1)
     assert epoch1.changelog_topic == f"clockwork.{name}.E1.changelog"
     a = Runtime(runtime_settings(bootstrap_servers))
-    b = Runtime(runtime_settings(bootstrap_servers))
+    b_metrics = CollectorRegistry()
+    b = Runtime(runtime_settings(bootstrap_servers), metrics=build_metrics(b_metrics))
     await a.start()
     await b.start()
     try:
@@ -243,3 +249,7 @@ async def test_a_reset_with_two_replicas_starts_afresh_everywhere(bootstrap_serv
     assert sorted((r["key"], r["result"]["n"]) for r in results) == [
         (f"u{p}", 10) for p in range(4)
     ]
+    # B's epoch-0 checkpoints after A's reset found their changelog: it is deleted only
+    # at the reset after (without auto-creation they failed, each after ~30 s)
+    failures = b_metrics.get_sample_value("clockwork_checkpoint_failures_total", {"pipeline": name})
+    assert not failures
