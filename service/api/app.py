@@ -33,11 +33,12 @@ from service.api.registry import (
     SpecInvalid,
     StateIncompatible,
 )
-from service.api.routes import health, metrics, pipelines, schema
+from service.api.routes import console, health, metrics, pipelines, schema
 from service.api.routes.deps import Services
 from service.api.spec_schema import pipeline_schema, replacement_schema
 from service.api.store import PipelineStore, StoredPipeline, StoreError, StoreTimeout
 from service.runtime.embedded_broker import EmbeddedBroker
+from service.runtime.history import History
 from service.runtime.manager import Runtime
 from service.runtime.settings import RuntimeSettings
 from service.settings import Settings
@@ -97,6 +98,8 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
     app.include_router(schema.router)
     app.include_router(health.router)
     app.include_router(metrics.router)
+    app.include_router(console.router)
+    console.mount_static(app)
     _add_error_handlers(app)
     # Added last = outermost: the token is checked before the body is even counted.
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
@@ -139,13 +142,16 @@ async def _start(settings: Settings, runtime: Runtime | None, stack: AsyncExitSt
     registry = PipelineRegistry(store, runtime, settings)
     await store.start()
     stack.push_async_callback(store.stop)
+    history = History(runtime)
+    history.start()
+    stack.push_async_callback(history.stop)
     logger.info(
         "clockwork %s serving; pipelines from %r on %s",
         settings.instance_id,
         settings.pipelines_topic,
         bootstrap,
     )
-    return Services(settings, bootstrap, runtime, store, registry)
+    return Services(settings, bootstrap, runtime, store, registry, history)
 
 
 def _add_error_handlers(app: FastAPI) -> None:
