@@ -82,6 +82,8 @@ async def test_schemathesis_finds_no_failure(bootstrap_servers: str, tmp_path: P
         assert process.returncode == 0, report
         requests, checks = _tally(events)
         print(f"\nschemathesis: {requests} requests, {sum(checks.values())} checks")
+        for (check, status), count in sorted(checks.items()):
+            print(f"  {check}: {count} {status}")
         print("\n".join(report.splitlines()[-3:]))
         assert requests > 0
         assert not [name for name, status in checks if status != "success"], checks
