@@ -11,7 +11,8 @@ reading the OpenAPI document sends "valid" specs that are not. Here each rule of
 user-function modules (configuration) narrow the function references.
 
 What stays outside, because no JSON Schema can compare two values of one document or
-know what a module contains (docs/pipeline-spec.md, "What the schema cannot say"):
+know what a module contains (docs/pipeline-spec.md, "What the schema says, and what it
+cannot"):
 ``slide_ms <= size_ms``; ``|offset_ms|`` below the size or slide; sink topics distinct from
 the source topics and from each other, and the default ``<topic>.dlq`` not taken; a user
 function that imports and is of the right kind, with the params it accepts; and, for

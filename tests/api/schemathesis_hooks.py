@@ -1,8 +1,8 @@
 """Schemathesis hooks for the run against the service (tests/integration/test_api_schemathesis.py).
 
 They teach the generator the rules of the pipeline spec that no JSON Schema can state
-(docs/pipeline-spec.md, "What the schema cannot say"), for *positive* cases only: a
-schema-valid spec that breaks one of them is rightly refused with 422, which is not the
+(docs/pipeline-spec.md, "What the schema says, and what it cannot"), for *positive* cases
+only: a schema-valid spec that breaks one of them is rightly refused with 422, which is not the
 "valid data rejected" that ``positive_data_acceptance`` looks for. Negative cases are left
 as generated (the schema already refuses them, and so must the service). Nothing here asks
 the service: the rules are written out again, so a service that refuses more than they

@@ -1,6 +1,7 @@
 """``/schema/pipeline`` says what the service accepts: a spec the schema refuses, the
 service refuses; a spec the schema accepts, the service accepts, unless one of the rules no
-JSON Schema can state refuses it (docs/pipeline-spec.md, "What the schema cannot say").
+JSON Schema can state refuses it (docs/pipeline-spec.md, "What the schema says, and what
+it cannot").
 
 The schema is checked with jsonschema-rs, the validator schemathesis uses; the service's
 verdict is the registry's own parse (validation plus building the operator)."""
