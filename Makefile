@@ -9,7 +9,7 @@ STAMP_DEV  := $(VENV)/.installed-dev
 KAFKA_POM := tests/kafka/pom.xml
 KAFKA_CP  := tests/kafka/classpath.txt
 
-.PHONY: run test lint typecheck unit kafka bench bench-peers clean
+.PHONY: run test lint typecheck unit kafka bench bench-peers clean screenshot console-vendor
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,12 @@ kafka: $(KAFKA_CP)
 run: $(STAMP_RUN)
 	$(PY) -m service.demo
 
+# The browser tests drive Debian's Chromium (Playwright's own browser download does not
+# work everywhere); installed here when missing, as root or through sudo.
+CHROMIUM := /usr/bin/chromium
+$(CHROMIUM):
+	$$( [ "$$(id -u)" -eq 0 ] || echo sudo ) sh -c 'apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium'
+
 lint: $(STAMP_DEV)
 	$(VENV)/bin/ruff check service tests benchmarks examples
 	$(VENV)/bin/ruff format --check service tests benchmarks examples
@@ -43,8 +49,29 @@ lint: $(STAMP_DEV)
 typecheck: $(STAMP_DEV)
 	$(VENV)/bin/mypy
 
-test: lint typecheck kafka
+test: lint typecheck kafka $(CHROMIUM)
 	$(VENV)/bin/pytest -q
+
+# docs/console.png, the README's picture of the console: the browser tests' helper runs
+# the service on the embedded broker with the demo's pipelines and takes it.
+screenshot: $(STAMP_DEV) $(CHROMIUM)
+	$(PY) -m tests.console.screenshot docs/console.png
+
+# The console's vendored library (ajv, a JSON Schema validator, and the licenses of what
+# its bundle contains), fetched from the npm registry; the files are committed, so
+# neither running nor testing the service needs npm.
+CONSOLE_VENDOR := service/api/console/vendor
+console-vendor:
+	rm -rf .vendor-tmp && mkdir .vendor-tmp
+	cd .vendor-tmp && for p in ajv-dist@8.17.1 ajv@8.17.1 fast-deep-equal@3.1.3 \
+	    json-schema-traverse@1.0.0 fast-uri@3.0.1; do \
+	  npm pack -q $$p >/dev/null && mkdir $${p%@*} && tar xzf $${p%@*}-$${p#*@}.tgz -C $${p%@*}; done
+	cp .vendor-tmp/ajv-dist/package/dist/ajv2020.min.js $(CONSOLE_VENDOR)/
+	cp .vendor-tmp/ajv/package/LICENSE $(CONSOLE_VENDOR)/LICENSE.ajv
+	cp .vendor-tmp/fast-deep-equal/package/LICENSE $(CONSOLE_VENDOR)/LICENSE.fast-deep-equal
+	cp .vendor-tmp/json-schema-traverse/package/LICENSE $(CONSOLE_VENDOR)/LICENSE.json-schema-traverse
+	cp .vendor-tmp/fast-uri/package/LICENSE $(CONSOLE_VENDOR)/LICENSE.fast-uri
+	rm -rf .vendor-tmp
 
 unit: $(STAMP_DEV)
 	$(VENV)/bin/pytest -q tests/core tests/operators

@@ -1,5 +1,7 @@
 """The demo behind ``make run``: broker, service, events, pipelines, results, live status.
 
+The first line it prints is the web console's address (``/ui/`` on the service).
+
 On a fresh machine with no Docker and no Kafka it starts the embedded broker and the
 service in this process, creates three pipelines through the REST API (exactly as a user
 would with curl), streams realistic orders with out-of-order and late events, and prints
@@ -293,12 +295,13 @@ async def run_demo(args: argparse.Namespace) -> None:
 
     async with contextlib.AsyncExitStack() as stack:
         bootstrap = args.bootstrap_servers
+        started_broker = None
         if not bootstrap:
             from service.runtime.embedded_broker import EmbeddedBroker
 
             broker = stack.enter_context(EmbeddedBroker())
             bootstrap = broker.bootstrap_servers
-            print(f"Started the embedded Kafka broker (Tansu) at {bootstrap}")
+            started_broker = f"Started the embedded Kafka broker (Tansu) at {bootstrap}"
         api_url = args.api_url
         if not args.no_service:
             api_url = await stack.enter_async_context(
@@ -308,6 +311,10 @@ async def run_demo(args: argparse.Namespace) -> None:
             raise SystemExit("--no-service needs --api-url")
         api = ApiClient(api_url, args.api_token)
         await api.wait_ready()
+        # The console first: it is where a person looks; the rest scrolls by.
+        print(f"Console: {api_url.rstrip('/')}/ui/", flush=True)
+        if started_broker is not None:
+            print(started_broker)
         print(f"API and docs: {api_url}/docs   metrics: {api_url}/metrics")
 
         await ensure_topic(bootstrap, ORDERS_TOPIC, partitions=4)
@@ -377,7 +384,13 @@ async def _in_process_service(
         }
     )
     config = uvicorn.Config(
-        create_app(settings), host="127.0.0.1", port=port, log_level="warning", lifespan="on"
+        create_app(settings),
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        lifespan="on",
+        # An open console keeps its live tail streaming: Ctrl-C must not wait for the tab.
+        timeout_graceful_shutdown=3,
     )
     server = _InProcessServer(config)
     task = asyncio.create_task(server.serve())

@@ -16,10 +16,16 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from service.api.middleware import BearerTokenMiddleware, BodySizeLimitMiddleware
+from service.api.middleware import (
+    BearerTokenMiddleware,
+    BodySizeLimitMiddleware,
+    methods_served,
+)
 from service.api.registry import (
     PipelineExists,
     PipelineNotFound,
@@ -27,11 +33,12 @@ from service.api.registry import (
     SpecInvalid,
     StateIncompatible,
 )
-from service.api.routes import health, metrics, pipelines, schema
+from service.api.routes import console, health, metrics, pipelines, schema
 from service.api.routes.deps import Services
-from service.api.spec import PipelineSpec
+from service.api.spec_schema import pipeline_schema, replacement_schema
 from service.api.store import PipelineStore, StoredPipeline, StoreError, StoreTimeout
 from service.runtime.embedded_broker import EmbeddedBroker
+from service.runtime.history import History
 from service.runtime.manager import Runtime
 from service.runtime.settings import RuntimeSettings
 from service.settings import Settings
@@ -86,10 +93,13 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.services = None
+    app.state.settings = settings
     app.include_router(pipelines.router)
     app.include_router(schema.router)
     app.include_router(health.router)
     app.include_router(metrics.router)
+    app.include_router(console.router)
+    console.mount_static(app)
     _add_error_handlers(app)
     # Added last = outermost: the token is checked before the body is even counted.
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
@@ -132,13 +142,16 @@ async def _start(settings: Settings, runtime: Runtime | None, stack: AsyncExitSt
     registry = PipelineRegistry(store, runtime, settings)
     await store.start()
     stack.push_async_callback(store.stop)
+    history = History(runtime)
+    history.start()
+    stack.push_async_callback(history.stop)
     logger.info(
         "clockwork %s serving; pipelines from %r on %s",
         settings.instance_id,
         settings.pipelines_topic,
         bootstrap,
     )
-    return Services(settings, bootstrap, runtime, store, registry)
+    return Services(settings, bootstrap, runtime, store, registry, history)
 
 
 def _add_error_handlers(app: FastAPI) -> None:
@@ -163,6 +176,18 @@ def _add_error_handlers(app: FastAPI) -> None:
     async def store_error(_: Request, exc: Exception) -> JSONResponse:
         return detail(503, str(exc))
 
+    async def http_error(request: Request, exc: Exception) -> Response:
+        if not isinstance(exc, StarletteHTTPException):  # registered for this type only
+            raise exc
+        if exc.status_code == 405:
+            # Starlette names the methods of the first route whose path matched; a path
+            # served by several routes (GET, PUT and DELETE /pipelines/{name}) has more.
+            served = methods_served(request.app.router.routes, request.scope, mounts=False)
+            if served:
+                exc.headers = {**(exc.headers or {}), "Allow": ", ".join(served)}
+        return await http_exception_handler(request, exc)
+
+    app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(SpecInvalid, spec_invalid)
     app.add_exception_handler(PipelineNotFound, not_found)
     app.add_exception_handler(PipelineExists, conflict)
@@ -172,17 +197,21 @@ def _add_error_handlers(app: FastAPI) -> None:
 
 
 def _openapi(app: FastAPI, settings: Settings) -> dict[str, Any]:
-    """FastAPI's document plus the spec's schema (bodies are validated by hand) and the
-    bearer scheme on mutating operations when a token is configured."""
+    """FastAPI's document plus the spec's schemas (bodies are validated by hand: the same
+    schema as ``/schema/pipeline``), links from a created pipeline to what can be done with
+    it, and the bearer scheme on mutating operations when a token is configured."""
     if app.openapi_schema is not None:
         return app.openapi_schema
     doc = get_openapi(
         title=app.title, version=app.version, description=app.description, routes=app.routes
     )
     schemas = doc.setdefault("components", {}).setdefault("schemas", {})
-    spec_schema = PipelineSpec.model_json_schema(ref_template="#/components/schemas/{model}")
+    spec_schema = pipeline_schema(settings.udf_modules, ref_template="#/components/schemas/{model}")
     schemas.update(spec_schema.pop("$defs", {}))
+    spec_schema.pop("$schema", None)  # the document's dialect (3.1: 2020-12) applies
     schemas["PipelineSpec"] = spec_schema
+    schemas["PipelineReplacement"] = replacement_schema(spec_schema)
+    _link_operations(doc)
     if settings.api_token:
         doc["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
         for path in doc.get("paths", {}).values():
@@ -191,3 +220,54 @@ def _openapi(app: FastAPI, settings: Settings) -> dict[str, Any]:
                     operation["security"] = [{"bearer": []}]
     app.openapi_schema = doc
     return doc
+
+
+_PER_PIPELINE = {
+    "GetPipeline": ("/pipelines/{name}", "get"),
+    "ReplacePipeline": ("/pipelines/{name}", "put"),
+    "DeletePipeline": ("/pipelines/{name}", "delete"),
+    "PausePipeline": ("/pipelines/{name}/pause", "post"),
+    "ResumePipeline": ("/pipelines/{name}/resume", "post"),
+    "PipelineStatus": ("/pipelines/{name}/status", "get"),
+    "PipelineHistory": ("/pipelines/{name}/history", "get"),
+}
+"""The operations on one pipeline, by the link names the OpenAPI document gives them."""
+
+
+def _link_operations(doc: dict[str, Any]) -> None:
+    """OpenAPI links: from the pipeline that ``POST /pipelines`` created (and that
+    replace, pause and resume return) to every operation on it, by its name; from a
+    deleted one to reading it again. Clients and stateful fuzzers follow them."""
+    paths = doc.get("paths", {})
+
+    def operation_id(path: str, method: str) -> str | None:
+        found: str | None = paths.get(path, {}).get(method, {}).get("operationId")
+        return found
+
+    def links(name_from: str) -> dict[str, Any]:
+        found = {}
+        for link, (path, method) in _PER_PIPELINE.items():
+            target = operation_id(path, method)
+            if target is not None:
+                found[link] = {"operationId": target, "parameters": {"name": name_from}}
+        return found
+
+    sources = [
+        ("/pipelines", "post", "201"),
+        ("/pipelines/{name}", "put", "200"),
+        ("/pipelines/{name}/pause", "post", "200"),
+        ("/pipelines/{name}/resume", "post", "200"),
+    ]
+    for path, method, status in sources:
+        response = paths.get(path, {}).get(method, {}).get("responses", {}).get(status)
+        if response is not None:
+            response["links"] = links("$response.body#/name")
+    deleted = paths.get("/pipelines/{name}", {}).get("delete", {}).get("responses", {})
+    get_id = operation_id("/pipelines/{name}", "get")
+    if "204" in deleted and get_id is not None:
+        deleted["204"]["links"] = {
+            "GetDeletedPipeline": {
+                "operationId": get_id,
+                "parameters": {"name": "$request.path.name"},
+            }
+        }

@@ -19,6 +19,7 @@ from typing import Any
 from service.api.spec import KeyedProcessOperator, PipelineSpec, WindowOperator
 from service.core.errors import ConfigError
 from service.core.time import Clock, SystemClock
+from service.core.watermarks import make_generator
 from service.operators.base import Operator
 from service.operators.process import ProcessFunctionError, build_process_operator
 from service.operators.udf import UdfError, load_user_object
@@ -81,6 +82,10 @@ def build_definition(spec: PipelineSpec, allowed_modules: Sequence[str]) -> Pipe
         raise BuildError(loc, str(exc)) from exc
     ts = spec.timestamp
     wm = spec.watermark
+    try:  # the rules say all this; building one is the proof the runtime agrees
+        make_generator(wm.strategy, wm.max_out_of_orderness_ms, wm.field)
+    except ConfigError as exc:
+        raise BuildError(("watermark",), str(exc)) from exc
     return PipelineDefinition(
         name=spec.name,
         topics=tuple(spec.source.topics),

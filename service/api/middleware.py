@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import hmac
 import json
+from collections.abc import Sequence
 
 from starlette.exceptions import HTTPException
+from starlette.routing import BaseRoute, Match, Mount
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["BearerTokenMiddleware", "BodySizeLimitMiddleware", "BodyTooLarge"]
+__all__ = ["BearerTokenMiddleware", "BodySizeLimitMiddleware", "BodyTooLarge", "methods_served"]
 
 MUTATING_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
@@ -42,7 +44,9 @@ class BearerTokenMiddleware:
 
     The comparison is constant-time (``hmac.compare_digest`` on bytes), so response times
     say nothing about how much of a guessed token was right. Reads stay open: status and
-    metrics are for dashboards and probes.
+    metrics are for dashboards and probes. A method no route serves at that path is left
+    to the router (404, or 405 with ``Allow``): it can change nothing, and a client learns
+    the methods of a path with or without the token, as the OpenAPI document says them.
     """
 
     def __init__(self, app: ASGIApp, token: str) -> None:
@@ -50,7 +54,7 @@ class BearerTokenMiddleware:
         self._expected = f"Bearer {token}".encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] in MUTATING_METHODS:
+        if scope["type"] == "http" and scope["method"] in MUTATING_METHODS and _routed(scope):
             given = b""
             for name, value in scope["headers"]:
                 if name == b"authorization":
@@ -65,6 +69,31 @@ class BearerTokenMiddleware:
                 )
                 return
         await self.app(scope, receive, send)
+
+
+HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+def methods_served(routes: Sequence[BaseRoute], scope: Scope, *, mounts: bool = True) -> list[str]:
+    """The methods some route fully matches at the scope's path (``mounts=False``: leave
+    out mounted apps, which match every method and answer for themselves)."""
+    return [
+        method
+        for method in HTTP_METHODS
+        if any(
+            (mounts or not isinstance(route, Mount))
+            and route.matches({**scope, "method": method})[0] is Match.FULL
+            for route in routes
+        )
+    ]
+
+
+def _routed(scope: Scope) -> bool:
+    """Some route of the app serves this method at this path."""
+    routes = getattr(getattr(scope.get("app"), "router", None), "routes", None)
+    if routes is None:
+        return True  # not inside a Starlette app: guard everything
+    return scope["method"] in methods_served(routes, scope)
 
 
 class BodyTooLarge(HTTPException):

@@ -20,7 +20,14 @@ from typing import Any, NamedTuple
 from service.operators.process.builtins import BUILTIN_FUNCTIONS
 from service.operators.udf import UdfError, check_allowed, parse_ref
 
-__all__ = ["BUILTIN_PROCESS_FUNCTIONS", "FIELD_FREE_FNS", "Problem", "check"]
+__all__ = [
+    "BUILTIN_PROCESS_FUNCTIONS",
+    "FIELD_FREE_FNS",
+    "KAFKA_REFUSED_TOPICS",
+    "MAX_TOPIC_LENGTH",
+    "Problem",
+    "check",
+]
 
 Loc = tuple[str | int, ...]
 
@@ -36,6 +43,12 @@ class Problem(NamedTuple):
 
 FIELD_FREE_FNS = frozenset({"count"})
 """Aggregate functions that take no ``field``; every other one needs it."""
+
+MAX_TOPIC_LENGTH = 249
+"""Kafka's limit on a topic name (the spec's pattern says it for the topics it names)."""
+
+KAFKA_REFUSED_TOPICS = frozenset({".", ".."})
+"""Names the spec's topic pattern allows but Kafka refuses."""
 
 BUILTIN_PROCESS_FUNCTIONS = frozenset(BUILTIN_FUNCTIONS)
 """Keyed process functions that ship with the service (each validates its own params)."""
@@ -83,7 +96,7 @@ def _timestamp(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
                 "no format with source 'kafka': the record timestamp is epoch milliseconds",
                 ts["format"],
             )
-    elif source in (None, "field") and "field" not in ts:
+    elif source in (None, "field") and ts.get("field") is None:  # null is no field either
         yield Problem(
             ("timestamp", "field"),
             "missing",
@@ -96,7 +109,7 @@ def _watermark(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
     if wm is None:
         return
     strategy = wm.get("strategy", "bounded_out_of_orderness")
-    if strategy == "punctuated" and "field" not in wm:
+    if strategy == "punctuated" and wm.get("field") is None:
         yield Problem(
             ("watermark", "field"),
             "missing",
@@ -116,6 +129,14 @@ def _watermark(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
             "watermark_bound_with_ascending",
             "ascending timestamps have no out-of-orderness bound: use "
             "bounded_out_of_orderness or leave it out",
+            bound,
+        )
+    if strategy == "punctuated" and bound:
+        yield Problem(
+            ("watermark", "max_out_of_orderness_ms"),
+            "watermark_bound_with_punctuated",
+            "a punctuated watermark is the field's value, with no out-of-orderness bound: "
+            "leave it out",
             bound,
         )
     if wm.get("idle_advance") is True and wm.get("idle_timeout_ms") is None:
@@ -205,7 +226,7 @@ def _window_function(spec: Mapping[str, Any], allowed: Sequence[str]) -> Iterato
                 f"{fn_name!r} counts records and takes no field",
                 agg_obj["field"],
             )
-        elif fn_name not in FIELD_FREE_FNS and "field" not in agg_obj:
+        elif fn_name not in FIELD_FREE_FNS and agg_obj.get("field") is None:
             yield Problem(loc, "missing", f"{fn_name!r} needs the field it aggregates")
 
 
@@ -214,7 +235,7 @@ def _trigger(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
     if op is None:
         return
     time = op.get("time", "event")
-    if time not in _DEFAULT_TRIGGER:
+    if not isinstance(time, str) or time not in _DEFAULT_TRIGGER:  # a list is unhashable
         return
     trigger = _obj(op.get("trigger"))
     trigger_type = trigger.get("type") if trigger is not None else None
@@ -255,7 +276,7 @@ def _keyed_process(spec: Mapping[str, Any], allowed: Sequence[str]) -> Iterator[
     if fn is None:
         return
     if fn in BUILTIN_PROCESS_FUNCTIONS:
-        params = _obj(op.get("params"))
+        params = _obj(op.get("params", {}))  # left out: {} (required params are reported)
         if params is not None:
             yield from _builtin_params(fn, params)
     elif ":" in fn:
@@ -303,7 +324,9 @@ def _topics(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
     seen: set[str] = set()
     for i, topic in enumerate(topics):
         if isinstance(topic, str):
-            if topic in seen:
+            if topic in KAFKA_REFUSED_TOPICS:
+                yield _refused_topic(("source", "topics", i), topic)
+            elif topic in seen:
                 yield Problem(("source", "topics", i), "duplicate_topic", "listed twice", topic)
             seen.add(topic)
     sink = _obj(spec.get("sink"))
@@ -314,7 +337,9 @@ def _topics(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
         topic = _str(sink.get(field))
         if topic is None:
             continue
-        if topic in seen:
+        if topic in KAFKA_REFUSED_TOPICS:
+            yield _refused_topic(("sink", field), topic)
+        elif topic in seen:
             yield Problem(
                 ("sink", field),
                 "sink_is_source",
@@ -347,6 +372,13 @@ def _topics(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
                 "missing",
                 f"the default dead-letter topic {default!r} is taken: name one",
             )
+        elif len(default) > MAX_TOPIC_LENGTH:
+            yield Problem(
+                ("sink", "dead_letter_topic"),
+                "default_dead_letter_topic_too_long",
+                f"the default dead-letter topic ('<topic>.dlq') would be longer than Kafka's "
+                f"{MAX_TOPIC_LENGTH} characters: name one",
+            )
     op = _obj(spec.get("operator"))
     event_window = (
         op is not None and op.get("type") == "window" and op.get("time", "event") == ("event")
@@ -372,6 +404,10 @@ def _key(spec: Mapping[str, Any], allowed: Sequence[str]) -> Iterator[Problem]:
             "shuffle_partitions, or partitioned",
             key.get("shuffle_partitions"),
         )
+
+
+def _refused_topic(loc: Loc, topic: str) -> Problem:
+    return Problem(loc, "invalid_topic_name", "Kafka refuses the topic names '.' and '..'", topic)
 
 
 _RULES: tuple[Rule, ...] = (

@@ -37,8 +37,10 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from service.api import rules
+from service.core.time import MAX_DURATION_MS
 
 __all__ = [
+    "PIPELINE_NAME_PATTERN",
     "AggregateFn",
     "Aggregation",
     "Assigner",
@@ -66,14 +68,21 @@ __all__ = [
     "validate_spec",
 ]
 
-PipelineName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9._-]{1,64}$")]
+PIPELINE_NAME_PATTERN = r"^[a-z0-9._-]{1,64}$"
+PipelineName = Annotated[str, StringConstraints(pattern=PIPELINE_NAME_PATTERN)]
 """1 to 64 of ``a-z 0-9 . _ -`` (it becomes part of topic and group names)."""
 
 TopicName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._-]{1,249}$")]
 """What Kafka accepts as a topic name."""
 
+_PATH_PART = r"[^.\x00-\x20\x7f-\x9f\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]+"
+"""No dot, space or control character. Spelled out rather than as the class of spaces
+(backslash-s), whose members differ between the service's regex engine (Rust) and a JSON
+Schema validator's (ECMAScript: U+0085 and U+FEFF), so the two agree on every path."""
+
 FieldPath = Annotated[
-    str, StringConstraints(pattern=r"^[^.\s]+(\.[^.\s]+)*$", min_length=1, max_length=256)
+    str,
+    StringConstraints(pattern=rf"^{_PATH_PART}(\.{_PATH_PART})*$", min_length=1, max_length=256),
 ]
 """A dotted path into the JSON payload: ``"user"``, ``"order.amount"``."""
 
@@ -83,8 +92,10 @@ OutputName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,64}$")
 FunctionName = Annotated[str, StringConstraints(min_length=1, max_length=256)]
 """A built-in's name or ``package.module:Name``; checked by the rules."""
 
-PositiveMs = Annotated[int, Field(gt=0)]
-NonNegativeMs = Annotated[int, Field(ge=0)]
+MAX_MS = MAX_DURATION_MS
+PositiveMs = Annotated[int, Field(gt=0, le=MAX_MS)]
+NonNegativeMs = Annotated[int, Field(ge=0, le=MAX_MS)]
+OffsetMs = Annotated[int, Field(ge=-MAX_MS, le=MAX_MS)]
 
 AggregateFn = Literal[
     "count", "sum", "min", "max", "avg", "first", "last", "count_distinct", "collect"
@@ -153,7 +164,7 @@ class WatermarkSpec(_Model):
 class TumblingAssigner(_Model):
     type: Literal["tumbling"]
     size_ms: PositiveMs
-    offset_ms: int = 0
+    offset_ms: OffsetMs = 0
     """Shifts the window boundaries (e.g. days in a time zone); ``|offset| < size``."""
 
 
@@ -161,7 +172,7 @@ class SlidingAssigner(_Model):
     type: Literal["sliding"]
     size_ms: PositiveMs
     slide_ms: PositiveMs
-    offset_ms: int = 0
+    offset_ms: OffsetMs = 0
     """``|offset| < slide``."""
 
 

@@ -16,6 +16,11 @@ MIN_TIMESTAMP = -(2**63)
 MAX_TIMESTAMP = 2**63 - 1
 """The largest timestamp: the final watermark of bounded input; it fires every timer."""
 
+MAX_DURATION_MS = 2**53 - 1
+"""The largest duration (or count) a configuration may give: its sum with any epoch-millis
+timestamp stays a Kafka timestamp (int64), and JSON readers that hold numbers as doubles
+(browsers) read it exactly."""
+
 
 class TimeDomain(StrEnum):
     """Which clock a timer or a window follows."""

@@ -32,6 +32,8 @@ def test_demo_creates_pipelines_and_streams_window_results() -> None:
     )
     out = completed.stdout
     assert completed.returncode == 0, completed.stderr[-2000:]
+    first = out.splitlines()[0]
+    assert first.startswith("Console: http://127.0.0.1:") and first.endswith("/ui/"), first
     assert "Started the embedded Kafka broker" in out
     assert "/docs" in out and "/metrics" in out
     for name in ("demo-orders-per-user", "demo-sessions", "demo-inactive-users"):

@@ -12,6 +12,7 @@ from fastapi import HTTPException, Request
 
 from service.api.registry import PipelineRegistry
 from service.api.store import PipelineStore
+from service.runtime.history import History
 from service.runtime.manager import Runtime
 from service.settings import Settings
 
@@ -25,6 +26,8 @@ class Services:
     runtime: Runtime
     store: PipelineStore
     registry: PipelineRegistry
+    history: History
+    """The console's short history of every pipeline here (charts)."""
 
 
 def services(request: Request) -> Services:

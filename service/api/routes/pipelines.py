@@ -9,24 +9,29 @@ the spec's schema (``openapi_extra``). Errors map to statuses in :mod:`service.a
 from __future__ import annotations
 
 import json
+import math
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 
 from service.api.registry import PipelineRegistry
 from service.api.routes.deps import registry
+from service.api.spec import PIPELINE_NAME_PATTERN
 
 router = APIRouter(prefix="/pipelines", tags=["pipelines"])
 
 Registry = Annotated[PipelineRegistry, Depends(registry)]
 
-_SPEC_BODY: dict[str, Any] = {
-    "requestBody": {
-        "required": True,
-        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/PipelineSpec"}}},
-    }
-}
+
+def _body(schema: str) -> dict[str, Any]:
+    ref = {"$ref": f"#/components/schemas/{schema}"}
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": ref}}}}
+
+
+_SPEC_BODY = _body("PipelineSpec")
+_REPLACEMENT_BODY = _body("PipelineReplacement")
+"""``PUT``: the name may be left out (the path gives it)."""
 _ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"description": "no pipeline of that name"},
     401: {"description": "SERVICE_API_TOKEN is set and the bearer token is missing or wrong"},
@@ -37,11 +42,34 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
+Name = Annotated[
+    str, Path(pattern=PIPELINE_NAME_PATTERN, description="The pipeline's name (its spec's).")
+]
+"""A pipeline's name in the path: a name no spec can have is a 422, like the spec's."""
+
+_EXACT_INTEGERS = 2**53
+"""Up to here every integer has an exact double, so ``1.0`` and ``1`` are the same number."""
+
+
+def _number(text: str) -> float | int:
+    """A JSON number with a fraction or exponent, read by value: ``60000.0`` is the integer
+    60000 (JSON and JSON Schema do not tell the two apart; the spec's integer fields are
+    strict about Python types)."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text} is out of range")
+    return int(value) if value.is_integer() and abs(value) <= _EXACT_INTEGERS else value
+
+
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
 async def _json_body(request: Request) -> Any:
     raw = await request.body()
     try:
-        return json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        return json.loads(raw, parse_float=_number, parse_constant=_not_json)
+    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
         raise RequestValidationError(
             [{"loc": ["body"], "msg": f"invalid JSON: {exc}", "type": "json_invalid"}]
         ) from None
@@ -64,21 +92,21 @@ async def list_pipelines(pipelines: Registry) -> list[dict[str, Any]]:
 
 
 @router.get("/{name}", summary="A pipeline's spec and status", responses=_ERRORS)
-async def get_pipeline(name: str, pipelines: Registry) -> dict[str, Any]:
+async def get_pipeline(name: Name, pipelines: Registry) -> dict[str, Any]:
     return pipelines.get(name)
 
 
 @router.put(
     "/{name}",
     summary="Replace a pipeline's spec",
-    openapi_extra=_SPEC_BODY,
+    openapi_extra=_REPLACEMENT_BODY,
     responses={
         409: {"description": "the change cannot keep the state; retry with reset_state=true"},
         **_ERRORS,
     },
 )
 async def replace_pipeline(
-    name: str,
+    name: Name,
     request: Request,
     pipelines: Registry,
     reset_state: Annotated[
@@ -89,18 +117,18 @@ async def replace_pipeline(
 
 
 @router.delete("/{name}", status_code=204, summary="Stop and remove a pipeline", responses=_ERRORS)
-async def delete_pipeline(name: str, pipelines: Registry) -> Response:
+async def delete_pipeline(name: Name, pipelines: Registry) -> Response:
     await pipelines.delete(name)
     return Response(status_code=204)
 
 
 @router.post("/{name}/pause", summary="Stop consuming; the state is kept", responses=_ERRORS)
-async def pause_pipeline(name: str, pipelines: Registry) -> dict[str, Any]:
+async def pause_pipeline(name: Name, pipelines: Registry) -> dict[str, Any]:
     return await pipelines.set_paused(name, True)
 
 
 @router.post("/{name}/resume", summary="Go on consuming", responses=_ERRORS)
-async def resume_pipeline(name: str, pipelines: Registry) -> dict[str, Any]:
+async def resume_pipeline(name: Name, pipelines: Registry) -> dict[str, Any]:
     return await pipelines.set_paused(name, False)
 
 
@@ -109,5 +137,5 @@ async def resume_pipeline(name: str, pipelines: Registry) -> dict[str, Any]:
     summary="State and per-partition progress on this replica",
     responses=_ERRORS,
 )
-async def pipeline_status(name: str, pipelines: Registry) -> dict[str, Any]:
+async def pipeline_status(name: Name, pipelines: Registry) -> dict[str, Any]:
     return pipelines.status(name)

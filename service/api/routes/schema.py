@@ -1,25 +1,22 @@
-"""``GET /schema/pipeline``: the JSON Schema of the pipeline spec, for editors and UIs."""
+"""``GET /schema/pipeline``: the JSON Schema of the pipeline spec, for editors and UIs.
+
+The schema depends on the configuration (the modules user functions may come from), so it
+is built from the app's settings; :mod:`service.api.spec_schema` says what it states.
+"""
 
 from __future__ import annotations
 
-from functools import cache
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
-from service.api.spec import PipelineSpec
+from service.api.spec_schema import pipeline_schema
+from service.settings import Settings
 
 router = APIRouter(tags=["schema"])
 
 
-@cache
-def pipeline_schema() -> dict[str, Any]:
-    """Computed once: the models cannot change while the process runs."""
-    schema = PipelineSpec.model_json_schema()
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    return schema
-
-
 @router.get("/schema/pipeline", summary="JSON Schema of the pipeline spec")
-async def get_pipeline_schema() -> dict[str, Any]:
-    return pipeline_schema()
+async def get_pipeline_schema(request: Request) -> dict[str, Any]:
+    settings: Settings = request.app.state.settings
+    return pipeline_schema(settings.udf_modules)

@@ -10,7 +10,7 @@ import orjson
 
 from service.core.errors import ConfigError
 from service.core.paths import MISSING, PathGetter, compile_path, split_path
-from service.core.time import TimeDomain
+from service.core.time import MAX_DURATION_MS, TimeDomain
 from service.operators.process.builtins.params import (
     TIME_DOMAINS,
     check_int,
@@ -66,7 +66,7 @@ class Dedupe(KeyedProcessFunction):
     def validate_params(cls, params: Mapping[str, Any]) -> list[str]:
         mapping, problems = check_mapping(params)
         problems += check_unknown(mapping, cls.PARAMS)
-        check_int(mapping, "ttl_ms", problems, required=True, minimum=1)
+        check_int(mapping, "ttl_ms", problems, required=True, minimum=1, maximum=MAX_DURATION_MS)
         check_time(mapping, problems)
         if "fields" in mapping:
             fields = mapping["fields"]

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from service.core.time import TimeDomain
+from service.core.time import MAX_DURATION_MS, TimeDomain
 from service.operators.base import InputRecord
 from service.operators.process.builtins.params import (
     TIME_DOMAINS,
@@ -51,7 +51,9 @@ class InactivityTimeout(KeyedProcessFunction):
     def validate_params(cls, params: Mapping[str, Any]) -> list[str]:
         mapping, problems = check_mapping(params)
         problems += check_unknown(mapping, cls.PARAMS)
-        check_int(mapping, "timeout_ms", problems, required=True, minimum=1)
+        check_int(
+            mapping, "timeout_ms", problems, required=True, minimum=1, maximum=MAX_DURATION_MS
+        )
         check_time(mapping, problems)
         return problems
 

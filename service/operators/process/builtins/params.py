@@ -55,5 +55,7 @@ def check_int(
 
 
 def check_time(params: Mapping[str, Any], problems: list[str]) -> None:
-    if "time" in params and params["time"] not in TIME_DOMAINS:
-        problems.append(f"time: must be 'event' or 'processing', got {params['time']!r}")
+    value = params.get("time", "event")
+    # isinstance first: an unhashable value (a list) is a problem, not a TypeError.
+    if not isinstance(value, str) or value not in TIME_DOMAINS:
+        problems.append(f"time: must be 'event' or 'processing', got {value!r}")

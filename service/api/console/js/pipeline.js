@@ -1,0 +1,296 @@
+// One pipeline: its numbers, live charts, partitions grouped by stage, the live tail of
+// its result, late and dead-letter topics, its spec, and pause / resume / edit / delete.
+
+import { ApiError, confirmDialog, get, send } from "./api.js";
+import { lineChart } from "./chart.js";
+import {
+  appendSamples,
+  el,
+  fmtCount,
+  fmtDuration,
+  fmtRate,
+  fmtTime,
+  stateBadge,
+  sum,
+} from "./util.js";
+
+const REFRESH_MS = 2000;
+const TAIL_KEEP = 200;
+const KINDS = { result: "result", late: "late", dead_letter: "dead letter" };
+
+function partitionRow(p) {
+  const flags = [
+    p.idle && "idle",
+    p.aligned_paused && "alignment-paused",
+    p.finished && "finished",
+  ].filter(Boolean);
+  return el(
+    "tr",
+    { dataset: { partition: `${p.topic}/${p.partition}` } },
+    el("td", {}, `${p.topic}/${p.partition}`),
+    el("td", { class: "num" }, fmtCount(p.offset)),
+    el("td", { class: "num" }, fmtCount(p.end_offset)),
+    el("td", { class: "num", dataset: { field: "lag" } }, fmtCount(p.lag)),
+    el("td", { class: "num", dataset: { field: "watermark" } }, fmtTime(p.watermark)),
+    el("td", { class: "num" }, fmtTime(p.delivered_watermark)),
+    el("td", {}, flags.map((f) => el("span", { class: `flag flag-${f}` }, f))),
+    el("td", { class: "num" }, `${fmtCount(p.event_timers)} / ${fmtCount(p.processing_timers)}`),
+    el("td", { class: "num" }, fmtCount(p.windows_open)),
+    el("td", { class: "num" }, fmtCount(p.keys)),
+    el("td", { class: "num" }, fmtCount(p.records_in)),
+    el("td", { class: "num" }, p.last_checkpoint_ms ? fmtTime(p.last_checkpoint_ms) : "–"),
+  );
+}
+
+// Partitions grouped by the stage they belong to (a keyed shuffle has two).
+function partitionTables(status) {
+  const stages = new Map((status.stages || []).map((s) => [s.name, s]));
+  const groups = new Map();
+  for (const p of status.partitions || []) {
+    const stage = p.stage || "keyed";
+    if (!groups.has(stage)) groups.set(stage, []);
+    groups.get(stage).push(p);
+  }
+  for (const name of stages.keys()) if (!groups.has(name)) groups.set(name, []);
+  if (groups.size === 0) return [el("p", { class: "empty" }, "No partitions assigned on this replica yet.")];
+  const head = ["partition", "offset", "end", "lag", "watermark", "delivered", "", "timers (event / proc.)",
+    "windows", "keys", "records in", "last checkpoint"];
+  return [...groups.entries()].map(([name, parts]) => {
+    const stage = stages.get(name);
+    return el(
+      "section",
+      { class: "stage", dataset: { stage: name } },
+      el(
+        "h3",
+        {},
+        `stage ${name} `,
+        stage && stateBadge(stage.state),
+        stage && el("span", { class: "muted" }, ` watermark ${fmtTime(stage.watermark)}`),
+      ),
+      el(
+        "table",
+        { class: "grid" },
+        el("thead", {}, el("tr", {}, head.map((h) => el("th", {}, h)))),
+        el("tbody", {}, parts.map(partitionRow)),
+      ),
+    );
+  });
+}
+
+function tailRecord(record) {
+  return el(
+    "article",
+    { class: `record kind-${record.kind}`, dataset: { kind: record.kind, offset: String(record.offset) } },
+    el(
+      "header",
+      {},
+      el("span", { class: `badge kind-${record.kind}` }, KINDS[record.kind] || record.kind),
+      el("code", {}, `${record.topic}/${record.partition}@${record.offset}`),
+      el("span", {}, fmtTime(record.timestamp)),
+      el("span", {}, "key ", el("code", { class: "key" }, record.key === null ? "null" : record.key)),
+    ),
+    record.headers.length
+      ? el("ul", { class: "headers" }, record.headers.map(([k, v]) => el("li", {}, el("code", {}, k), ` ${v}`)))
+      : null,
+    el(
+      "pre",
+      { class: "value" },
+      record.value_format === "json" ? JSON.stringify(record.value, null, 2) : record.value,
+    ),
+  );
+}
+
+export async function renderPipeline(root, { name }) {
+  const path = `/pipelines/${encodeURIComponent(name)}`;
+  const samples = [];
+  let since = null;
+  let described = await get(path);
+
+  const title = el("h1", {}, name, " ", el("span", { id: "state" }));
+  const message = el("p", { class: "status", id: "pipeline-message", role: "status" });
+  const pause = el("button", { type: "button", id: "pause", onclick: () => act("pause") }, "Pause");
+  const resume = el("button", { type: "button", id: "resume", onclick: () => act("resume") }, "Resume");
+  const remove = el("button", { type: "button", id: "delete", class: "danger", onclick: () => onDelete() }, "Delete");
+  const numbers = el("dl", { class: "numbers", id: "numbers" });
+  const charts = el("div", { class: "charts" });
+  const partitions = el("div", { id: "partitions" });
+  const tailList = el("div", { class: "tail", id: "tail" });
+  const tailInfo = el("p", { class: "muted", id: "tail-info" }, "connecting…");
+  const spec = el("pre", { class: "spec", id: "spec" });
+  let filter = "all";
+  const filters = el(
+    "div",
+    { class: "filters" },
+    ["all", "result", "late", "dead_letter"].map((kind) =>
+      el(
+        "button",
+        {
+          type: "button",
+          class: kind === "all" ? "on" : "",
+          dataset: { kind },
+          onclick: (event) => {
+            filter = kind;
+            for (const b of filters.children) b.classList.toggle("on", b === event.currentTarget);
+            tailList.dataset.filter = kind;
+          },
+        },
+        kind === "all" ? "all" : KINDS[kind],
+      ),
+    ),
+  );
+  tailList.dataset.filter = filter;
+
+  root.replaceChildren(
+    el("p", {}, el("a", { href: "#/" }, "← all pipelines")),
+    title,
+    el(
+      "div",
+      { class: "toolbar" },
+      pause,
+      resume,
+      el("a", { class: "button", href: `#/pipelines/${encodeURIComponent(name)}/edit`, id: "edit" }, "Edit"),
+      remove,
+    ),
+    message,
+    numbers,
+    charts,
+    el("h2", {}, "Partitions"),
+    partitions,
+    el("h2", {}, "Live tail ", filters),
+    tailInfo,
+    tailList,
+    el("h2", {}, "Spec"),
+    spec,
+  );
+
+  const throughput = lineChart(charts, {
+    id: "throughput",
+    title: "Records/s",
+    format: (v) => fmtCount(v),
+    series: [
+      { key: "in", label: "in", color: "#2563eb", value: (s) => s.records_in_per_s },
+      { key: "out", label: "out", color: "#16a34a", value: (s) => s.records_out_per_s },
+    ],
+  });
+  const watermarkLag = lineChart(charts, {
+    id: "watermark_lag",
+    title: "Watermark lag",
+    format: (v) => fmtDuration(v),
+    series: [{ key: "lag", label: "lag", color: "#9333ea", value: (s) => s.watermark_lag_ms }],
+  });
+  const timers = lineChart(charts, {
+    id: "timers",
+    title: "Timers queued",
+    format: (v) => fmtCount(v),
+    series: [
+      { key: "event", label: "event", color: "#ea580c", value: (s) => s.event_timers },
+      { key: "processing", label: "processing", color: "#0891b2", value: (s) => s.processing_timers },
+    ],
+  });
+
+  function draw() {
+    const status = described.status;
+    const state = described.paused && status.state !== "failed" ? "paused" : status.state;
+    title.querySelector("#state").replaceChildren(stateBadge(state));
+    pause.disabled = described.paused;
+    resume.disabled = !described.paused;
+    const parts = status.partitions || [];
+    const last = samples[samples.length - 1] || {};
+    const facts = [
+      ["state", state, "state"],
+      ["watermark", fmtTime(status.watermark), "watermark"],
+      ["watermark lag", fmtDuration(last.watermark_lag_ms ?? null), "lag"],
+      ["records/s in", fmtRate(last.records_in_per_s), "in"],
+      ["records/s out", fmtRate(last.records_out_per_s), "out"],
+      ["timers (event / proc.)", `${fmtCount(sum(parts, (p) => p.event_timers))} / ${fmtCount(sum(parts, (p) => p.processing_timers))}`, "timers"],
+      ["windows open", fmtCount(sum(parts, (p) => p.windows_open)), "windows"],
+      ["late records", fmtCount(last.late_records), "late"],
+      ["dead letters", fmtCount(last.dead_letters), "dead_letters"],
+      ["consumer lag", fmtCount(sum(parts, (p) => p.lag)), "consumer_lag"],
+    ];
+    if (status.reason) facts.push(["reason", status.reason, "reason"]);
+    numbers.replaceChildren(
+      ...facts.map(([label, value, field]) =>
+        el("div", { dataset: { field } }, el("dt", {}, label), el("dd", {}, value)),
+      ),
+    );
+    if (samples.length) watermarkLag.element.dataset.lastWatermark = String(samples[samples.length - 1].watermark ?? "");
+    throughput.update(samples);
+    watermarkLag.update(samples);
+    timers.update(samples);
+    partitions.replaceChildren(...partitionTables(status));
+    spec.textContent = JSON.stringify(described.spec, null, 2);
+  }
+
+  async function refresh() {
+    const query = since === null ? "" : `?since_ms=${since}`;
+    const [fresh, history] = await Promise.all([get(path), get(`${path}/history${query}`)]);
+    described = fresh;
+    appendSamples(samples, history.samples);
+    if (history.samples.length) since = history.samples[history.samples.length - 1].at_ms;
+    draw();
+  }
+
+  async function act(what) {
+    message.textContent = "";
+    try {
+      described = await send("POST", `${path}/${what}`);
+      draw();
+    } catch (error) {
+      message.textContent = `${what} failed: ${error.message}`;
+    }
+  }
+
+  async function onDelete() {
+    if (!(await confirmDialog(`Delete pipeline ${name}? Its state is dropped.`))) return;
+    try {
+      await send("DELETE", path);
+      location.hash = "#/";
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 404) location.hash = "#/";
+      else message.textContent = `delete failed: ${error.message}`;
+    }
+  }
+
+  // The live tail: newest first, at most TAIL_KEEP records.
+  const source = new EventSource(`${path}/tail`);
+  let shown = 0;
+  source.addEventListener("topics", (event) => {
+    const topics = JSON.parse(event.data);
+    tailInfo.textContent = `live: ${Object.entries(topics).map(([k, t]) => `${KINDS[k]} ${t}`).join(" · ")} (newest first, last ${TAIL_KEEP})`;
+    tailList.replaceChildren();
+    shown = 0;
+  });
+  source.addEventListener("records", (event) => {
+    const { records, skipped } = JSON.parse(event.data);
+    for (const record of records) tailList.prepend(tailRecord(record));
+    shown += records.length;
+    while (tailList.childElementCount > TAIL_KEEP) tailList.lastElementChild.remove();
+    if (skipped) tailList.prepend(el("p", { class: "skipped" }, `${fmtCount(skipped)} older records of that fetch not shown`));
+  });
+  source.addEventListener("error", () => {
+    tailInfo.textContent = "tail disconnected; reconnecting…";
+  });
+
+  let stopped = false;
+  let timer = null;
+  draw();
+  const loop = async () => {
+    try {
+      await refresh();
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 404) {
+        message.textContent = "This pipeline no longer exists.";
+        return;
+      }
+      message.textContent = `refresh failed: ${error.message}`;
+    }
+    if (!stopped) timer = setTimeout(loop, REFRESH_MS);
+  };
+  await loop();
+  return () => {
+    stopped = true;
+    clearTimeout(timer);
+    source.close();
+  };
+}

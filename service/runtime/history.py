@@ -1,0 +1,207 @@
+"""A short, bounded history of every pipeline on this replica, for charts.
+
+Why in the service and not in Prometheus: the console must show throughput, watermark
+lag and timers over the last minutes with nothing else deployed. So once per interval a
+task takes one sample per pipeline from what already exists (the runner's status, taken
+on request, and the runtime's Prometheus counters, read through ``collect()``), and keeps
+the last ``capacity`` of them per pipeline in a deque. Nothing is added to the per-record
+path: the cost is one status snapshot per pipeline per interval, whatever the record rate.
+
+Rates are derived when read, from consecutive samples (counters may be shared by several
+runtimes in one process, as in tests: a rate is only ever a difference of the same
+counter). A pipeline that stops running here loses its history.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client import Counter
+
+from service.core.time import MAX_TIMESTAMP, MIN_TIMESTAMP, Clock
+from service.runtime.manager import Runtime, UnknownPipeline
+from service.runtime.status import PipelineStatus
+
+__all__ = ["History", "Sample"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One pipeline at one moment: totals as counted since the process started."""
+
+    at_ms: int
+    state: str
+    records_in: float
+    records_out: float
+    late_records: float
+    dead_letters: float
+    watermark: int | None
+    event_timers: int
+    processing_timers: int
+    windows_open: int
+    consumer_lag: int
+
+
+class History:
+    """Samples every pipeline of ``runtime`` every ``interval_s``; keeps ``capacity`` each."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        interval_s: float = 1.0,
+        capacity: int = 300,
+        clock: Clock | None = None,
+    ) -> None:
+        self.runtime = runtime
+        self.interval_s = interval_s
+        self.capacity = capacity
+        self._clock: Clock = clock or runtime.clock
+        self._samples: dict[str, deque[Sample]] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    # -- lifecycle -------------------------------------------------------------------
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(
+                self._run(), name="clockwork-history"
+            )
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                self.sample()
+            except Exception:  # a chart gap, never a dead sampler
+                logger.warning("taking the history sample failed", exc_info=True)
+            await asyncio.sleep(self.interval_s)
+
+    # -- sampling --------------------------------------------------------------------
+    def sample(self) -> None:
+        """Take one sample of every pipeline running here; forget the ones that stopped."""
+        metrics = self.runtime.metrics
+        records_in = _totals(metrics.records_in)
+        records_out = _totals(metrics.records_out, lambda labels: labels["output"] == "result")
+        late = _totals(metrics.late_records)
+        dead = _totals(metrics.dead_lettered)
+        now = self._clock.now_ms()
+        names = self.runtime.pipelines
+        for gone in self._samples.keys() - set(names):
+            del self._samples[gone]
+        for name in names:
+            try:
+                status = self.runtime.status(name)
+            except UnknownPipeline:  # stopped between the two calls
+                continue
+            samples = self._samples.get(name)
+            if samples is None:
+                samples = self._samples[name] = deque(maxlen=self.capacity)
+            samples.append(
+                _sample(
+                    now,
+                    status,
+                    records_in.get(name, 0.0),
+                    records_out.get(name, 0.0),
+                    late.get(name, 0.0),
+                    dead.get(name, 0.0),
+                )
+            )
+
+    # -- reading ---------------------------------------------------------------------
+    def pipelines(self) -> list[str]:
+        return sorted(self._samples)
+
+    def series(self, name: str, since_ms: int | None = None) -> list[dict[str, Any]]:
+        """The samples of ``name`` taken after ``since_ms`` (all without it), oldest first,
+        with per-second rates and the watermark's lag behind the sample's wall clock."""
+        samples = list(self._samples.get(name, ()))
+        out: list[dict[str, Any]] = []
+        for i, sample in enumerate(samples):
+            if since_ms is not None and sample.at_ms <= since_ms:
+                continue
+            previous = samples[i - 1] if i > 0 else None
+            out.append(_point(sample, previous))
+        return out
+
+
+def _totals(
+    counter: Counter, keep: Callable[[dict[str, str]], bool] | None = None
+) -> dict[str, float]:
+    """A labelled counter's ``_total`` samples summed per pipeline."""
+    found: dict[str, float] = {}
+    for metric in counter.collect():
+        for sample in metric.samples:
+            if not sample.name.endswith("_total") or (keep and not keep(sample.labels)):
+                continue
+            pipeline = sample.labels["pipeline"]
+            found[pipeline] = found.get(pipeline, 0.0) + sample.value
+    return found
+
+
+def _sample(
+    now: int, status: PipelineStatus, records_in: float, out: float, late: float, dead: float
+) -> Sample:
+    partitions = status.partitions
+    return Sample(
+        at_ms=now,
+        state=status.state.value,
+        records_in=records_in,
+        records_out=out,
+        late_records=late,
+        dead_letters=dead,
+        watermark=status.watermark,
+        event_timers=_sum(p.event_timers for p in partitions),
+        processing_timers=_sum(p.processing_timers for p in partitions),
+        windows_open=_sum(p.windows_open for p in partitions),
+        consumer_lag=_sum(p.lag or 0 for p in partitions),
+    )
+
+
+def _sum(values: Iterable[int]) -> int:
+    return sum(values, 0)
+
+
+def _rate(now: float, before: float, seconds: float) -> float:
+    # A counter never goes back; a smaller total is another runtime's restart: no rate.
+    return max(now - before, 0.0) / seconds
+
+
+def _point(sample: Sample, previous: Sample | None) -> dict[str, Any]:
+    rate_in = rate_out = None
+    if previous is not None and sample.at_ms > previous.at_ms:
+        seconds = (sample.at_ms - previous.at_ms) / 1000
+        rate_in = _rate(sample.records_in, previous.records_in, seconds)
+        rate_out = _rate(sample.records_out, previous.records_out, seconds)
+    watermark = sample.watermark
+    if watermark is not None and watermark <= MIN_TIMESTAMP:
+        watermark = None  # a partition that has seen nothing
+    finished = watermark is not None and watermark >= MAX_TIMESTAMP
+    return {
+        "at_ms": sample.at_ms,
+        "state": sample.state,
+        "records_in_per_s": rate_in,
+        "records_out_per_s": rate_out,
+        "records_in": sample.records_in,
+        "records_out": sample.records_out,
+        "late_records": sample.late_records,
+        "dead_letters": sample.dead_letters,
+        "watermark": watermark,
+        "watermark_lag_ms": None if watermark is None or finished else sample.at_ms - watermark,
+        "event_timers": sample.event_timers,
+        "processing_timers": sample.processing_timers,
+        "windows_open": sample.windows_open,
+        "consumer_lag": sample.consumer_lag,
+    }

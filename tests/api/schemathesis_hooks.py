@@ -1,0 +1,76 @@
+"""Schemathesis hooks for the run against the service (tests/integration/test_api_schemathesis.py).
+
+They teach the generator the rules of the pipeline spec that no JSON Schema can state
+(docs/pipeline-spec.md, "What the schema says, and what it cannot"), for *positive* cases
+only: a schema-valid spec that breaks one of them is rightly refused with 422, which is not the
+"valid data rejected" that ``positive_data_acceptance`` looks for. Negative cases are left
+as generated (the schema already refuses them, and so must the service). Nothing here asks
+the service: the rules are written out again, so a service that refuses more than they
+say still fails the check.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import schemathesis
+from schemathesis import Case
+from schemathesis.hooks import HookContext
+
+_SPEC_BODIES = {("POST", "/pipelines"), ("PUT", "/pipelines/{name}")}
+
+
+def _positive_spec(case: Case) -> bool:
+    operation = (case.operation.method.upper(), case.operation.path)
+    if operation not in _SPEC_BODIES or not isinstance(case.body, dict):
+        return False
+    meta = case.meta
+    return meta is not None and meta.generation.mode.is_positive
+
+
+def _number(value: Any, default: float | None = None) -> float | None:
+    """Integers may come as 5.0 (JSON does not tell them apart; the service reads both)."""
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else default
+
+
+def meets_the_rules_no_schema_states(spec: dict[str, Any]) -> bool:
+    """slide <= size; |offset| < size (tumbling) or slide (sliding); every output topic
+    (the default dead-letter topic ``<topic>.dlq`` included) is none of the source topics
+    and none of the other outputs. (User functions: this run allows no module, so the
+    schema refuses every reference already.)"""
+    operator = spec.get("operator")
+    assigner = operator.get("assigner") if isinstance(operator, dict) else None
+    if isinstance(assigner, dict):
+        kind = assigner.get("type")
+        size, slide = _number(assigner.get("size_ms")), _number(assigner.get("slide_ms"))
+        offset = _number(assigner.get("offset_ms"), 0) or 0
+        if kind == "sliding" and size is not None and slide is not None and slide > size:
+            return False
+        period = size if kind == "tumbling" else slide if kind == "sliding" else None
+        if period is not None and abs(offset) >= period:
+            return False
+    source = spec.get("source")
+    sink = spec.get("sink")
+    if not isinstance(source, dict) or not isinstance(sink, dict):
+        return True
+    sources = {t for t in source.get("topics") or () if isinstance(t, str)}
+    outputs = [sink.get(name) for name in ("topic", "late_topic", "dead_letter_topic")]
+    if sink.get("dead_letter_topic") is None and isinstance(sink.get("topic"), str):
+        outputs.append(f"{sink['topic']}.dlq")
+    named = [t for t in outputs if isinstance(t, str)]
+    return not (set(named) & sources) and len(named) == len(set(named))
+
+
+@schemathesis.hook
+def filter_case(context: HookContext, case: Case) -> bool:
+    """Positive specs meet the rules no schema states."""
+    return not _positive_spec(case) or meets_the_rules_no_schema_states(case.body)
+
+
+@schemathesis.hook
+def before_call(context: HookContext, case: Case, kwargs: dict[str, Any]) -> None:
+    """A positive replacement names the pipeline of its path. Here, just before the call,
+    because a stateful step fills the path from a link after the case was generated."""
+    name = (case.path_parameters or {}).get("name")
+    if _positive_spec(case) and name is not None and "name" in case.body:
+        case.body["name"] = name

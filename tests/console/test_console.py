@@ -1,0 +1,239 @@
+"""The console in a real browser (Debian's Chromium through Playwright) against the real
+service on the embedded broker: what a person does with it, checked as they would see it.
+
+Every wait is on a condition of the page (Playwright's ``expect`` and
+``wait_for_function``), never a fixed sleep. On failure the ``browser`` fixture saves a
+screenshot of every open page to a temporary directory named in the report.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+from aiokafka import AIOKafkaProducer
+from playwright.async_api import Page, expect
+
+from tests.api.server import app_settings, create_topic, running_app, wait_ready
+from tests.console.browser import Browser
+
+pytestmark = pytest.mark.integration
+
+TIMEOUT_MS = 30_000
+expect.set_options(timeout=TIMEOUT_MS)
+
+
+@dataclass
+class Service:
+    url: str
+    bootstrap: str
+    client: httpx.AsyncClient
+
+
+@pytest.fixture
+async def service(bootstrap_servers: str) -> AsyncIterator[Service]:
+    """The service; ask for it before ``browser``, so the browser (and its live tail
+    stream) is closed before the server stops."""
+    async with (
+        running_app(app_settings(bootstrap_servers)) as url,
+        httpx.AsyncClient(base_url=url, timeout=30) as client,
+    ):
+        await wait_ready(client)
+        yield Service(url, bootstrap_servers, client)
+
+
+def window_spec(name: str, source: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "source": {"topics": [source], "start_from": "earliest"},
+        "key": {"field": "user"},
+        "timestamp": {"field": "ts", "format": "epoch_millis"},
+        "watermark": {"max_out_of_orderness_ms": 0, "interval_ms": 0},
+        "operator": {
+            "type": "window",
+            "assigner": {"type": "tumbling", "size_ms": 1000},
+            "aggregations": {
+                "orders": {"fn": "count"},
+                "revenue": {"fn": "sum", "field": "amount"},
+            },
+        },
+        "sink": {"topic": f"{name}.out", "late_topic": f"{name}.late"},
+    }
+
+
+async def send(bootstrap: str, topic: str, values: list[bytes], key: str = "u1") -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    await producer.start()
+    try:
+        for value in values:
+            await producer.send(topic, key=key.encode(), value=value)
+        await producer.flush()
+    finally:
+        await producer.stop()
+
+
+def orders(*timestamps: int) -> list[bytes]:
+    return [json.dumps({"user": "u1", "ts": ts, "amount": 2.5}).encode() for ts in timestamps]
+
+
+async def type_spec(page: Page, spec: dict[str, Any] | str) -> str:
+    text = spec if isinstance(spec, str) else json.dumps(spec, indent=2)
+    await page.locator("#spec-text").fill(text)
+    return text
+
+
+def line_of(lines: list[str], path: list[Any]) -> int:
+    """The line (from 1) of the deepest field of ``path`` in the indented JSON text."""
+    found = 0
+    for part in path:
+        after = [i for i, text in enumerate(lines) if i > found and f'"{part}":' in text]
+        if not after:
+            break
+        found = after[0]
+    return found + 1
+
+
+async def last_watermark(page: Page) -> int:
+    value = await page.locator('svg[data-chart="watermark_lag"]').get_attribute(
+        "data-last-watermark"
+    )
+    return int(value or 0)
+
+
+async def test_create_watch_pause_resume_refuse_and_delete(
+    service: Service, browser: Browser
+) -> None:
+    suffix = uuid.uuid4().hex[:8]
+    source, name = f"orders-{suffix}", f"console-{suffix}"
+    await create_topic(service.bootstrap, source, partitions=1)
+    page = await browser.new_page()
+
+    # Open the console: / leads to it, and it lists no pipeline yet.
+    await page.goto(f"{service.url}/")
+    await expect(page).to_have_url(f"{service.url}/ui/")
+    await expect(page.locator("#pipelines")).to_be_visible()
+    await expect(page.get_by_text("No pipelines yet")).to_be_visible()
+
+    # Create a pipeline through the form.
+    await page.get_by_role("link", name="New pipeline").click()
+    await expect(page.locator("#editor-status")).to_have_text("Valid against /schema/pipeline")
+    await type_spec(page, window_spec(name, source))
+    await expect(page.locator("#editor-status")).to_have_text("Valid against /schema/pipeline")
+    await page.get_by_role("button", name="Create pipeline").click()
+    await expect(page).to_have_url(f"{service.url}/ui/#/pipelines/{name}")
+    await expect(page.locator("#state [data-state]")).to_have_text("running")
+
+    # Results arrive in the live tail, as formatted JSON with key and timestamp.
+    base = (int(time.time() * 1000) - 10_000) // 1000 * 1000  # a window's start
+    await send(service.bootstrap, source, orders(base, base + 100, base + 1500))
+    result = page.locator('#tail article[data-kind="result"]').first
+    await expect(result).to_be_visible()
+    await expect(result.locator("code.key")).to_have_text("u1")
+    value = json.loads(await result.locator("pre.value").inner_text())
+    assert value["pipeline"] == name
+    assert value["result"] == {"orders": 2, "revenue": 5.0}
+    # ... and a record that is not JSON goes to the dead-letter topic, headers and all.
+    await send(service.bootstrap, source, [b"not json"])
+    dead = page.locator('#tail article[data-kind="dead_letter"]').first
+    await expect(dead).to_be_visible()
+    await expect(dead.locator(".headers")).to_contain_text("clockwork.reason")
+
+    # The watermark chart moves with event time.
+    await page.wait_for_function(
+        """() => Number(document.querySelector('svg[data-chart="watermark_lag"]')
+                       ?.dataset.lastWatermark) > 0"""
+    )
+    before = await last_watermark(page)
+    await send(service.bootstrap, source, orders(base + 4000))
+    await page.wait_for_function(
+        f"""() => Number(document.querySelector('svg[data-chart="watermark_lag"]')
+                        .dataset.lastWatermark) > {before}"""
+    )
+    assert (
+        int(await page.locator('svg[data-chart="watermark_lag"]').get_attribute("data-points") or 0)
+        > 1
+    )
+    await expect(page.locator("#partitions section[data-stage] tr[data-partition]")).to_have_count(
+        1
+    )
+
+    # Pause and resume.
+    await page.get_by_role("button", name="Pause").click()
+    await expect(page.locator("#state [data-state]")).to_have_text("paused")
+    assert (await service.client.get(f"/pipelines/{name}")).json()["paused"] is True
+    await page.get_by_role("button", name="Resume").click()
+    await expect(page.locator("#state [data-state]")).to_have_text("running")
+    assert (await service.client.get(f"/pipelines/{name}")).json()["paused"] is False
+
+    # An invalid spec: every problem the service names is shown next to its field.
+    await page.get_by_role("link", name="New pipeline").click()
+    bad = window_spec("Bad Name", source)
+    bad["operator"]["assigner"] = {"type": "sliding", "size_ms": 0, "slide_ms": 10}
+    bad["operator"]["aggregations"] = {"total": {"fn": "sum"}}
+    bad["sink"] = {"topic": source}
+    text = await type_spec(page, bad)
+    await page.get_by_role("button", name="Create pipeline").click()
+    refused = (await service.client.post("/pipelines", json=bad)).json()["detail"]
+    assert len(refused) >= 4
+    markers = page.locator(".problem[data-source=server]")
+    await expect(markers).to_have_count(len(refused))
+    lines = text.split("\n")
+    for problem in refused:
+        path = ".".join(str(part) for part in problem["loc"][1:])
+        marker = page.locator(f'.problem[data-source=server][data-path="{path}"]')
+        await expect(marker).to_be_visible()
+        await expect(marker).to_contain_text(problem["msg"])
+        assert await marker.get_attribute("data-line") == str(line_of(lines, problem["loc"][1:]))
+    assert [p["name"] for p in (await service.client.get("/pipelines")).json()] == [name]
+
+    # Delete, after a confirmation.
+    await page.goto(f"{service.url}/ui/#/pipelines/{name}")
+    await page.get_by_role("button", name="Delete").click()
+    await page.locator("#confirm-ok").click()
+    await expect(page).to_have_url(f"{service.url}/ui/#/")
+    await expect(page.locator(f'tr[data-pipeline="{name}"]')).to_have_count(0)
+    assert (await service.client.get(f"/pipelines/{name}")).status_code == 404
+
+
+async def test_with_a_token_the_console_asks_once_and_reads_without(
+    bootstrap_servers: str, browser: Browser
+) -> None:
+    suffix = uuid.uuid4().hex[:8]
+    source, name = f"orders-{suffix}", f"guarded-{suffix}"
+    await create_topic(bootstrap_servers, source, partitions=1)
+    settings = app_settings(bootstrap_servers, api_token="console-token")
+    async with running_app(settings) as url:
+        async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+            await wait_ready(client)
+        page = await browser.new_page()
+        # Reading needs no token: the list shows without a question.
+        await page.goto(f"{url}/ui/")
+        await expect(page.get_by_text("No pipelines yet")).to_be_visible()
+        await expect(page.locator("#token-dialog")).not_to_be_visible()
+
+        # The first change asks for the token; a wrong one is asked again.
+        await page.get_by_role("link", name="New pipeline").click()
+        await type_spec(page, window_spec(name, source))
+        await page.get_by_role("button", name="Create pipeline").click()
+        await expect(page.locator("#token-dialog")).to_be_visible()
+        await page.locator("#token-input").fill("wrong")
+        await page.locator("#token-ok").click()
+        await expect(page.locator("#token-reason")).to_contain_text("refused")
+        await page.locator("#token-input").fill("console-token")
+        await page.locator("#token-ok").click()
+        await expect(page).to_have_url(f"{url}/ui/#/pipelines/{name}")
+
+        # Later changes use it without asking.
+        await page.get_by_role("button", name="Pause").click()
+        await expect(page.locator("#state [data-state]")).to_have_text("paused")
+        await expect(page.locator("#token-dialog")).not_to_be_visible()
+        await page.get_by_role("button", name="Delete").click()
+        await page.locator("#confirm-ok").click()
+        await expect(page).to_have_url(f"{url}/ui/#/")
+        await page.close()  # its live tail too, before the server stops

@@ -1,0 +1,112 @@
+"""Schemathesis against the running service: every check, stateless and stateful.
+
+The service runs as in production with a token (so the bearer scheme is in the OpenAPI
+document and ``ignored_auth`` has something to check) on the embedded broker. Schemathesis
+runs its CLI in a subprocess (the full engine: the coverage, fuzzing and stateful phases,
+``--checks all``) with ``tests/api/schemathesis_hooks.py``, which only teaches the
+generator the rules no JSON Schema can state, for positive cases (docs/pipeline-spec.md,
+"What the schema says, and what it cannot"); no check is left out or reconfigured.
+
+Then every pipeline the run created and left must be running (or paused, or finished):
+a spec the service accepted and its runtime refuses is a spec the API should have refused.
+
+``CLOCKWORK_SCHEMATHESIS_EXAMPLES`` (default 60 per operation) and
+``CLOCKWORK_SCHEMATHESIS_SEED`` (default: a new seed each run, printed) tune the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections import Counter
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.api.server import app_settings, running_app, wait_ready
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+TOKEN = "schemathesis-token"
+
+
+async def test_schemathesis_finds_no_failure(bootstrap_servers: str, tmp_path: Path) -> None:
+    settings = app_settings(bootstrap_servers, api_token=TOKEN, kafka_fetch_max_wait_ms=200)
+    events = tmp_path / "events.ndjson"
+    command = [
+        str(Path(sys.executable).with_name("st")),
+        "run",
+        "--checks",
+        "all",
+        "--header",
+        f"Authorization: Bearer {TOKEN}",
+        "--max-examples",
+        os.environ.get("CLOCKWORK_SCHEMATHESIS_EXAMPLES", "60"),
+        "--workers",
+        "1",
+        "--request-timeout",
+        "30",
+        "--phases",
+        "examples,coverage,fuzzing,stateful",
+        "--report",
+        "ndjson",
+        "--report-ndjson-path",
+        str(events),
+    ]
+    if "CLOCKWORK_SCHEMATHESIS_SEED" in os.environ:
+        command += ["--seed", os.environ["CLOCKWORK_SCHEMATHESIS_SEED"]]
+    env = {
+        **os.environ,
+        "SCHEMATHESIS_HOOKS": "tests.api.schemathesis_hooks",
+        "PYTHONPATH": str(ROOT),
+    }
+    async with (
+        running_app(settings) as url,
+        httpx.AsyncClient(base_url=url, timeout=30) as client,
+    ):
+        await wait_ready(client)
+        process = await asyncio.create_subprocess_exec(
+            *command,
+            f"{url}/openapi.json",
+            cwd=tmp_path,
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        output, _ = await process.communicate()
+        report = output.decode(errors="replace")
+        assert process.returncode == 0, report
+        requests, checks = _tally(events)
+        print(f"\nschemathesis: {requests} requests, {sum(checks.values())} checks")
+        for (check, status), count in sorted(checks.items()):
+            print(f"  {check}: {count} {status}")
+        print("\n".join(report.splitlines()[-3:]))
+        assert requests > 0
+        assert not [name for name, status in checks if status != "success"], checks
+
+        pipelines = (await client.get("/pipelines")).json()
+        failed = {
+            p["name"]: (p["status"]["reason"], p["spec"])
+            for p in pipelines
+            if p["status"]["state"] == "failed"
+        }
+        assert failed == {}, "accepted specs that the runtime refuses"
+
+
+def _tally(events: Path) -> tuple[int, Counter[tuple[str, str]]]:
+    """Requests sent and check results by (check, status), from the run's event log."""
+    requests = 0
+    checks: Counter[tuple[str, str]] = Counter()
+    for line in events.read_text().splitlines():
+        finished = json.loads(line).get("ScenarioFinished")
+        if finished is None:
+            continue
+        recorder = finished["recorder"]
+        requests += len(recorder.get("interactions", {}))
+        for results in recorder.get("checks", {}).values():
+            checks.update((result["name"], result["status"]) for result in results)
+    return requests, checks
