@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from service.api.build import BuildError, build_definition
 from service.api.spec import PipelineSpec, validate_spec
 from service.api.store import PipelineStore, StoredPipeline
+from service.runtime.changelog import delete_shuffle_topics
 from service.runtime.changelog import reset_state as reset_checkpointed_state
 from service.runtime.definition import PipelineDefinition
 from service.runtime.end_offsets import probe_end_offsets
@@ -173,7 +174,10 @@ class PipelineRegistry:
         except SpecInvalid:
             return  # it never ran here; nothing of ours to drop
         definition = replace(definition, state_epoch=current.state_epoch)
-        await reset_checkpointed_state(self._runtime.settings.bootstrap_servers, definition)
+        bootstrap = self._runtime.settings.bootstrap_servers
+        await reset_checkpointed_state(bootstrap, definition)
+        if definition.shuffle is not None:
+            await delete_shuffle_topics(bootstrap, definition)
 
     async def set_paused(self, name: str, paused: bool) -> dict[str, Any]:
         async with self._store.write_lock:

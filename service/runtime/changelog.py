@@ -31,7 +31,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from service.runtime.batch_producer import BatchProducer
-from service.runtime.definition import PipelineDefinition, changelog_topic
+from service.runtime.definition import PipelineDefinition, changelog_topic, shuffle_topic
 from service.runtime.sinks import dumps
 from service.runtime.topics import ensure_topics
 
@@ -194,26 +194,49 @@ async def read_changelog(
 
 
 async def delete_old_changelogs(bootstrap_servers: str, definition: PipelineDefinition) -> None:
-    """Delete the changelog topics of the pipeline's state epochs before the previous
-    one, best effort.
+    """Delete the changelog and shuffle topics of the pipeline's state epochs before the
+    previous one, best effort.
 
-    Nothing reads them any more. The previous epoch's is kept until the next reset: a
-    replica that has not seen the reset yet still checkpoints to it until it follows.
-    Deleted under it, its writes would fail on a broker without topic auto-creation
-    (Apache Kafka as usually run: every checkpoint then waits out the producer's
-    timeout, ~30 s, before the replica can stop and follow) or recreate the topic on
-    one with it.
+    Nothing reads them any more. The previous epoch's are kept until the next reset: a
+    replica that has not seen the reset yet still checkpoints (and routes) to them until
+    it follows. Deleted under it, its writes would fail on a broker without topic
+    auto-creation (Apache Kafka as usually run: every checkpoint then waits out the
+    producer's timeout, ~30 s, before the replica can stop and follow) or recreate the
+    topic on one with it.
     """
-    old = {changelog_topic(definition.name, e) for e in range(definition.state_epoch - 1)}
+    old = range(definition.state_epoch - 1)
+    await _delete_topics(
+        bootstrap_servers,
+        definition.name,
+        {changelog_topic(definition.name, e) for e in old}
+        | {shuffle_topic(definition.name, e) for e in old},
+    )
+
+
+async def delete_shuffle_topics(bootstrap_servers: str, definition: PipelineDefinition) -> None:
+    """Delete every shuffle topic of a deleted pipeline, best effort.
+
+    What a deleted pipeline routed must not reach a new pipeline of the same name: its
+    keyed stage would start from the earliest shuffle record. (The changelog is kept,
+    with every position nulled by :func:`reset_state`: see there.)
+    """
+    await _delete_topics(
+        bootstrap_servers,
+        definition.name,
+        {shuffle_topic(definition.name, e) for e in range(definition.state_epoch + 1)},
+    )
+
+
+async def _delete_topics(bootstrap_servers: str, pipeline: str, topics: set[str]) -> None:
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers, request_timeout_ms=15_000)
     try:
         await admin.start()
-        doomed = sorted(old & set(await admin.list_topics()))
+        doomed = sorted(topics & set(await admin.list_topics()))
         if doomed:
             await admin.delete_topics(doomed)
-            logger.info("pipeline %s: deleted old changelogs %s", definition.name, doomed)
+            logger.info("pipeline %s: deleted old topics %s", pipeline, doomed)
     except Exception as exc:
-        logger.warning("pipeline %s: old changelogs not deleted: %r", definition.name, exc)
+        logger.warning("pipeline %s: old topics not deleted: %r", pipeline, exc)
     finally:
         await admin.close()
 
@@ -221,7 +244,8 @@ async def delete_old_changelogs(bootstrap_servers: str, definition: PipelineDefi
 async def reset_state(bootstrap_servers: str, definition: PipelineDefinition) -> None:
     """Discard a pipeline's checkpointed state and positions (a replace that resets).
 
-    Writes a null metadata record for every source partition: a restore then forgets
+    Writes a null metadata record for every partition of each stage (the source's, and
+    a shuffled pipeline's shuffle partitions): a restore then forgets
     everything written before it and starts the partition from ``start_from``. With
     state epochs (``definition.state_epoch > 0``) the epoch's changelog is fresh
     anyway; the changelogs of epochs before the previous one are then deleted, best
@@ -236,7 +260,12 @@ async def reset_state(bootstrap_servers: str, definition: PipelineDefinition) ->
         batches = BatchProducer(producer)
         batches.start()
         try:
-            for topic in definition.topics:
+            # Both stages' positions: a shuffled pipeline's keyed stage checkpoints the
+            # shuffle partitions under the same changelog.
+            stage_topics = list(definition.topics)
+            if definition.shuffle is not None:
+                stage_topics.append(definition.shuffle_topic)
+            for topic in stage_topics:
                 for partition in range(counts[topic]):
                     key = f"{topic}|{partition}|{META}".encode()
                     batches.append(definition.changelog_topic, partition, key, None, None)

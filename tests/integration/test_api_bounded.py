@@ -9,8 +9,16 @@ from typing import Any
 
 import httpx
 import pytest
+from aiokafka.admin import AIOKafkaAdminClient
 
-from tests.api.server import app_settings, create_topic, eventually, produce, running_app
+from tests.api.server import (
+    TopicReader,
+    app_settings,
+    create_topic,
+    eventually,
+    produce,
+    running_app,
+)
 from tests.api.server import wait_ready as wait_until_ready
 
 pytestmark = pytest.mark.integration
@@ -65,3 +73,70 @@ async def test_a_bounded_pipeline_reads_to_the_ends_pinned_at_its_creation(
 
 def ends_of(ends: list[list[Any]]) -> list[int]:
     return [end for _, _, end in sorted(ends, key=lambda e: e[1])]
+
+
+async def test_a_deleted_shuffled_pipeline_leaves_nothing_to_a_new_one_of_its_name(
+    bootstrap_servers: str,
+) -> None:
+    """A payload key shuffles: the deleted pipeline's shuffle topic goes with it and the
+    keyed stage's positions are forgotten, so a new pipeline of the same name routes
+    only its own input (reading the old shuffle records would add the old users)."""
+    suffix = uuid.uuid4().hex[:8]
+    name, old_source, new_source = f"again-{suffix}", f"old-{suffix}", f"new-{suffix}"
+    for topic in (old_source, new_source):
+        await create_topic(bootstrap_servers, topic, partitions=2)
+    await produce(
+        bootstrap_servers,
+        old_source,
+        [(f"o{i}", {"user": f"old{i % 3}", "ts": 1000 + i}) for i in range(30)],
+    )
+    await produce(
+        bootstrap_servers,
+        new_source,
+        [(f"o{i}", {"user": f"new{i % 2}", "ts": 1000 + i}) for i in range(20)],
+    )
+    async with (
+        running_app(app_settings(bootstrap_servers)) as url,
+        httpx.AsyncClient(base_url=url, timeout=30) as client,
+    ):
+        await wait_until_ready(client)
+
+        async def run(spec: dict[str, Any]) -> None:
+            created = await client.post("/pipelines", json=spec)
+            assert created.status_code == 201, created.text
+
+            async def finished() -> bool:
+                status = (await client.get(f"/pipelines/{name}/status")).json()
+                return bool(status["state"] == "finished")
+
+            await eventually(finished, timeout_s=30)
+
+        await run(bounded_spec(name, old_source))
+        assert f"clockwork.{name}.shuffle" in await topic_names(bootstrap_servers)
+        assert (await client.delete(f"/pipelines/{name}")).status_code == 204
+
+        async def shuffle_topic_gone() -> bool:
+            return f"clockwork.{name}.shuffle" not in await topic_names(bootstrap_servers)
+
+        await eventually(shuffle_topic_gone)
+
+        again = bounded_spec(name, new_source)
+        again["sink"] = {"topic": f"{name}.again"}
+        await run(again)
+        async with TopicReader(bootstrap_servers, f"{name}.again") as reader:
+
+            async def both_users() -> list[dict[str, Any]] | None:
+                records = await reader.poll()
+                return records if {r["key"] for r in records} >= {"new0", "new1"} else None
+
+            results = await eventually(both_users)
+    assert {r["key"]: r["result"]["n"] for r in results} == {"new0": 10, "new1": 10}
+
+
+async def topic_names(bootstrap_servers: str) -> set[str]:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers)
+    await admin.start()
+    try:
+        return set(await admin.list_topics())
+    finally:
+        await admin.close()
