@@ -243,6 +243,8 @@ class Checkpointer:
                 except (CommitFailedError, IllegalStateError) as exc:
                     # The changelog, not the group offset, is where a restore resumes.
                     logger.info("pipeline %s: offset commit skipped: %s", name, exc)
+                else:
+                    session.stage.committed({tp: o.offset for tp, o in offsets.items()})
         except Exception:
             metrics.checkpoint_failures.labels(name).inc()
             raise

@@ -67,6 +67,7 @@ class RuntimeMetrics:
     shuffle_records_routed: Counter
     shuffle_markers: Counter
     shuffle_replays: Counter
+    shuffle_trims: Counter
     key_partition_mismatches: Counter
     pipeline_up: Gauge
     pipeline_restarts: Counter
@@ -340,6 +341,13 @@ def build_metrics(registry: CollectorRegistry) -> RuntimeMetrics:
             _P,
             registry=r,
         ),
+        shuffle_trims=Counter(
+            "clockwork_shuffle_trims",
+            "Requests to delete the shuffle records the keyed stage has checkpointed past "
+            "(DeleteRecords), by outcome: done, or refused by the broker.",
+            ("pipeline", "outcome"),
+            registry=r,
+        ),
         key_partition_mismatches=Counter(
             "clockwork_key_partition_mismatches",
             "Records of a source declared partitioned by the key (key.partitioned) whose "
@@ -415,6 +423,7 @@ METRIC_NAMES: tuple[str, ...] = (
     "clockwork_shuffle_records_routed_total",
     "clockwork_shuffle_markers_total",
     "clockwork_shuffle_replays_dropped_total",
+    "clockwork_shuffle_trims_total",
     "clockwork_key_partition_mismatches_total",
     "clockwork_pipeline_running",
     "clockwork_pipeline_restarts_total",

@@ -36,6 +36,9 @@ class RuntimeSettings:
     0: none. A decoded record takes ~0.7 KB until processed (~175 MB at the default)."""
     replication_factor: int = 1
     """For created topics (aiokafka cannot ask for the broker's default); 3 in production."""
+    shuffle_trim_interval_s: float = 30.0
+    """How often at most the keyed stage of a shuffled pipeline deletes the shuffle
+    records it has checkpointed past (shuffle/trim.py)."""
     restart_backoff_initial_s: float = 0.5
     restart_backoff_max_s: float = 30.0
     broker_check_interval_s: float = 2.0

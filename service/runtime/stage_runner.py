@@ -105,6 +105,12 @@ class StageRunner:
 
     # -- sessions --------------------------------------------------------------------
     async def run(self) -> None:
+        try:
+            await self._run()
+        finally:
+            await self.stage.close()
+
+    async def _run(self) -> None:
         backoff = self.settings.restart_backoff_initial_s
         name = self.definition.name
         label = name if self.stage.name == "keyed" else f"{name} ({self.stage.name})"

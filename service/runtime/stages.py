@@ -19,6 +19,7 @@ fetch loop, checkpoints, rebalances, restores) is the same for all three.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -35,6 +36,7 @@ from service.runtime.partition import PartitionTask
 from service.runtime.partitioning_check import PartitioningCheck
 from service.runtime.shuffle.reader import ShuffleDecoder
 from service.runtime.shuffle.task import ShuffledPartitionTask
+from service.runtime.shuffle.trim import ShuffleTrimmer
 from service.runtime.shuffle.writer import ShuffleWriter
 
 if TYPE_CHECKING:
@@ -105,6 +107,12 @@ class Stage:
         """After every watermark emission (every tick, every record with
         ``interval_ms = 0``); True if it produced something."""
         return False
+
+    def committed(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """After a checkpoint whose offset commit the group accepted."""
+
+    async def close(self) -> None:
+        """When the stage runner stops for good."""
 
 
 class KeyedStage(Stage):
@@ -181,6 +189,7 @@ class ShuffledStage(Stage):
 
     def __init__(self, definition: PipelineDefinition) -> None:
         super().__init__(definition)
+        self.trimmer: ShuffleTrimmer | None = None
         # Idleness comes from the markers, declared upstream; never from silence here.
         self.watermark = replace(
             definition.watermark, idle_timeout_ms=None, idle_advance=False, max_drift_ms=None
@@ -214,6 +223,23 @@ class ShuffledStage(Stage):
     @property
     def task(self) -> type[PartitionTask]:
         return ShuffledPartitionTask
+
+    def prepare(self, session: Session, counts: dict[str, int]) -> None:
+        if self.trimmer is None:
+            self.trimmer = ShuffleTrimmer(
+                session.settings.bootstrap_servers,
+                self.definition.name,
+                session.settings.shuffle_trim_interval_s,
+                session.metrics.shuffle_trims,
+            )
+
+    def committed(self, offsets: Mapping[TopicPartition, int]) -> None:
+        if self.trimmer is not None:
+            self.trimmer.committed(offsets)
+
+    async def close(self) -> None:
+        if self.trimmer is not None:
+            await self.trimmer.close()
 
 
 def stages_of(definition: PipelineDefinition) -> list[Stage]:

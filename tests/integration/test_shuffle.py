@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from prometheus_client import CollectorRegistry
 
 from service.core.partitioner import partition_for
@@ -105,10 +106,13 @@ def by_window(results: list[dict[str, Any]]) -> dict[tuple[str, int], Any]:
 
 
 async def run_to_finish(
-    bootstrap: str, definition: Any, registry: CollectorRegistry | None = None
+    bootstrap: str,
+    definition: Any,
+    registry: CollectorRegistry | None = None,
+    **settings: Any,
 ) -> PipelineStatus:
     runtime = Runtime(
-        runtime_settings(bootstrap),
+        runtime_settings(bootstrap, **settings),
         metrics=build_metrics(registry or CollectorRegistry()),
     )
     await runtime.start()
@@ -153,6 +157,37 @@ async def test_a_skewed_source_keyed_by_order_gives_exact_windows_per_user(
     out = await read_topic(bootstrap_servers, f"{name}.out")
     for record in out:
         assert record.partition == counts[orjson.loads(record.value)["key"]] % PARTITIONS
+
+
+@pytest.mark.requires_broker("delete_records")
+async def test_the_keyed_stage_trims_the_shuffle_topic_behind_its_checkpoints(
+    bootstrap_servers: str,
+) -> None:
+    """Routed records are read once: what a keyed checkpoint covers is deleted, so a
+    finished pipeline leaves its shuffle topic empty, with exact results."""
+    name = unique("trim")
+    topic = f"{name}.in"
+    await create_topic(bootstrap_servers, topic, PARTITIONS)
+    data = orders(3_000)
+    await send(bootstrap_servers, topic, data)
+    registry = CollectorRegistry()
+    definition = window_definition(
+        name, [topic], TUMBLING, max_out_of_orderness_ms=2_000, shuffle=True
+    )
+    await run_to_finish(bootstrap_servers, definition, registry, shuffle_trim_interval_s=0)
+    assert by_window(await read_json(bootstrap_servers, f"{name}.out")) == expected(data)
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap_servers)
+    await consumer.start()
+    try:
+        shuffle = [TopicPartition(f"clockwork.{name}.shuffle", p) for p in range(PARTITIONS)]
+        firsts = await consumer.beginning_offsets(shuffle)
+        ends = await consumer.end_offsets(shuffle)
+    finally:
+        await consumer.stop()
+    assert all(ends[tp] > 0 for tp in shuffle)  # records and markers went through each
+    assert firsts == ends
+    done = {"pipeline": name, "outcome": "done"}
+    assert (registry.get_sample_value("clockwork_shuffle_trims_total", done) or 0) >= 1
 
 
 async def test_an_idle_source_partition_is_declared_idle_upstream_and_holds_no_one_back(
