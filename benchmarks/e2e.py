@@ -23,6 +23,12 @@ the embedded one, ``--broker kafka`` Apache Kafka 4 as the integration tests run
 ``examples.udf.quiet:CountUntilQuiet``, 10 minutes: two value states and an event-time
 timer moved per record). The bounded end fires every key's timer, so the output is one
 record per key, checked exactly (the key's last event time, and its count for ``quiet``).
+
+``--shuffle`` adds, in the same run, the same events keyed by order id (so every user is
+spread over all partitions) to a second topic, and runs the same windows over it as a
+shuffled pipeline (two stages through the shuffle topic, semantics.md section 8),
+checked as exactly; the number to watch is its rate against the unshuffled pipeline's
+(target: at least 50%).
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ from benchmarks.workload import (
     expected_results,
     generate,
     kafka_records,
+    keyed_by_order,
     normalise,
     produce,
     read_topic,
@@ -133,6 +140,7 @@ async def run_pipeline(
     checkpoint_interval_ms: int,
     prefetch_max_records: int | None = None,
     operator: str = "window",
+    shuffle: bool = False,
 ) -> tuple[float, float, float]:
     """Run the bounded pipeline to ``finished``; returns (seconds, CPU seconds, startup
     seconds: from the start to the first processed records, i.e. the group join and
@@ -143,6 +151,7 @@ async def run_pipeline(
     """
     from service.runtime.definition import (
         PipelineDefinition,
+        ShuffleSettings,
         SinkSettings,
         TimestampSettings,
         WatermarkSettings,
@@ -163,6 +172,7 @@ async def run_pipeline(
         sink=SinkSettings(topic=f"{name}.out", dead_letter_topic=f"{name}.dlq"),
         operator_factory=factory,
         key_field="user",
+        shuffle=ShuffleSettings() if shuffle else None,
         timestamp=TimestampSettings(source="field", field="ts"),
         watermark=WatermarkSettings(
             max_out_of_orderness_ms=workload.out_of_orderness_ms, interval_ms=200
@@ -236,12 +246,7 @@ async def bench(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]:
     else:
         pipeline_s, pipeline_cpu_s, startup_s = await pipeline
 
-    outputs = [json.loads(v) for v in await read_topic(bootstrap, f"{name}.out")]
-    if args.operator == "window":
-        check = check_results([normalise(row) for row in outputs], expected_results(workload))
-        ok, summary = check.ok, check.summary()
-    else:
-        ok, summary = check_process_results(args.operator, outputs, expected_per_key(workload))
+    ok, summary = await check_outputs(bootstrap, f"{name}.out", args.operator, workload)
     report = {
         "operator": args.operator,
         "records": total,
@@ -258,7 +263,47 @@ async def bench(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]:
         "check": summary,
         "ok": ok,
     }
+    if args.shuffle:
+        by_order = f"{topic}-by-order"
+        await produce(
+            keyed_by_order(records, workload.partitions), bootstrap, by_order, workload.partitions
+        )
+        shuffled = by_order.replace("bench-e2e", "e2e")
+        shuffled_s, shuffled_cpu_s, _ = await run_pipeline(
+            bootstrap,
+            by_order,
+            shuffled,
+            workload,
+            args.checkpoint_interval_ms,
+            args.prefetch_max_records,
+            args.operator,
+            shuffle=True,
+        )
+        shuffled_ok, shuffled_summary = await check_outputs(
+            bootstrap, f"{shuffled}.out", args.operator, workload
+        )
+        report.update(
+            {
+                "shuffled_records_per_s": round(total / shuffled_s),
+                "shuffled_seconds": round(shuffled_s, 3),
+                "shuffled_vs_unshuffled": round(pipeline_s / shuffled_s, 3),
+                "shuffled_cpu_us_per_record": round(shuffled_cpu_s / total * 1e6, 2),
+                "shuffled_check": shuffled_summary,
+                "ok": ok and shuffled_ok,
+            }
+        )
     return report
+
+
+async def check_outputs(
+    bootstrap: str, topic: str, operator: str, workload: Workload
+) -> tuple[bool, str]:
+    """Whether ``topic`` holds exactly the expected results; and a summary."""
+    outputs = [json.loads(v) for v in await read_topic(bootstrap, topic)]
+    if operator == "window":
+        check = check_results([normalise(row) for row in outputs], expected_results(workload))
+        return check.ok, check.summary()
+    return check_process_results(operator, outputs, expected_per_key(workload))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -284,6 +329,11 @@ def main(argv: list[str] | None = None) -> int:
         choices=["window", *PROCESS_FUNCTIONS],
         default="window",
         help="the pipeline's operator (default: the standard tumbling windows)",
+    )
+    parser.add_argument(
+        "--shuffle",
+        action="store_true",
+        help="also run the same events keyed by order id through a shuffled pipeline",
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")

@@ -298,6 +298,20 @@ def kafka_records(workload: Workload) -> list[KafkaRecord]:
     return out
 
 
+def keyed_by_order(records: list[KafkaRecord], partitions: int) -> list[KafkaRecord]:
+    """The same records keyed by an order id instead (``o<n>``, one per event), so a
+    user's events are spread over every partition: a topic only a shuffle makes exact.
+    The end markers keep their partitions."""
+    out: list[KafkaRecord] = []
+    for n, (partition, key, value, ts) in enumerate(records):
+        if is_end_marker(key.decode()):
+            out.append((partition, key, value, ts))
+            continue
+        order = f"o{n}".encode()
+        out.append((kafka_partition(order, partitions), order, value, ts))
+    return out
+
+
 async def produce(records: list[KafkaRecord], bootstrap: str, topic: str, partitions: int) -> int:
     """Create ``topic`` and produce ``records`` in order, with batches built by hand
     (``create_batch``/``append``/``send_batch``: ~1M records/s on Tansu, against
