@@ -159,9 +159,11 @@ async def test_create_watch_pause_resume_refuse_and_delete(
         int(await page.locator('svg[data-chart="watermark_lag"]').get_attribute("data-points") or 0)
         > 1
     )
-    await expect(page.locator("#partitions section[data-stage] tr[data-partition]")).to_have_count(
-        1
-    )
+    # A payload key shuffles: the source's partition, then the shuffle's, by stage.
+    for stage in ("route", "shuffled"):
+        await expect(
+            page.locator(f'#partitions section[data-stage="{stage}"] tr[data-partition]')
+        ).to_have_count(1)
 
     # Pause and resume.
     await page.get_by_role("button", name="Pause").click()
