@@ -114,6 +114,7 @@ def _pipeline_schema(allowed: tuple[str, ...], ref_template: str) -> JsonSchema:
     defs: dict[str, JsonSchema] = schema["$defs"]
     _topics(schema)
     _source(defs["SourceSpec"])
+    _key(defs["KeySpec"])
     _timestamp(defs["TimestampSpec"])
     _watermark(defs["WatermarkSpec"])
     _aggregation(defs["Aggregation"])
@@ -167,6 +168,12 @@ def _topics(schema: JsonSchema) -> None:
 def _source(source: JsonSchema) -> None:
     """rules._topics: a source topic listed twice."""
     source["properties"]["topics"]["uniqueItems"] = True
+
+
+def _key(key: JsonSchema) -> None:
+    """rules._key: a source declared partitioned by the key is not shuffled."""
+    key["if"] = {"required": ["partitioned"], "properties": {"partitioned": {"const": True}}}
+    key["then"] = {"properties": {"shuffle_partitions": {"type": "null"}}}
 
 
 def _present(name: str, kind: str) -> JsonSchema:

@@ -160,6 +160,10 @@ REFUSED_BY_BOTH: dict[str, dict[str, Any]] = {
     "late topic on processing time": edit(
         window(time="processing"), lambda s: s["sink"].update(late_topic="l")
     ),
+    "shuffle partitions of a partitioned source": edit(
+        window(),
+        lambda s: s.update(key={"field": "u", "partitioned": True, "shuffle_partitions": 4}),
+    ),
     "unknown built-in": process("nope"),
     "module not allowed": process("os:system"),
     "dedupe without params": edit(process(), lambda s: s["operator"].pop("params")),
@@ -202,6 +206,10 @@ ACCEPTED_BY_BOTH: dict[str, dict[str, Any]] = {
     "long topic with its own dead-letter topic": edit(
         window(), lambda s: s["sink"].update(topic="t" * 249, dead_letter_topic="d")
     ),
+    "shuffled key with its partitions": edit(
+        window(), lambda s: s.update(key={"field": "u", "shuffle_partitions": 4})
+    ),
+    "partitioned key": edit(window(), lambda s: s.update(key={"field": "u", "partitioned": True})),
     "nulls where optional": window(trigger=None, evictor=None, function=None),
 }
 
