@@ -4,6 +4,7 @@ partitioned by the key, on the real broker."""
 
 from __future__ import annotations
 
+import contextlib
 import random
 import signal
 from collections import defaultdict
@@ -411,7 +412,8 @@ async def test_a_kill_at_any_point_of_either_stage_loses_and_doubles_nothing(
         async def complete() -> bool:
             return len(latest_by_id(await read_json(bootstrap_servers, f"{name}.out"))) >= len(want)
 
-        await wait_until(complete, timeout_s=90)
+        with contextlib.suppress(TimeoutError):  # the assertion below shows what is off
+            await wait_until(complete, timeout_s=90)
     results = await read_json(bootstrap_servers, f"{name}.out")
     assert by_window(results) == want
     emitted: dict[str, list[Any]] = defaultdict(list)
