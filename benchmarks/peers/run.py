@@ -88,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     contenders = []
     if not args.no_raw:
         contenders.append(raw_consume())
+        contenders.append(raw_consume(group=True))
     if args.raw_decode:
         contenders.append(raw_consume(decode=True))
     if not args.no_ours:
@@ -114,8 +115,15 @@ def main(argv: list[str] | None = None) -> int:
     ]
     summaries += run_round_robin(planned, args.repeat, root)
 
-    order = {"raw": 0, "raw-decode": 1, "ours": 2, "ours-shuffle": 3, "ours-inprocess": 4}
-    summaries.sort(key=lambda s: order.get(s.contender.key, 5))
+    order = {
+        "raw": 0,
+        "raw-group": 1,
+        "raw-decode": 2,
+        "ours": 3,
+        "ours-shuffle": 4,
+        "ours-inprocess": 5,
+    }
+    summaries.sort(key=lambda s: order.get(s.contender.key, 6))
     load_after = table.load_average()
     print(table.terminal(summaries, args.events))
     print(f"load average before: {load_before}; after: {load_after}")
