@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -34,7 +35,8 @@ HEARTBEAT_INTERVAL_MS = 500
 # librdkafka then waits fetch.queue.backoff.ms (default 1000 ms) before the next fetch.
 # 10 ms against this broker (shared/design/embedded-broker.md; measured there: ~150k
 # records/s without it against ~600k/s with it for a plain confluent-kafka consumer).
-FETCH_QUEUE_BACKOFF_MS = 10
+FETCH_QUEUE_BACKOFF_MS = int(os.environ.get("PEERS_FETCH_QUEUE_BACKOFF_MS", "10"))
+"""``PEERS_FETCH_QUEUE_BACKOFF_MS`` overrides it, for the A/B in docs/performance.md."""
 WINDOW_MS = 60_000
 OUT_OF_ORDERNESS_MS = 2000
 

@@ -271,7 +271,8 @@ def run_round_robin(
                 f"whole={whole and round(whole)}/s "
                 f"to_result={res.to_result_s and round(res.to_result_s, 2)}s "
                 f"wall={res.wall_s and round(res.wall_s, 1)}s "
-                f"cpu={res.cpu_s and round(res.cpu_s, 1)}s {res.detail}",
+                f"cpu={res.cpu_s and round(res.cpu_s, 1)}s {res.detail}"
+                + "".join(f"; {note}" for note in res.notes),
                 file=sys.stderr,
                 flush=True,
             )
