@@ -22,6 +22,7 @@ from datetime import UTC
 
 from _common import (
     FETCH_MAX_WAIT_MS,
+    FETCH_QUEUE_BACKOFF_MS,
     OUT_OF_ORDERNESS_MS,
     WINDOW_MS,
     Report,
@@ -70,7 +71,10 @@ def main() -> int:
         [args.bootstrap],
         [args.input_topic],
         tail=False,
-        add_config={"fetch.wait.max.ms": str(FETCH_MAX_WAIT_MS)},
+        add_config={
+            "fetch.wait.max.ms": str(FETCH_MAX_WAIT_MS),
+            "fetch.queue.backoff.ms": str(FETCH_QUEUE_BACKOFF_MS),
+        },
     )
     keyed = op.map("parse", op.input("in", flow, source), parse)
     frozen_now = datetime.now(UTC)

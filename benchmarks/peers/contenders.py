@@ -40,12 +40,12 @@ def peer_contender(peer: Peer, python: Path) -> Contender:
     )
 
 
-def raw_consume(decode: bool = False) -> Contender:
+def raw_consume(decode: bool = False, group: bool = False) -> Contender:
     script = HERE / "raw_consume.py"
+    flags = [*(["--decode"] if decode else []), *(["--group-join"] if group else [])]
 
     def command(prep: Prepared, paths: Paths) -> list[str]:
-        return [sys.executable, str(script), *(["--decode"] if decode else []),
-                *runner_args(prep, paths)]  # fmt: skip
+        return [sys.executable, str(script), *flags, *runner_args(prep, paths)]
 
     if decode:
         return Contender(
@@ -55,12 +55,21 @@ def raw_consume(decode: bool = False) -> Contender:
             output="none",
             note="the ceiling for a Python consumer that looks at the JSON; no output",
         )
+    if group:
+        return Contender(
+            "raw-group",
+            "raw consume in a consumer group (aiokafka)",
+            command,
+            output="none",
+            note="the ceiling with a group join, as the service and Quix pay it; no output",
+        )
     return Contender(
         "raw",
         "raw consume (aiokafka)",
         command,
         output="none",
-        note="the ceiling: read every record, nothing else; no output",
+        note="the ceiling: partitions assigned (no group join), read every record, "
+        "nothing else; no output",
     )
 
 

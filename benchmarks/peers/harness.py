@@ -12,7 +12,9 @@ import asyncio
 import json
 import logging
 import shutil
+import signal
 import statistics
+import subprocess
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -68,6 +70,19 @@ class Paths:
     output_dir: Path
 
 
+Driver = Callable[["subprocess.Popen[bytes]"], None]
+"""Runs in a thread beside a contender that does not stop by itself (a service): talks to
+it, writes the report, and stops it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """How a service contender is started: its environment and its driver."""
+
+    env: dict[str, str]
+    driver: Driver
+
+
 @dataclass(frozen=True, slots=True)
 class Contender:
     key: str
@@ -79,6 +94,8 @@ class Contender:
     """Where results go: ``kafka`` (the output topic), ``file`` (a directory), ``none``."""
     note: str = ""
     timeout_s: float = 900.0
+    launch: Callable[[Prepared, Paths], Launch] | None = None
+    """For a service: its environment and the driver that feeds and stops it."""
 
 
 @dataclass(slots=True)
@@ -88,15 +105,29 @@ class RunResult:
     checked: bool | None = None
     """True: output matched; False: it did not (or the run failed); None: no output."""
     processing_s: float | None = None
+    """From the first record to the last result (the steady rate's time)."""
+    to_result_s: float | None = None
+    """From the process's start to its last result flushed (the whole-process time:
+    interpreter, imports, group join and restore included; the exit is not)."""
     wall_s: float | None = None
+    """From the process's start to its exit."""
+    cpu_s: float | None = None
+    """User + system CPU seconds of the process and its children, start to exit."""
     peak_rss_bytes: int | None = None
     detail: str = ""
     notes: list[str] = field(default_factory=list)
 
     def events_per_s(self, events: int) -> float | None:
+        """The steady rate: first record to last result."""
         if self.checked is False or not self.processing_s:
             return None
         return events / self.processing_s
+
+    def whole_events_per_s(self, events: int) -> float | None:
+        """The whole process's rate: its start to its last result."""
+        if self.checked is False or not self.to_result_s:
+            return None
+        return events / self.to_result_s
 
 
 def run_once(contender: Contender, prep: Prepared, workdir: Path) -> RunResult:
@@ -130,15 +161,28 @@ def run_once(contender: Contender, prep: Prepared, workdir: Path) -> RunResult:
 
 def _execute(contender: Contender, prep: Prepared, paths: Paths, result: RunResult) -> None:
     cmd = contender.command(prep, paths)
-    measured = run_measured(cmd, paths.workdir / "run.log", contender.timeout_s)
+    launch = contender.launch(prep, paths) if contender.launch else None
+    measured = run_measured(
+        cmd,
+        paths.workdir / "run.log",
+        contender.timeout_s,
+        env=launch.env if launch else None,
+        driver=launch.driver if launch else None,
+    )
     result.wall_s = measured.wall_s
+    result.cpu_s = measured.cpu_s
     result.peak_rss_bytes = measured.peak_rss_bytes
     report = json.loads(paths.report.read_text()) if paths.report.exists() else {}
     result.version = report.get("version", result.version)
     result.notes = report.get("notes", [])
     if report.get("first_record") and report.get("finished"):
         result.processing_s = report["finished"] - report["first_record"]
-    if measured.timed_out or measured.returncode != 0 or not report:
+    if report.get("finished"):
+        result.to_result_s = report["finished"] - measured.started_epoch
+    # A service stopped by the driver's SIGTERM may end by that signal once its graceful
+    # shutdown is done (uvicorn re-raises the signal it caught): that is a clean exit.
+    clean = (0, -signal.SIGTERM) if launch else (0,)
+    if measured.timed_out or measured.returncode not in clean or not report:
         why = "timed out" if measured.timed_out else f"exit code {measured.returncode}"
         result.checked = False
         result.detail = f"{why}; log {paths.workdir / 'run.log'}: ...{measured.log_tail[-600:]}"
@@ -187,28 +231,56 @@ class Summary:
         return self._median([r.events_per_s(self.events) for r in self.runs])
 
     @property
+    def whole_events_per_s(self) -> float | None:
+        if self.checked is False:
+            return None
+        return self._median([r.whole_events_per_s(self.events) for r in self.runs])
+
+    @property
+    def to_result_s(self) -> float | None:
+        return self._median([r.to_result_s for r in self.runs])
+
+    @property
     def wall_s(self) -> float | None:
         return self._median([r.wall_s for r in self.runs])
+
+    @property
+    def cpu_s_per_million(self) -> float | None:
+        cpu = self._median([r.cpu_s for r in self.runs])
+        return cpu * 1e6 / self.events if cpu is not None else None
 
     @property
     def peak_rss_bytes(self) -> float | None:
         return self._median([r.peak_rss_bytes for r in self.runs])
 
 
-def run_repeated(contender: Contender, prep: Prepared, repeat: int, root: Path) -> Summary:
-    runs = []
+def run_round_robin(
+    contenders: list[tuple[Contender, Prepared]], repeat: int, root: Path
+) -> list[Summary]:
+    """Every contender once per round, ``repeat`` rounds: each contender's runs are
+    spread over the whole run, so a change in the machine's load falls on all of them."""
+    runs: list[list[RunResult]] = [[] for _ in contenders]
     for i in range(repeat):
-        print(f"  {contender.tool}: run {i + 1}/{repeat} ...", file=sys.stderr, flush=True)
-        res = run_once(contender, prep, root / contender.key / f"run{i + 1}")
-        rate = res.events_per_s(prep.workload.events)
-        print(
-            f"    checked={res.checked} rate={rate and round(rate)}/s "
-            f"wall={res.wall_s and round(res.wall_s, 1)}s {res.detail}",
-            file=sys.stderr,
-            flush=True,
-        )
-        runs.append(res)
-    return Summary(contender, runs, prep.workload.events)
+        for (contender, prep), done in zip(contenders, runs, strict=True):
+            print(f"  {contender.tool}: run {i + 1}/{repeat} ...", file=sys.stderr, flush=True)
+            res = run_once(contender, prep, root / contender.key / f"run{i + 1}")
+            events = prep.workload.events
+            steady, whole = res.events_per_s(events), res.whole_events_per_s(events)
+            print(
+                f"    checked={res.checked} steady={steady and round(steady)}/s "
+                f"whole={whole and round(whole)}/s "
+                f"to_result={res.to_result_s and round(res.to_result_s, 2)}s "
+                f"wall={res.wall_s and round(res.wall_s, 1)}s "
+                f"cpu={res.cpu_s and round(res.cpu_s, 1)}s {res.detail}"
+                + "".join(f"; {note}" for note in res.notes),
+                file=sys.stderr,
+                flush=True,
+            )
+            done.append(res)
+    return [
+        Summary(contender, done, prep.workload.events)
+        for (contender, prep), done in zip(contenders, runs, strict=True)
+    ]
 
 
 def scratch_root() -> Path:

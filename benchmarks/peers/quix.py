@@ -15,6 +15,7 @@ import time
 
 from _common import (
     FETCH_MAX_WAIT_MS,
+    FETCH_QUEUE_BACKOFF_MS,
     HEARTBEAT_INTERVAL_MS,
     OUT_OF_ORDERNESS_MS,
     SESSION_TIMEOUT_MS,
@@ -41,6 +42,7 @@ def main() -> int:
         loglevel="WARNING",
         consumer_extra_config={
             "fetch.wait.max.ms": FETCH_MAX_WAIT_MS,
+            "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS,
             "session.timeout.ms": SESSION_TIMEOUT_MS,
             "heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS,
         },

@@ -2,6 +2,12 @@
 Quix Streams, Bytewax, Faust and Flink SQL (PyFlink), beside the raw-consume ceiling and
 our service, each repeated; one table of medians, also written as markdown.
 
+Our service runs three ways: as a user runs it (``python -m service``, the spec over
+REST, ``key.partitioned``), the same with the default keyed shuffle, and the runtime in
+process (no REST). For every contender: the whole process's time from its start to its
+last result, the steady rate (first record to last result), CPU seconds per million
+events, peak RSS, and whether the output matched the expected windows.
+
 Quick check: ``python -m benchmarks.peers.run --events 20000 --repeat 1``.
 """
 
@@ -14,8 +20,8 @@ from pathlib import Path
 
 from benchmarks.peers import table
 from benchmarks.peers.contenders import failed, peer_contender, raw_consume
-from benchmarks.peers.harness import Prepared, Summary, run_repeated, scratch_root
-from benchmarks.peers.ours import ours_contender
+from benchmarks.peers.harness import Prepared, Summary, run_round_robin, scratch_root
+from benchmarks.peers.ours import ours_contender, ours_rest_contender
 from benchmarks.peers.venvs import BY_NAME, PEERS, VenvError, ensure_venv
 from benchmarks.workload import Workload
 
@@ -32,6 +38,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--peers", default=",".join(p.name for p in PEERS), help="comma-separated subset"
     )
     parser.add_argument("--no-ours", action="store_true", help="skip our service")
+    parser.add_argument(
+        "--no-shuffle", action="store_true", help="skip our service with the keyed shuffle"
+    )
+    parser.add_argument(
+        "--no-inprocess", action="store_true", help="skip our runtime run in process"
+    )
     parser.add_argument("--no-raw", action="store_true", help="skip the raw-consume ceiling")
     parser.add_argument(
         "--raw-decode", action="store_true", help="add the raw consume + orjson decode ceiling"
@@ -76,13 +88,17 @@ def main(argv: list[str] | None = None) -> int:
     contenders = []
     if not args.no_raw:
         contenders.append(raw_consume())
+        contenders.append(raw_consume(group=True))
     if args.raw_decode:
         contenders.append(raw_consume(decode=True))
     if not args.no_ours:
-        ours = ours_contender()
+        contenders.append(ours_rest_contender(partitioned=True))
+        if not args.no_shuffle:
+            contenders.append(ours_rest_contender(partitioned=False))
+        ours = ours_contender() if not args.no_inprocess else None
         if isinstance(ours, str):
-            summaries.append(failed("ours", "Clockwork (ours)", ours, args.events))
-        else:
+            summaries.append(failed("ours-inprocess", "Clockwork in process", ours, args.events))
+        elif ours is not None:
             contenders.append(ours)
     for name in filter(None, args.peers.split(",")):
         peer = BY_NAME[name.strip()]
@@ -94,12 +110,20 @@ def main(argv: list[str] | None = None) -> int:
             continue
         contenders.append(peer_contender(peer, python))
 
-    for contender in contenders:
-        events = min(args.events, events_for.get(contender.key, args.events))
-        summaries.append(run_repeated(contender, prep_for(events), args.repeat, root))
+    planned = [
+        (c, prep_for(min(args.events, events_for.get(c.key, args.events)))) for c in contenders
+    ]
+    summaries += run_round_robin(planned, args.repeat, root)
 
-    order = {"raw": 0, "raw-decode": 1, "ours": 2}
-    summaries.sort(key=lambda s: order.get(s.contender.key, 3))
+    order = {
+        "raw": 0,
+        "raw-group": 1,
+        "raw-decode": 2,
+        "ours": 3,
+        "ours-shuffle": 4,
+        "ours-inprocess": 5,
+    }
+    summaries.sort(key=lambda s: order.get(s.contender.key, 6))
     load_after = table.load_average()
     print(table.terminal(summaries, args.events))
     print(f"load average before: {load_before}; after: {load_after}")

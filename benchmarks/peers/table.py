@@ -15,11 +15,13 @@ OURS_KEY = "ours"
 HEADERS = (
     "tool",
     "version",
-    "events/s (median)",
-    "wall time s",
+    "start to last result s",
+    "events/s whole process",
+    "events/s steady",
+    "CPU s per 1M events",
     "peak RSS MB",
     "output checked",
-    "vs ours",
+    "vs ours (whole)",
     "notes",
 )
 
@@ -55,10 +57,12 @@ def machine() -> str:
 
 def rows(summaries: Sequence[Summary], events: int | None = None) -> list[tuple[str, ...]]:
     ours = next((s for s in summaries if s.contender.key == OURS_KEY), None)
-    ours_rate = ours.events_per_s if ours else None
+    ours_rate = ours.whole_events_per_s if ours else None
     out = []
     for s in summaries:
-        rate = s.events_per_s
+        rate = s.whole_events_per_s
+        steady = s.events_per_s
+        cpu = s.cpu_s_per_million
         checked = {True: "yes", False: "no", None: "n/a (no output)"}[s.checked]
         ratio = f"{rate / ours_rate:.2f}x" if rate and ours_rate else "n/a"
         detail = next((r.detail for r in s.runs if r.checked is False), "")
@@ -69,8 +73,10 @@ def rows(summaries: Sequence[Summary], events: int | None = None) -> list[tuple[
             (
                 s.contender.tool,
                 s.version,
+                f"{s.to_result_s:.1f}" if s.to_result_s is not None else "-",
                 f"{rate:,.0f}" if rate else "-",
-                f"{s.wall_s:.1f}" if s.wall_s is not None else "-",
+                f"{steady:,.0f}" if steady else "-",
+                f"{cpu:.1f}" if cpu is not None else "-",
                 f"{s.peak_rss_bytes / 2**20:.0f}" if s.peak_rss_bytes else "-",
                 checked,
                 ratio,
@@ -98,6 +104,11 @@ def markdown(
         f"Run {dt.datetime.now().strftime('%Y-%m-%d %H:%M')}: {events:,} events, "
         f"median of {repeat} run(s) each.",
         "",
+        "Whole process: events / (the process's start to its last result flushed: "
+        "interpreter, imports, consumer-group join and restore included). Steady: events / "
+        "(first record to last result). CPU: user + system seconds of the process and its "
+        "children, start to exit, per million events. Peak RSS: the process tree's.",
+        "",
         f"Machine: {machine()}.",
         f"Load average (1, 5, 15 min) before: {load_before}; after: {load_after}.",
         "",
@@ -105,4 +116,14 @@ def markdown(
         "| " + " | ".join("---" for _ in HEADERS) + " |",
     ]
     lines += ["| " + " | ".join(r) + " |" for r in rows(summaries, events)]
+    lines += ["", "Per run (whole process / steady events/s, in run order):", ""]
+    for s in summaries:
+        per_run = ", ".join(
+            f"{_k(r.whole_events_per_s(s.events))} / {_k(r.events_per_s(s.events))}" for r in s.runs
+        )
+        lines.append(f"- {s.contender.tool}: {per_run}")
     return "\n".join(lines) + "\n"
+
+
+def _k(rate: float | None) -> str:
+    return f"{rate / 1000:.1f}k" if rate else "-"
