@@ -81,6 +81,8 @@ class FailedRecord:
     key: str | None
     reason: str
     detail: str
+    headers: tuple[tuple[str, bytes], ...] = ()
+    """Extra ``clockwork.*`` headers for the dead letter (a bad value's field and function)."""
 
 
 @dataclass(slots=True)

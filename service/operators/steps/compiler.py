@@ -191,7 +191,8 @@ class _Generator:
         if len(parts) == 2:
             t = self.temp()
             first, second = self.const(parts[0]), self.const(parts[1])
-            return f"({t}.get({second}) if ({t} := {record}.get({first})).__class__ is _dict else None)"
+            inner = f"({t} := {record}.get({first}))"
+            return f"({t}.get({second}) if {inner}.__class__ is _dict else None)"
         return f"_getp({record}, {self.const(parts)})"
 
     def literal(self, node: exp.Expression, depth: int) -> str:
@@ -222,11 +223,11 @@ class _Generator:
 
     def arith(self, node: exp.Expression, depth: int) -> str:
         op = _ARITH[type(node)]
-        left, right = self.gen(node.left, depth), self.gen(node.right, depth)
+        left, right = self.gen(_arg(node, "this"), depth), self.gen(_arg(node, "expression"), depth)
         a, b = self.temp(), self.temp()
         if op not in _INLINE_ARITH:
             return f"_arith({self.const(op)}, {left}, {right})"
-        if _literal_kind(node.right) == "number":
+        if _literal_kind(_arg(node, "expression")) == "number":
             return (
                 f"({a} {op} {right} if ({a} := {left}).__class__ in _NUM"
                 f" else _arith({self.const(op)}, {a}, {right}))"
@@ -250,12 +251,15 @@ class _Generator:
     def compare(self, node: exp.Expression, depth: int) -> str:
         sql_op, py_op = _COMPARE[type(node)]
         op = self.const(sql_op)
-        left_node, right_node = node.left, node.right
+        left_node, right_node = _arg(node, "this"), _arg(node, "expression")
         left, right = self.gen(left_node, depth), self.gen(right_node, depth)
         a, b = self.temp(), self.temp()
         right_literal = _literal_kind(right_node)
         if right_literal == "string":
-            return f"({a} {py_op} {right} if ({a} := {left}).__class__ is _str else _cmp({op}, {a}, {right}))"
+            return (
+                f"({a} {py_op} {right} if ({a} := {left}).__class__ is _str"
+                f" else _cmp({op}, {a}, {right}))"
+            )
         if right_literal == "number":
             return (
                 f"({a} {py_op} {right} if ({a} := {left}).__class__ in _NUM"
@@ -268,17 +272,19 @@ class _Generator:
 
     def and_(self, node: exp.Expression, depth: int) -> str:
         a = self.temp()
-        left, right = self.gen(node.left, depth), self.gen(node.right, depth)
+        left, right = self.gen(_arg(node, "this"), depth), self.gen(_arg(node, "expression"), depth)
         return f"(False if ({a} := {left}) is False else _and({a}, {right}))"
 
     def or_(self, node: exp.Expression, depth: int) -> str:
         a = self.temp()
-        left, right = self.gen(node.left, depth), self.gen(node.right, depth)
+        left, right = self.gen(_arg(node, "this"), depth), self.gen(_arg(node, "expression"), depth)
         return f"(True if ({a} := {left}) is True else _or({a}, {right}))"
 
     def not_(self, node: exp.Expression, depth: int) -> str:
         a = self.temp()
-        return f"((not {a}) if ({a} := {self.gen(node.this, depth)}).__class__ is bool else _not({a}))"
+        return (
+            f"((not {a}) if ({a} := {self.gen(node.this, depth)}).__class__ is bool else _not({a}))"
+        )
 
     def is_(self, node: exp.Expression, depth: int) -> str:
         target = node.expression
@@ -335,7 +341,9 @@ class _Generator:
         return code
 
     def dpipe(self, node: exp.Expression, depth: int) -> str:
-        return f"_concat({self.gen(node.left, depth)}, {self.gen(node.right, depth)})"
+        left = self.gen(_arg(node, "this"), depth)
+        right = self.gen(_arg(node, "expression"), depth)
+        return f"_concat({left}, {right})"
 
     def case(self, node: exp.Expression, depth: int) -> str:
         ifs = node.args.get("ifs") or []
@@ -403,7 +411,8 @@ class _Generator:
         if len(args) < low or (high is not None and len(args) > high):
             wanted = str(low) if low == high else f"{low} to {high}" if high else f"at least {low}"
             return self.problem(
-                node, f"{name} takes {wanted} argument{'s' if wanted != '1' else ''}, not {len(args)}"
+                node,
+                f"{name} takes {wanted} argument{'s' if wanted != '1' else ''}, not {len(args)}",
             )
         codes = [self.gen(arg, depth) for arg in args]
         if name in ("COALESCE", "IFNULL"):
@@ -470,6 +479,15 @@ _ALLOWED_ARGS: dict[type[exp.Expression], tuple[str, ...]] = {
 }
 
 
+def _arg(node: exp.Expression, key: str) -> exp.Expression:
+    child = node.args.get(key)
+    if not isinstance(child, exp.Expression):
+        raise ExpressionError(
+            [ExpressionProblem(f"{_describe(node)} without {key}", _column(node))]
+        )
+    return child
+
+
 def _path(node: exp.Expression) -> tuple[str, ...] | None:
     """The identifiers of a column reference ``a.b.c`` (sqlglot spreads them over a
     Column's catalog, db, table and name, and Dot nodes beyond four parts)."""
@@ -513,6 +531,13 @@ def _describe(node: exp.Expression) -> str:
     return type(node).__name__ if not isinstance(node, exp.Func) else f"{node.sql_name()}"
 
 
+def _syntax_message(err: dict[str, Any]) -> str:
+    description = str(err.get("description") or "invalid expression")
+    if description.startswith("Required keyword"):
+        return "the expression is incomplete"
+    return description
+
+
 def parse(text: str) -> exp.Expression:
     """The syntax tree of ``text``, or :class:`ExpressionError` (with the column)."""
     if not isinstance(text, str) or not text.strip():
@@ -525,10 +550,7 @@ def parse(text: str) -> exp.Expression:
         trees = sqlglot.parse(text, read=StepsDialect)
     except ParseError as exc:
         problems = [
-            ExpressionProblem(
-                f"syntax error: {err.get('description') or 'invalid expression'}",
-                err.get("col"),
-            )
+            ExpressionProblem(f"syntax error: {_syntax_message(err)}", err.get("col"))
             for err in exc.errors
         ] or [ExpressionProblem(f"syntax error: {exc}")]
         raise ExpressionError(problems) from None
@@ -536,9 +558,10 @@ def parse(text: str) -> exp.Expression:
         raise ExpressionError([ExpressionProblem(f"syntax error: {exc}")]) from None
     except RecursionError:
         raise ExpressionError([ExpressionProblem("the expression is nested too deeply")]) from None
-    if len(trees) != 1 or trees[0] is None:
+    tree = trees[0] if len(trees) == 1 else None
+    if not isinstance(tree, exp.Expression):
         raise ExpressionError([ExpressionProblem("one expression, not several statements")])
-    return trees[0]
+    return tree
 
 
 def compile_expression(text: str, names: _Names | None = None, record: str = "value") -> Compiled:

@@ -231,6 +231,7 @@ def _compile_run(
         "_fail": _failure,
         "_StepFailed": StepFailed,
         "_kind": kind,
+        "_NOT_BOOL": "the filter gave a value that is not BOOLEAN: ",
         "_put": put_path,
         "_drop": drop_path,
         "_select": select_paths,
@@ -267,7 +268,7 @@ def _compile_run(
                 f"    if {t} is not True:",
                 f"        if {t} is False or {t} is None:",
                 "            return None",
-                f"        raise _StepFailed({index}, 'the filter gave ' + _kind({t}) + ', not BOOLEAN')",
+                f"        raise _StepFailed({index}, _NOT_BOOL + _kind({t}))",
             ]
         elif which == "set":
             assignments = step["set"]
@@ -296,7 +297,10 @@ def _compile_run(
                     lines.append(f"        value[{constant(parts[0])}] = {t}")
                 else:
                     lines.append(f"        _put(value, {constant(parts)}, {t})")
-            lines += ["    except Exception as exc:", f"        raise _fail({index}, exc) from None"]
+            lines += [
+                "    except Exception as exc:",
+                f"        raise _fail({index}, exc) from None",
+            ]
         elif which == "select":
             paths = tuple(split_path(p) for p in step["select"])
             slow = f"_select(value, {constant(paths)})"
@@ -322,7 +326,9 @@ def _compile_run(
     source = "\n".join(lines)
     if problems:
         return _never, source
-    source = source.replace("def run(value):", f"def run(value, {as_defaults(namespace, source)}):", 1)
+    source = source.replace(
+        "def run(value):", f"def run(value, {as_defaults(namespace, source)}):", 1
+    )
     exec(compile(source, "<steps>", "exec"), namespace)
     function: RunOne = namespace["run"]
     return function, source

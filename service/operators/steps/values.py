@@ -228,7 +228,8 @@ def cast_int(value: Any) -> int | None:
         return None
     t = type(value)
     if t is int:
-        return value
+        result: int = value
+        return result
     if t is float:
         return int(_finite(value))  # truncates toward zero
     if t is bool:
@@ -246,7 +247,8 @@ def cast_double(value: Any) -> float | None:
         return None
     t = type(value)
     if t is float:
-        return value
+        result: float = value
+        return result
     if t is int:
         return float(value)
     if t is bool:
@@ -264,7 +266,8 @@ def cast_string(value: Any) -> str | None:
         return None
     t = type(value)
     if t is str:
-        return value
+        result: str = value
+        return result
     if t is bool:
         return "TRUE" if value else "FALSE"
     if t is int or t is float:
@@ -279,9 +282,10 @@ def cast_boolean(value: Any) -> bool | None:
         return None
     t = type(value)
     if t is bool:
-        return value
+        result: bool = value
+        return result
     if t is int or t is float:
-        return value != 0
+        return bool(value != 0)
     if t is str:
         text = value.strip().lower()
         if text == "true":
