@@ -320,6 +320,10 @@ class WindowOperator(_Model):
     aggregations: Annotated[dict[OutputName, Aggregation], Field(min_length=1)] | None = None
     function: FunctionName | None = None
     """``package.module:Name``: a window function given all elements of the window."""
+    on_bad_value: Literal["dead_letter", "skip"] = "dead_letter"
+    """A value an aggregation cannot take ("abc" for sum): send the record to the
+    dead-letter topic (``bad_value``, counted in no window), or ``skip``: aggregate the
+    record with that field as NULL. Counted either way (status, metrics)."""
 
 
 class KeyedProcessOperator(_Model):
