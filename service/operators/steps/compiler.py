@@ -90,6 +90,7 @@ _COMPARE: dict[type[exp.Expression], tuple[str, str]] = {
     exp.GTE: (">=", ">="),
 }
 _NUMBER = re.compile(r"^[0-9]+$")
+_LOCAL = re.compile(r"^_r[0-9]+$")
 _DUNDER = re.compile(r"^__.*__$")
 
 HELPERS: dict[str, Any] = {
@@ -119,6 +120,15 @@ HELPERS: dict[str, Any] = {
 
 
 @dataclass
+class Reads:
+    """Top-level fields already read into locals (``locals``), and the reads still to be
+    emitted before the expression (``hoists``): each field is read once per step."""
+
+    locals: dict[str, str] = field(default_factory=dict)
+    hoists: list[str] = field(default_factory=list)
+
+
+@dataclass
 class Compiled:
     """One expression: Python source over ``value`` and the constants it needs."""
 
@@ -140,10 +150,11 @@ class _Names:
 
 
 class _Generator:
-    def __init__(self, text: str, names: _Names, record: str) -> None:
+    def __init__(self, text: str, names: _Names, record: str, reads: Reads | None = None) -> None:
         self.text = text
         self.names = names
         self.record = record
+        self.reads = reads
         self.constants: dict[str, Any] = {}
         self.problems: list[ExpressionProblem] = []
         self.fields: list[tuple[str, ...]] = []
@@ -156,6 +167,14 @@ class _Generator:
 
     def temp(self) -> str:
         return self.names.next("_t")
+
+    def bind(self, code: str) -> tuple[str, str]:
+        """``(name, expression)``: the value of ``code`` under a name, and the expression
+        that evaluates and binds it (a local already is one: no walrus needed)."""
+        if _LOCAL.match(code):
+            return code, code
+        t = self.temp()
+        return t, f"({t} := {code})"
 
     def problem(self, node: exp.Expression, message: str) -> str:
         self.problems.append(ExpressionProblem(message, _column(node)))
@@ -186,14 +205,27 @@ class _Generator:
                 return self.problem(node, f"field name {part!r} is not allowed (dunder names)")
         self.fields.append(parts)
         record = self.record
+        top = self.top_level(parts[0])
         if len(parts) == 1:
-            return f"{record}.get({self.const(parts[0])})"
+            return top
         if len(parts) == 2:
             t = self.temp()
-            first, second = self.const(parts[0]), self.const(parts[1])
-            inner = f"({t} := {record}.get({first}))"
+            second = self.const(parts[1])
+            inner = f"({t} := {top})"
             return f"({t}.get({second}) if {inner}.__class__ is _dict else None)"
         return f"_getp({record}, {self.const(parts)})"
+
+    def top_level(self, name: str) -> str:
+        """A top-level field's value: read once per step into a local when the caller
+        keeps reads (program.py hoists them), else a lookup in place."""
+        reads = self.reads
+        if reads is None:
+            return f"{self.record}.get({self.const(name)})"
+        local = reads.locals.get(name)
+        if local is None:
+            local = reads.locals[name] = self.names.next("_r")
+            reads.hoists.append(f"{local} = {self.record}.get({self.const(name)})")
+        return local
 
     def literal(self, node: exp.Expression, depth: int) -> str:
         assert isinstance(node, exp.Literal)
@@ -228,8 +260,9 @@ class _Generator:
         if op not in _INLINE_ARITH:
             return f"_arith({self.const(op)}, {left}, {right})"
         if _literal_kind(_arg(node, "expression")) == "number":
+            a, bound = self.bind(left)
             return (
-                f"({a} {op} {right} if ({a} := {left}).__class__ in _NUM"
+                f"({a} {op} {right} if {bound}.__class__ in _NUM"
                 f" else _arith({self.const(op)}, {a}, {right}))"
             )
         return (
@@ -255,15 +288,11 @@ class _Generator:
         left, right = self.gen(left_node, depth), self.gen(right_node, depth)
         a, b = self.temp(), self.temp()
         right_literal = _literal_kind(right_node)
-        if right_literal == "string":
+        if right_literal is not None:
+            a, bound = self.bind(left)
+            check = "is _str" if right_literal == "string" else "in _NUM"
             return (
-                f"({a} {py_op} {right} if ({a} := {left}).__class__ is _str"
-                f" else _cmp({op}, {a}, {right}))"
-            )
-        if right_literal == "number":
-            return (
-                f"({a} {py_op} {right} if ({a} := {left}).__class__ in _NUM"
-                f" else _cmp({op}, {a}, {right}))"
+                f"({a} {py_op} {right} if {bound}.__class__ {check} else _cmp({op}, {a}, {right}))"
             )
         return (
             f"({a} {py_op} {b} if (({a} := {left}).__class__ in _NUM)"
@@ -564,11 +593,14 @@ def parse(text: str) -> exp.Expression:
     return tree
 
 
-def compile_expression(text: str, names: _Names | None = None, record: str = "value") -> Compiled:
+def compile_expression(
+    text: str, names: _Names | None = None, record: str = "value", reads: Reads | None = None
+) -> Compiled:
     """``text`` as Python source over the dict named ``record``; :class:`ExpressionError`
-    lists every problem found."""
+    lists every problem found. With ``reads``, top-level fields are locals the caller
+    assigns (``reads.hoists``) before evaluating the source."""
     tree = parse(text)
-    generator = _Generator(text, names or _Names(), record)
+    generator = _Generator(text, names or _Names(), record, reads)
     try:
         source = generator.gen(tree)
     except RecursionError:
@@ -599,7 +631,7 @@ def get_path(value: Any, parts: tuple[str, ...]) -> Any:
 HELPERS["_getp"] = get_path
 
 
-_NAME = re.compile(r"\b_[A-Za-z]+[0-9]*\b")
+_NAME = re.compile(r"\b_\w+\b")
 
 
 def as_defaults(namespace: dict[str, Any], source: str) -> str:

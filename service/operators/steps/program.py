@@ -32,7 +32,7 @@ from typing import Any
 
 from service.core.paths import split_path
 
-from .compiler import HELPERS, _Names, as_defaults, compile_expression
+from .compiler import HELPERS, Reads, _Names, as_defaults, compile_expression
 from .errors import EvalError, ExpressionError, StepFailed
 from .values import kind
 
@@ -238,10 +238,12 @@ def _compile_run(
         "_MISSING": _ABSENT,
     }
     lines = ["def run(value):"]
+    reads = Reads()
+    """Top-level fields read into locals so far: valid until a step writes them."""
 
     def expression(text: Any, loc: tuple[str | int, ...]) -> str | None:
         try:
-            compiled = compile_expression(text, names)
+            compiled = compile_expression(text, names, reads=reads)
         except ExpressionError as exc:
             problems.extend((loc, str(problem)) for problem in exc.problems)
             return None
@@ -253,8 +255,18 @@ def _compile_run(
         namespace[name] = value
         return name
 
+    def hoisted() -> None:
+        """The reads the last step's expressions need, before its code (a dict lookup
+        cannot fail, so they stay outside its ``try``)."""
+        if reads.hoists:
+            at = marks[-1]
+            lines[at:at] = [f"    {line}" for line in reads.hoists]
+            reads.hoists.clear()
+
+    marks: list[int] = []
     for index, step in steps:
         which = step_kind(step)
+        marks.append(len(lines))
         if which == "filter":
             code = expression(step["filter"], ("steps", index, "filter"))
             if code is None:
@@ -270,6 +282,7 @@ def _compile_run(
                 "            return None",
                 f"        raise _StepFailed({index}, _NOT_BOOL + _kind({t}))",
             ]
+            hoisted()
         elif which == "set":
             assignments = step["set"]
             if not isinstance(assignments, Mapping) or not assignments:
@@ -292,6 +305,9 @@ def _compile_run(
             if not temps:
                 continue
             lines += ["    try:", *body]
+            hoisted()
+            for _, parts in temps:  # written: read again after this step
+                reads.locals.pop(parts[0], None)
             for t, parts in temps:
                 if len(parts) == 1:
                     lines.append(f"        value[{constant(parts[0])}] = {t}")
@@ -316,8 +332,10 @@ def _compile_run(
                 ]
             else:
                 lines.append(f"    value = {slow}")
+            reads.locals.clear()  # a new record
         elif which == "drop":
             for parts in (split_path(p) for p in step["drop"]):
+                reads.locals.pop(parts[0], None)
                 if len(parts) == 1:
                     lines.append(f"    value.pop({constant(parts[0])}, None)")
                 else:
