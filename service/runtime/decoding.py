@@ -98,7 +98,7 @@ class RecordDecoder:
         # falls back to the general path for that record, so results are the same.
         self._steps = definition.steps
         self._fast: tuple[str, str] | None = None
-        if self._steps is None and (
+        if (
             key is not None
             and "." not in key
             and ts.source == "field"
@@ -112,11 +112,11 @@ class RecordDecoder:
         self, records: Sequence[Any], inputs: list[InputRecord], failed: list[DeadLetter]
     ) -> None:
         """Append each record of ``records`` to ``inputs`` or, failing, to ``failed``."""
+        if self._steps is not None:
+            self._decode_steps(records, inputs, failed)
+            return
         if self._fast is None:
-            if self._steps is not None:
-                self._decode_steps(records, inputs, failed)
-            else:
-                self._decode(records, inputs, failed)
+            self._decode(records, inputs, failed)
             return
         key_field, ts_field = self._fast
         append = inputs.append
@@ -195,6 +195,9 @@ class RecordDecoder:
         run_many = steps.run_many
         finish = self._finish
         loads = _loads
+        append = inputs.append
+        key_field, ts_field = self._fast if self._fast is not None else ("", "")
+        fast = self._fast is not None
         for record in records:
             try:
                 value = loads(record.value)
@@ -211,8 +214,19 @@ class RecordDecoder:
             try:
                 if run_one is not None:
                     out = run_one(value)
-                    if out is not None:
-                        finish(record, out, record.offset, inputs, failed)
+                    if out is None:
+                        continue
+                    if fast:  # the common shape, inline as in decode()
+                        key = out.get(key_field)
+                        timestamp = out.get(ts_field)
+                        if (
+                            type(key) is str
+                            and type(timestamp) is int
+                            and _MIN <= timestamp <= _MAX
+                        ):
+                            append((key, timestamp, out, record.offset, record))
+                            continue
+                    finish(record, out, record.offset, inputs, failed)
                     continue
                 outputs = run_many(value)
             except StepFailed as exc:
