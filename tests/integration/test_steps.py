@@ -7,18 +7,22 @@ from collections import defaultdict
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from service.operators.steps import StepProgram
+from service.runtime.manager import Runtime
+from service.runtime.metrics import build_metrics
+from service.runtime.status import PipelineState
 from tests.integration.kafka_utils import (
     create_topic,
     json_record,
     produce,
     read_json,
     read_topic,
+    runtime_settings,
     unique,
     window_definition,
 )
-from tests.integration.test_bounded_windows import run_bounded
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
@@ -41,8 +45,9 @@ def orders() -> list[dict[str, Any]]:
     return out
 
 
+@pytest.mark.parametrize("shuffle", [False, True], ids=["keyed-source", "shuffled"])
 async def test_filter_set_and_unnest_give_exact_windows_and_dead_letter_failures(
-    bootstrap_servers: str,
+    bootstrap_servers: str, shuffle: bool
 ) -> None:
     name = unique("steps")
     topic = f"{name}.in"
@@ -73,10 +78,19 @@ async def test_filter_set_and_unnest_give_exact_windows_and_dead_letter_failures
             },
         },
         key_field="uid",
+        shuffle=shuffle,
     )
     definition = dataclasses.replace(definition, steps=StepProgram(STEPS))
-    runtime = await run_bounded(bootstrap_servers, definition)
-    await runtime.shutdown()
+    registry = CollectorRegistry()
+    runtime = Runtime(runtime_settings(bootstrap_servers), metrics=build_metrics(registry))
+    await runtime.start()
+    try:
+        runtime.start_pipeline(definition)
+        await runtime.runner(name).wait_for_state(PipelineState.FINISHED, timeout_s=30)
+    finally:
+        await runtime.shutdown()
+    labels = {"pipeline": name, "field": "item.qty", "reason": "not_a_number"}
+    assert registry.get_sample_value("clockwork_bad_values_total", labels) == 1
 
     expected: dict[tuple[str, int], dict[str, Any]] = defaultdict(
         lambda: {"n": 0, "revenue": 0.0, "units": 0}
