@@ -1,7 +1,7 @@
 """End-to-end benchmark of the runtime: Kafka in, windows, Kafka out, bounded mode.
 
 ``python -m benchmarks.e2e [--events N] [--broker tansu|kafka | --bootstrap HOST:PORT]
-[--profile]``
+[--profile] [--steps] [--shuffle]``
 
 The standard workload (``benchmarks/workload.py``: 1M JSON records ``{"user","ts",
 "amount"}``, 10k users, ts ~1 ms apart, up to 1.5 s out of order, seeded) is produced
@@ -17,6 +17,10 @@ The ratio of the two rates is the number to watch (target: at least 60%).
 Without ``--bootstrap`` a broker is started and stopped: ``--broker tansu`` (default)
 the embedded one, ``--broker kafka`` Apache Kafka 4 as the integration tests run it
 (one KRaft node from the jars ``make kafka`` resolves, ``service/runtime/kafka_broker.py``).
+
+``--steps`` then runs the same pipeline again with steps (:data:`STEPS`: a filter, two
+computed fields and a projection) on the same topic, checked the same way, and reports
+its rate and CPU per record beside the plain pipeline's.
 
 ``--operator`` runs a keyed process pipeline on the same input instead of the windows:
 ``inactivity_timeout`` (the built-in, 10 minutes) or ``quiet`` (the user function
@@ -64,6 +68,19 @@ OPERATOR = {
     "aggregations": {"count": {"fn": "count"}, "sum": {"fn": "sum", "field": "amount"}},
 }
 
+
+STEPS: list[dict[str, Any]] = [
+    {"filter": "amount >= 0"},  # keeps every record: the windows stay checkable
+    {
+        "set": {
+            "cents": "CAST(amount * 100 AS BIGINT)",
+            "tier": "CASE WHEN amount >= 250 THEN 'high' ELSE 'low' END",
+        }
+    },
+    {"select": ["user", "ts", "amount", "cents", "tier"]},
+]
+"""``--steps``: a filter, two computed fields and a projection (benchmarks/steps.py's,
+keeping ``amount`` for the sum)."""
 
 PROCESS_FUNCTIONS: dict[str, tuple[str, dict[str, Any]]] = {
     "inactivity_timeout": ("inactivity_timeout", {"timeout_ms": 600_000}),
@@ -141,6 +158,7 @@ async def run_pipeline(
     prefetch_max_records: int | None = None,
     operator: str = "window",
     shuffle: bool = False,
+    steps: list[dict[str, Any]] | None = None,
 ) -> tuple[float, float, float]:
     """Run the bounded pipeline to ``finished``; returns (seconds, CPU seconds, startup
     seconds: from the start to the first processed records, i.e. the group join and
@@ -149,6 +167,7 @@ async def run_pipeline(
     CPU seconds are this process's (the broker is another process): on a loaded machine
     they vary much less than the wall time, so they compare changes better.
     """
+    from service.operators.steps import StepProgram
     from service.runtime.definition import (
         PipelineDefinition,
         ShuffleSettings,
@@ -178,6 +197,7 @@ async def run_pipeline(
             max_out_of_orderness_ms=workload.out_of_orderness_ms, interval_ms=200
         ),
         bounded=True,
+        steps=StepProgram(steps) if steps else None,
     )
     settings = RuntimeSettings(
         bootstrap_servers=bootstrap,
@@ -246,6 +266,32 @@ async def bench(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]:
     else:
         pipeline_s, pipeline_cpu_s, startup_s = await pipeline
 
+    stepped: dict[str, Any] = {}
+    if args.steps:  # the same pipeline with steps, on the same topic, right after
+        steps_name = f"{name}-steps"
+        steps_s, steps_cpu_s, steps_startup_s = await run_pipeline(
+            bootstrap,
+            topic,
+            steps_name,
+            workload,
+            args.checkpoint_interval_ms,
+            args.prefetch_max_records,
+            args.operator,
+            steps=STEPS,
+        )
+        rows = [json.loads(v) for v in await read_topic(bootstrap, f"{steps_name}.out")]
+        steps_check = check_results([normalise(r) for r in rows], expected_results(workload))
+        stepped = {
+            "steps": STEPS,
+            "steps_pipeline_records_per_s": round(total / steps_s),
+            "steps_pipeline_after_startup_records_per_s": round(
+                total / (steps_s - steps_startup_s)
+            ),
+            "steps_pipeline_cpu_us_per_record": round(steps_cpu_s / total * 1e6, 2),
+            "steps_check": steps_check.summary(),
+            "steps_ok": steps_check.ok,
+        }
+
     ok, summary = await check_outputs(bootstrap, f"{name}.out", args.operator, workload)
     report = {
         "operator": args.operator,
@@ -261,7 +307,8 @@ async def bench(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]:
         "pipeline_cpu_us_per_record": round(pipeline_cpu_s / total * 1e6, 2),
         "checkpoint_interval_ms": args.checkpoint_interval_ms,
         "check": summary,
-        "ok": ok,
+        "ok": ok and stepped.get("steps_ok", True),
+        **stepped,
     }
     if args.shuffle:
         by_order = f"{topic}-by-order"
@@ -318,6 +365,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--checkpoint-interval-ms", type=int, default=5000)
     parser.add_argument("--profile", action="store_true", help="cProfile the pipeline run")
+    parser.add_argument(
+        "--steps",
+        action="store_true",
+        help="also run the same pipeline with steps (filter, 2 computed fields, projection)",
+    )
     parser.add_argument(
         "--prefetch-max-records",
         type=int,

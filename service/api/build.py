@@ -22,6 +22,7 @@ from service.core.time import Clock, SystemClock
 from service.core.watermarks import make_generator
 from service.operators.base import Operator
 from service.operators.process import ProcessFunctionError, build_process_operator
+from service.operators.steps import StepProgram, StepsConfigError, compile_expression
 from service.operators.udf import UdfError, load_user_object
 from service.operators.window import WindowFunction, build_window_operator
 from service.runtime.definition import (
@@ -53,8 +54,11 @@ def state_fingerprint(spec: PipelineSpec) -> str:
         "key": spec.key.field if spec.key is not None else None,
         "timestamp": spec.timestamp.model_dump(mode="json"),
         "watermark": {"strategy": spec.watermark.strategy, "field": spec.watermark.field},
-        "operator": spec.operator.model_dump(mode="json"),
+        "operator": spec.operator.model_dump(mode="json", exclude={"on_bad_value"}),
     }
+    shaping_steps = state_steps(spec)
+    if shaping_steps:  # without steps the fingerprint is as it always was
+        shaping["steps"] = shaping_steps
     if spec.key is not None:
         # What the state's shards are: the source partitions, or the shuffle's (and how
         # many). A pipeline keyed by the Kafka key never shuffles: its fingerprint is as
@@ -64,6 +68,76 @@ def state_fingerprint(spec: PipelineSpec) -> str:
         )
     canonical = json.dumps(shaping, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+
+
+Path = tuple[str, ...]
+
+
+def _overlap(a: Path, b: Path) -> bool:
+    """Whether one path is the other or inside it (a write to one changes the other)."""
+    n = min(len(a), len(b))
+    return a[:n] == b[:n]
+
+
+def _step_reads(step: dict[str, Any]) -> list[Path]:
+    texts: list[str] = []
+    if "filter" in step:
+        texts.append(step["filter"])
+    if "set" in step:
+        texts.extend(step["set"].values())
+    reads = [tuple(field.split(".")) for field in ([step["unnest"]] if "unnest" in step else [])]
+    for text in texts:
+        reads.extend(compile_expression(text).fields)
+    return reads
+
+
+def state_steps(spec: PipelineSpec) -> list[dict[str, Any]]:
+    """The steps that change what the state holds, as JSON, with their index.
+
+    ``filter`` and ``unnest`` always do (they decide which records reach the state).
+    ``set``, ``select`` and ``drop`` change values: they count when the operator keeps
+    whole records (a window ``function``, a keyed process function), or when they write
+    or remove a field that something after them reads -- the key, the timestamp or
+    punctuated watermark field, an aggregated field, or an expression of a later step.
+    A step that only shapes fields nothing downstream reads (say, a computed field the
+    windows never aggregate) leaves the state as it is, so changing it keeps the state.
+    """
+    steps = [step.model_dump(mode="json", by_alias=True) for step in spec.steps]
+    op = spec.operator
+    whole_records = not isinstance(op, WindowOperator) or op.function is not None
+    downstream: list[Path] = []
+    for field in (
+        spec.key.field if spec.key is not None else None,
+        spec.timestamp.field,
+        spec.watermark.field,
+    ):
+        if field is not None:
+            downstream.append(tuple(field.split(".")))
+    if isinstance(op, WindowOperator) and op.aggregations:
+        downstream.extend(
+            tuple(a.field.split(".")) for a in op.aggregations.values() if a.field is not None
+        )
+    kept: list[dict[str, Any]] = []
+    for index in range(len(steps) - 1, -1, -1):  # backwards: what is read after a step
+        step = steps[index]
+        if "filter" in step or "unnest" in step or whole_records:
+            relevant = True
+        elif "set" in step:
+            writes = [tuple(p.split(".")) for p in step["set"]]
+            relevant = any(_overlap(w, r) for w in writes for r in downstream)
+        elif "drop" in step:
+            writes = [tuple(p.split(".")) for p in step["drop"]]
+            relevant = any(_overlap(w, r) for w in writes for r in downstream)
+        else:  # select: changes every read that is not inside a selected field
+            selected = [tuple(p.split(".")) for p in step["select"]]
+            relevant = any(not any(r[: len(s)] == s for s in selected) for r in downstream)
+        if relevant:
+            kept.append({"index": index, **step})
+        downstream.extend(_step_reads(step))
+        if "unnest" in step:
+            downstream.append(tuple(step["as"].split(".")))
+    kept.reverse()
+    return kept
 
 
 def build_definition(spec: PipelineSpec, allowed_modules: Sequence[str]) -> PipelineDefinition:
@@ -80,6 +154,14 @@ def build_definition(spec: PipelineSpec, allowed_modules: Sequence[str]) -> Pipe
         if isinstance(exc, UdfError):
             loc = ("operator", "function")
         raise BuildError(loc, str(exc)) from exc
+    steps: StepProgram | None = None
+    if spec.steps:
+        try:
+            steps = StepProgram(
+                [step.model_dump(mode="json", by_alias=True) for step in spec.steps]
+            )
+        except StepsConfigError as exc:  # the rules report these first; belt and braces
+            raise BuildError(exc.problems[0][0], exc.problems[0][1]) from exc
     ts = spec.timestamp
     wm = spec.watermark
     try:  # the rules say all this; building one is the proof the runtime agrees
@@ -102,6 +184,7 @@ def build_definition(spec: PipelineSpec, allowed_modules: Sequence[str]) -> Pipe
             else None
         ),
         key_partitioned=spec.key is not None and spec.key.partitioned,
+        steps=steps,
         timestamp=(
             TimestampSettings(source="kafka")
             if ts.source == "kafka"

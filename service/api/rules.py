@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from service.operators.process.builtins import BUILTIN_FUNCTIONS
+from service.operators.steps import check_expression
 from service.operators.udf import UdfError, check_allowed, parse_ref
 
 __all__ = [
@@ -410,7 +411,32 @@ def _refused_topic(loc: Loc, topic: str) -> Problem:
     return Problem(loc, "invalid_topic_name", "Kafka refuses the topic names '.' and '..'", topic)
 
 
+def _steps(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    """Every problem of every expression of the steps (syntax, unknown functions, arity,
+    unsupported syntax), each at its JSON path with its column in the expression."""
+    steps = spec.get("steps")
+    if not isinstance(steps, list):
+        return
+    for index, step in enumerate(steps):
+        if not isinstance(step, Mapping):
+            continue
+        expressions: list[tuple[Loc, Any]] = []
+        if isinstance(step.get("filter"), str):
+            expressions.append((("steps", index, "filter"), step["filter"]))
+        assignments = _obj(step.get("set"))
+        if assignments is not None:
+            expressions.extend(
+                (("steps", index, "set", name), text)
+                for name, text in assignments.items()
+                if isinstance(text, str)
+            )
+        for loc, text in expressions:
+            for problem in check_expression(text):
+                yield Problem(loc, "invalid_expression", str(problem), text)
+
+
 _RULES: tuple[Rule, ...] = (
+    _steps,
     _key,
     _timestamp,
     _watermark,

@@ -27,8 +27,10 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     BaseModel,
     ConfigDict,
+    Discriminator,
     Field,
     StringConstraints,
+    Tag,
     ValidationError,
     ValidationInfo,
     ValidatorFunctionWrapHandler,
@@ -38,6 +40,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from service.api import rules
 from service.core.time import MAX_DURATION_MS
+from service.operators.steps import MAX_TEXT, STEP_KINDS
 
 __all__ = [
     "PIPELINE_NAME_PATTERN",
@@ -47,22 +50,28 @@ __all__ = [
     "ContinuousTrigger",
     "CountEvictor",
     "CountTrigger",
+    "DropStep",
     "EventTimeTrigger",
     "Evictor",
+    "FilterStep",
     "GlobalAssigner",
     "KeySpec",
     "KeyedProcessOperator",
     "OperatorSpec",
     "PipelineSpec",
     "ProcessingTimeTrigger",
+    "SelectStep",
     "SessionAssigner",
+    "SetStep",
     "SinkSpec",
     "SlidingAssigner",
     "SourceSpec",
+    "Step",
     "TimeEvictor",
     "TimestampSpec",
     "Trigger",
     "TumblingAssigner",
+    "UnnestStep",
     "WatermarkSpec",
     "WindowOperator",
     "validate_spec",
@@ -115,6 +124,70 @@ class SourceSpec(_Model):
     """Where a new consumer group starts; committed offsets win after that."""
     bounded: bool = False
     """Read up to the end offsets seen at start, fire everything, report ``finished``."""
+
+
+Expression = Annotated[str, StringConstraints(min_length=1, max_length=MAX_TEXT)]
+"""A SQL expression (Flink SQL / ksqlDB dialect); compiled and checked by the rules."""
+
+
+class FilterStep(_Model):
+    """Keep the record when the expression is TRUE (FALSE and NULL drop it)."""
+
+    filter: Expression
+
+
+class SetStep(_Model):
+    """Computed or overwritten fields: every expression reads the record before the step."""
+
+    set: Annotated[dict[FieldPath, Expression], Field(min_length=1, max_length=256)]
+
+
+class SelectStep(_Model):
+    """Keep only these fields."""
+
+    select: Annotated[list[FieldPath], Field(min_length=1, max_length=256)]
+
+
+class DropStep(_Model):
+    """Remove these fields."""
+
+    drop: Annotated[list[FieldPath], Field(min_length=1, max_length=256)]
+
+
+class UnnestStep(_Model):
+    """One record per element of the array at ``unnest``, the element at ``as``."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
+
+    unnest: FieldPath
+    as_: FieldPath = Field(alias="as")
+
+
+def _step_tag(value: Any) -> str | None:
+    if isinstance(value, Mapping):
+        for key in value:
+            if key in STEP_KINDS:
+                return str(key)
+        return None
+    if isinstance(value, BaseModel):
+        for name in STEP_KINDS:
+            if name in type(value).model_fields:
+                return name
+    return None
+
+
+Step = Annotated[
+    Annotated[FilterStep, Tag("filter")]
+    | Annotated[SetStep, Tag("set")]
+    | Annotated[SelectStep, Tag("select")]
+    | Annotated[DropStep, Tag("drop")]
+    | Annotated[UnnestStep, Tag("unnest")],
+    Discriminator(
+        _step_tag,
+        custom_error_type="step_kind",
+        custom_error_message="a step is one object with one of filter, set, select, drop, unnest",
+    ),
+]
 
 
 class KeySpec(_Model):
@@ -258,6 +331,10 @@ class WindowOperator(_Model):
     aggregations: Annotated[dict[OutputName, Aggregation], Field(min_length=1)] | None = None
     function: FunctionName | None = None
     """``package.module:Name``: a window function given all elements of the window."""
+    on_bad_value: Literal["dead_letter", "skip"] = "dead_letter"
+    """A value an aggregation cannot take ("abc" for sum): send the record to the
+    dead-letter topic (``bad_value``, counted in no window), or ``skip``: aggregate the
+    record with that field as NULL. Counted either way (status, metrics)."""
 
 
 class KeyedProcessOperator(_Model):
@@ -291,6 +368,8 @@ class PipelineSpec(_Model):
 
     name: PipelineName
     source: SourceSpec
+    steps: Annotated[list[Step], Field(max_length=64)] = Field(default_factory=list)
+    """Applied in order to each decoded record, before the key and timestamp are taken."""
     key: KeySpec | None = None
     """Omitted: the Kafka record key as UTF-8 text."""
     timestamp: TimestampSpec = TimestampSpec(source="kafka")
@@ -325,7 +404,7 @@ class PipelineSpec(_Model):
 
     def to_json(self) -> dict[str, Any]:
         """The spec as JSON data, without defaults the user did not write."""
-        return self.model_dump(mode="json", exclude_unset=True)
+        return self.model_dump(mode="json", exclude_unset=True, by_alias=True)
 
 
 def validate_spec(data: Any, allowed_modules: Sequence[str]) -> PipelineSpec:
@@ -345,7 +424,15 @@ def _json_path(loc: tuple[str | int, ...]) -> tuple[str | int, ...]:
     """Drop the union tags pydantic inserts, so the location is the user's JSON path."""
     out: list[str | int] = []
     skip_next = False
-    for part in loc:
+    for i, part in enumerate(loc):
+        if (
+            len(out) == 2
+            and out[0] == "steps"
+            and isinstance(out[1], int)
+            and part in STEP_KINDS
+            and i + 1 < len(loc)
+        ):
+            continue  # a step's tag (the step's kind), not a field of it
         if skip_next:
             skip_next = False
             tags = _UNION_TAGS[tuple(out)]

@@ -81,6 +81,8 @@ class FailedRecord:
     key: str | None
     reason: str
     detail: str
+    headers: tuple[tuple[str, bytes], ...] = ()
+    """Extra ``clockwork.*`` headers for the dead letter (a bad value's field and function)."""
 
 
 @dataclass(slots=True)
@@ -95,6 +97,9 @@ class Collector:
     failed: list[FailedRecord] = field(default_factory=list)
     dropped_late: int = 0
     """Late records counted and dropped because no late output is configured."""
+    bad_values: dict[tuple[str, str], int] = field(default_factory=dict)
+    """Values an aggregation could not take, by ``(field, reason)``, since the last drain
+    (whether their records were dead-lettered or aggregated with the field as NULL)."""
 
     def drain(
         self,

@@ -19,9 +19,11 @@ import orjson
 
 from service.core.errors import TimestampError
 from service.core.paths import MISSING, compile_path
+from service.core.shuffle import position
 from service.core.time import MAX_TIMESTAMP, MIN_TIMESTAMP
 from service.core.timestamps import TimestampExtractor
 from service.operators.base import InputRecord
+from service.operators.steps import StepFailed
 from service.runtime.definition import PipelineDefinition
 
 _loads = orjson.loads
@@ -40,6 +42,8 @@ class DeadLetter(NamedTuple):
     """Short machine-readable reason: ``decode_error``, ``missing_key``, ``bad_timestamp``..."""
     error: str
     """Human-readable detail."""
+    headers: tuple[tuple[str, bytes], ...] = ()
+    """Extra ``clockwork.*`` headers (a failed step's index)."""
 
 
 class Decoder(Protocol):
@@ -54,6 +58,8 @@ REASON_DECODE = "decode_error"
 REASON_MISSING_KEY = "missing_key"
 REASON_INVALID_KEY = "invalid_key"
 REASON_BAD_TIMESTAMP = "bad_timestamp"
+REASON_STEP_FAILED = "step_failed"
+HEADER_STEP = "clockwork.step"
 
 _SCALAR_KEYS = (int, float, bool)
 
@@ -79,7 +85,7 @@ def build_extractor(definition: PipelineDefinition) -> TimestampExtractor:
 class RecordDecoder:
     """Decodes one pipeline's records; built once per pipeline, used per batch."""
 
-    __slots__ = ("_extract", "_fast", "_key_getter", "_key_name")
+    __slots__ = ("_extract", "_fast", "_key_getter", "_key_name", "_steps")
 
     def __init__(self, definition: PipelineDefinition) -> None:
         self._extract: Callable[[Any, int | None], int] = build_extractor(definition).extract
@@ -90,6 +96,7 @@ class RecordDecoder:
         # The common shape (top-level key field, top-level epoch-millis timestamp) is
         # decoded inline, two dict lookups per record; anything unusual in a record
         # falls back to the general path for that record, so results are the same.
+        self._steps = definition.steps
         self._fast: tuple[str, str] | None = None
         if (
             key is not None
@@ -105,6 +112,9 @@ class RecordDecoder:
         self, records: Sequence[Any], inputs: list[InputRecord], failed: list[DeadLetter]
     ) -> None:
         """Append each record of ``records`` to ``inputs`` or, failing, to ``failed``."""
+        if self._steps is not None:
+            self._decode_steps(records, inputs, failed)
+            return
         if self._fast is None:
             self._decode(records, inputs, failed)
             return
@@ -168,6 +178,109 @@ class RecordDecoder:
                 failed.append(DeadLetter(record, key, REASON_BAD_TIMESTAMP, exc.reason))
                 continue
             append((key, timestamp, value, record.offset, record))
+
+    def _decode_steps(
+        self, records: Sequence[Any], inputs: list[InputRecord], failed: list[DeadLetter]
+    ) -> None:
+        """With steps: decode, run the steps, then key and timestamp each record they give.
+
+        Without an unnest, an input record's position is its offset, as without steps;
+        with one, every record a source record becomes has ``position(offset, index)``
+        (its index among them), so ids made from positions stay distinct and the same on
+        every replay.
+        """
+        steps = self._steps
+        assert steps is not None
+        run_one = steps.run_one
+        run_many = steps.run_many
+        finish = self._finish
+        loads = _loads
+        append = inputs.append
+        key_field, ts_field = self._fast if self._fast is not None else ("", "")
+        fast = self._fast is not None
+        for record in records:
+            try:
+                value = loads(record.value)
+            except _JSONDecodeError as exc:
+                failed.append(DeadLetter(record, None, REASON_DECODE, str(exc)))
+                continue
+            except TypeError:  # a null value (tombstone)
+                failed.append(DeadLetter(record, None, REASON_DECODE, "record has no value"))
+                continue
+            if type(value) is not dict:
+                detail = f"payload is not a JSON object: {type(value).__name__}"
+                failed.append(DeadLetter(record, None, REASON_DECODE, detail))
+                continue
+            try:
+                if run_one is not None:
+                    out = run_one(value)
+                    if out is None:
+                        continue
+                    if fast:  # the common shape, inline as in decode()
+                        key = out.get(key_field)
+                        timestamp = out.get(ts_field)
+                        if (
+                            type(key) is str
+                            and type(timestamp) is int
+                            and _MIN <= timestamp <= _MAX
+                        ):
+                            append((key, timestamp, out, record.offset, record))
+                            continue
+                    finish(record, out, record.offset, inputs, failed)
+                    continue
+                outputs = run_many(value)
+            except StepFailed as exc:
+                failed.append(
+                    DeadLetter(
+                        record,
+                        None,
+                        REASON_STEP_FAILED,
+                        exc.message,
+                        ((HEADER_STEP, str(exc.index).encode()),),
+                    )
+                )
+                continue
+            offset = record.offset
+            for index, out in enumerate(outputs):
+                finish(record, out, position(offset, index), inputs, failed)
+
+    def _finish(
+        self,
+        record: Any,
+        value: Any,
+        at: int,
+        inputs: list[InputRecord],
+        failed: list[DeadLetter],
+    ) -> None:
+        """Key and timestamp one decoded (and stepped) value, at position ``at``."""
+        get_key = self._key_getter
+        if get_key is None:
+            raw_key = record.key
+            if raw_key is None:
+                failed.append(
+                    DeadLetter(record, None, REASON_MISSING_KEY, "record has no Kafka key")
+                )
+                return
+            try:
+                key = raw_key.decode()
+            except UnicodeDecodeError:
+                failed.append(
+                    DeadLetter(record, None, REASON_INVALID_KEY, "Kafka key is not UTF-8")
+                )
+                return
+        else:
+            raw = get_key(value)
+            key = raw if type(raw) is str else self._other_key(raw)
+            if key is None:
+                reason, detail = self._key_problem(value, raw)
+                failed.append(DeadLetter(record, None, reason, detail))
+                return
+        try:
+            timestamp = self._extract(value, record.timestamp)
+        except TimestampError as exc:
+            failed.append(DeadLetter(record, key, REASON_BAD_TIMESTAMP, exc.reason))
+            return
+        inputs.append((key, timestamp, value, at, record))
 
     @staticmethod
     def _other_key(raw: Any) -> str | None:

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from service.core.time import Clock
 from service.operators.base import Operator
+from service.operators.steps import StepProgram
 
 OperatorFactory = Callable[[Clock], Operator]
 """Builds a fresh operator instance for one partition."""
@@ -77,6 +78,9 @@ class PipelineDefinition:
     key_partitioned: bool = False
     """The spec promises the source is partitioned by ``key_field`` as Kafka's default
     partitioner would (no shuffle); the promise is checked per record and counted."""
+    steps: StepProgram | None = None
+    """The spec's steps, compiled: run on each decoded record before its key and
+    timestamp are taken (None: no steps)."""
     timestamp: TimestampSettings = TimestampSettings()
     watermark: WatermarkSettings = WatermarkSettings()
     start_from: Literal["earliest", "latest"] = "earliest"

@@ -236,13 +236,18 @@ class FetchLoop:
             stop = len(inputs)
         else:
             stop = start + alignment.admit(part.generator, inputs, start, others)
+            # never between two records of one source offset (an unnest): the checkpoint
+            # would have the first in its state and replay it from that offset
+            while start < stop < len(inputs) and inputs[stop - 1][4] is inputs[stop][4]:
+                stop -= 1
             if stop == start and start < len(inputs):
                 return
         if stop < len(inputs):
-            count = stop - start
-            end = inputs[stop][3]  # the offset of the first record held back
+            count = _sources(inputs, start, stop)
+            end = inputs[stop][4].offset  # the offset of the first record held back
             if chunk.counted == 0:
-                count += chunk.count - len(inputs)  # this chunk's dead letters went out
+                # this chunk's records that gave no input (dead letters, filtered out)
+                count += chunk.count - _sources(inputs, 0, len(inputs))
         else:
             count = chunk.count - chunk.counted
             end = chunk.end
@@ -286,7 +291,7 @@ class FetchLoop:
             if part.markers_before(i):  # a shuffle's markers come in order with records
                 combiner.update(tp, part.generator.current_watermark, now)
                 emit(now)
-            part.process_one(record, inputs[i + 1][3] if i < last else end)
+            part.process_one(record, inputs[i + 1][4].offset if i < last else end)
             combiner.update(tp, part.generator.current_watermark, now)
             emit(now)
         part.skipped(count - len(inputs), end)
@@ -390,3 +395,16 @@ class FetchLoop:
                 done += 1
         session.partitions_done = (done, total)
         return done == total
+
+
+def _sources(inputs: Sequence[InputRecord], start: int, stop: int) -> int:
+    """How many source records ``inputs[start:stop]`` came from (an unnest makes several
+    inputs of one record; they are adjacent)."""
+    count = 0
+    previous = None
+    for i in range(start, stop):
+        source = inputs[i][4]
+        if source is not previous:
+            count += 1
+            previous = source
+    return count

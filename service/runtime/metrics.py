@@ -27,6 +27,7 @@ class RuntimeMetrics:
     records_out: Counter
     dead_lettered: Counter
     late_records: Counter
+    bad_values: Counter
     window_firings: Counter
     batch_seconds: Histogram
     timers_queued: Gauge
@@ -97,6 +98,13 @@ def build_metrics(registry: CollectorRegistry) -> RuntimeMetrics:
             "clockwork_late_records",
             "Records behind the watermark for every window, by what happened to them.",
             ("pipeline", "action"),  # side_output | dropped
+            registry=r,
+        ),
+        bad_values=Counter(
+            "clockwork_bad_values",
+            "Values an aggregation could not take (a string for sum...), by field and reason "
+            "(not_a_number, not_comparable); dead-lettered or taken as NULL (on_bad_value).",
+            ("pipeline", "field", "reason"),
             registry=r,
         ),
         window_firings=Counter(
@@ -383,6 +391,7 @@ METRIC_NAMES: tuple[str, ...] = (
     "clockwork_records_out_total",
     "clockwork_dead_lettered_records_total",
     "clockwork_late_records_total",
+    "clockwork_bad_values_total",
     "clockwork_window_firings_total",
     "clockwork_batch_processing_seconds",
     "clockwork_timers_queued",

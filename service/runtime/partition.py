@@ -31,6 +31,8 @@ class PartitionTask:
     """State and bookkeeping of one ``(topic, partition)`` of one pipeline."""
 
     __slots__ = (
+        "bad_values",
+        "bad_values_unreported",
         "check",
         "checkpointed",
         "decoder",
@@ -84,6 +86,10 @@ class PartitionTask:
         alignment keeps it at most ``max_drift_ms`` plus one record's step."""
         self.records_in = 0
         self.late_dropped = 0
+        self.bad_values: dict[tuple[str, str], int] = {}
+        """Values an aggregation could not take, by ``(field, reason)``, since assigned."""
+        self.bad_values_unreported: dict[tuple[str, str], int] = {}
+        """The same, since the last metrics refresh."""
         self.firings: dict[str, int] = {}
         self.last_checkpoint_ms: int | None = None
         self.checkpointed: tuple[int, int, int, bool] | None = None
@@ -212,6 +218,12 @@ class PartitionTask:
         if collector.dropped_late:
             self.late_dropped += collector.dropped_late
             collector.dropped_late = 0
+        if collector.bad_values:
+            totals = self.bad_values
+            for entry, count in collector.bad_values.items():
+                totals[entry] = totals.get(entry, 0) + count
+                self.bad_values_unreported[entry] = self.bad_values_unreported.get(entry, 0) + count
+            collector.bad_values.clear()
 
     # -- reporting -------------------------------------------------------------------
     @property

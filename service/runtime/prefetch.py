@@ -208,7 +208,7 @@ class Prefetcher:
 
 def _between(chunk: Chunk, resume: int, end: int) -> Chunk:
     """``chunk`` without its records before offset ``resume`` or from offset ``end``."""
-    inputs = [record for record in chunk.inputs if resume <= record[3] < end]
+    inputs = [record for record in chunk.inputs if resume <= record[4].offset < end]
     failed = [letter for letter in chunk.failed if resume <= letter.source.offset < end]
     return Chunk(
         inputs, failed, len(inputs) + len(failed), max(resume, chunk.first), min(end, chunk.end)

@@ -127,6 +127,7 @@ class SessionReporter:
             max_lead_ms=part.max_lead,
             stage=session.stage.name,
             shuffle=self.shuffle_numbers(part),
+            bad_values=_by_field(part.bad_values),
         )
 
     def refresh(self) -> None:
@@ -166,6 +167,10 @@ class SessionReporter:
             if part.late_dropped:
                 m.late_records.labels(name, "dropped").inc(part.late_dropped)
                 part.late_dropped = 0
+            if part.bad_values_unreported:
+                for (field, reason), count in part.bad_values_unreported.items():
+                    m.bad_values.labels(name, field, reason).inc(count)
+                part.bad_values_unreported.clear()
             self.report_timer_counts(part)
             self.report_shuffle(part)
             wakeups = part.timers.wakeups
@@ -237,3 +242,13 @@ class SessionReporter:
         for domain in ("event", "processing"):
             with contextlib.suppress(KeyError):
                 m.timers_queued.remove(name, label, domain)
+
+
+def _by_field(counts: dict[tuple[str, str], int]) -> dict[str, dict[str, int]] | None:
+    """``{(field, reason): n}`` as status shows it: ``{field: {reason: n}}``."""
+    if not counts:
+        return None
+    out: dict[str, dict[str, int]] = {}
+    for (field, reason), count in counts.items():
+        out.setdefault(field, {})[reason] = count
+    return out

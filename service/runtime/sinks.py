@@ -183,15 +183,25 @@ class OutputSink:
     def dead_letters(self, source: TopicPartition, records: Iterable[DeadLetter]) -> None:
         """Records of ``source`` that could not be decoded, keyed or timestamped."""
         for record in records:
-            self._dead_letter(source, record.source, record.key, record.reason, record.error)
+            self._dead_letter(
+                source, record.source, record.key, record.reason, record.error, record.headers
+            )
 
     def failures(self, source: TopicPartition, records: Iterable[FailedRecord]) -> None:
         """Records of ``source`` (or its timers) the operator or user code failed on."""
         for record in records:
-            self._dead_letter(source, record.source, record.key, record.reason, record.detail)
+            self._dead_letter(
+                source, record.source, record.key, record.reason, record.detail, record.headers
+            )
 
     def _dead_letter(
-        self, tp: TopicPartition, source: Any, key: str | None, reason: str, error: str
+        self,
+        tp: TopicPartition,
+        source: Any,
+        key: str | None,
+        reason: str,
+        error: str,
+        extra: tuple[tuple[str, bytes], ...] = (),
     ) -> None:
         """``source`` is the fetched Kafka record (it has no topic: ``tp`` says where)."""
         source_partition = tp.partition
@@ -208,6 +218,7 @@ class OutputSink:
         headers.append((HEADER_PIPELINE, self._name_header))
         headers.append((HEADER_REASON, reason.encode()))
         headers.append((HEADER_ERROR, error[:_ERROR_LIMIT].encode("utf-8", "replace")))
+        headers.extend(extra)
         if raw_key is None and raw_value is None:
             raw_value = b""
         self._batches.append(

@@ -161,6 +161,8 @@ class RouteStage(Stage):
             self.partitioner,
             self.sources[tp],
             len(self.sources),
+            reencode=self.definition.steps is not None,
+            positioned=self.definition.steps is not None and self.definition.steps.has_unnest,
         )
 
     def on_emit(self, session: Session, now: int) -> bool:

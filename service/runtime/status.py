@@ -64,6 +64,9 @@ class PartitionStatus:
     max_lead_ms: int | None = None
     """The largest lead of its watermark over the other partitions' minimum after any
     processed batch (alignment keeps it within ``max_drift_ms`` plus one record's step)."""
+    bad_values: dict[str, dict[str, int]] | None = None
+    """Values an aggregation could not take, ``{field: {reason: count}}``, since the
+    partition was assigned here (None: none)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -88,6 +91,7 @@ class PartitionStatus:
             "max_lead_ms": self.max_lead_ms,
             "stage": self.stage,
             **({"shuffle": self.shuffle} if self.shuffle is not None else {}),
+            "bad_values": self.bad_values or {},
         }
 
 

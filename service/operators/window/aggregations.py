@@ -14,11 +14,18 @@ straight-line Python for exactly the configured aggregations, which the operator
 compile into their batch loops. Only the aggregation kinds (a closed enum) shape the
 source; field names and the other constants enter through the namespace, never as text.
 
-Defined behaviour for bad input: a record whose field is missing, or (for sum, min,
-max, avg) whose value is not an int or float (bools are not numbers here), is skipped
-by that aggregation and counted in :attr:`AggregationPlan.invalid`. first/last pick the
-value with the smallest/largest event timestamp (ties: first/last to arrive), so the
-result does not depend on arrival order.
+What each function takes (docs/semantics.md, "Bad values"): sum and avg take numbers
+(``int`` or ``float``; ``true``/``false`` are not numbers, nor is a numeric string);
+min and max take numbers and strings, ordered by one rule whatever the arrival order:
+numbers by value, strings by code point, every number before every string. first,
+last, collect and count_distinct take any JSON value. A missing field or JSON null is
+SQL NULL (count counts the row, the others leave it out). Any other value is a *bad
+value*: the operator checks each record once, before it enters any window
+(:meth:`AggregationPlan.reject_lines` inline in the fast path's loop, :attr:`has_bad` on
+the general path), and either dead-letters it or aggregates it with the field as NULL
+(``on_bad_value``); :meth:`AggregationPlan.bad_values` says which and why. first/last
+pick the value with the smallest/largest event timestamp (ties: first/last to arrive),
+so the result does not depend on arrival order.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ from typing import Any
 import orjson
 
 from service.core.errors import ConfigError
-from service.core.paths import MISSING, split_path
+from service.core.paths import MISSING, get_path, split_path
 
 from .errors import WindowConfigError
 
@@ -50,6 +57,19 @@ class AggKind(StrEnum):
 
 _WIDTH = {AggKind.AVG: 2, AggKind.FIRST: 2, AggKind.LAST: 2}
 _NUMERIC = frozenset({AggKind.SUM, AggKind.MIN, AggKind.MAX, AggKind.AVG})
+"""Functions that read numbers (min and max also strings)."""
+_ORDERED = frozenset({AggKind.MIN, AggKind.MAX})
+_NUMBERS_ONLY = _NUMERIC - _ORDERED
+
+REASON_NOT_A_NUMBER = "not_a_number"
+REASON_NOT_COMPARABLE = "not_comparable"
+
+
+def order_key(value: int | float | str) -> tuple[int, int | float | str]:
+    """min/max's one order over numbers and strings: every number before every string."""
+    return (1, value) if type(value) is str else (0, value)
+
+
 _INITIAL = {
     AggKind.COUNT: "0",
     AggKind.SUM: "0",
@@ -116,6 +136,7 @@ class AggregationPlan:
         "base",
         "check",
         "fold",
+        "has_bad",
         "invalid",
         "namespace",
         "result",
@@ -128,7 +149,7 @@ class AggregationPlan:
         self.specs = tuple(specs)
         self.base = base
         self.invalid = [0] * len(specs)
-        """Per aggregation: values skipped (field missing, or not a number)."""
+        """Per aggregation: bad values seen (dead-lettered or taken as NULL)."""
         slots: list[int] = []
         position = base
         for spec in self.specs:
@@ -146,18 +167,19 @@ class AggregationPlan:
             "_type": type,
             "_int": int,
             "_float": float,
+            "_str": str,
             "_enc": encode_distinct,
             "_bad": self.invalid,
         }
         for p, parts in enumerate(self._paths):
             for i, part in enumerate(parts):
                 self.namespace[f"_P{p}_{i}"] = part
-        self.add: Callable[[list[Any], int, Any], None] = self._compile("add", True, True)
-        """``add(acc, timestamp, value)``: fold one record in, counting invalid values."""
-        self.check: Callable[[Any, int, Any], None] = self._compile("check", True, False)
-        """``check(None, timestamp, value)``: only count invalid values (element lists)."""
-        self.fold: Callable[[list[Any], int, Any], None] = self._compile("fold", False, True)
-        """``fold(acc, timestamp, value)``: :attr:`add` without counting invalid values."""
+        self.add: Callable[[list[Any], int, Any], None] = self._compile("add")
+        """``add(acc, timestamp, value)``: fold one record in (a bad value as NULL)."""
+        self.fold = self.add
+        self.has_bad: Callable[[Any], bool] | None = self._compile_has_bad()
+        """``has_bad(value)``: whether a field holds a value its aggregation cannot take
+        (None: no aggregation reads a field that can)."""
         self.result: Callable[[list[Any]], dict[str, Any]] = self._compile_result()
         """``result(acc)``: the named outputs (fresh containers: the result may be kept)."""
 
@@ -168,8 +190,12 @@ class AggregationPlan:
         parts.extend(_INITIAL[spec.kind] for spec in self.specs)
         return "[" + ", ".join(parts) + "]"
 
-    def fetch_lines(self, value: str, indent: str, count: bool = True) -> list[str]:
-        """Read each field once into ``_v<p>``, classify it, count invalid values."""
+    def _kinds(self, parts: tuple[str, ...]) -> set[AggKind]:
+        return {s.kind for s in self.specs if s.field and split_path(s.field) == parts}
+
+    def fetch_lines(self, value: str, indent: str) -> list[str]:
+        """Read each field once into ``_v<p>`` and classify it (``_n<p>``: a number,
+        ``_s<p>``: a string, where min or max read it)."""
         lines: list[str] = []
         for p, parts in enumerate(self._paths):
             access = value + "".join(f"[_P{p}_{i}]" for i in range(len(parts)))
@@ -179,21 +205,68 @@ class AggregationPlan:
                 f"{indent}except _LOOKUP:",
                 f"{indent}    _v{p} = _MISSING",
             ]
-            kinds = {s.kind for s in self.specs if s.field and split_path(s.field) == parts}
+            kinds = self._kinds(parts)
             if kinds & _NUMERIC:
                 lines += [
                     f"{indent}_t{p} = _type(_v{p})",
                     f"{indent}_n{p} = _t{p} is _int or _t{p} is _float",
                 ]
+            if kinds & _ORDERED:
+                lines.append(f"{indent}_s{p} = _t{p} is _str")
             if AggKind.COUNT_DISTINCT in kinds:
                 lines.append(f"{indent}_e{p} = _enc(_v{p}) if _v{p} is not _MISSING else None")
-        for j, spec in enumerate(self.specs):
-            if spec.field is None or not count:
-                continue
-            p = self._paths.index(split_path(spec.field))
-            bad = f"not _n{p}" if spec.kind in _NUMERIC else f"_v{p} is _MISSING"
-            lines += [f"{indent}if {bad}:", f"{indent}    _bad[{j}] += 1"]
         return lines
+
+    def _bad_tests(self) -> list[str]:
+        """Per field some function cannot take every value of: the test of a bad value."""
+        tests: list[str] = []
+        for p, parts in enumerate(self._paths):
+            kinds = self._kinds(parts)
+            if not kinds & _NUMERIC:
+                continue
+            test = f"not _n{p} and _v{p} is not _MISSING and _v{p} is not None"
+            if not kinds & _NUMBERS_ONLY:  # min/max only: strings are fine
+                test += f" and not _s{p}"
+            tests.append(f"({test})")
+        return tests
+
+    def reject_lines(self, indent: str, action: list[str]) -> list[str]:
+        """After :meth:`fetch_lines`: run ``action`` (lines) when a field holds a bad value.
+
+        For a valid number this is one ``not`` per numeric field: the check costs the hot
+        path almost nothing."""
+        tests = self._bad_tests()
+        if not tests:
+            return []
+        return [f"{indent}if {' or '.join(tests)}:", *(indent + "    " + a for a in action)]
+
+    def bad_values(self, value: Any) -> list[tuple[int, AggregationSpec, str]]:
+        """Which aggregations cannot take ``value``'s fields, and why (the slow path)."""
+        out: list[tuple[int, AggregationSpec, str]] = []
+        for j, spec in enumerate(self.specs):
+            if spec.kind not in _NUMERIC or spec.field is None:
+                continue
+            v = get_path(value, spec.field)
+            t = type(v)
+            if v is MISSING or v is None or t is int or t is float:
+                continue
+            if spec.kind in _ORDERED:
+                if t is not str:
+                    out.append((j, spec, REASON_NOT_COMPARABLE))
+            else:
+                out.append((j, spec, REASON_NOT_A_NUMBER))
+        return out
+
+    def _compile_has_bad(self) -> Callable[[Any], bool] | None:
+        tests = self._bad_tests()
+        if not tests:
+            return None
+        lines = ["def has_bad(value):", *self.fetch_lines("value", "    ")]
+        lines.append(f"    return bool({' or '.join(tests)})")
+        namespace = dict(self.namespace)
+        exec(compile("\n".join(lines), "<window-aggregations-has-bad>", "exec"), namespace)
+        function: Callable[[Any], bool] = namespace["has_bad"]
+        return function
 
     def update_lines(self, acc: str, ts: str, indent: str) -> list[str]:
         """Fold the fetched values into accumulator ``acc`` (after :meth:`fetch_lines`)."""
@@ -205,6 +278,29 @@ class AggregationPlan:
                 continue
             p = self._paths.index(split_path(str(spec.field)))
             v = f"_v{p}"
+            if k in _ORDERED:
+                # one order for numbers and strings: every number before every string
+                lesser = k is AggKind.MIN
+                body = indent + "    "
+                lines += [
+                    f"{indent}if _n{p}:",
+                    f"{body}_x = {acc}[{i}]",
+                    (
+                        f"{body}if _x is None or _x.__class__ is _str or {v} < _x:"
+                        if lesser
+                        else f"{body}if _x is None or (_x.__class__ is not _str and {v} > _x):"
+                    ),
+                    f"{body}    {acc}[{i}] = {v}",
+                    f"{indent}elif _s{p}:",
+                    f"{body}_x = {acc}[{i}]",
+                    (
+                        f"{body}if _x is None or (_x.__class__ is _str and {v} < _x):"
+                        if lesser
+                        else f"{body}if _x is None or _x.__class__ is not _str or {v} > _x:"
+                    ),
+                    f"{body}    {acc}[{i}] = {v}",
+                ]
+                continue
             if k in _NUMERIC:
                 lines.append(f"{indent}if _n{p}:")
             else:
@@ -214,13 +310,6 @@ class AggregationPlan:
                 lines.append(f"{body}{acc}[{i}] += {v}")
             elif k is AggKind.AVG:
                 lines += [f"{body}{acc}[{i}] += {v}", f"{body}{acc}[{i + 1}] += 1"]
-            elif k in (AggKind.MIN, AggKind.MAX):
-                op = "<" if k is AggKind.MIN else ">"
-                lines += [
-                    f"{body}_x = {acc}[{i}]",
-                    f"{body}if _x is None or {v} {op} _x:",
-                    f"{body}    {acc}[{i}] = {v}",
-                ]
             elif k in (AggKind.FIRST, AggKind.LAST):
                 op = "<" if k is AggKind.FIRST else ">="
                 lines += [
@@ -235,11 +324,10 @@ class AggregationPlan:
                 lines.append(f"{body}{acc}[{i}].append({v})")
         return lines
 
-    def _compile(self, name: str, count: bool, update: bool) -> Callable[[Any, int, Any], None]:
+    def _compile(self, name: str) -> Callable[[Any, int, Any], None]:
         lines = [f"def {name}(acc, ts, value):", "    pass"]
-        lines += self.fetch_lines("value", "    ", count)
-        if update:
-            lines += self.update_lines("acc", "ts", "    ")
+        lines += self.fetch_lines("value", "    ")
+        lines += self.update_lines("acc", "ts", "    ")
         namespace = dict(self.namespace)
         exec(compile("\n".join(lines), f"<window-aggregations-{name}>", "exec"), namespace)
         function: Callable[[Any, int, Any], None] = namespace[name]
@@ -276,7 +364,14 @@ class AggregationPlan:
                 target[i + 1] += source[i + 1]
             elif k in (AggKind.MIN, AggKind.MAX):
                 a, b = target[i], source[i]
-                if b is not None and (a is None or (b < a if k is AggKind.MIN else b > a)):
+                if b is not None and (
+                    a is None
+                    or (
+                        order_key(b) < order_key(a)
+                        if k is AggKind.MIN
+                        else order_key(b) > order_key(a)
+                    )
+                ):
                     target[i] = b
             elif k in (AggKind.FIRST, AggKind.LAST):
                 a, b = target[i], source[i]
@@ -323,7 +418,7 @@ class AggregationPlan:
     def of_elements(self, elements: list[list[Any]]) -> dict[str, Any]:
         """The outputs over a window's element list (evictors).
 
-        Invalid values are not counted here: :attr:`check` counted them on arrival.
+        Bad values were counted (and their records dead-lettered) on arrival.
         """
         acc = self.new()
         fold = self.fold

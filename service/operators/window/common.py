@@ -18,9 +18,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from service.core.paths import get_path
 from service.core.time import MAX_TIMESTAMP, TimeDomain
 from service.core.timers import TimerService
-from service.operators.base import Collector, FireKind, LateRecord, OperatorGauges
+from service.operators.base import Collector, FailedRecord, FireKind, LateRecord, OperatorGauges
 
 from .aggregations import AggregationPlan
 from .assigners import Window, max_timestamp
@@ -30,6 +31,22 @@ from .errors import WindowStateError
 from .keystate import KEY_PREFIX, META_ENTRY
 
 SNAPSHOT_VERSION = 2
+
+REASON_BAD_VALUE = "bad_value"
+HEADER_FIELD = "clockwork.field"
+HEADER_FUNCTION = "clockwork.function"
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return f"a boolean ({str(value).lower()})"
+    if isinstance(value, str):
+        return f"a string ({value[:40]!r})"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
 
 
 class WindowOperatorBase:
@@ -46,6 +63,7 @@ class WindowOperatorBase:
         self._lateness = config.allowed_lateness_ms
         self._late_output = config.late_output
         self._track = config.track_keys
+        self._skip_bad = config.on_bad_value == "skip"
         self._dirty: set[str] = set()
         self.plan: AggregationPlan | None = (
             AggregationPlan(config.aggregation_specs(), plan_base)
@@ -119,6 +137,42 @@ class WindowOperatorBase:
         else:
             now = self._clock.now_ms()
         return FireKind.EARLY if now < max_ts else FireKind.LATE
+
+    def reject_bad(self, key: str, value: Any, source: Any) -> bool:
+        """A record some aggregation cannot take a value of (checked once, before any
+        window): count each bad value, then dead-letter the record (True: it enters no
+        window) or, with ``on_bad_value: skip``, let it in with those fields as NULL."""
+        plan = self.plan
+        if plan is None:
+            return False
+        found = plan.bad_values(value)
+        counts = self.collector.bad_values
+        for j, spec, reason in found:
+            plan.invalid[j] += 1
+            entry = (str(spec.field), reason)
+            counts[entry] = counts.get(entry, 0) + 1
+        if not found or self._skip_bad:
+            return False
+        first = found[0][1]
+        detail = "; ".join(
+            f"{spec.kind.value}({spec.field}) cannot take "
+            + _json_kind(get_path(value, str(spec.field)))
+            for _, spec, _ in found
+        )
+        self.collector.failed.append(
+            FailedRecord(
+                source,
+                key,
+                REASON_BAD_VALUE,
+                detail,
+                (
+                    (HEADER_FIELD, str(first.field).encode()),
+                    (HEADER_FUNCTION, first.kind.value.encode()),
+                ),
+            )
+        )
+        self.counters.bad_values_dead_lettered += 1
+        return True
 
     def late_record(self, key: str, timestamp: int, source: Any) -> None:
         """Semantics 5: a record every window of which was late."""

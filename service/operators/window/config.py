@@ -37,6 +37,9 @@ class WindowOperatorConfig:
     function: WindowFunction | None = None
     late_output: bool = False
     """True: late records go to ``collector.late``; False: counted in ``dropped_late``."""
+    on_bad_value: str = "dead_letter"
+    """A value an aggregation cannot take: ``dead_letter`` the record (counted nowhere)
+    or ``skip`` (aggregate it with that field as NULL); counted either way."""
     clock: Clock = field(default_factory=SystemClock)
     track_keys: bool = False
     """Keep track of changed keys, for :meth:`snapshot_changes` (incremental checkpoints)."""
@@ -44,6 +47,10 @@ class WindowOperatorConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.time, TimeDomain):
             raise WindowConfigError(f"time must be a TimeDomain, not {self.time!r}")
+        if self.on_bad_value not in ("dead_letter", "skip"):
+            raise WindowConfigError(
+                f"on_bad_value must be 'dead_letter' or 'skip', not {self.on_bad_value!r}"
+            )
         lateness = self.allowed_lateness_ms
         if type(lateness) is not int or lateness < 0:
             raise WindowConfigError(f"allowed_lateness_ms must be an int >= 0, not {lateness!r}")

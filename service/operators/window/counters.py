@@ -21,6 +21,8 @@ class WindowCounters:
     fired_on_time: int = 0
     fired_late: int = 0
     function_errors: int = 0
+    bad_values_dead_lettered: int = 0
+    """Records sent to the dead-letter topic for a value an aggregation cannot take."""
 
     def count_firing(self, kind: FireKind) -> None:
         if kind is FireKind.ON_TIME:

@@ -83,6 +83,7 @@ def build_window_operator(
         aggregations=aggregations if function is None else None,
         function=function,
         late_output=late_output,
+        on_bad_value=operator_spec.get("on_bad_value", "dead_letter"),
         clock=clock,
         track_keys=track_keys,
     )

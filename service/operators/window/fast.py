@@ -156,6 +156,7 @@ class FastWindowOperator(WindowOperatorBase):
             _SLIDE=self._slide,
             _OFFSET=self._offset,
             _slow=self._slow_record,
+            _reject=self.reject_bad,
             _new_start=self._new_start,
             _dirty_add=self._dirty.add,
         )
@@ -177,6 +178,11 @@ class FastWindowOperator(WindowOperatorBase):
             "    _counters.records += len(records)",
         ]
         body = "        "
+        # Each record's fields are read and checked first, before any window (a bad
+        # value's record, dead-lettered, opens none); the slow path gets checked records.
+        fetch = plan.fetch_lines("value", body) + plan.reject_lines(
+            body, ["if _reject(key, value, source):", "    continue"]
+        )
         if tumbling:
             # ``current`` is the {key: acc} dict of the window [low, high); consecutive
             # records nearly always fall in the same window, so most records only compare
@@ -188,6 +194,7 @@ class FastWindowOperator(WindowOperatorBase):
                 "    high = 0",
                 "    current = None",
                 "    for key, ts, value, _position, source in records:",
+                *fetch,
                 f"{body}if ts >= high or ts < low:",
                 f"{body}    start = ts - {shifted} % _SIZE",
                 f"{body}    if start < fresh_from:",
@@ -202,17 +209,16 @@ class FastWindowOperator(WindowOperatorBase):
                 f"{body}if acc is None:",
                 f"{body}    acc = current[key] = {new_acc}",
             ]
-            lines += plan.fetch_lines("value", body)
             lines += plan.update_lines("acc", "ts", body)
         else:
             lines += [
                 "    for key, ts, value, _position, source in records:",
+                *fetch,
                 f"{body}start = ts - {shifted} % _SLIDE",
                 f"{body}if start - ((start - ts + _SIZE - 1) // _SLIDE) * _SLIDE < fresh_from:",
                 f"{body}    _slow(key, ts, value, source)",
                 f"{body}    continue",
             ]
-            lines += plan.fetch_lines("value", body)
             inner = body + "    "
             lines += [
                 f"{body}low = ts - _SIZE",
@@ -359,11 +365,8 @@ class FastWindowOperator(WindowOperatorBase):
             plan.fold(acc, timestamp, value)
             if window[1] - 1 <= watermark:  # the default trigger: an allowed-late record fires
                 self._emit(key, window, acc, self.fire_kind(window, None, 0))
-        if skipped:
-            if timestamp + self._lateness <= watermark:
-                self.late_record(key, timestamp, source)
-        else:
-            plan.check(None, timestamp, value)
+        if skipped and timestamp + self._lateness <= watermark:
+            self.late_record(key, timestamp, source)
         if self._track:
             self._dirty.add(key)
 

@@ -107,7 +107,16 @@ class GeneralWindowOperator(WindowOperatorBase):
     def process_batch(self, records: Sequence[InputRecord]) -> None:
         self.counters.records += len(records)
         process = self._process
+        has_bad = self.plan.has_bad if self.plan is not None else None
+        if has_bad is None:
+            for key, timestamp, value, _position, source in records:
+                process(key, timestamp, value, source)
+            return
+        reject = self.reject_bad
         for key, timestamp, value, _position, source in records:
+            # checked once, before any window (a dead-lettered record is counted nowhere)
+            if has_bad(value) and reject(key, value, source):
+                continue
             process(key, timestamp, value, source)
 
     def _process(self, key: str, timestamp: int, value: Any, source: Any) -> None:
@@ -144,8 +153,6 @@ class GeneralWindowOperator(WindowOperatorBase):
         contents = state.contents.get(window)
         plan = self.plan
         if self._elements:
-            if plan is not None:
-                plan.check(None, timestamp, value)
             if contents is None:
                 state.contents[window] = [[timestamp, value]]
                 self._open += 1

@@ -38,6 +38,7 @@ class ShuffleWriter:
         "_announced",
         "_batches",
         "_partitioner",
+        "_positioned",
         "_reencode",
         "_watermark",
         "collector",
@@ -55,6 +56,7 @@ class ShuffleWriter:
         source: int,
         count: int,
         reencode: bool = False,
+        positioned: bool = False,
     ) -> None:
         self._batches = batches
         self.topic = topic
@@ -64,6 +66,9 @@ class ShuffleWriter:
         self.count = count
         """How many source partitions the pipeline has."""
         self._reencode = reencode
+        """Write the decoded value (steps changed it), not the source record's bytes."""
+        self._positioned = positioned
+        """Input positions are already ``position(offset, index)`` (steps with an unnest)."""
         self._watermark = MIN_TIMESTAMP
         self._announced: tuple[int, bool] | None = None
         self.collector = Collector()
@@ -80,8 +85,11 @@ class ShuffleWriter:
         partition_of = self._partitioner
         source = self.source
         reencode = self._reencode
-        for key, timestamp, value, _, record in records:
-            meta = pack_routed(timestamp, source, position(record.offset)) + key.encode()
+        positioned = self._positioned
+        for key, timestamp, value, at, record in records:
+            # several records of one offset (an unnest) keep increasing distinct positions
+            where = at if positioned else position(record.offset)
+            meta = pack_routed(timestamp, source, where) + key.encode()
             headers = [*(record.headers or ()), (ROUTED, meta)]
             payload = dumps(value) if reencode else record.value
             append(topic, partition_of(key), record.key, payload, record.timestamp, headers)

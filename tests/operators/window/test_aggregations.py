@@ -79,16 +79,17 @@ def test_dotted_field_paths_reach_into_nested_values(general: bool) -> None:
     assert result == {"s": 7}
 
 
-def test_missing_or_non_numeric_values_are_skipped_and_counted(general: bool) -> None:
+def test_missing_and_null_values_follow_sql_null_rules(general: bool) -> None:
     aggs = {
+        "n": {"fn": "count"},
         "s": {"fn": "sum", "field": "x"},
         "m": {"fn": "min", "field": "x"},
         "c": {"fn": "collect", "field": "x"},
     }
-    values = [(1, {"x": 2}), (2, {"x": "3"}), (3, {"x": True}), (4, {}), (5, {"x": None})]
+    values = [(1, {"x": 2}), (4, {}), (5, {"x": None})]
     result, op = run(aggs, values, general)
-    assert result == {"s": 2, "m": 2, "c": [2, "3", True, None]}
-    assert op.stats()["invalid_values"] == {"s": 4, "m": 4, "c": 1}
+    assert result == {"n": 3, "s": 2, "m": 2, "c": [2, None]}
+    assert op.stats()["invalid_values"] == {"n": 0, "s": 0, "m": 0, "c": 0}
 
 
 def test_empty_numeric_aggregations_have_neutral_results(general: bool) -> None:
