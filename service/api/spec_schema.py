@@ -115,6 +115,7 @@ def _pipeline_schema(allowed: tuple[str, ...], ref_template: str) -> JsonSchema:
     _topics(schema)
     _source(defs["SourceSpec"])
     _key(defs["KeySpec"])
+    _set_step(defs["SetStep"])
     _timestamp(defs["TimestampSpec"])
     _watermark(defs["WatermarkSpec"])
     _aggregation(defs["Aggregation"])
@@ -174,6 +175,15 @@ def _key(key: JsonSchema) -> None:
     """rules._key: a source declared partitioned by the key is not shuffled."""
     key["if"] = {"required": ["partitioned"], "properties": {"partitioned": {"const": True}}}
     key["then"] = {"properties": {"shuffle_partitions": {"type": "null"}}}
+
+
+def _set_step(step: JsonSchema) -> None:
+    """The model's field-path keys: pydantic states their pattern as ``patternProperties``,
+    which lets any other key through; ``propertyNames`` refuses them as the service does."""
+    fields = step["properties"]["set"]
+    ((pattern, value),) = fields.pop("patternProperties").items()
+    fields["propertyNames"] = {**fields.get("propertyNames", {}), "pattern": pattern}
+    fields["additionalProperties"] = value
 
 
 def _present(name: str, kind: str) -> JsonSchema:

@@ -1,7 +1,8 @@
 """Schemathesis hooks for the run against the service (tests/integration/test_api_schemathesis.py).
 
 They teach the generator the rules of the pipeline spec that no JSON Schema can state
-(docs/pipeline-spec.md, "What the schema says, and what it cannot"), for *positive* cases
+(docs/pipeline-spec.md, "What the schema says, and what it cannot", steps' SQL
+expressions included), for *positive* cases
 only: a schema-valid spec that breaks one of them is rightly refused with 422, which is not the
 "valid data rejected" that ``positive_data_acceptance`` looks for. Negative cases are left
 as generated (the schema already refuses them, and so must the service). Nothing here asks
@@ -67,10 +68,32 @@ def filter_case(context: HookContext, case: Case) -> bool:
     return not _positive_spec(case) or meets_the_rules_no_schema_states(case.body)
 
 
+def with_valid_expressions(spec: dict[str, Any]) -> None:
+    """A step's expression is SQL, which no JSON Schema can state (the schema says
+    "a string"): in a positive spec, each becomes a valid one of the same place."""
+    steps = spec.get("steps")
+    if not isinstance(steps, list):
+        return
+    for step in steps:
+        if not isinstance(step, dict):
+            continue
+        if isinstance(step.get("filter"), str):
+            step["filter"] = "TRUE"
+        assignments = step.get("set")
+        if isinstance(assignments, dict):
+            for field in assignments:
+                if isinstance(assignments[field], str):
+                    assignments[field] = "1 + 1"
+
+
 @schemathesis.hook
 def before_call(context: HookContext, case: Case, kwargs: dict[str, Any]) -> None:
-    """A positive replacement names the pipeline of its path. Here, just before the call,
-    because a stateful step fills the path from a link after the case was generated."""
+    """A positive replacement names the pipeline of its path, and a positive spec's
+    expressions are valid SQL. Here, just before the call, because a stateful step fills
+    the path from a link after the case was generated."""
+    if not _positive_spec(case):
+        return
+    with_valid_expressions(case.body)
     name = (case.path_parameters or {}).get("name")
-    if _positive_spec(case) and name is not None and "name" in case.body:
+    if name is not None and "name" in case.body:
         case.body["name"] = name

@@ -164,6 +164,9 @@ REFUSED_BY_BOTH: dict[str, dict[str, Any]] = {
         window(),
         lambda s: s.update(key={"field": "u", "partitioned": True, "shuffle_partitions": 4}),
     ),
+    "set of a field path with an empty part": edit(
+        window(), lambda s: s.update(steps=[{"set": {"a..b": "1"}}])
+    ),
     "unknown built-in": process("nope"),
     "module not allowed": process("os:system"),
     "dedupe without params": edit(process(), lambda s: s["operator"].pop("params")),
