@@ -33,7 +33,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from service.runtime.batch_producer import BatchProducer
 from service.runtime.definition import PipelineDefinition, changelog_topic, shuffle_topic
 from service.runtime.sinks import dumps
-from service.runtime.topics import ensure_topics
+from service.runtime.topics import partition_counts
 
 logger = logging.getLogger(__name__)
 
@@ -253,20 +253,22 @@ async def reset_state(bootstrap_servers: str, definition: PipelineDefinition) ->
     """
     if definition.state_epoch > 0:
         await delete_old_changelogs(bootstrap_servers, definition)
-    counts = await ensure_topics(bootstrap_servers, definition)
+    # Both stages' positions: a shuffled pipeline's keyed stage checkpoints the shuffle
+    # partitions under the same changelog. Topics that do not exist hold no position.
+    stage_topics = list(definition.topics)
+    if definition.shuffle is not None:
+        stage_topics.append(definition.shuffle_topic)
+    counts = await partition_counts(bootstrap_servers, [definition.changelog_topic, *stage_topics])
+    if definition.changelog_topic not in counts:
+        return  # nothing was ever checkpointed in this epoch
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap_servers, acks="all")
     try:
         await producer.start()  # inside: a failed start still needs its stop()
         batches = BatchProducer(producer)
         batches.start()
         try:
-            # Both stages' positions: a shuffled pipeline's keyed stage checkpoints the
-            # shuffle partitions under the same changelog.
-            stage_topics = list(definition.topics)
-            if definition.shuffle is not None:
-                stage_topics.append(definition.shuffle_topic)
             for topic in stage_topics:
-                for partition in range(counts[topic]):
+                for partition in range(counts.get(topic, 0)):
                     key = f"{topic}|{partition}|{META}".encode()
                     batches.append(definition.changelog_topic, partition, key, None, None)
             await batches.flush()

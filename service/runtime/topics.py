@@ -131,6 +131,17 @@ async def _wait_described(
     return found
 
 
+async def partition_counts(bootstrap_servers: str, topics: list[str]) -> dict[str, int]:
+    """The partition counts of those of ``topics`` that exist."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers, request_timeout_ms=15_000)
+    try:
+        await admin.start()
+        existing = set(await admin.list_topics())
+        return await _partition_counts(admin, [t for t in topics if t in existing])
+    finally:
+        await admin.close()
+
+
 async def _partition_counts(admin: AIOKafkaAdminClient, topics: list[str]) -> dict[str, int]:
     counts: dict[str, int] = {}
     for topic in await admin.describe_topics(topics):

@@ -168,3 +168,20 @@ async def test_404_409_probes_schema_and_docs(bootstrap_servers: str) -> None:
         assert body["schema"] == {"$ref": "#/components/schemas/PipelineSpec"}
         assert "PipelineSpec" in doc["components"]["schemas"]
         assert (await client.get("/docs")).status_code == 200
+
+
+async def test_a_pipeline_whose_source_topic_does_not_exist_can_be_deleted(
+    bootstrap_servers: str,
+) -> None:
+    """It never ran (it fails at start, and retries), so nothing of it is to reset: the
+    delete answers 204, not a 500 from the missing topic."""
+    name = f"nosource-{uuid.uuid4().hex[:8]}"
+    async with (
+        running_app(app_settings(bootstrap_servers)) as url,
+        httpx.AsyncClient(base_url=url, timeout=30) as client,
+    ):
+        await wait_ready(client)
+        created = await client.post("/pipelines", json=spec(name, f"{name}.missing"))
+        assert created.status_code == 201, created.text
+        assert (await client.delete(f"/pipelines/{name}")).status_code == 204
+        assert (await client.get(f"/pipelines/{name}")).status_code == 404
