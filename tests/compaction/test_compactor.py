@@ -182,7 +182,10 @@ def test_result_is_a_struct_when_its_schema_is_known_and_json_text_otherwise(
     assert loose.collect()[0]["result"] == '{"orders":3,"revenue":42.5}'
 
     inferred_out = tmp_path / "inferred"
-    compactor(spark, bootstrap_servers, [topic_name], inferred_out, infer_result_schema=True).run()
+    inferred = compactor(
+        spark, bootstrap_servers, [topic_name], inferred_out, infer_result_schema=True
+    ).run()
+    assert (inferred.rows_read, inferred.rows_changed) == (3, 3), inferred.text()
     guessed = read_pipeline(spark, inferred_out, "guessed")
     assert (
         guessed.schema["result"].dataType.simpleString()
