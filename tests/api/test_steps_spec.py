@@ -10,8 +10,8 @@ import pytest
 from pydantic import ValidationError
 
 from service.api.build import build_definition, state_fingerprint
-from service.api.spec_schema import pipeline_schema
 from service.api.spec import validate_spec
+from service.api.spec_schema import pipeline_schema
 from tests.api.test_spec import ALLOWED, base
 
 
