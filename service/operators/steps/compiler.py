@@ -630,6 +630,21 @@ def get_path(value: Any, parts: tuple[str, ...]) -> Any:
 
 HELPERS["_getp"] = get_path
 
+GENERATED_BUILTINS: dict[str, Any] = {
+    "Exception": Exception,
+    "KeyError": KeyError,
+    "bool": bool,
+    "int": int,
+    "float": float,
+    "str": str,
+    "dict": dict,
+    "list": list,
+}
+"""The only builtins generated code sees (its ``__builtins__``): the exceptions its
+``try`` blocks name and the types it compares classes with. Nothing of a user's text reaches the generated source (names and
+literals are constants), so this is a second wall, not the first: no ``__import__``,
+``open`` or ``getattr`` is reachable even through a bug of the generator."""
+
 
 _NAME = re.compile(r"\b_\w+\b")
 
@@ -645,7 +660,7 @@ def as_defaults(namespace: dict[str, Any], source: str) -> str:
 def evaluator(text: str) -> Callable[[dict[str, Any]], Any]:
     """One expression as a function of a record (tests, tools; steps use program.py)."""
     compiled = compile_expression(text)
-    namespace = {**HELPERS, **compiled.constants}
+    namespace = {**HELPERS, **compiled.constants, "__builtins__": GENERATED_BUILTINS}
     defaults = as_defaults(namespace, compiled.source)
     source = f"def evaluate(value, {defaults}):\n    return {compiled.source}\n"
     exec(compile(source, "<steps-expression>", "exec"), namespace)

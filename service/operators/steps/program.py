@@ -32,7 +32,14 @@ from typing import Any
 
 from service.core.paths import split_path
 
-from .compiler import HELPERS, Reads, _Names, as_defaults, compile_expression
+from .compiler import (
+    GENERATED_BUILTINS,
+    HELPERS,
+    Reads,
+    _Names,
+    as_defaults,
+    compile_expression,
+)
 from .errors import EvalError, ExpressionError, StepFailed
 from .values import kind
 
@@ -227,6 +234,7 @@ def _compile_run(
 ) -> tuple[RunOne, str]:
     """One function for consecutive non-unnest steps; problems are appended."""
     namespace: dict[str, Any] = {
+        "__builtins__": GENERATED_BUILTINS,
         **HELPERS,
         "_fail": _failure,
         "_StepFailed": StepFailed,
