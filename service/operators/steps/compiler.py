@@ -641,9 +641,10 @@ GENERATED_BUILTINS: dict[str, Any] = {
     "list": list,
 }
 """The only builtins generated code sees (its ``__builtins__``): the exceptions its
-``try`` blocks name and the types it compares classes with. Nothing of a user's text reaches the generated source (names and
-literals are constants), so this is a second wall, not the first: no ``__import__``,
-``open`` or ``getattr`` is reachable even through a bug of the generator."""
+``try`` blocks name and the types it compares classes with. Nothing of a user's text
+reaches the generated source (names and literals are constants), so this is a second
+wall, not the first: no ``__import__``, ``open`` or ``getattr`` is reachable even
+through a bug of the generator."""
 
 
 _NAME = re.compile(r"\b_\w+\b")
