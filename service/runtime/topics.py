@@ -25,9 +25,11 @@ _TOPIC_ALREADY_EXISTS = 36
 
 SHUFFLE_CONFIGS = {
     "cleanup.policy": "delete",
-    # A safety net where records cannot be deleted once read (DeleteRecords): a week
-    # covers any outage of the keyed stage this topic should wait for.
-    "retention.ms": str(7 * 24 * 3600 * 1000),
+    # Never by time: a routed record keeps its source record's timestamp, which in a
+    # backfill is months old, so a time retention would delete closed segments the keyed
+    # stage has not read yet. The keyed stage deletes what it has checkpointed past
+    # (shuffle/trim.py), as Kafka Streams purges its repartition topics.
+    "retention.ms": "-1",
 }
 
 CHANGELOG_CONFIGS = {

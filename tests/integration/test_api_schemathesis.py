@@ -89,10 +89,14 @@ async def test_schemathesis_finds_no_failure(bootstrap_servers: str, tmp_path: P
         assert not [name for name, status in checks if status != "success"], checks
 
         pipelines = (await client.get("/pipelines")).json()
+        # A source topic that does not exist is not a refused spec: the topic may come
+        # later, and the pipeline says so in its status (on a broker that creates no
+        # topic on request, as Apache Kafka here, every generated topic is such a one).
         failed = {
             p["name"]: (p["status"]["reason"], p["spec"])
             for p in pipelines
             if p["status"]["state"] == "failed"
+            and "source topic(s) do not exist" not in (p["status"]["reason"] or "")
         }
         assert failed == {}, "accepted specs that the runtime refuses"
 

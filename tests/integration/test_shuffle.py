@@ -32,6 +32,7 @@ from tests.integration.kafka_utils import (
     window_definition,
 )
 from tests.integration.replicas import Replica, replicas
+from tests.integration.test_changelog_compaction import topic_configs
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -187,6 +188,10 @@ async def test_the_keyed_stage_trims_the_shuffle_topic_behind_its_checkpoints(
         await consumer.stop()
     assert all(ends[tp] > 0 for tp in shuffle)  # records and markers went through each
     assert firsts == ends
+    # Trimming is the topic's only cleanup: a time retention would delete a backfill's
+    # unread records by their (old) timestamps once their segment closed.
+    configs = await topic_configs(bootstrap_servers, f"clockwork.{name}.shuffle")
+    assert (configs["cleanup.policy"], configs["retention.ms"]) == ("delete", "-1")
     done = {"pipeline": name, "outcome": "done"}
     assert (registry.get_sample_value("clockwork_shuffle_trims_total", done) or 0) >= 1
 

@@ -8,8 +8,9 @@ most every ``RuntimeSettings.shuffle_trim_interval_s``). Only an accepted commit
 counts: the group fences a zombie owner's commit by its generation, so a trim never
 removes records that the partition's current owner restored to before them.
 
-Best effort: a broker that refuses DeleteRecords (Tansu drops the connection) leaves
-the topic to its retention (7 days, ``topics.SHUFFLE_CONFIGS``); the trimmer then waits
+This is the topic's only cleanup (``topics.SHUFFLE_CONFIGS`` has no time retention: a
+backfill's old timestamps would delete unread records). A broker that refuses
+DeleteRecords (Tansu drops the connection) keeps every record; the trimmer then waits
 ``_RETRY_S`` before trying again, and says why in the log and the metric's outcome.
 """
 
@@ -80,8 +81,8 @@ class ShuffleTrimmer:
             self._refused = True
             self._trims.labels(self._pipeline, "refused").inc()
             logger.warning(
-                "pipeline %s: the shuffle topic was not trimmed (%r); its records stay "
-                "until retention; trying again in %.0f s",
+                "pipeline %s: the shuffle topic was not trimmed (%r); its records are kept "
+                "(it has no time retention); trying again in %.0f s",
                 self._pipeline,
                 exc,
                 _RETRY_S,
