@@ -17,6 +17,11 @@ its snapshot is acknowledged, while the loop goes on appending. :meth:`mark` clo
 open batches and returns the number of the last one queued (batches are numbered in
 queue order); :meth:`wait_delivered` returns once every batch up to a mark is
 acknowledged, whatever was appended after it.
+
+Exactly-once delivery adds a gate (:meth:`hold`, :meth:`release`): a transaction's
+checkpoint marks what belongs to it, and the batches queued after the mark wait in the
+queue until that transaction committed and the next one began, so that the loop goes on
+appending without putting the next checkpoint's outputs into this one's transaction.
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ import contextlib
 import logging
 from collections import deque
 from typing import Any
+
+from aiokafka.errors import KafkaConnectionError
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +55,7 @@ class BatchProducer:
         "_acked",
         "_acked_later",
         "_error",
+        "_gate",
         "_max_pending",
         "_open",
         "_open_bytes",
@@ -73,6 +81,7 @@ class BatchProducer:
         self._acked = 0  # every batch numbered up to this one is acknowledged (or failed)
         self._acked_later: set[int] = set()  # acknowledged, numbered above a gap
         self._error: BaseException | None = None
+        self._gate: int | None = None  # batches numbered above it wait (hold/release)
         self._wakeup = asyncio.Event()
         self._progress = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -161,6 +170,16 @@ class BatchProducer:
         self.send_open()
         return self._queued
 
+    def hold(self) -> int:
+        """:meth:`mark`, and send no batch queued after the mark until :meth:`release`."""
+        self._gate = self.mark()
+        return self._gate
+
+    def release(self) -> None:
+        """Send the batches held since :meth:`hold`."""
+        self._gate = None
+        self._wakeup.set()
+
     async def wait_delivered(self, mark: int) -> None:
         """Return once every batch up to ``mark`` is acknowledged; raise a delivery error."""
         self._raise_error()
@@ -208,7 +227,7 @@ class BatchProducer:
             while True:
                 await self._wakeup.wait()
                 self._wakeup.clear()
-                while ready:
+                while ready and (self._gate is None or ready[0][4] <= self._gate):
                     builder, topic, partition, size, number = ready.popleft()
                     future = await send_batch(builder, topic, partition=partition)
                     future.add_done_callback(
@@ -222,3 +241,22 @@ class BatchProducer:
             logger.warning("batch producer stopped: %r", exc)
             self._error = exc
             self._progress.set()
+
+
+def drop_unsent(producer: Any, error: BaseException | None) -> None:
+    """Fail the producer's queued and in-flight batches, so ``stop()`` does not wait.
+
+    ``AIOKafkaProducer.stop()`` first delivers everything queued, retrying for as long
+    as the broker is away. A failed session's outputs are not covered by a checkpoint
+    (a new session reproduces them), so they are dropped instead. Otherwise a stop cut
+    short by a timeout leaves the producer running: when a broker listens on the
+    address again it sends stale batches, and its metadata requests auto-create the
+    pipeline's topics with the broker's defaults, racing the new session's creation
+    of them with the right partition counts and configs (on Tansu the changelog then
+    answered produce requests with ``UnknownError``). Reaches into aiokafka's private
+    ``_message_accumulator.fail_all`` (aiokafka 0.14); without it the stop waits.
+    """
+    accumulator = getattr(producer, "_message_accumulator", None)
+    fail_all = getattr(accumulator, "fail_all", None)
+    if fail_all is not None:
+        fail_all(KafkaConnectionError(f"session ended: {error!r}"))

@@ -18,6 +18,11 @@ reading it back would rebuild exactly the parked state. Anything else -- another
 checkpointed there, the revoke's checkpoint failed, the partition went elsewhere --
 restores from the changelog as before.
 
+With exactly-once delivery (:mod:`~service.runtime.transactions`) a checkpoint is one
+Kafka transaction per partition instead: its outputs, its changelog records and its
+offset commit together, and a restore first fences the partition's previous owner, then
+reads the changelog ``read_committed``.
+
 Checkpoints and restores run one at a time (:attr:`Checkpointer.lock`): the group's
 listener can run while the loop awaits a checkpoint, and two checkpoints interleaving
 their changelog writes could put an older snapshot after a newer one.
@@ -65,6 +70,10 @@ logger = logging.getLogger(__name__)
 
 Snapshot = tuple[PartitionTask, Any, int]
 """A partition, its encoded changelog records and the input offset they resume at."""
+
+Outputs = int | dict[TopicPartition, int]
+"""What a checkpoint covers of the outputs: a mark of the session's batches, or with
+exactly-once a mark per partition's transaction."""
 
 
 def tp_label(tp: TopicPartition) -> str:
@@ -126,7 +135,7 @@ class Checkpointer:
         async with self.lock:
             started = time.perf_counter()
             encoded = self._snapshot(parts, release)
-            await self._complete(encoded, batches, batches.mark(), started)
+            await self._complete(encoded, batches, self._mark(encoded, batches), started)
 
     @property
     def in_flight(self) -> bool:
@@ -143,7 +152,7 @@ class Checkpointer:
         try:
             started = time.perf_counter()
             encoded = self._snapshot(parts, False)
-            mark = batches.mark()
+            mark = self._mark(encoded, batches)
         except BaseException:
             self.lock.release()
             raise
@@ -156,7 +165,7 @@ class Checkpointer:
         self,
         encoded: list[Snapshot],
         batches: BatchProducer,
-        mark: int,
+        mark: Outputs,
         started: float,
     ) -> None:
         try:
@@ -174,6 +183,15 @@ class Checkpointer:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+    def _mark(self, encoded: list[Snapshot], batches: BatchProducer) -> Outputs:
+        """What the checkpoint of ``encoded`` covers of the outputs: everything appended
+        so far (a mark of the session's batches), or with exactly-once, each partition's
+        transaction up to now (what comes after waits for the next one)."""
+        transactions = self.session.transactions
+        if transactions is None:
+            return batches.mark()
+        return transactions.hold([part.tp for part, _, _ in encoded])
 
     def _snapshot(self, parts: list[PartitionTask], release: bool) -> list[Snapshot]:
         """The changelog records of every partition that changed since its last
@@ -218,33 +236,19 @@ class Checkpointer:
         self,
         encoded: list[Snapshot],
         batches: BatchProducer,
-        outputs: int,
+        outputs: Outputs,
         started: float,
     ) -> None:
         """Wait for the outputs up to mark ``outputs``, write ``encoded``, commit."""
         session = self.session
         metrics = session.metrics
         name = session.name
+        entries = sum(len(records) for _, records, _ in encoded)
         try:
-            # outputs first: the changelog must not get ahead of them
-            await batches.wait_delivered(outputs)
-            size = 0
-            entries = 0
-            topic = session.definition.changelog_topic
-            for part, records, _ in encoded:
-                size += append_checkpoint(batches, topic, part.partition, records)
-                entries += len(records)
-            await batches.wait_delivered(batches.mark())
-            # the snapshot's offsets: the loop may have gone on since (start())
-            offsets = {part.tp: OffsetAndMetadata(offset, "") for part, _, offset in encoded}
-            if offsets and session.consumer is not None:
-                try:
-                    await session.consumer.commit(offsets)
-                except (CommitFailedError, IllegalStateError) as exc:
-                    # The changelog, not the group offset, is where a restore resumes.
-                    logger.info("pipeline %s: offset commit skipped: %s", name, exc)
-                else:
-                    session.stage.committed({tp: o.offset for tp, o in offsets.items()})
+            if isinstance(outputs, dict):
+                size = await self._commit_transactions(encoded, outputs)
+            else:
+                size = await self._write_and_commit(encoded, batches, outputs)
         except Exception:
             metrics.checkpoint_failures.labels(name).inc()
             raise
@@ -256,6 +260,49 @@ class Checkpointer:
         metrics.checkpoint_entries.labels(name).inc(entries)
         metrics.checkpoint_bytes.labels(name).inc(size)
 
+    async def _commit_transactions(
+        self, encoded: list[Snapshot], marks: dict[TopicPartition, int]
+    ) -> int:
+        """Exactly-once: commit each partition's transaction (its outputs up to its
+        mark, its changelog records, its offset), the partitions side by side."""
+        session = self.session
+        transactions = session.transactions
+        assert transactions is not None
+        topic = session.definition.changelog_topic
+        sizes = await asyncio.gather(
+            *(
+                transactions.commit(part.tp, marks[part.tp], topic, records, offset)
+                for part, records, offset in encoded
+            )
+        )
+        session.stage.committed({part.tp: offset for part, _, offset in encoded})
+        return sum(sizes)
+
+    async def _write_and_commit(
+        self, encoded: list[Snapshot], batches: BatchProducer, outputs: int
+    ) -> int:
+        """At-least-once: the outputs, then the changelog, then the offsets."""
+        session = self.session
+        name = session.name
+        # outputs first: the changelog must not get ahead of them
+        await batches.wait_delivered(outputs)
+        size = 0
+        topic = session.definition.changelog_topic
+        for part, records, _ in encoded:
+            size += append_checkpoint(batches, topic, part.partition, records)
+        await batches.wait_delivered(batches.mark())
+        # the snapshot's offsets: the loop may have gone on since (start())
+        offsets = {part.tp: OffsetAndMetadata(offset, "") for part, _, offset in encoded}
+        if offsets and session.consumer is not None:
+            try:
+                await session.consumer.commit(offsets)
+            except (CommitFailedError, IllegalStateError) as exc:
+                # The changelog, not the group offset, is where a restore resumes.
+                logger.info("pipeline %s: offset commit skipped: %s", name, exc)
+            else:
+                session.stage.committed({tp: o.offset for tp, o in offsets.items()})
+        return size
+
     async def restore(self, new: list[TopicPartition]) -> None:
         """Rebuild ``new`` from the changelog and hand them to the loop."""
         async with self.lock:
@@ -266,11 +313,21 @@ class Checkpointer:
         name = session.name
         started = time.perf_counter()
         definition = session.definition
+        if session.transactions is not None:
+            # First: fence the partitions' previous owners, so that nothing they have
+            # not committed yet can commit once the changelog is read.
+            await session.transactions.open(new)
         kept = await self._take_parked(new)
         kept_tps = {part.tp for part in kept}
         new = [tp for tp in new if tp not in kept_tps]
         bootstrap = session.settings.bootstrap_servers
-        restored = await read_changelog(bootstrap, definition.changelog_topic, new) if new else {}
+        restored = (
+            await read_changelog(
+                bootstrap, definition.changelog_topic, new, definition.isolation_level
+            )
+            if new
+            else {}
+        )
         # The join is over: what the prefetcher read is taken below or dropped.
         prefetcher = await session.stop_prefetch()
         prefetched: dict[TopicPartition, PendingInput] = {}
@@ -355,18 +412,17 @@ class Checkpointer:
             part.timers.reschedule()
         session.pauses.apply()
         for part, repair in repairs:
-            # Entries of a checkpoint cut short: write their committed values back now.
+            # Entries of a checkpoint cut short: write their committed values back now
+            # (with exactly-once, in the partition's first transaction).
             meta = self.meta(part, False)
-            assert session.batches is not None
             append_checkpoint(
-                session.batches,
+                session.batches_for(part.tp),
                 definition.changelog_topic,
                 part.partition,
                 encode_checkpoint(part.tp, repair, meta),
             )
-        if repairs:
-            assert session.batches is not None
-            await session.batches.flush()
+        for batches in {session.batches_for(part.tp) for part, _ in repairs}:
+            await batches.flush()
         metrics = session.metrics
         metrics.restore_seconds.labels(name).observe(time.perf_counter() - started)
         if kept:

@@ -85,6 +85,9 @@ class PipelineDefinition:
     watermark: WatermarkSettings = WatermarkSettings()
     start_from: Literal["earliest", "latest"] = "earliest"
     bounded: bool = False
+    delivery: Literal["at_least_once", "exactly_once"] = "at_least_once"
+    """``exactly_once``: each partition's outputs, changelog and offset commit in one
+    Kafka transaction per checkpoint (transactions.py); inputs read ``read_committed``."""
     end_offsets: tuple[tuple[str, int, int], ...] | None = None
     """Bounded input: ``(topic, partition, end offset)`` of every source partition, read
     once when the pipeline was created, so every replica (and every restart) reads to
@@ -98,6 +101,16 @@ class PipelineDefinition:
     epoch has its own consumer group and changelog, so a reset starts afresh on every
     replica at once: a replica still on the old epoch checkpoints into the old
     changelog, which the new epoch never reads."""
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.delivery == "exactly_once"
+
+    @property
+    def isolation_level(self) -> str:
+        """How the pipeline's consumers read: committed records only with exactly-once
+        (aborted outputs of a shuffle's stage 1 or of an upstream producer never count)."""
+        return "read_committed" if self.exactly_once else "read_uncommitted"
 
     @property
     def group_id(self) -> str:

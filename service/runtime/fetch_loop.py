@@ -70,6 +70,7 @@ class FetchLoop:
         settings = session.settings
         batches = session.batches
         assert batches is not None  # set by Session.run()
+        transactions = session.transactions
         checkpointer = session.checkpointer
         reporter = session.reporter
         stop = session.runner._stop
@@ -122,6 +123,9 @@ class FetchLoop:
                 session.align(session.clock.now_ms())
             batches.send_open()
             await batches.wait_capacity()
+            if transactions is not None:
+                transactions.send_open()
+                await transactions.wait_capacity()
             self.update_highwaters()
             if bounded and await self.bounded_step(batch):
                 logger.info("pipeline %s: bounded input finished", session.name)

@@ -128,6 +128,7 @@ class Prefetcher:
             max_partition_fetch_bytes=settings.max_partition_fetch_bytes,
             fetch_max_bytes=settings.fetch_max_bytes,
             request_timeout_ms=settings.request_timeout_ms,
+            isolation_level=definition.isolation_level,
         )
         try:
             await consumer.start()

@@ -65,6 +65,8 @@ class RebalanceListener(ConsumerRebalanceListener):  # type: ignore[misc]
                     await session.checkpointer.park(parts)
                 except Exception as exc:  # only an optimisation: the changelog has it all
                     logger.info("pipeline %s: revoked partitions not kept: %r", session.name, exc)
+        if session.transactions is not None:  # committed above, or to be aborted
+            await session.transactions.close(revoked, drop=session.error is not None)
         if parts:
             logger.info(
                 "pipeline %s: revoked %s", session.name, ", ".join(tp_label(p.tp) for p in parts)

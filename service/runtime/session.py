@@ -22,10 +22,9 @@ from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.errors import KafkaConnectionError
 
 from service.core.alignment import WatermarkAlignment
-from service.runtime.batch_producer import BatchProducer
+from service.runtime.batch_producer import BatchProducer, drop_unsent
 from service.runtime.checkpointing import Checkpointer
 from service.runtime.end_offsets import probe_end_offsets
 from service.runtime.fetch_loop import FetchLoop
@@ -38,6 +37,7 @@ from service.runtime.reporting import SessionReporter
 from service.runtime.sinks import OutputSink
 from service.runtime.status import PartitionStatus, PipelineState
 from service.runtime.topics import ensure_topics
+from service.runtime.transactions import PartitionTransactions
 from service.runtime.watermark_emitter import WatermarkEmitter
 
 if TYPE_CHECKING:
@@ -46,25 +46,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-
-def drop_unsent(producer: AIOKafkaProducer, error: BaseException | None) -> None:
-    """Fail the producer's queued and in-flight batches, so ``stop()`` does not wait.
-
-    ``AIOKafkaProducer.stop()`` first delivers everything queued, retrying for as long
-    as the broker is away. A failed session's outputs are not covered by a checkpoint
-    (a new session reproduces them), so they are dropped instead. Otherwise a stop cut
-    short by a timeout leaves the producer running: when a broker listens on the
-    address again it sends stale batches, and its metadata requests auto-create the
-    pipeline's topics with the broker's defaults, racing the new session's creation
-    of them with the right partition counts and configs (on Tansu the changelog then
-    answered produce requests with ``UnknownError``). Reaches into aiokafka's private
-    ``_message_accumulator.fail_all`` (aiokafka 0.14); without it the stop waits.
-    """
-    accumulator = getattr(producer, "_message_accumulator", None)
-    fail_all = getattr(accumulator, "fail_all", None)
-    if fail_all is not None:
-        fail_all(KafkaConnectionError(f"session ended: {error!r}"))
 
 
 class Session:
@@ -103,6 +84,8 @@ class Session:
         self.consumer: Any = None
         self.producer: Any = None
         self.batches: BatchProducer | None = None
+        self.transactions: PartitionTransactions | None = None
+        """Exactly-once delivery: the transactional producers of the partitions."""
         self.sink: OutputSink | None = None
         self.checkpoint_on_revoke = True
         self.prefetcher: Prefetcher | None = None
@@ -146,7 +129,14 @@ class Session:
         await self.producer.start()
         self.batches = BatchProducer(self.producer, settings.max_pending_bytes)
         self.batches.start()
-        self.sink = OutputSink(definition, self.batches, counts)
+        if definition.exactly_once:
+            self.transactions = PartitionTransactions(settings, stage.group_id, stage.group_id)
+        self.sink = OutputSink(
+            definition,
+            self.batches,
+            counts,
+            self.transactions.by_partition if self.transactions is not None else None,
+        )
         heartbeat = settings.heartbeat_interval_ms or max(100, settings.session_timeout_ms // 3)
         self.consumer = AIOKafkaConsumer(
             bootstrap_servers=settings.bootstrap_servers,
@@ -159,6 +149,7 @@ class Session:
             session_timeout_ms=settings.session_timeout_ms,
             heartbeat_interval_ms=heartbeat,
             request_timeout_ms=settings.request_timeout_ms,
+            isolation_level=definition.isolation_level,
         )
         self.pauses.consumer = self.consumer
         self.consumer.subscribe(list(stage.topics), listener=RebalanceListener(self))
@@ -225,6 +216,8 @@ class Session:
                     "pipeline %s: consumer did not stop cleanly", self.name, exc_info=True
                 )
             self.consumer = None
+        if self.transactions is not None:
+            await self.transactions.close_all(drop=not checkpoint or self.error is not None)
         if self.batches is not None:
             await self.batches.close()
         if self.producer is not None:
@@ -278,9 +271,19 @@ class Session:
         if self.error is not None:
             raise RuntimeError(f"pipeline {self.name}: {self.error!r}") from self.error
 
+    def batches_for(self, tp: TopicPartition) -> BatchProducer:
+        """Where the outputs of ``tp`` go: its transaction's batches with exactly-once,
+        else the session's."""
+        if self.transactions is not None:
+            return self.transactions.batches(tp)
+        assert self.batches is not None  # set by run()
+        return self.batches
+
     def _after_emit(self) -> None:
         if self.batches is not None:
             self.batches.send_open()
+        if self.transactions is not None:
+            self.transactions.send_open()
 
     def _on_emit(self, now: int) -> bool:
         return self.stage.on_emit(self, now)

@@ -31,6 +31,10 @@ class RuntimeSettings:
     max_pending_bytes: int = 32 * 1024 * 1024
     """Produced bytes not yet acknowledged before the consumer loop waits (backpressure)."""
     max_batch_bytes: int = 1024 * 1024
+    transaction_timeout_ms: int = 60_000
+    """Exactly-once delivery: the broker aborts a transaction open this long (a producer
+    that died without a successor). Above the checkpoint interval, with room for a slow
+    commit; Kafka's default."""
     prefetch_max_records: int = 250_000
     """Records read and decoded at most while a session joins its group (prefetch.py);
     0: none. A decoded record takes ~0.7 KB until processed (~175 MB at the default)."""

@@ -15,7 +15,7 @@ result of one key lands in one output partition, in order, without hashing each 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import orjson
@@ -65,6 +65,7 @@ class OutputSink:
         "_late_topic",
         "_name",
         "_name_header",
+        "_partitions",
         "_result_parts",
         "_result_topic",
         "dead_lettered",
@@ -77,11 +78,16 @@ class OutputSink:
         definition: PipelineDefinition,
         batches: BatchProducer,
         partition_counts: dict[str, int],
+        partitions: Mapping[int, BatchProducer] | None = None,
     ) -> None:
+        """``partitions``: with exactly-once delivery, each source partition's own
+        batches (its transaction), by partition number; else everything goes to
+        ``batches``."""
         sink = definition.sink
         self._name = definition.name
         self._name_header = definition.name.encode()
         self._batches = batches
+        self._partitions = partitions
         self._result_topic = sink.topic
         self._result_parts = partition_counts[sink.topic]
         self._dead_letter_topic = sink.dead_letter_topic
@@ -95,6 +101,13 @@ class OutputSink:
     def send_open(self) -> None:
         """Queue the open batches for sending now (after a timer wake-up)."""
         self._batches.send_open()
+        if self._partitions is not None:
+            for batches in self._partitions.values():
+                batches.send_open()
+
+    def _batches_of(self, source_partition: int) -> BatchProducer:
+        partitions = self._partitions
+        return self._batches if partitions is None else partitions[source_partition]
 
     # -- results ---------------------------------------------------------------------
     def results(
@@ -112,7 +125,7 @@ class OutputSink:
         """
         topic = self._result_topic
         partition = source_partition % self._result_parts
-        append = self._batches.append
+        append = self._batches_of(source_partition).append
         name = self._name
         fast_dumps = orjson.dumps
         encode_error = orjson.JSONEncodeError
@@ -165,6 +178,7 @@ class OutputSink:
         if topic is None:
             return
         partition = source_partition % self._late_parts
+        append = self._batches_of(source_partition).append
         for late in records:
             source = late.source
             headers: list[tuple[str, bytes]] = [
@@ -174,9 +188,7 @@ class OutputSink:
                 (HEADER_WATERMARK, str(late.watermark).encode()),
                 (HEADER_TIMESTAMP, str(late.timestamp).encode()),
             ]
-            self._batches.append(
-                topic, partition, source.key, source.value, source.timestamp, headers
-            )
+            append(topic, partition, source.key, source.value, source.timestamp, headers)
             self.late_sent += 1
 
     # -- failures --------------------------------------------------------------------
@@ -221,7 +233,7 @@ class OutputSink:
         headers.extend(extra)
         if raw_key is None and raw_value is None:
             raw_value = b""
-        self._batches.append(
+        self._batches_of(source_partition).append(
             self._dead_letter_topic,
             source_partition % self._dead_letter_parts,
             raw_key,

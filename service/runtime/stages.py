@@ -154,9 +154,9 @@ class RouteStage(Stage):
         self.partitioner = KeyPartitioner(counts[self.definition.shuffle_topic])
 
     def operator(self, session: Session, tp: TopicPartition, clock: Clock) -> Operator:
-        assert session.batches is not None and self.partitioner is not None
+        assert self.partitioner is not None
         return ShuffleWriter(
-            session.batches,
+            session.batches_for(tp),
             self.definition.shuffle_topic,
             self.partitioner,
             self.sources[tp],

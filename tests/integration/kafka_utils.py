@@ -102,11 +102,20 @@ def json_record(
     return (partition, key.encode() if key is not None else None, orjson.dumps(value), timestamp)
 
 
-async def read_topic(bootstrap: str, topic: str, timeout_s: float = 10.0) -> list[Any]:
+async def read_topic(
+    bootstrap: str,
+    topic: str,
+    timeout_s: float = 10.0,
+    isolation_level: str = "read_uncommitted",
+) -> list[Any]:
     """Every record of ``topic`` up to the fetch high watermark, by partition and offset
-    (none if the topic does not exist yet)."""
+    (none if the topic does not exist yet). ``read_committed`` reads to the high
+    watermark too: it waits for the transactions open there to end."""
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=20
+        bootstrap_servers=bootstrap,
+        enable_auto_commit=False,
+        fetch_max_wait_ms=20,
+        isolation_level=isolation_level,
     )
     await consumer.start()
     out: list[Any] = []
@@ -135,8 +144,11 @@ async def read_topic(bootstrap: str, topic: str, timeout_s: float = 10.0) -> lis
     return out
 
 
-async def read_json(bootstrap: str, topic: str) -> list[dict[str, Any]]:
-    return [orjson.loads(r.value) for r in await read_topic(bootstrap, topic)]
+async def read_json(
+    bootstrap: str, topic: str, isolation_level: str = "read_uncommitted"
+) -> list[dict[str, Any]]:
+    records = await read_topic(bootstrap, topic, isolation_level=isolation_level)
+    return [orjson.loads(r.value) for r in records]
 
 
 async def wait_until(

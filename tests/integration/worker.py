@@ -10,11 +10,13 @@ commit, leave the group), SIGKILL is the crash. OPTIONS (all optional):
 - ``"status": PATH``: the pipeline's status (and the takeover counter) is written to
   PATH as JSON every 50 ms and at the end: the test's view of the replica;
 - ``"shuffle": true``: the pipeline routes by its key through a shuffle topic;
+- ``"delivery": "exactly_once"``: Kafka transactions (the broker must have them);
 - ``"crash": {"stage": S, "point": P, "at": N}``: the process kills itself (SIGKILL) at
   the N-th checkpoint of stage S (``keyed``, ``route`` or ``shuffled``) that writes
   something: ``before_flush`` (nothing of it done), ``after_outputs`` (its outputs
   acknowledged, its changelog not written, its offsets not committed) or
-  ``after_commit`` (all done). Fault injection in the worker process itself; the
+  ``after_commit`` (all done); with exactly-once, ``after_outputs`` counts only the
+  checkpoints whose transactions hold outputs. Fault injection in the worker process itself; the
   broker and the runtime are real.
 """
 
@@ -65,6 +67,7 @@ def inject_crash(stage: str, point: str, at: int) -> None:
 
     original = checkpointing.Checkpointer._complete
     hits = 0
+    marks: dict[Any, int] = {}  # exactly-once: each partition's last checkpoint's mark
 
     def hit() -> None:
         nonlocal hits
@@ -76,7 +79,7 @@ def inject_crash(stage: str, point: str, at: int) -> None:
         self: checkpointing.Checkpointer,
         encoded: Any,
         batches: Any,
-        outputs: int,
+        outputs: int | dict[Any, int],
         started: float,
     ) -> None:
         if self.session.stage.name != stage or not encoded:
@@ -84,6 +87,16 @@ def inject_crash(stage: str, point: str, at: int) -> None:
             return
         if point == "before_flush":
             hit()
+        elif point == "after_outputs" and isinstance(outputs, dict):
+            # exactly-once: counted when some partition's transaction holds outputs
+            transactions = self.session.transactions
+            assert transactions is not None
+            fresh = any(mark > marks.get(tp, 0) for tp, mark in outputs.items())
+            marks.update(outputs)
+            for tp, mark in outputs.items():
+                await transactions.batches(tp).wait_delivered(mark)
+            if fresh:
+                hit()
         elif point == "after_outputs":
             await batches.wait_delivered(outputs)
             hit()
@@ -114,6 +127,8 @@ async def main(bootstrap: str, name: str, topic: str, options: dict[str, Any]) -
         inject_crash(crash["stage"], crash["point"], int(crash["at"]))
     if ends is not None:
         definition = replace(definition, end_offsets=tuple(tuple(e) for e in ends))
+    if "delivery" in options:
+        definition = replace(definition, delivery=options["delivery"])
     runtime = Runtime(runtime_settings(bootstrap, checkpoint_interval_ms=200, max_records=500))
     await runtime.start()
     runtime.start_pipeline(definition)
