@@ -201,6 +201,7 @@ def build_definition(spec: PipelineSpec, allowed_modules: Sequence[str]) -> Pipe
         ),
         start_from=spec.source.start_from,
         bounded=spec.source.bounded,
+        delivery=spec.delivery,
         spec=spec.to_json(),
         state_fingerprint=state_fingerprint(spec),
     )

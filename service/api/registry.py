@@ -24,6 +24,7 @@ from service.runtime.changelog import reset_state as reset_checkpointed_state
 from service.runtime.definition import PipelineDefinition
 from service.runtime.end_offsets import probe_end_offsets
 from service.runtime.manager import Runtime, UnknownPipeline
+from service.runtime.transactions import transactions_unsupported
 from service.settings import Settings
 
 __all__ = [
@@ -69,6 +70,8 @@ class PipelineRegistry:
         self._resetting: set[str] = set()
         """Replacements with reset_state=true this replica wrote and has not applied yet:
         the writer alone resets the checkpointed state (see :meth:`on_change`)."""
+        self._transactions_work = False
+        """The broker ran a transaction once: exactly-once specs need not ask again."""
         self._local_errors: dict[str, str] = {}
         """Why a stored pipeline does not run on this replica (e.g. its function module
         is not allowed here)."""
@@ -88,10 +91,32 @@ class PipelineRegistry:
                 [{"loc": list(exc.loc), "msg": exc.msg, "type": "build_failed", "input": None}]
             ) from exc
 
+    async def check_broker(self, spec: PipelineSpec) -> None:
+        """What the spec needs of the broker: transactions for exactly-once (asked of
+        the broker once; a refusal is asked again next time, it may have been an
+        outage)."""
+        if spec.delivery != "exactly_once" or self._transactions_work:
+            return
+        reason = await transactions_unsupported(self._runtime.settings.bootstrap_servers)
+        if reason is None:
+            self._transactions_work = True
+            return
+        raise SpecInvalid(
+            [
+                {
+                    "loc": ["delivery"],
+                    "msg": f"exactly_once needs Kafka transactions, and {reason}",
+                    "type": "broker_unsupported",
+                    "input": spec.delivery,
+                }
+            ]
+        )
+
     # -- operations (any replica) ----------------------------------------------------
 
     async def create(self, raw: Any) -> dict[str, Any]:
         spec, _ = self.parse(raw)
+        await self.check_broker(spec)
         async with self._store.write_lock:
             await self._store.sync(self._timeout_s)
             if self._store.get(spec.name) is not None:
@@ -135,6 +160,7 @@ class PipelineRegistry:
                     }
                 ]
             )
+        await self.check_broker(spec)
         async with self._store.write_lock:
             await self._store.sync(self._timeout_s)
             current = self._require(name)

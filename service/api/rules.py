@@ -435,6 +435,22 @@ def _steps(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
                 yield Problem(loc, "invalid_expression", str(problem), text)
 
 
+def _delivery(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    if spec.get("delivery") != "exactly_once":
+        return
+    source = _obj(spec.get("source"))
+    topics = source.get("topics") if source is not None else None
+    if isinstance(topics, list) and len(topics) > 1:
+        yield Problem(
+            ("delivery",),
+            "exactly_once_one_topic",
+            "exactly_once reads one source topic: each source partition has a "
+            "transactional producer, and the outputs of two topics' same-numbered "
+            "partitions would share one (run a pipeline per topic)",
+            "exactly_once",
+        )
+
+
 _RULES: tuple[Rule, ...] = (
     _steps,
     _key,
@@ -445,4 +461,5 @@ _RULES: tuple[Rule, ...] = (
     _trigger,
     _keyed_process,
     _topics,
+    _delivery,
 )

@@ -376,6 +376,11 @@ class PipelineSpec(_Model):
     watermark: WatermarkSpec = WatermarkSpec()
     operator: OperatorSpec
     sink: SinkSpec
+    delivery: Literal["at_least_once", "exactly_once"] = "at_least_once"
+    """``exactly_once``: results, late records and dead letters appear to
+    ``read_committed`` readers exactly once, at checkpoints (Kafka transactions; the
+    broker must support them). ``at_least_once``: as soon as produced; a restart can
+    repeat some, with the same ids."""
 
     @model_validator(mode="wrap")
     @classmethod
