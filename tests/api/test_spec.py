@@ -433,3 +433,26 @@ def test_the_user_function_guide_pipeline_is_valid_and_builds() -> None:
     assert isinstance(operator, KeyedProcessOperator)
     assert isinstance(operator.function, CountUntilQuiet)
     assert operator.function.quiet_ms == 600_000
+
+
+def test_delivery_defaults_to_at_least_once() -> None:
+    assert validate_spec(base(), ALLOWED).delivery == "at_least_once"
+
+
+def test_exactly_once_on_one_source_topic_is_valid() -> None:
+    spec = base()
+    spec["delivery"] = "exactly_once"
+    assert validate_spec(spec, ALLOWED).delivery == "exactly_once"
+
+
+def test_exactly_once_over_two_source_topics() -> None:
+    spec = base()
+    spec["delivery"] = "exactly_once"
+    spec["source"]["topics"] = ["purchases", "refunds"]
+    assert problems(spec) == [(("delivery",), "exactly_once_one_topic")]
+
+
+def test_unknown_delivery_guarantee() -> None:
+    spec = base()
+    spec["delivery"] = "at_most_once"
+    assert problems(spec) == [(("delivery",), "literal_error")]
