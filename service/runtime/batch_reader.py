@@ -15,9 +15,10 @@ timeout, and raises fetch errors.
 
 That needs aiokafka internals (``Fetcher._records``, ``FetchResult``, ``PartitionRecords``
 and a few helpers), so :func:`lean_reading_supported` checks them on the installed
-version, and a consumer that does not pass -- or reads ``read_committed``, whose aborted
-transactions only aiokafka's own path filters -- is read through ``getmany`` instead:
-same records, slower. ``tests/integration`` compares both paths on a real broker.
+version, and a consumer that does not pass is read through ``getmany`` instead: same
+records, slower. A ``read_committed`` consumer (exactly-once pipelines) skips the batches
+of aborted transactions as aiokafka does, with aiokafka's own bookkeeping of the fetch's
+aborted transactions. ``tests/integration`` compares both paths on a real broker.
 
 ``max_records`` is honoured per fetched partition: a partition's fetch (at most
 ``max_partition_fetch_bytes``) is handed out whole, and no further partition is drained
@@ -58,7 +59,7 @@ _PREFETCH_TURNS = 4
 def lean_reading_supported(consumer: AIOKafkaConsumer) -> bool:
     """Whether this aiokafka exposes what :class:`BatchReader` relies on."""
     try:
-        from aiokafka.consumer.fetcher import READ_UNCOMMITTED, FetchResult, PartitionRecords
+        from aiokafka.consumer.fetcher import FetchResult, PartitionRecords
     except ImportError:
         return False
     fetcher = getattr(consumer, "_fetcher", None)
@@ -67,13 +68,13 @@ def lean_reading_supported(consumer: AIOKafkaConsumer) -> bool:
         return False
     needed_fetcher = ("_records", "_notify", "_create_fetch_waiter", "_isolation_level")
     needed_result = ("check_assignment", "_update_position")
+    needed_records = ("_unpack_records", "_consume_aborted_up_to", "_contains_abort_marker")
     return (
         all(hasattr(fetcher, name) for name in needed_fetcher)
         and all(hasattr(FetchResult, name) for name in needed_result)
-        and hasattr(PartitionRecords, "_unpack_records")
+        and all(hasattr(PartitionRecords, name) for name in needed_records)
         and hasattr(subscription, "fetch_context")
         and hasattr(subscription, "reassignment_in_progress")
-        and fetcher._isolation_level == READ_UNCOMMITTED
     )
 
 
@@ -161,15 +162,21 @@ def _drain(tp: TopicPartition, result: Any) -> list[Any]:
     """
     if not result.check_assignment(tp):
         return []
+    from aiokafka.consumer.fetcher import READ_COMMITTED
+
     partition_records = result._partition_records
     memory = partition_records._records
     check_crcs = partition_records._check_crcs
+    read_committed = partition_records._isolation_level == READ_COMMITTED
     position = partition_records.next_fetch_offset
     records: list[Any] = []
     while memory.has_next():
         batch = memory.next_batch()
         if check_crcs and not batch.validate_crc():
             raise CorruptRecordException(f"Invalid CRC - {tp}")
+        if read_committed and batch.producer_id is not None and _aborted(partition_records, batch):
+            position = max(position, batch.next_offset)
+            continue
         if not batch.is_control_batch:
             rows = list(batch)
             if rows and rows[0].offset < position:  # a batch that began before the position
@@ -180,3 +187,15 @@ def _drain(tp: TopicPartition, result: Any) -> list[Any]:
     result._update_position()
     result._partition_records = None
     return records
+
+
+def _aborted(partition_records: Any, batch: Any) -> bool:
+    """Whether ``batch`` belongs to an aborted transaction (``read_committed``), by the
+    fetch response's list of aborted transactions, as aiokafka's own reader decides:
+    a producer's transaction is aborted from its first offset in that list up to its
+    abort marker."""
+    partition_records._consume_aborted_up_to(batch.base_offset)
+    aborted = partition_records._aborted_producers
+    if batch.is_control_batch and partition_records._contains_abort_marker(batch):
+        aborted.discard(batch.producer_id)
+    return bool(batch.is_transactional and batch.producer_id in aborted)

@@ -204,3 +204,62 @@ async def test_a_batch_failing_its_crc_is_raised_and_never_skipped(bootstrap_ser
             assert await consumer.position(tp) == 0
     finally:
         await consumer.stop()
+
+
+async def read_committed(
+    bootstrap_servers: str, topic: str, lean: bool, expected: int
+) -> list[Row]:
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap_servers,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        fetch_max_wait_ms=50,
+        max_partition_fetch_bytes=4096,  # several fetches per partition
+        isolation_level="read_committed",
+    )
+    await consumer.start()
+    try:
+        consumer.assign([TopicPartition(topic, p) for p in range(2)])
+        reader = BatchReader(consumer)
+        assert reader.lean
+        read = reader.read if lean else consumer.getmany
+        rows = await read_all(read, expected)
+        assert await read_all(read, 1, deadline_s=1.0) == []  # nothing after the end
+        return rows
+    finally:
+        await consumer.stop()
+
+
+@pytest.mark.requires_broker("transactions")
+async def test_read_committed_skips_aborted_transactions_as_getmany_does(
+    bootstrap_servers: str,
+) -> None:
+    name = unique("txn")
+    await create_topic(bootstrap_servers, name, 2)
+    committing = AIOKafkaProducer(bootstrap_servers=bootstrap_servers, transactional_id=unique("c"))
+    aborting = AIOKafkaProducer(bootstrap_servers=bootstrap_servers, transactional_id=unique("a"))
+    plain = AIOKafkaProducer(bootstrap_servers=bootstrap_servers)
+    for producer in (committing, aborting, plain):
+        await producer.start()
+    kept: set[bytes] = set()
+    try:
+        for round_ in range(4):  # transactions interleaved with each other and plain sends
+            await committing.begin_transaction()
+            await aborting.begin_transaction()
+            for i in range(30):
+                for partition in range(2):
+                    for producer, kind in ((committing, b"c"), (aborting, b"a"), (plain, b"p")):
+                        value = b"%s-%d-%d-%d" % (kind, round_, i, partition)
+                        await (await producer.send(name, value=value, partition=partition))
+                        if kind != b"a":
+                            kept.add(value)
+            await aborting.abort_transaction()
+            await committing.commit_transaction()
+    finally:
+        for producer in (committing, aborting, plain):
+            await producer.stop()
+    lean = await read_committed(bootstrap_servers, name, True, len(kept))
+    reference = await read_committed(bootstrap_servers, name, False, len(kept))
+    assert {r[3] for r in lean} == kept
+    assert len(lean) == len(kept)
+    assert sorted(lean) == sorted(reference)
