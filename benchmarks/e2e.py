@@ -1,7 +1,7 @@
 """End-to-end benchmark of the runtime: Kafka in, windows, Kafka out, bounded mode.
 
 ``python -m benchmarks.e2e [--events N] [--broker tansu|kafka | --bootstrap HOST:PORT]
-[--profile] [--steps] [--shuffle]``
+[--profile] [--steps] [--shuffle] [--exactly-once]``
 
 The standard workload (``benchmarks/workload.py``: 1M JSON records ``{"user","ts",
 "amount"}``, 10k users, ts ~1 ms apart, up to 1.5 s out of order, seeded) is produced
@@ -33,6 +33,11 @@ spread over all partitions) to a second topic, and runs the same windows over it
 shuffled pipeline (two stages through the shuffle topic, semantics.md section 8),
 checked as exactly; the number to watch is its rate against the unshuffled pipeline's
 (target: at least 50%).
+
+``--exactly-once`` runs the same pipeline again on the same topic with
+``delivery: exactly_once`` (Kafka transactions: ``--broker kafka``), its output read
+``read_committed`` and checked the same way, and reports its rate beside the
+at-least-once pipeline's: the cost of exactly-once.
 """
 
 from __future__ import annotations
@@ -159,6 +164,7 @@ async def run_pipeline(
     operator: str = "window",
     shuffle: bool = False,
     steps: list[dict[str, Any]] | None = None,
+    delivery: str = "at_least_once",
 ) -> tuple[float, float, float]:
     """Run the bounded pipeline to ``finished``; returns (seconds, CPU seconds, startup
     seconds: from the start to the first processed records, i.e. the group join and
@@ -198,6 +204,7 @@ async def run_pipeline(
         ),
         bounded=True,
         steps=StepProgram(steps) if steps else None,
+        delivery="exactly_once" if delivery == "exactly_once" else "at_least_once",
     )
     settings = RuntimeSettings(
         bootstrap_servers=bootstrap,
@@ -310,6 +317,31 @@ async def bench(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]:
         "ok": ok and stepped.get("steps_ok", True),
         **stepped,
     }
+    if args.exactly_once:  # the same pipeline in transactions, on the same topic, right after
+        eos_name = f"{name}-eos"
+        eos_s, eos_cpu_s, _ = await run_pipeline(
+            bootstrap,
+            topic,
+            eos_name,
+            workload,
+            args.checkpoint_interval_ms,
+            args.prefetch_max_records,
+            args.operator,
+            delivery="exactly_once",
+        )
+        eos_ok, eos_summary = await check_outputs(
+            bootstrap, f"{eos_name}.out", args.operator, workload, "read_committed"
+        )
+        report.update(
+            {
+                "exactly_once_records_per_s": round(total / eos_s),
+                "exactly_once_seconds": round(eos_s, 3),
+                "exactly_once_vs_at_least_once": round(pipeline_s / eos_s, 3),
+                "exactly_once_cpu_us_per_record": round(eos_cpu_s / total * 1e6, 2),
+                "exactly_once_check": eos_summary,
+                "ok": report["ok"] and eos_ok,
+            }
+        )
     if args.shuffle:
         by_order = f"{topic}-by-order"
         await produce(
@@ -336,17 +368,22 @@ async def bench(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]:
                 "shuffled_vs_unshuffled": round(pipeline_s / shuffled_s, 3),
                 "shuffled_cpu_us_per_record": round(shuffled_cpu_s / total * 1e6, 2),
                 "shuffled_check": shuffled_summary,
-                "ok": ok and shuffled_ok,
+                "ok": report["ok"] and shuffled_ok,
             }
         )
     return report
 
 
 async def check_outputs(
-    bootstrap: str, topic: str, operator: str, workload: Workload
+    bootstrap: str,
+    topic: str,
+    operator: str,
+    workload: Workload,
+    isolation_level: str = "read_uncommitted",
 ) -> tuple[bool, str]:
     """Whether ``topic`` holds exactly the expected results; and a summary."""
-    outputs = [json.loads(v) for v in await read_topic(bootstrap, topic)]
+    values = await read_topic(bootstrap, topic, isolation_level=isolation_level)
+    outputs = [json.loads(v) for v in values]
     if operator == "window":
         check = check_results([normalise(row) for row in outputs], expected_results(workload))
         return check.ok, check.summary()
@@ -386,6 +423,11 @@ def main(argv: list[str] | None = None) -> int:
         "--shuffle",
         action="store_true",
         help="also run the same events keyed by order id through a shuffled pipeline",
+    )
+    parser.add_argument(
+        "--exactly-once",
+        action="store_true",
+        help="also run the same pipeline with delivery exactly_once (needs --broker kafka)",
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")

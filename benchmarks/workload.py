@@ -345,9 +345,16 @@ async def produce(records: list[KafkaRecord], bootstrap: str, topic: str, partit
     return len(records)
 
 
-async def read_topic(bootstrap: str, topic: str, timeout_s: float = 60.0) -> list[bytes]:
+async def read_topic(
+    bootstrap: str,
+    topic: str,
+    timeout_s: float = 60.0,
+    isolation_level: str = "read_uncommitted",
+) -> list[bytes]:
     """Every value in ``topic`` up to the fetch high watermark (Tansu's ``end_offsets``
-    can be early; see embedded-broker.md). Call it once the writer has finished."""
+    can be early; see embedded-broker.md). Call it once the writer has finished (with
+    ``read_committed``, once its transactions ended: the high watermark is then the
+    last stable offset)."""
     import asyncio
 
     from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -358,6 +365,7 @@ async def read_topic(bootstrap: str, topic: str, timeout_s: float = 60.0) -> lis
         auto_offset_reset="earliest",
         fetch_max_wait_ms=20,
         max_partition_fetch_bytes=4 << 20,
+        isolation_level=isolation_level,
     )
     await consumer.start()
     values: list[bytes] = []
