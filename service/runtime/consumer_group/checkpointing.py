@@ -18,7 +18,7 @@ reading it back would rebuild exactly the parked state. Anything else -- another
 checkpointed there, the revoke's checkpoint failed, the partition went elsewhere --
 restores from the changelog as before.
 
-With exactly-once delivery (:mod:`~service.runtime.transactions`) a checkpoint is one
+With exactly-once delivery (:mod:`~service.runtime.kafka.transactions`) a checkpoint is one
 Kafka transaction per partition instead: its outputs, its changelog records and its
 offset commit together, and a restore first fences the partition's previous owner, then
 reads the changelog ``read_committed``.
@@ -52,18 +52,18 @@ from aiokafka.errors import CommitFailedError, IllegalStateError
 from aiokafka.structs import OffsetAndMetadata
 
 from service.core.time import MIN_TIMESTAMP
-from service.runtime.batch_producer import BatchProducer
-from service.runtime.changelog import (
+from service.runtime.consumer_group.changelog import (
     RestoredPartition,
     append_checkpoint,
     encode_checkpoint,
     read_changelog,
 )
-from service.runtime.partition import PartitionTask
-from service.runtime.prefetch import PendingInput
+from service.runtime.consumer_group.prefetch import PendingInput
+from service.runtime.kafka.batch_producer import BatchProducer
+from service.runtime.partition.task import PartitionTask
 
 if TYPE_CHECKING:
-    from service.runtime.session import Session
+    from service.runtime.consumer_group.session import Session
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The consumer loop of one session: fetch, process, backpressure, checkpoint on time.
 
-Each turn: apply the pause reasons, read a batch (:mod:`~service.runtime.batch_reader`:
+Each turn: apply the pause reasons, read a batch (:mod:`~service.runtime.kafka.batch_reader`:
 ``getmany`` without a ``ConsumerRecord`` per record), process what waits first (records
 prefetched during the join, or held back by watermark alignment), hand each partition's
 fetched records to its task (decode, process, drain outputs to the sink), update the
@@ -20,7 +20,7 @@ only when every partition of the pipeline is finished, here or on another replic
 the group's committed offsets say. Until then a replica whose own partitions are done
 stays in the group, idle, and takes over the partitions of a member that dies or leaves.
 
-The per-record work happens in :class:`~service.runtime.partition.PartitionTask`; this
+The per-record work happens in :class:`~service.runtime.partition.task.PartitionTask`; this
 module touches each batch once per partition, never each record (except with
 ``interval_ms = 0``, where the watermark is recomputed after every record by design).
 """
@@ -38,15 +38,15 @@ from aiokafka.structs import OffsetAndMetadata
 
 from service.core.time import MIN_TIMESTAMP
 from service.operators.base import InputRecord
-from service.runtime.batch_reader import BatchReader
-from service.runtime.decoding import DeadLetter
-from service.runtime.end_offsets import probe_end_offsets
-from service.runtime.interrupts import Interrupted
-from service.runtime.partition import PartitionTask
-from service.runtime.prefetch import Chunk, PendingInput
+from service.runtime.consumer_group.prefetch import Chunk, PendingInput
+from service.runtime.kafka.batch_reader import BatchReader
+from service.runtime.kafka.end_offsets import probe_end_offsets
+from service.runtime.kafka.interrupts import Interrupted
+from service.runtime.partition.decoding import DeadLetter
+from service.runtime.partition.task import PartitionTask
 
 if TYPE_CHECKING:
-    from service.runtime.session import Session
+    from service.runtime.consumer_group.session import Session
 
 logger = logging.getLogger(__name__)
 

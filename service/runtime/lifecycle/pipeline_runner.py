@@ -1,14 +1,14 @@
 """One pipeline on this instance: its stages, controls, status and lifecycle.
 
 Layers (style.md, "task, operator, state"): the runner owns a pipeline's life; it runs
-the pipeline's stages (:mod:`~service.runtime.stages`: one, or two around a keyed
-shuffle), each in a :class:`~service.runtime.stage_runner.StageRunner` that runs its
-consumer-group memberships one after the other as
-:class:`~service.runtime.session.Session` objects (clients, partitions, the fetch loop in
-``fetch_loop.py``, rebalances in ``rebalance.py``, checkpoints and restores in
-``checkpointing.py``, status and metrics in ``reporting.py``); each assigned partition is
-a :class:`~service.runtime.partition.PartitionTask` with its own operator instance and
-watermark generator; operators stay synchronous.
+the pipeline's stages (:mod:`~service.runtime.consumer_group.stages`: one, or two around
+a keyed shuffle), each in a :class:`~service.runtime.lifecycle.stage_runner.StageRunner`
+that runs its consumer-group memberships one after the other as
+:class:`~service.runtime.consumer_group.session.Session` objects (clients, partitions,
+the fetch loop in ``fetch_loop.py``, rebalances in ``rebalance.py``, checkpoints and
+restores in ``checkpointing.py``, status and metrics in ``reporting.py``); each assigned
+partition is a :class:`~service.runtime.partition.task.PartitionTask` with its own
+operator instance and watermark generator; operators stay synchronous.
 
 State of the pipeline, from its stages': ``failed`` if one failed (with its reason),
 ``finished`` once all finished, ``stopped`` after a stop, ``paused`` or ``running`` once
@@ -23,18 +23,18 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from service.core.time import Clock, SystemClock
+from service.runtime.consumer_group.session import Session
+from service.runtime.consumer_group.stages import stages_of
 from service.runtime.definition import PipelineDefinition
-from service.runtime.metrics import METRICS, RuntimeMetrics
-from service.runtime.session import Session
-from service.runtime.settings import RuntimeSettings
-from service.runtime.stage_runner import BrokerUnavailable, StageRunner
-from service.runtime.stages import stages_of
-from service.runtime.status import (
+from service.runtime.lifecycle.stage_runner import BrokerUnavailable, StageRunner
+from service.runtime.observability.metrics import METRICS, RuntimeMetrics
+from service.runtime.observability.status import (
     PartitionStatus,
     PipelineState,
     PipelineStatus,
     StageStatus,
 )
+from service.runtime.settings import RuntimeSettings
 
 __all__ = ["BrokerUnavailable", "PipelineRunner"]
 

@@ -1,17 +1,19 @@
 """One consumer-group membership of a pipeline: its clients, partitions and lifecycle.
 
 A session starts the producer and the consumer (joining the group), runs the
-:class:`~service.runtime.fetch_loop.FetchLoop` until a stop or the end of bounded
-input, and closes: graceful (checkpoint every partition, then leave the group) unless
-it failed. Its parts, one concern each: :class:`~service.runtime.rebalance.RebalanceListener`
-(assign/revoke), :class:`~service.runtime.checkpointing.Checkpointer` (checkpoint and
-restore), :class:`~service.runtime.reporting.SessionReporter` (status and metrics),
-:class:`~service.runtime.pauses.PauseControl` (which partitions are fetched) and the
-:class:`~service.runtime.watermark_emitter.WatermarkEmitter`.
+:class:`~service.runtime.consumer_group.fetch_loop.FetchLoop` until a stop or the end of
+bounded input, and closes: graceful (checkpoint every partition, then leave the group)
+unless it failed. Its parts, one concern each:
+:class:`~service.runtime.consumer_group.rebalance.RebalanceListener` (assign/revoke),
+:class:`~service.runtime.consumer_group.checkpointing.Checkpointer` (checkpoint and
+restore), :class:`~service.runtime.consumer_group.reporting.SessionReporter` (status and
+metrics), :class:`~service.runtime.consumer_group.pauses.PauseControl` (which partitions
+are fetched) and the
+:class:`~service.runtime.consumer_group.watermark_emitter.WatermarkEmitter`.
 
 Any error of the loop, the producer, a timer or a checkpoint ends the session; the
-:class:`~service.runtime.pipeline_runner.PipelineRunner` drops it (the changelog has its
-state) and starts a new one after a backoff.
+:class:`~service.runtime.lifecycle.pipeline_runner.PipelineRunner` drops it (the
+changelog has its state) and starts a new one after a backoff.
 """
 
 from __future__ import annotations
@@ -24,24 +26,24 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from service.core.alignment import WatermarkAlignment
-from service.runtime.batch_producer import BatchProducer, drop_unsent
-from service.runtime.checkpointing import Checkpointer
-from service.runtime.end_offsets import probe_end_offsets
-from service.runtime.fetch_loop import FetchLoop
-from service.runtime.interrupts import Interrupted, Interruptible, abandon_join
-from service.runtime.partition import PartitionTask
-from service.runtime.pauses import PauseControl
-from service.runtime.prefetch import PendingInput, Prefetcher
-from service.runtime.rebalance import RebalanceListener
-from service.runtime.reporting import SessionReporter
-from service.runtime.sinks import OutputSink
-from service.runtime.status import PartitionStatus, PipelineState
-from service.runtime.topics import ensure_topics
-from service.runtime.transactions import PartitionTransactions
-from service.runtime.watermark_emitter import WatermarkEmitter
+from service.runtime.consumer_group.checkpointing import Checkpointer
+from service.runtime.consumer_group.fetch_loop import FetchLoop
+from service.runtime.consumer_group.pauses import PauseControl
+from service.runtime.consumer_group.prefetch import PendingInput, Prefetcher
+from service.runtime.consumer_group.rebalance import RebalanceListener
+from service.runtime.consumer_group.reporting import SessionReporter
+from service.runtime.consumer_group.watermark_emitter import WatermarkEmitter
+from service.runtime.kafka.batch_producer import BatchProducer, drop_unsent
+from service.runtime.kafka.end_offsets import probe_end_offsets
+from service.runtime.kafka.interrupts import Interrupted, Interruptible, abandon_join
+from service.runtime.kafka.topics import ensure_topics
+from service.runtime.kafka.transactions import PartitionTransactions
+from service.runtime.observability.status import PartitionStatus, PipelineState
+from service.runtime.partition.sinks import OutputSink
+from service.runtime.partition.task import PartitionTask
 
 if TYPE_CHECKING:
-    from service.runtime.stage_runner import StageRunner
+    from service.runtime.lifecycle.stage_runner import StageRunner
 
 logger = logging.getLogger(__name__)
 

@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING
 
 from aiokafka import ConsumerRebalanceListener, TopicPartition
 
-from service.runtime.checkpointing import tp_label
+from service.runtime.consumer_group.checkpointing import tp_label
 
 if TYPE_CHECKING:
-    from service.runtime.session import Session
+    from service.runtime.consumer_group.session import Session
 
 logger = logging.getLogger(__name__)
 

@@ -13,8 +13,9 @@ as two (semantics.md section 8), each with a consumer group of its own:
   shuffle partition, its watermark the minimum of the markers
   (:class:`~service.core.shuffle.ShuffleInput`).
 
-A :class:`~service.runtime.session.Session` runs one stage; everything else about it (the
-fetch loop, checkpoints, rebalances, restores) is the same for all three.
+A :class:`~service.runtime.consumer_group.session.Session` runs one stage; everything
+else about it (the fetch loop, checkpoints, rebalances, restores) is the same for all
+three.
 """
 
 from __future__ import annotations
@@ -30,17 +31,17 @@ from service.core.shuffle import ShuffleInput
 from service.core.time import Clock
 from service.core.watermarks import WatermarkGenerator, make_generator
 from service.operators.base import Operator
-from service.runtime.decoding import Decoder, RecordDecoder
 from service.runtime.definition import PipelineDefinition, WatermarkSettings
-from service.runtime.partition import PartitionTask
-from service.runtime.partitioning_check import PartitioningCheck
+from service.runtime.partition.decoding import Decoder, RecordDecoder
+from service.runtime.partition.partitioning_check import PartitioningCheck
+from service.runtime.partition.task import PartitionTask
 from service.runtime.shuffle.reader import ShuffleDecoder
 from service.runtime.shuffle.task import ShuffledPartitionTask
 from service.runtime.shuffle.trim import ShuffleTrimmer
 from service.runtime.shuffle.writer import ShuffleWriter
 
 if TYPE_CHECKING:
-    from service.runtime.session import Session
+    from service.runtime.consumer_group.session import Session
 
 
 class Stage:

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any
 from aiokafka import TopicPartition
 
 from service.core.shuffle import ShuffleInput
-from service.runtime.partition import PartitionTask
+from service.runtime.observability.status import PartitionStatus
+from service.runtime.partition.task import PartitionTask
 from service.runtime.shuffle.writer import ShuffleWriter
-from service.runtime.status import PartitionStatus
 
 if TYPE_CHECKING:
-    from service.runtime.session import Session
+    from service.runtime.consumer_group.session import Session
 
 
 class SessionReporter:
