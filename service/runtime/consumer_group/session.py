@@ -21,45 +21,71 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from service.core.alignment import WatermarkAlignment
+from service.core.time import Clock
 from service.runtime.consumer_group.checkpointing import Checkpointer
 from service.runtime.consumer_group.fetch_loop import FetchLoop
 from service.runtime.consumer_group.pauses import PauseControl
 from service.runtime.consumer_group.prefetch import PendingInput, Prefetcher
 from service.runtime.consumer_group.rebalance import RebalanceListener
 from service.runtime.consumer_group.reporting import SessionReporter
+from service.runtime.consumer_group.stages import Stage
 from service.runtime.consumer_group.watermark_emitter import WatermarkEmitter
+from service.runtime.definition import PipelineDefinition
 from service.runtime.kafka.batch_producer import BatchProducer, drop_unsent
 from service.runtime.kafka.end_offsets import probe_end_offsets
 from service.runtime.kafka.interrupts import Interrupted, Interruptible, abandon_join
 from service.runtime.kafka.topics import ensure_topics
 from service.runtime.kafka.transactions import PartitionTransactions
-from service.runtime.observability.status import PartitionStatus, PipelineState
+from service.runtime.observability.metrics import RuntimeMetrics
+from service.runtime.observability.status import PartitionStatus
 from service.runtime.partition.sinks import OutputSink
 from service.runtime.partition.task import PartitionTask
-
-if TYPE_CHECKING:
-    from service.runtime.lifecycle.stage_runner import StageRunner
+from service.runtime.settings import RuntimeSettings
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 
+class SessionRunner(Protocol):
+    """What a session takes from the runner that runs its stage's sessions one after
+    the other: the stage, its settings, and the pipeline's controls."""
+
+    @property
+    def stage(self) -> Stage: ...
+    @property
+    def definition(self) -> PipelineDefinition: ...
+    @property
+    def settings(self) -> RuntimeSettings: ...
+    @property
+    def clock(self) -> Clock: ...
+    @property
+    def metrics(self) -> RuntimeMetrics: ...
+    @property
+    def paused(self) -> bool: ...
+    @property
+    def stopping(self) -> asyncio.Event: ...
+    def joined(self) -> None:
+        """The session joined its group: the stage runs, or is paused."""
+
+
 class Session:
     """One consumer-group membership of a pipeline: its clients and partitions."""
 
-    def __init__(self, runner: StageRunner) -> None:
+    def __init__(self, runner: SessionRunner) -> None:
         self.runner = runner
         self.stage = stage = runner.stage
         self.definition = definition = runner.definition
         self.settings = runner.settings
         self.clock = runner.clock
         self.metrics = runner.metrics
+        self.stopping = runner.stopping
+        """The pipeline's stop: the loop ends once it is set."""
         self.name = definition.name
         self.partitions: dict[TopicPartition, PartitionTask] = {}
         self.decoder = stage.decoder()
@@ -171,7 +197,7 @@ class Session:
             await self.close(checkpoint=True)
             return False
         self.emitter.start(self.fail)
-        runner._set_state(PipelineState.PAUSED if runner.paused else PipelineState.RUNNING)
+        runner.joined()
         finished = await self.loop.run()
         if finished:
             # what status shows of a finished pipeline: its partitions as they ended here

@@ -20,11 +20,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Protocol
+
+from aiokafka import TopicPartition
 
 from service.core.time import Clock, SystemClock
-from service.runtime.consumer_group.session import Session
+from service.runtime.consumer_group.reporting import SessionReporter
 from service.runtime.consumer_group.stages import stages_of
+from service.runtime.consumer_group.watermark_emitter import WatermarkEmitter
 from service.runtime.definition import PipelineDefinition
 from service.runtime.lifecycle.stage_runner import BrokerUnavailable, StageRunner
 from service.runtime.observability.metrics import METRICS, RuntimeMetrics
@@ -34,11 +38,33 @@ from service.runtime.observability.status import (
     PipelineStatus,
     StageStatus,
 )
+from service.runtime.partition.task import PartitionTask
 from service.runtime.settings import RuntimeSettings
 
 __all__ = ["BrokerUnavailable", "PipelineRunner"]
 
 logger = logging.getLogger(__name__)
+
+
+class StatusSession(Protocol):
+    """What a pipeline's status reads of a stage's current (or last) session."""
+
+    @property
+    def partitions(self) -> Mapping[TopicPartition, PartitionTask]: ...
+    @property
+    def final_partitions(self) -> tuple[PartitionStatus, ...]: ...
+    @property
+    def partitions_done(self) -> tuple[int, int]: ...
+    @property
+    def finished_here(self) -> set[TopicPartition]: ...
+    @property
+    def records_in(self) -> int: ...
+    @property
+    def polls(self) -> int: ...
+    @property
+    def emitter(self) -> WatermarkEmitter: ...
+    @property
+    def reporter(self) -> SessionReporter: ...
 
 
 class PipelineRunner:
@@ -152,7 +178,7 @@ class PipelineRunner:
         return sum(stage.restarts for stage in self.stages)
 
     @property
-    def _session(self) -> Session | None:
+    def _session(self) -> StatusSession | None:
         """The keyed stage's session (the last stage): where the operators run."""
         return self.stages[-1].session
 
@@ -216,7 +242,7 @@ class PipelineRunner:
         stages: list[StageStatus] = []
         partitions: list[PartitionStatus] = []
         for runner in self.stages:
-            session = runner.session
+            session: StatusSession | None = runner.session
             stage_name = runner.stage.name
             if session is None:
                 stages.append(StageStatus(stage_name, runner.state, runner.reason))
@@ -237,8 +263,10 @@ class PipelineRunner:
                     partitions_total=total or None,
                 )
             )
-        source = self.stages[0].session  # reads the source: records in, bounded input
-        keyed = self.stages[-1].session  # runs the operators: the combined watermark
+        # the first stage reads the source (records in, bounded input), the last runs the
+        # operators (the combined watermark)
+        source: StatusSession | None = self.stages[0].session
+        keyed: StatusSession | None = self.stages[-1].session
         done, total = source.partitions_done if source is not None else (0, 0)
         return PipelineStatus(
             name=self.definition.name,

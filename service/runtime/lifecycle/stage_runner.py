@@ -76,10 +76,19 @@ class StageRunner:
         """The current session (or the last one, once the stage ended)."""
         return self._session
 
+    @property
+    def stopping(self) -> asyncio.Event:
+        """The pipeline's stop: set once, when the pipeline stops."""
+        return self._stop
+
     def _set_state(self, state: PipelineState, reason: str | None = None) -> None:
         self.state = state
         self.reason = reason
         self._on_state()
+
+    def joined(self) -> None:
+        """The session joined its group: the stage runs, or is paused."""
+        self._set_state(PipelineState.PAUSED if self.paused else PipelineState.RUNNING)
 
     # -- controls --------------------------------------------------------------------
     def interrupt(self) -> None:
