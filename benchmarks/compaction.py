@@ -26,7 +26,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from service.compaction import CompactionConfig, Compactor
 from service.compaction.cli import build_session
-from service.runtime.embedded_broker import EmbeddedBroker
+from service.runtime.kafka.embedded_broker import EmbeddedBroker
 
 PARTITIONS = 4
 T0 = 1_700_006_400_000

@@ -297,7 +297,7 @@ async def run_demo(args: argparse.Namespace) -> None:
         bootstrap = args.bootstrap_servers
         started_broker = None
         if not bootstrap:
-            from service.runtime.embedded_broker import EmbeddedBroker
+            from service.runtime.kafka.embedded_broker import EmbeddedBroker
 
             broker = stack.enter_context(EmbeddedBroker())
             bootstrap = broker.bootstrap_servers
@@ -370,7 +370,7 @@ async def _in_process_service(
     """The service (API + runtime) on a free loopback port in this event loop; against the
     embedded broker the demo started, with that broker's session timeout."""
     from service.api.app import create_app
-    from service.runtime.embedded_broker import free_port
+    from service.runtime.kafka.embedded_broker import free_port
     from service.settings import EMBEDDED_SESSION_TIMEOUT_MS, Settings
 
     port = args.port or free_port()

@@ -68,9 +68,9 @@ async def produce_bids(bootstrap: str, workload: BidWorkload, bids: list, topic:
 async def run_spec(bootstrap: str, spec: dict[str, Any]) -> tuple[float, list[dict[str, Any]]]:
     from service.api.build import build_definition
     from service.api.spec import validate_spec
-    from service.runtime.manager import Runtime
+    from service.runtime.lifecycle.manager import Runtime
+    from service.runtime.observability.status import PipelineState
     from service.runtime.settings import RuntimeSettings
-    from service.runtime.status import PipelineState
 
     definition = build_definition(validate_spec(spec, ()), ())
     await create_topic(bootstrap, spec["sink"]["topic"], 4)
@@ -138,11 +138,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         import service.api.build
-        import service.runtime.manager  # noqa: F401
+        import service.runtime.lifecycle.manager  # noqa: F401
     except ImportError as exc:
         print(f"pending: our service's runtime or API is not in the tree yet ({exc})")
         return 2
-    from service.runtime.embedded_broker import EmbeddedBroker
+    from service.runtime.kafka.embedded_broker import EmbeddedBroker
 
     workload = BidWorkload(events=args.events)
     bids = list(generate(workload))

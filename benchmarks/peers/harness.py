@@ -39,7 +39,7 @@ from benchmarks.workload import (
     read_topic,
     write_jsonl,
 )
-from service.runtime.embedded_broker import EmbeddedBroker
+from service.runtime.kafka.embedded_broker import EmbeddedBroker
 
 logger = logging.getLogger(__name__)
 

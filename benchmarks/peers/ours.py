@@ -174,7 +174,7 @@ def ours_contender() -> Contender | str:
     """The in-process contender, or why it cannot run."""
     try:
         import benchmarks.e2e  # noqa: F401
-        import service.runtime.manager  # noqa: F401
+        import service.runtime.lifecycle.manager  # noqa: F401
     except ImportError as exc:
         return f"our service cannot run yet: {exc}"
 

@@ -32,9 +32,9 @@ async def run(args: argparse.Namespace, report: Report) -> int:
         WatermarkSettings,
     )
     from service.runtime.factories import window_operator_factory
-    from service.runtime.manager import Runtime
+    from service.runtime.lifecycle.manager import Runtime
+    from service.runtime.observability.status import PipelineState
     from service.runtime.settings import RuntimeSettings
-    from service.runtime.status import PipelineState
 
     name = "bench"
     definition = PipelineDefinition(

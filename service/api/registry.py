@@ -19,12 +19,12 @@ from pydantic import ValidationError
 from service.api.build import BuildError, build_definition
 from service.api.spec import PipelineSpec, validate_spec
 from service.api.store import PipelineStore, StoredPipeline
-from service.runtime.changelog import delete_shuffle_topics
-from service.runtime.changelog import reset_state as reset_checkpointed_state
+from service.runtime.consumer_group.changelog import delete_shuffle_topics
+from service.runtime.consumer_group.changelog import reset_state as reset_checkpointed_state
 from service.runtime.definition import PipelineDefinition
-from service.runtime.end_offsets import probe_end_offsets
-from service.runtime.manager import Runtime, UnknownPipeline
-from service.runtime.transactions import transactions_unsupported
+from service.runtime.kafka.end_offsets import probe_end_offsets
+from service.runtime.kafka.transactions import transactions_unsupported
+from service.runtime.lifecycle.manager import Runtime, UnknownPipeline
 from service.settings import Settings
 
 __all__ = [

@@ -18,8 +18,8 @@ import uvicorn
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from service.api.app import create_app
-from service.runtime.embedded_broker import free_port
-from service.runtime.end_offsets import topic_partitions
+from service.runtime.kafka.embedded_broker import free_port
+from service.runtime.kafka.end_offsets import topic_partitions
 from service.settings import Settings
 
 

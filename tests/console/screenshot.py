@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 
 from service.demo import ORDERS_TOPIC, demo_pipelines, produce_orders
-from service.runtime.embedded_broker import EmbeddedBroker
+from service.runtime.kafka.embedded_broker import EmbeddedBroker
 from tests.api.server import app_settings, create_topic, running_app, wait_ready
 from tests.console.browser import chromium
 

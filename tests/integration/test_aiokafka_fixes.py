@@ -1,4 +1,4 @@
-"""A client start cancelled half way leaves no connection open (service.runtime.aiokafka_fixes).
+"""A client start cancelled half way leaves no connection open (runtime/kafka/aiokafka_fixes.py).
 
 Without the fix, aiokafka's bootstrap leaks the connection it is reading the metadata
 from when it is cancelled there, and the test suite saw it as an "Unclosed

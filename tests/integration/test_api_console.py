@@ -14,7 +14,7 @@ import httpx
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from service.runtime.tail import open_tails
+from service.runtime.kafka.tail import open_tails
 from tests.api.server import (
     app_settings,
     create_topic,

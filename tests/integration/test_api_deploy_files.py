@@ -12,7 +12,7 @@ import yaml
 from prometheus_client import CollectorRegistry, Metric
 
 from service.api.routes.metrics import PROCESS_REGISTRY
-from service.runtime.metrics import METRIC_NAMES, build_metrics
+from service.runtime.observability.metrics import METRIC_NAMES, build_metrics
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 NAME = re.compile(r"\b(?:clockwork|process|python)_[a-z0-9_]+\b")

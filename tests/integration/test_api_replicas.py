@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from service.runtime.embedded_broker import free_port
+from service.runtime.kafka.embedded_broker import free_port
 from service.settings import Settings
 from tests.api.server import app_settings, create_topic, eventually, running_app, wait_ready
 

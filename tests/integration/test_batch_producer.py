@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from service.runtime.batch_producer import BatchProducer
+from service.runtime.kafka.batch_producer import BatchProducer
 from tests.integration.kafka_utils import create_topic, read_topic, unique
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]

@@ -19,7 +19,7 @@ from aiokafka.errors import CorruptRecordException
 from aiokafka.protocol.produce import ProduceRequest
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
-from service.runtime.batch_reader import BatchReader, lean_reading_supported
+from service.runtime.kafka.batch_reader import BatchReader, lean_reading_supported
 from tests.integration.kafka_utils import create_topic, unique
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]

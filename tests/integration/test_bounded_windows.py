@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from service.runtime.manager import Runtime
-from service.runtime.status import PipelineState
+from service.runtime.lifecycle.manager import Runtime
+from service.runtime.observability.status import PipelineState
 from tests.integration.kafka_utils import (
     create_topic,
     json_record,

@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 from aiokafka import TopicPartition
 
-from service.runtime.changelog import read_changelog
-from service.runtime.embedded_broker import EmbeddedBroker
-from service.runtime.kafka_broker import KafkaBroker
-from service.runtime.manager import Runtime
-from service.runtime.status import PipelineState
+from service.runtime.consumer_group.changelog import read_changelog
+from service.runtime.kafka.embedded_broker import EmbeddedBroker
+from service.runtime.kafka.kafka_broker import KafkaBroker
+from service.runtime.lifecycle.manager import Runtime
+from service.runtime.observability.status import PipelineState
 from tests.integration.kafka_utils import (
     create_topic,
     json_record,

@@ -20,9 +20,9 @@ from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
-from service.runtime.changelog import RestoredPartition, read_changelog
-from service.runtime.manager import Runtime
-from service.runtime.topics import CHANGELOG_CONFIGS
+from service.runtime.consumer_group.changelog import RestoredPartition, read_changelog
+from service.runtime.kafka.topics import CHANGELOG_CONFIGS
+from service.runtime.lifecycle.manager import Runtime
 from tests.integration.kafka_utils import (
     create_topic,
     json_record,

@@ -13,9 +13,9 @@ from collections import defaultdict
 import pytest
 from prometheus_client import CollectorRegistry
 
-from service.runtime.manager import Runtime
-from service.runtime.metrics import build_metrics
-from service.runtime.status import PipelineState
+from service.runtime.lifecycle.manager import Runtime
+from service.runtime.observability.metrics import build_metrics
+from service.runtime.observability.status import PipelineState
 from tests.integration.kafka_utils import (
     create_topic,
     join_held,

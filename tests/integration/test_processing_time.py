@@ -16,7 +16,7 @@ from service.runtime.definition import (
     WatermarkSettings,
 )
 from service.runtime.factories import process_operator_factory
-from service.runtime.manager import Runtime
+from service.runtime.lifecycle.manager import Runtime
 from tests.integration.kafka_utils import (
     create_topic,
     json_record,

@@ -17,9 +17,9 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from prometheus_client import CollectorRegistry
 
 from service.core.partitioner import partition_for
-from service.runtime.manager import Runtime
-from service.runtime.metrics import build_metrics
-from service.runtime.status import PipelineState, PipelineStatus
+from service.runtime.lifecycle.manager import Runtime
+from service.runtime.observability.metrics import build_metrics
+from service.runtime.observability.status import PipelineState, PipelineStatus
 from tests.integration.kafka_utils import (
     create_topic,
     latest_by_id,

@@ -10,9 +10,9 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from service.operators.steps import StepProgram
-from service.runtime.manager import Runtime
-from service.runtime.metrics import build_metrics
-from service.runtime.status import PipelineState
+from service.runtime.lifecycle.manager import Runtime
+from service.runtime.observability.metrics import build_metrics
+from service.runtime.observability.status import PipelineState
 from tests.integration.kafka_utils import (
     create_topic,
     json_record,

@@ -32,9 +32,9 @@ import sys
 from dataclasses import replace
 from typing import Any
 
-from service.runtime.manager import Runtime
-from service.runtime.metrics import REGISTRY
-from service.runtime.status import PipelineState
+from service.runtime.lifecycle.manager import Runtime
+from service.runtime.observability.metrics import REGISTRY
+from service.runtime.observability.status import PipelineState
 from tests.integration.kafka_utils import runtime_settings, window_definition
 
 OPERATOR = {
@@ -63,7 +63,7 @@ def write_status(runtime: Runtime, name: str, path: str) -> None:
 
 def inject_crash(stage: str, point: str, at: int) -> None:
     """Wrap the checkpointer so that the process dies where the options say."""
-    from service.runtime import checkpointing
+    from service.runtime.consumer_group import checkpointing
 
     original = checkpointing.Checkpointer._complete
     hits = 0

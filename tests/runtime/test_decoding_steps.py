@@ -8,8 +8,8 @@ import orjson
 
 from service.core.shuffle import position
 from service.operators.steps import StepProgram
-from service.runtime.decoding import DeadLetter, RecordDecoder
 from service.runtime.definition import PipelineDefinition, SinkSettings, TimestampSettings
+from service.runtime.partition.decoding import DeadLetter, RecordDecoder
 
 
 class Record(NamedTuple):

@@ -7,11 +7,11 @@ import subprocess
 import sys
 import time
 
-from service.runtime.embedded_broker import EmbeddedBroker
+from service.runtime.kafka.embedded_broker import EmbeddedBroker
 
 _STARTER = """
 import time
-from service.runtime.embedded_broker import EmbeddedBroker
+from service.runtime.kafka.embedded_broker import EmbeddedBroker
 broker = EmbeddedBroker().start()
 print(broker.port, flush=True)
 time.sleep(120)

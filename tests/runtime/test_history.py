@@ -8,10 +8,10 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry
 
 from service.core.time import MAX_TIMESTAMP, ManualClock
-from service.runtime.history import History
-from service.runtime.manager import UnknownPipeline
-from service.runtime.metrics import RuntimeMetrics, build_metrics
-from service.runtime.status import PartitionStatus, PipelineState, PipelineStatus
+from service.runtime.lifecycle.manager import UnknownPipeline
+from service.runtime.observability.history import History
+from service.runtime.observability.metrics import RuntimeMetrics, build_metrics
+from service.runtime.observability.status import PartitionStatus, PipelineState, PipelineStatus
 
 
 def partition(n: int, timers: int) -> PartitionStatus:

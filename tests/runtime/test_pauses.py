@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from aiokafka import TopicPartition
 
-from service.runtime.pauses import PauseControl
+from service.runtime.consumer_group.pauses import PauseControl
 
 A, B, C = (TopicPartition("t", p) for p in range(3))
 

@@ -6,8 +6,8 @@ from typing import Any, NamedTuple
 
 from aiokafka import TopicPartition
 
-from service.runtime.decoding import DeadLetter
-from service.runtime.prefetch import Chunk, Prefetcher
+from service.runtime.consumer_group.prefetch import Chunk, Prefetcher
+from service.runtime.partition.decoding import DeadLetter
 
 TP = TopicPartition("in", 0)
 

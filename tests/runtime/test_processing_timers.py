@@ -6,7 +6,7 @@ import asyncio
 
 from service.core.time import ManualClock
 from service.core.timers import TimerService
-from service.runtime.processing_timers import ProcessingTimeScheduler
+from service.runtime.partition.processing_timers import ProcessingTimeScheduler
 
 
 class CountingLoop:

@@ -1,11 +1,11 @@
 """The web console: its static files at ``/ui``, and the two feeds only it needs.
 
 - ``GET /pipelines/{name}/history`` and ``GET /history``: the short in-memory history
-  (:class:`~service.runtime.history.History`) the console's charts draw, in the OpenAPI
-  document like every JSON endpoint.
+  (:class:`~service.runtime.observability.history.History`) the console's charts draw,
+  in the OpenAPI document like every JSON endpoint.
 - ``GET /pipelines/{name}/tail``: server-sent events with the newest records of the
   pipeline's result, late-data and dead-letter topics
-  (:class:`~service.runtime.tail.TopicTail`). Not in the OpenAPI document: the stream
+  (:class:`~service.runtime.kafka.tail.TopicTail`). Not in the OpenAPI document: the stream
   does not end, and OpenAPI 3.1 has no way to describe its events.
 
 Reads follow the API's rule (open, like status and metrics; ``SERVICE_API_TOKEN`` guards
@@ -28,7 +28,7 @@ from starlette.types import Receive, Scope, Send
 
 from service.api.routes.deps import services
 from service.api.routes.pipelines import Name
-from service.runtime.tail import TopicTail, open_tails
+from service.runtime.kafka.tail import TopicTail, open_tails
 
 router = APIRouter(tags=["console"])
 

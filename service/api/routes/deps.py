@@ -12,8 +12,8 @@ from fastapi import HTTPException, Request
 
 from service.api.registry import PipelineRegistry
 from service.api.store import PipelineStore
-from service.runtime.history import History
-from service.runtime.manager import Runtime
+from service.runtime.lifecycle.manager import Runtime
+from service.runtime.observability.history import History
 from service.settings import Settings
 
 

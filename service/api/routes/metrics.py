@@ -18,7 +18,7 @@ from prometheus_client import (
     generate_latest,
 )
 
-from service.runtime.metrics import REGISTRY
+from service.runtime.observability.metrics import REGISTRY
 
 router = APIRouter(tags=["metrics"])
 

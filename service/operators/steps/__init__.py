@@ -2,7 +2,7 @@
 
 Pure logic: sqlglot parses, :mod:`.compiler` turns the tree into Python code over a
 whitelist, :mod:`.program` compiles a pipeline's steps into one function. The runtime
-runs it in the decoder (service/runtime/decoding.py), before the key and the timestamp.
+runs it in the decoder (service/runtime/partition/decoding.py), before the key and the timestamp.
 """
 
 from .compiler import MAX_DEPTH, MAX_TEXT, check_expression, compile_expression, evaluator

@@ -23,7 +23,7 @@ import orjson
 
 from service.core.shuffle import ShuffleInput
 from service.operators.base import InputRecord
-from service.runtime.decoding import REASON_DECODE, DeadLetter
+from service.runtime.partition.decoding import REASON_DECODE, DeadLetter
 from service.runtime.shuffle.records import (
     MARKER,
     ROUTED,

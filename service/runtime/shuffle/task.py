@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from service.operators.base import InputRecord
-from service.runtime.decoding import DeadLetter
-from service.runtime.partition import PartitionTask
+from service.runtime.partition.decoding import DeadLetter
+from service.runtime.partition.task import PartitionTask
 from service.runtime.shuffle.reader import ShuffleDecoder
 
 

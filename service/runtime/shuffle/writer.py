@@ -24,9 +24,9 @@ from service.core.partitioner import KeyPartitioner
 from service.core.shuffle import position
 from service.core.time import MAX_TIMESTAMP, MIN_TIMESTAMP
 from service.operators.base import Collector, InputRecord, OperatorGauges
-from service.runtime.batch_producer import BatchProducer
+from service.runtime.kafka.batch_producer import BatchProducer
+from service.runtime.partition.sinks import dumps
 from service.runtime.shuffle.records import MARKER, ROUTED, pack_marker, pack_routed
-from service.runtime.sinks import dumps
 
 _NO_COUNTS: dict[str, tuple[int, int, int]] = {}
 

@@ -9,23 +9,60 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from aiokafka import TopicPartition
 
+from service.core.alignment import WatermarkAlignment
 from service.core.shuffle import ShuffleInput
-from service.runtime.partition import PartitionTask
+from service.core.time import Clock
+from service.runtime.consumer_group.pauses import PauseControl
+from service.runtime.consumer_group.prefetch import PendingInput
+from service.runtime.consumer_group.stages import Stage
+from service.runtime.consumer_group.watermark_emitter import WatermarkEmitter
+from service.runtime.definition import PipelineDefinition
+from service.runtime.observability.metrics import RuntimeMetrics
+from service.runtime.observability.status import PartitionStatus
+from service.runtime.partition.sinks import OutputSink
+from service.runtime.partition.task import PartitionTask
 from service.runtime.shuffle.writer import ShuffleWriter
-from service.runtime.status import PartitionStatus
 
-if TYPE_CHECKING:
-    from service.runtime.session import Session
+
+class ReportSession(Protocol):
+    """What the reporter reads of its session: the partitions and what holds them back,
+    the combined watermark, and the sink, whose counts it takes."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def definition(self) -> PipelineDefinition: ...
+    @property
+    def stage(self) -> Stage: ...
+    @property
+    def metrics(self) -> RuntimeMetrics: ...
+    @property
+    def clock(self) -> Clock: ...
+    @property
+    def partitions(self) -> Mapping[TopicPartition, PartitionTask]: ...
+    @property
+    def partitions_done(self) -> tuple[int, int]: ...
+    @property
+    def emitter(self) -> WatermarkEmitter: ...
+    @property
+    def alignment(self) -> WatermarkAlignment[TopicPartition] | None: ...
+    @property
+    def pauses(self) -> PauseControl: ...
+    @property
+    def pending(self) -> Mapping[TopicPartition, PendingInput]: ...
+    @property
+    def sink(self) -> OutputSink | None: ...
 
 
 class SessionReporter:
     """Status and metrics of one session's partitions."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: ReportSession) -> None:
         self.session = session
         metrics = session.metrics
         self.records_in: dict[TopicPartition, Any] = {}

@@ -25,8 +25,8 @@ from typing import Any
 from prometheus_client import Counter
 
 from service.core.time import MAX_TIMESTAMP, MIN_TIMESTAMP, Clock
-from service.runtime.manager import Runtime, UnknownPipeline
-from service.runtime.status import PipelineStatus
+from service.runtime.lifecycle.manager import Runtime, UnknownPipeline
+from service.runtime.observability.status import PipelineStatus
 
 __all__ = ["History", "Sample"]
 

@@ -1,6 +1,6 @@
 """The runtime as the API sees it: start, stop, replace, pause and resume pipelines.
 
-:class:`Runtime` owns one :class:`~service.runtime.pipeline_runner.PipelineRunner` per
+:class:`Runtime` owns one :class:`~service.runtime.lifecycle.pipeline_runner.PipelineRunner` per
 pipeline and a broker health check (readiness). It never imports the API; the API
 builds :class:`~service.runtime.definition.PipelineDefinition` values and calls in.
 
@@ -18,12 +18,12 @@ import logging
 from aiokafka import AIOKafkaClient
 
 from service.core.time import Clock, SystemClock
-from service.runtime.changelog import reset_state
+from service.runtime.consumer_group.changelog import reset_state
 from service.runtime.definition import PipelineDefinition
-from service.runtime.metrics import METRICS, RuntimeMetrics
-from service.runtime.pipeline_runner import PipelineRunner
+from service.runtime.lifecycle.pipeline_runner import PipelineRunner
+from service.runtime.observability.metrics import METRICS, RuntimeMetrics
+from service.runtime.observability.status import PipelineStatus
 from service.runtime.settings import RuntimeSettings
-from service.runtime.status import PipelineStatus
 
 logger = logging.getLogger(__name__)
 

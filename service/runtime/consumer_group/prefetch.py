@@ -32,10 +32,10 @@ from dataclasses import dataclass, field
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from service.operators.base import InputRecord
-from service.runtime.batch_reader import BatchReader
-from service.runtime.decoding import DeadLetter, RecordDecoder
 from service.runtime.definition import PipelineDefinition
-from service.runtime.end_offsets import topic_partitions
+from service.runtime.kafka.batch_reader import BatchReader
+from service.runtime.kafka.end_offsets import topic_partitions
+from service.runtime.partition.decoding import DeadLetter, RecordDecoder
 from service.runtime.settings import RuntimeSettings
 
 logger = logging.getLogger(__name__)

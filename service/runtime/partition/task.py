@@ -18,10 +18,10 @@ from aiokafka import TopicPartition
 from service.core.time import MIN_TIMESTAMP, Clock
 from service.core.watermarks import Punctuated, WatermarkGenerator
 from service.operators.base import InputRecord, Operator
-from service.runtime.decoding import DeadLetter, Decoder
-from service.runtime.partitioning_check import PartitioningCheck
-from service.runtime.processing_timers import ProcessingTimeScheduler
-from service.runtime.sinks import OutputSink
+from service.runtime.partition.decoding import DeadLetter, Decoder
+from service.runtime.partition.partitioning_check import PartitioningCheck
+from service.runtime.partition.processing_timers import ProcessingTimeScheduler
+from service.runtime.partition.sinks import OutputSink
 
 SLICE = 2048
 """Records decoded and processed at a time (see :meth:`PartitionTask.process`)."""

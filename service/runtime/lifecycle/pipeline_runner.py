@@ -1,14 +1,14 @@
 """One pipeline on this instance: its stages, controls, status and lifecycle.
 
 Layers (style.md, "task, operator, state"): the runner owns a pipeline's life; it runs
-the pipeline's stages (:mod:`~service.runtime.stages`: one, or two around a keyed
-shuffle), each in a :class:`~service.runtime.stage_runner.StageRunner` that runs its
-consumer-group memberships one after the other as
-:class:`~service.runtime.session.Session` objects (clients, partitions, the fetch loop in
-``fetch_loop.py``, rebalances in ``rebalance.py``, checkpoints and restores in
-``checkpointing.py``, status and metrics in ``reporting.py``); each assigned partition is
-a :class:`~service.runtime.partition.PartitionTask` with its own operator instance and
-watermark generator; operators stay synchronous.
+the pipeline's stages (:mod:`~service.runtime.consumer_group.stages`: one, or two around
+a keyed shuffle), each in a :class:`~service.runtime.lifecycle.stage_runner.StageRunner`
+that runs its consumer-group memberships one after the other as
+:class:`~service.runtime.consumer_group.session.Session` objects (clients, partitions,
+the fetch loop in ``fetch_loop.py``, rebalances in ``rebalance.py``, checkpoints and
+restores in ``checkpointing.py``, status and metrics in ``reporting.py``); each assigned
+partition is a :class:`~service.runtime.partition.task.PartitionTask` with its own
+operator instance and watermark generator; operators stay synchronous.
 
 State of the pipeline, from its stages': ``failed`` if one failed (with its reason),
 ``finished`` once all finished, ``stopped`` after a stop, ``paused`` or ``running`` once
@@ -20,25 +20,51 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Protocol
+
+from aiokafka import TopicPartition
 
 from service.core.time import Clock, SystemClock
+from service.runtime.consumer_group.reporting import SessionReporter
+from service.runtime.consumer_group.stages import stages_of
+from service.runtime.consumer_group.watermark_emitter import WatermarkEmitter
 from service.runtime.definition import PipelineDefinition
-from service.runtime.metrics import METRICS, RuntimeMetrics
-from service.runtime.session import Session
-from service.runtime.settings import RuntimeSettings
-from service.runtime.stage_runner import BrokerUnavailable, StageRunner
-from service.runtime.stages import stages_of
-from service.runtime.status import (
+from service.runtime.lifecycle.stage_runner import BrokerUnavailable, StageRunner
+from service.runtime.observability.metrics import METRICS, RuntimeMetrics
+from service.runtime.observability.status import (
     PartitionStatus,
     PipelineState,
     PipelineStatus,
     StageStatus,
 )
+from service.runtime.partition.task import PartitionTask
+from service.runtime.settings import RuntimeSettings
 
 __all__ = ["BrokerUnavailable", "PipelineRunner"]
 
 logger = logging.getLogger(__name__)
+
+
+class StatusSession(Protocol):
+    """What a pipeline's status reads of a stage's current (or last) session."""
+
+    @property
+    def partitions(self) -> Mapping[TopicPartition, PartitionTask]: ...
+    @property
+    def final_partitions(self) -> tuple[PartitionStatus, ...]: ...
+    @property
+    def partitions_done(self) -> tuple[int, int]: ...
+    @property
+    def finished_here(self) -> set[TopicPartition]: ...
+    @property
+    def records_in(self) -> int: ...
+    @property
+    def polls(self) -> int: ...
+    @property
+    def emitter(self) -> WatermarkEmitter: ...
+    @property
+    def reporter(self) -> SessionReporter: ...
 
 
 class PipelineRunner:
@@ -152,7 +178,7 @@ class PipelineRunner:
         return sum(stage.restarts for stage in self.stages)
 
     @property
-    def _session(self) -> Session | None:
+    def _session(self) -> StatusSession | None:
         """The keyed stage's session (the last stage): where the operators run."""
         return self.stages[-1].session
 
@@ -216,7 +242,7 @@ class PipelineRunner:
         stages: list[StageStatus] = []
         partitions: list[PartitionStatus] = []
         for runner in self.stages:
-            session = runner.session
+            session: StatusSession | None = runner.session
             stage_name = runner.stage.name
             if session is None:
                 stages.append(StageStatus(stage_name, runner.state, runner.reason))
@@ -237,8 +263,10 @@ class PipelineRunner:
                     partitions_total=total or None,
                 )
             )
-        source = self.stages[0].session  # reads the source: records in, bounded input
-        keyed = self.stages[-1].session  # runs the operators: the combined watermark
+        # the first stage reads the source (records in, bounded input), the last runs the
+        # operators (the combined watermark)
+        source: StatusSession | None = self.stages[0].session
+        keyed: StatusSession | None = self.stages[-1].session
         done, total = source.partitions_done if source is not None else (0, 0)
         return PipelineStatus(
             name=self.definition.name,

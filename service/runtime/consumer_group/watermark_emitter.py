@@ -31,7 +31,7 @@ from aiokafka import TopicPartition
 
 from service.core.combiner import WatermarkCombiner
 from service.core.time import MIN_TIMESTAMP, Clock
-from service.runtime.partition import PartitionTask
+from service.runtime.partition.task import PartitionTask
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The consumer loop of one session: fetch, process, backpressure, checkpoint on time.
 
-Each turn: apply the pause reasons, read a batch (:mod:`~service.runtime.batch_reader`:
+Each turn: apply the pause reasons, read a batch (:mod:`~service.runtime.kafka.batch_reader`:
 ``getmany`` without a ``ConsumerRecord`` per record), process what waits first (records
 prefetched during the join, or held back by watermark alignment), hand each partition's
 fetched records to its task (decode, process, drain outputs to the sink), update the
@@ -20,33 +20,98 @@ only when every partition of the pipeline is finished, here or on another replic
 the group's committed offsets say. Until then a replica whose own partitions are done
 stays in the group, idle, and takes over the partitions of a member that dies or leaves.
 
-The per-record work happens in :class:`~service.runtime.partition.PartitionTask`; this
+The per-record work happens in :class:`~service.runtime.partition.task.PartitionTask`; this
 module touches each batch once per partition, never each record (except with
 ``interval_ms = 0``, where the watermark is recomputed after every record by design).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Coroutine, Sequence
+from typing import Any, Protocol, TypeVar
 
 from aiokafka import TopicPartition
 from aiokafka.structs import OffsetAndMetadata
 
-from service.core.time import MIN_TIMESTAMP
+from service.core.alignment import WatermarkAlignment
+from service.core.time import MIN_TIMESTAMP, Clock
 from service.operators.base import InputRecord
-from service.runtime.batch_reader import BatchReader
-from service.runtime.decoding import DeadLetter
-from service.runtime.end_offsets import probe_end_offsets
-from service.runtime.interrupts import Interrupted
-from service.runtime.partition import PartitionTask
-from service.runtime.prefetch import Chunk, PendingInput
+from service.runtime.consumer_group.checkpointing import Checkpointer
+from service.runtime.consumer_group.pauses import PauseControl
+from service.runtime.consumer_group.prefetch import Chunk, PendingInput
+from service.runtime.consumer_group.reporting import SessionReporter
+from service.runtime.consumer_group.stages import Stage
+from service.runtime.consumer_group.watermark_emitter import WatermarkEmitter
+from service.runtime.definition import PipelineDefinition
+from service.runtime.kafka.batch_producer import BatchProducer
+from service.runtime.kafka.batch_reader import BatchReader
+from service.runtime.kafka.end_offsets import probe_end_offsets
+from service.runtime.kafka.interrupts import Interrupted
+from service.runtime.kafka.transactions import PartitionTransactions
+from service.runtime.observability.metrics import RuntimeMetrics
+from service.runtime.partition.decoding import DeadLetter
+from service.runtime.partition.sinks import OutputSink
+from service.runtime.partition.task import PartitionTask
+from service.runtime.settings import RuntimeSettings
 
-if TYPE_CHECKING:
-    from service.runtime.session import Session
+T = TypeVar("T")
+
+
+class LoopSession(Protocol):
+    """What the loop uses of its session: nearly all of it, as the loop is where the
+    session's parts meet; the counters and bounded input's progress it keeps there."""
+
+    polls: int
+    records_in: int
+    end_offsets: dict[TopicPartition, int]
+    partitions_done: tuple[int, int]
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def definition(self) -> PipelineDefinition: ...
+    @property
+    def settings(self) -> RuntimeSettings: ...
+    @property
+    def stage(self) -> Stage: ...
+    @property
+    def clock(self) -> Clock: ...
+    @property
+    def metrics(self) -> RuntimeMetrics: ...
+    @property
+    def stopping(self) -> asyncio.Event: ...
+    @property
+    def consumer(self) -> Any: ...
+    @property
+    def batches(self) -> BatchProducer | None: ...
+    @property
+    def transactions(self) -> PartitionTransactions | None: ...
+    @property
+    def sink(self) -> OutputSink | None: ...
+    @property
+    def partitions(self) -> dict[TopicPartition, PartitionTask]: ...
+    @property
+    def pending(self) -> dict[TopicPartition, PendingInput]: ...
+    @property
+    def finished_here(self) -> set[TopicPartition]: ...
+    @property
+    def pauses(self) -> PauseControl: ...
+    @property
+    def alignment(self) -> WatermarkAlignment[TopicPartition] | None: ...
+    @property
+    def emitter(self) -> WatermarkEmitter: ...
+    @property
+    def checkpointer(self) -> Checkpointer: ...
+    @property
+    def reporter(self) -> SessionReporter: ...
+    async def interruptible(self, awaitable: Coroutine[Any, Any, T]) -> T: ...
+    def raise_error(self) -> None: ...
+    def align(self, now: int) -> None: ...
+
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +123,7 @@ whether every partition of the pipeline is."""
 class FetchLoop:
     """Runs the fetch-process loop of ``session`` until a stop or the end of input."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: LoopSession) -> None:
         self.session = session
         self.per_record = session.stage.watermark.interval_ms == 0
         self.last_group_check = 0.0
@@ -73,7 +138,7 @@ class FetchLoop:
         transactions = session.transactions
         checkpointer = session.checkpointer
         reporter = session.reporter
-        stop = session.runner._stop
+        stop = session.stopping
         timeout_ms = settings.fetch_timeout_ms
         max_records = settings.max_records
         interval_s = settings.checkpoint_interval_ms / 1000.0

@@ -13,15 +13,16 @@ as two (semantics.md section 8), each with a consumer group of its own:
   shuffle partition, its watermark the minimum of the markers
   (:class:`~service.core.shuffle.ShuffleInput`).
 
-A :class:`~service.runtime.session.Session` runs one stage; everything else about it (the
-fetch loop, checkpoints, rebalances, restores) is the same for all three.
+A :class:`~service.runtime.consumer_group.session.Session` runs one stage; everything
+else about it (the fetch loop, checkpoints, rebalances, restores) is the same for all
+three.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from aiokafka import TopicPartition
 
@@ -30,17 +31,34 @@ from service.core.shuffle import ShuffleInput
 from service.core.time import Clock
 from service.core.watermarks import WatermarkGenerator, make_generator
 from service.operators.base import Operator
-from service.runtime.decoding import Decoder, RecordDecoder
+from service.runtime.consumer_group.watermark_emitter import WatermarkEmitter
 from service.runtime.definition import PipelineDefinition, WatermarkSettings
-from service.runtime.partition import PartitionTask
-from service.runtime.partitioning_check import PartitioningCheck
+from service.runtime.kafka.batch_producer import BatchProducer
+from service.runtime.observability.metrics import RuntimeMetrics
+from service.runtime.partition.decoding import Decoder, RecordDecoder
+from service.runtime.partition.partitioning_check import PartitioningCheck
+from service.runtime.partition.task import PartitionTask
+from service.runtime.settings import RuntimeSettings
 from service.runtime.shuffle.reader import ShuffleDecoder
 from service.runtime.shuffle.task import ShuffledPartitionTask
 from service.runtime.shuffle.trim import ShuffleTrimmer
 from service.runtime.shuffle.writer import ShuffleWriter
 
-if TYPE_CHECKING:
-    from service.runtime.session import Session
+
+class StageSession(Protocol):
+    """What a stage uses of the session that runs it."""
+
+    @property
+    def settings(self) -> RuntimeSettings: ...
+    @property
+    def metrics(self) -> RuntimeMetrics: ...
+    @property
+    def decoder(self) -> Decoder: ...
+    @property
+    def partitions(self) -> Mapping[TopicPartition, PartitionTask]: ...
+    @property
+    def emitter(self) -> WatermarkEmitter: ...
+    def batches_for(self, tp: TopicPartition) -> BatchProducer: ...
 
 
 class Stage:
@@ -73,7 +91,7 @@ class Stage:
         """Whether the source may be read during the group join (prefetch.py)."""
         return True
 
-    def prepare(self, session: Session, counts: dict[str, int]) -> None:
+    def prepare(self, session: StageSession, counts: dict[str, int]) -> None:
         """Once per session, with the partition counts of the pipeline's topics."""
 
     def decoder(self) -> RecordDecoder:
@@ -85,13 +103,13 @@ class Stage:
         return make_generator(wm.strategy, wm.max_out_of_orderness_ms, wm.field)
 
     def partition_decoder(
-        self, session: Session, tp: TopicPartition, generator: WatermarkGenerator
+        self, session: StageSession, tp: TopicPartition, generator: WatermarkGenerator
     ) -> Decoder:
         """The decoder of one partition (the session's, unless it needs the partition's
         own state)."""
         return session.decoder
 
-    def operator(self, session: Session, tp: TopicPartition, clock: Clock) -> Operator:
+    def operator(self, session: StageSession, tp: TopicPartition, clock: Clock) -> Operator:
         return self.definition.operator_factory(clock)
 
     @property
@@ -103,7 +121,7 @@ class Stage:
         """What each slice of ``tp``'s input records is checked by before the operator."""
         return None
 
-    def on_emit(self, session: Session, now: int) -> bool:
+    def on_emit(self, session: StageSession, now: int) -> bool:
         """After every watermark emission (every tick, every record with
         ``interval_ms = 0``); True if it produced something."""
         return False
@@ -122,7 +140,7 @@ class KeyedStage(Stage):
         super().__init__(definition)
         self.partitioners: dict[str, KeyPartitioner] = {}
 
-    def prepare(self, session: Session, counts: dict[str, int]) -> None:
+    def prepare(self, session: StageSession, counts: dict[str, int]) -> None:
         if self.definition.key_partitioned:  # the promise is checked per record
             self.partitioners = {t: KeyPartitioner(counts[t]) for t in self.definition.topics}
 
@@ -141,7 +159,7 @@ class RouteStage(Stage):
         self.sources: dict[TopicPartition, int] = {}
         self.partitioner: KeyPartitioner | None = None
 
-    def prepare(self, session: Session, counts: dict[str, int]) -> None:
+    def prepare(self, session: StageSession, counts: dict[str, int]) -> None:
         # Every source partition of the pipeline gets a number, the same on every replica.
         self.sources = {
             TopicPartition(topic, partition): index
@@ -153,7 +171,7 @@ class RouteStage(Stage):
         }
         self.partitioner = KeyPartitioner(counts[self.definition.shuffle_topic])
 
-    def operator(self, session: Session, tp: TopicPartition, clock: Clock) -> Operator:
+    def operator(self, session: StageSession, tp: TopicPartition, clock: Clock) -> Operator:
         assert self.partitioner is not None
         return ShuffleWriter(
             session.batches_for(tp),
@@ -165,7 +183,7 @@ class RouteStage(Stage):
             positioned=self.definition.steps is not None and self.definition.steps.has_unnest,
         )
 
-    def on_emit(self, session: Session, now: int) -> bool:
+    def on_emit(self, session: StageSession, now: int) -> bool:
         """Markers: each source partition whose watermark or idleness changed says so
         to every shuffle partition."""
         combiner = session.emitter.combiner
@@ -217,7 +235,7 @@ class ShuffledStage(Stage):
         return ShuffleInput()
 
     def partition_decoder(
-        self, session: Session, tp: TopicPartition, generator: WatermarkGenerator
+        self, session: StageSession, tp: TopicPartition, generator: WatermarkGenerator
     ) -> Decoder:
         assert isinstance(generator, ShuffleInput)
         return ShuffleDecoder(generator)
@@ -226,7 +244,7 @@ class ShuffledStage(Stage):
     def task(self) -> type[PartitionTask]:
         return ShuffledPartitionTask
 
-    def prepare(self, session: Session, counts: dict[str, int]) -> None:
+    def prepare(self, session: StageSession, counts: dict[str, int]) -> None:
         if self.trimmer is None:
             self.trimmer = ShuffleTrimmer(
                 session.settings.bootstrap_servers,

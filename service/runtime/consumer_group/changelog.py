@@ -30,10 +30,10 @@ import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-from service.runtime.batch_producer import BatchProducer
 from service.runtime.definition import PipelineDefinition, changelog_topic, shuffle_topic
-from service.runtime.sinks import dumps
-from service.runtime.topics import partition_counts
+from service.runtime.kafka.batch_producer import BatchProducer
+from service.runtime.kafka.topics import partition_counts
+from service.runtime.partition.sinks import dumps
 
 logger = logging.getLogger(__name__)
 

@@ -1,17 +1,19 @@
 """One consumer-group membership of a pipeline: its clients, partitions and lifecycle.
 
 A session starts the producer and the consumer (joining the group), runs the
-:class:`~service.runtime.fetch_loop.FetchLoop` until a stop or the end of bounded
-input, and closes: graceful (checkpoint every partition, then leave the group) unless
-it failed. Its parts, one concern each: :class:`~service.runtime.rebalance.RebalanceListener`
-(assign/revoke), :class:`~service.runtime.checkpointing.Checkpointer` (checkpoint and
-restore), :class:`~service.runtime.reporting.SessionReporter` (status and metrics),
-:class:`~service.runtime.pauses.PauseControl` (which partitions are fetched) and the
-:class:`~service.runtime.watermark_emitter.WatermarkEmitter`.
+:class:`~service.runtime.consumer_group.fetch_loop.FetchLoop` until a stop or the end of
+bounded input, and closes: graceful (checkpoint every partition, then leave the group)
+unless it failed. Its parts, one concern each:
+:class:`~service.runtime.consumer_group.rebalance.RebalanceListener` (assign/revoke),
+:class:`~service.runtime.consumer_group.checkpointing.Checkpointer` (checkpoint and
+restore), :class:`~service.runtime.consumer_group.reporting.SessionReporter` (status and
+metrics), :class:`~service.runtime.consumer_group.pauses.PauseControl` (which partitions
+are fetched) and the
+:class:`~service.runtime.consumer_group.watermark_emitter.WatermarkEmitter`.
 
 Any error of the loop, the producer, a timer or a checkpoint ends the session; the
-:class:`~service.runtime.pipeline_runner.PipelineRunner` drops it (the changelog has its
-state) and starts a new one after a backoff.
+:class:`~service.runtime.lifecycle.pipeline_runner.PipelineRunner` drops it (the
+changelog has its state) and starts a new one after a backoff.
 """
 
 from __future__ import annotations
@@ -19,45 +21,71 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from service.core.alignment import WatermarkAlignment
-from service.runtime.batch_producer import BatchProducer, drop_unsent
-from service.runtime.checkpointing import Checkpointer
-from service.runtime.end_offsets import probe_end_offsets
-from service.runtime.fetch_loop import FetchLoop
-from service.runtime.interrupts import Interrupted, Interruptible, abandon_join
-from service.runtime.partition import PartitionTask
-from service.runtime.pauses import PauseControl
-from service.runtime.prefetch import PendingInput, Prefetcher
-from service.runtime.rebalance import RebalanceListener
-from service.runtime.reporting import SessionReporter
-from service.runtime.sinks import OutputSink
-from service.runtime.status import PartitionStatus, PipelineState
-from service.runtime.topics import ensure_topics
-from service.runtime.transactions import PartitionTransactions
-from service.runtime.watermark_emitter import WatermarkEmitter
-
-if TYPE_CHECKING:
-    from service.runtime.stage_runner import StageRunner
+from service.core.time import Clock
+from service.runtime.consumer_group.checkpointing import Checkpointer
+from service.runtime.consumer_group.fetch_loop import FetchLoop
+from service.runtime.consumer_group.pauses import PauseControl
+from service.runtime.consumer_group.prefetch import PendingInput, Prefetcher
+from service.runtime.consumer_group.rebalance import RebalanceListener
+from service.runtime.consumer_group.reporting import SessionReporter
+from service.runtime.consumer_group.stages import Stage
+from service.runtime.consumer_group.watermark_emitter import WatermarkEmitter
+from service.runtime.definition import PipelineDefinition
+from service.runtime.kafka.batch_producer import BatchProducer, drop_unsent
+from service.runtime.kafka.end_offsets import probe_end_offsets
+from service.runtime.kafka.interrupts import Interrupted, Interruptible, abandon_join
+from service.runtime.kafka.topics import ensure_topics
+from service.runtime.kafka.transactions import PartitionTransactions
+from service.runtime.observability.metrics import RuntimeMetrics
+from service.runtime.observability.status import PartitionStatus
+from service.runtime.partition.sinks import OutputSink
+from service.runtime.partition.task import PartitionTask
+from service.runtime.settings import RuntimeSettings
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 
+class SessionRunner(Protocol):
+    """What a session takes from the runner that runs its stage's sessions one after
+    the other: the stage, its settings, and the pipeline's controls."""
+
+    @property
+    def stage(self) -> Stage: ...
+    @property
+    def definition(self) -> PipelineDefinition: ...
+    @property
+    def settings(self) -> RuntimeSettings: ...
+    @property
+    def clock(self) -> Clock: ...
+    @property
+    def metrics(self) -> RuntimeMetrics: ...
+    @property
+    def paused(self) -> bool: ...
+    @property
+    def stopping(self) -> asyncio.Event: ...
+    def joined(self) -> None:
+        """The session joined its group: the stage runs, or is paused."""
+
+
 class Session:
     """One consumer-group membership of a pipeline: its clients and partitions."""
 
-    def __init__(self, runner: StageRunner) -> None:
+    def __init__(self, runner: SessionRunner) -> None:
         self.runner = runner
         self.stage = stage = runner.stage
         self.definition = definition = runner.definition
         self.settings = runner.settings
         self.clock = runner.clock
         self.metrics = runner.metrics
+        self.stopping = runner.stopping
+        """The pipeline's stop: the loop ends once it is set."""
         self.name = definition.name
         self.partitions: dict[TopicPartition, PartitionTask] = {}
         self.decoder = stage.decoder()
@@ -169,7 +197,7 @@ class Session:
             await self.close(checkpoint=True)
             return False
         self.emitter.start(self.fail)
-        runner._set_state(PipelineState.PAUSED if runner.paused else PipelineState.RUNNING)
+        runner.joined()
         finished = await self.loop.run()
         if finished:
             # what status shows of a finished pipeline: its partitions as they ended here

@@ -1,12 +1,13 @@
 """One stage of a pipeline on this instance: its sessions, one after the other.
 
-A stage (:mod:`~service.runtime.stages`) is one consumer-group membership kind of a
-pipeline; each membership is a :class:`~service.runtime.session.Session`. Any error of a
-session ends it; its in-memory state is dropped (the changelog has it) and a new session
-starts after an exponential backoff. With the broker unreachable the stage waits for the
-runtime's health check to see it again instead of failing at every backoff (no crash
-loop). A stop is graceful: the batch in hand is finished, outputs are flushed, every
-partition is checkpointed and committed, and the consumer leaves the group.
+A stage (:mod:`~service.runtime.consumer_group.stages`) is one consumer-group membership
+kind of a pipeline; each membership is a
+:class:`~service.runtime.consumer_group.session.Session`. Any error of a session ends
+it; its in-memory state is dropped (the changelog has it) and a new session starts after
+an exponential backoff. With the broker unreachable the stage waits for the runtime's
+health check to see it again instead of failing at every backoff (no crash loop). A stop
+is graceful: the batch in hand is finished, outputs are flushed, every partition is
+checkpointed and committed, and the consumer leaves the group.
 
 The stages of one pipeline run side by side and fail and restart on their own: the
 shuffle topic between them is durable, so neither needs the other to be up.
@@ -20,12 +21,12 @@ import time
 from collections.abc import Awaitable, Callable
 
 from service.core.time import Clock
+from service.runtime.consumer_group.session import Session
+from service.runtime.consumer_group.stages import Stage
 from service.runtime.definition import PipelineDefinition
-from service.runtime.metrics import RuntimeMetrics
-from service.runtime.session import Session
+from service.runtime.observability.metrics import RuntimeMetrics
+from service.runtime.observability.status import PipelineState
 from service.runtime.settings import RuntimeSettings
-from service.runtime.stages import Stage
-from service.runtime.status import PipelineState
 
 logger = logging.getLogger(__name__)
 
@@ -75,10 +76,19 @@ class StageRunner:
         """The current session (or the last one, once the stage ended)."""
         return self._session
 
+    @property
+    def stopping(self) -> asyncio.Event:
+        """The pipeline's stop: set once, when the pipeline stops."""
+        return self._stop
+
     def _set_state(self, state: PipelineState, reason: str | None = None) -> None:
         self.state = state
         self.reason = reason
         self._on_state()
+
+    def joined(self) -> None:
+        """The session joined its group: the stage runs, or is paused."""
+        self._set_state(PipelineState.PAUSED if self.paused else PipelineState.RUNNING)
 
     # -- controls --------------------------------------------------------------------
     def interrupt(self) -> None:

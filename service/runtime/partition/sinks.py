@@ -22,9 +22,9 @@ import orjson
 from aiokafka import TopicPartition
 
 from service.operators.base import FailedRecord, FireKind, KeyedOutput, LateRecord, WindowResult
-from service.runtime.batch_producer import BatchProducer
-from service.runtime.decoding import DeadLetter
 from service.runtime.definition import PipelineDefinition
+from service.runtime.kafka.batch_producer import BatchProducer
+from service.runtime.partition.decoding import DeadLetter
 
 HEADER_PIPELINE = "clockwork.pipeline"
 HEADER_REASON = "clockwork.reason"

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.structs import OffsetAndMetadata
 
-from service.runtime.batch_producer import BatchProducer, ProduceError, drop_unsent
+from service.runtime.kafka.batch_producer import BatchProducer, ProduceError, drop_unsent
 from service.runtime.settings import RuntimeSettings
 
 logger = logging.getLogger(__name__)

@@ -34,14 +34,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO
 
-from service.runtime.embedded_broker import BrokerStartError, _parent_death_signal, free_port
+from service.runtime.kafka.embedded_broker import BrokerStartError, _parent_death_signal, free_port
 
 logger = logging.getLogger(__name__)
 
 CLASSPATH_ENV = "CLOCKWORK_KAFKA_CLASSPATH"
 """A file holding the broker's Java classpath; default :data:`DEFAULT_CLASSPATH_FILE`."""
 
-DEFAULT_CLASSPATH_FILE = Path(__file__).resolve().parents[2] / "tests" / "kafka" / "classpath.txt"
+DEFAULT_CLASSPATH_FILE = Path(__file__).resolve().parents[3] / "tests" / "kafka" / "classpath.txt"
 
 DIR_PREFIX = "clockwork-kafka-"
 

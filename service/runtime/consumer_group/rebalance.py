@@ -16,14 +16,48 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from aiokafka import ConsumerRebalanceListener, TopicPartition
 
-from service.runtime.checkpointing import tp_label
+from service.core.alignment import WatermarkAlignment
+from service.runtime.consumer_group.checkpointing import Checkpointer, tp_label
+from service.runtime.consumer_group.pauses import PauseControl
+from service.runtime.consumer_group.prefetch import PendingInput
+from service.runtime.consumer_group.reporting import SessionReporter
+from service.runtime.consumer_group.watermark_emitter import WatermarkEmitter
+from service.runtime.kafka.transactions import PartitionTransactions
+from service.runtime.partition.task import PartitionTask
 
-if TYPE_CHECKING:
-    from service.runtime.session import Session
+
+class RebalanceSession(Protocol):
+    """What a rebalance changes of its session: which partitions it holds, and every
+    place a revoked partition must leave; the checkpointer does the rest."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def partitions(self) -> dict[TopicPartition, PartitionTask]: ...
+    @property
+    def pending(self) -> dict[TopicPartition, PendingInput]: ...
+    @property
+    def pauses(self) -> PauseControl: ...
+    @property
+    def alignment(self) -> WatermarkAlignment[TopicPartition] | None: ...
+    @property
+    def emitter(self) -> WatermarkEmitter: ...
+    @property
+    def reporter(self) -> SessionReporter: ...
+    @property
+    def checkpointer(self) -> Checkpointer: ...
+    @property
+    def transactions(self) -> PartitionTransactions | None: ...
+    @property
+    def checkpoint_on_revoke(self) -> bool: ...
+    @property
+    def error(self) -> BaseException | None: ...
+    def fail(self, exc: BaseException) -> None: ...
+
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +65,7 @@ logger = logging.getLogger(__name__)
 class RebalanceListener(ConsumerRebalanceListener):  # type: ignore[misc]
     """Applies the group's assignment changes to one session."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: RebalanceSession) -> None:
         self._session = session
 
     async def on_partitions_revoked(self, revoked: Iterable[TopicPartition]) -> None:

@@ -18,7 +18,7 @@ reading it back would rebuild exactly the parked state. Anything else -- another
 checkpointed there, the revoke's checkpoint failed, the partition went elsewhere --
 restores from the changelog as before.
 
-With exactly-once delivery (:mod:`~service.runtime.transactions`) a checkpoint is one
+With exactly-once delivery (:mod:`~service.runtime.kafka.transactions`) a checkpoint is one
 Kafka transaction per partition instead: its outputs, its changelog records and its
 offset commit together, and a restore first fences the partition's previous owner, then
 reads the changelog ``read_committed``.
@@ -45,25 +45,29 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from aiokafka import TopicPartition
 from aiokafka.errors import CommitFailedError, IllegalStateError
 from aiokafka.structs import OffsetAndMetadata
 
-from service.core.time import MIN_TIMESTAMP
-from service.runtime.batch_producer import BatchProducer
-from service.runtime.changelog import (
+from service.core.time import MIN_TIMESTAMP, Clock
+from service.runtime.consumer_group.changelog import (
     RestoredPartition,
     append_checkpoint,
     encode_checkpoint,
     read_changelog,
 )
-from service.runtime.partition import PartitionTask
-from service.runtime.prefetch import PendingInput
-
-if TYPE_CHECKING:
-    from service.runtime.session import Session
+from service.runtime.consumer_group.pauses import PauseControl
+from service.runtime.consumer_group.prefetch import PendingInput, Prefetcher
+from service.runtime.consumer_group.reporting import SessionReporter
+from service.runtime.consumer_group.stages import Stage, StageSession
+from service.runtime.definition import PipelineDefinition
+from service.runtime.kafka.batch_producer import BatchProducer
+from service.runtime.kafka.transactions import PartitionTransactions
+from service.runtime.partition.sinks import OutputSink
+from service.runtime.partition.task import PartitionTask
 
 logger = logging.getLogger(__name__)
 
@@ -80,10 +84,45 @@ def tp_label(tp: TopicPartition) -> str:
     return f"{tp.topic}/{tp.partition}"
 
 
+class CheckpointSession(StageSession, Protocol):
+    """What checkpoints and restores use of their session: its clients, where outputs
+    go, and what a restored partition joins (the partitions, pauses, pending input and
+    the watermark emitter); with the stage's view, as a restore builds partitions."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def definition(self) -> PipelineDefinition: ...
+    @property
+    def stage(self) -> Stage: ...
+    @property
+    def clock(self) -> Clock: ...
+    @property
+    def consumer(self) -> Any: ...
+    @property
+    def batches(self) -> BatchProducer | None: ...
+    @property
+    def transactions(self) -> PartitionTransactions | None: ...
+    @property
+    def sink(self) -> OutputSink | None: ...
+    @property
+    def reporter(self) -> SessionReporter: ...
+    @property
+    def pauses(self) -> PauseControl: ...
+    @property
+    def partitions(self) -> dict[TopicPartition, PartitionTask]: ...
+    @property
+    def pending(self) -> dict[TopicPartition, PendingInput]: ...
+    @property
+    def end_offsets(self) -> Mapping[TopicPartition, int]: ...
+    def fail(self, exc: BaseException) -> None: ...
+    async def stop_prefetch(self) -> Prefetcher | None: ...
+
+
 class Checkpointer:
     """Makes a session's partitions durable and brings assigned ones back."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: CheckpointSession) -> None:
         self.session = session
         self.lock = asyncio.Lock()
         self.last_checkpoint = time.monotonic()

@@ -1,0 +1,9 @@
+"""One consumer-group membership of a pipeline stage (a session) and its parts.
+
+Why a group of its own: what a membership owns changes together with the group, on a
+join, a rebalance, a checkpoint or a stop; fetching, pausing, restoring and
+checkpointing must agree on it at every such moment, so they live side by side. Each
+part names what it uses of the session in a protocol of its own (``LoopSession``,
+``CheckpointSession``, ``RebalanceSession``, ``ReportSession``, ``StageSession``), so
+only :mod:`.session` knows them all, and nothing here imports it back.
+"""
