@@ -24,7 +24,8 @@ from service.runtime.consumer_group.changelog import reset_state as reset_checkp
 from service.runtime.definition import PipelineDefinition
 from service.runtime.kafka.end_offsets import probe_end_offsets
 from service.runtime.kafka.transactions import transactions_unsupported
-from service.runtime.lifecycle.manager import Runtime, UnknownPipeline
+from service.runtime.lifecycle.manager import Runtime
+from service.runtime.observability.status import UnknownPipeline
 from service.settings import Settings
 
 __all__ = [

@@ -8,10 +8,14 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry
 
 from service.core.time import MAX_TIMESTAMP, ManualClock
-from service.runtime.lifecycle.manager import UnknownPipeline
 from service.runtime.observability.history import History
 from service.runtime.observability.metrics import RuntimeMetrics, build_metrics
-from service.runtime.observability.status import PartitionStatus, PipelineState, PipelineStatus
+from service.runtime.observability.status import (
+    PartitionStatus,
+    PipelineState,
+    PipelineStatus,
+    UnknownPipeline,
+)
 
 
 def partition(n: int, timers: int) -> PartitionStatus:

@@ -22,7 +22,7 @@ from service.runtime.consumer_group.changelog import reset_state
 from service.runtime.definition import PipelineDefinition
 from service.runtime.lifecycle.pipeline_runner import PipelineRunner
 from service.runtime.observability.metrics import METRICS, RuntimeMetrics
-from service.runtime.observability.status import PipelineStatus
+from service.runtime.observability.status import PipelineStatus, UnknownPipeline
 from service.runtime.settings import RuntimeSettings
 
 logger = logging.getLogger(__name__)
@@ -30,10 +30,6 @@ logger = logging.getLogger(__name__)
 
 class PipelineExists(KeyError):
     """A pipeline with that name is already running here."""
-
-
-class UnknownPipeline(KeyError):
-    """No pipeline with that name runs here."""
 
 
 class Runtime:

@@ -20,13 +20,13 @@ import logging
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from prometheus_client import Counter
 
 from service.core.time import MAX_TIMESTAMP, MIN_TIMESTAMP, Clock
-from service.runtime.lifecycle.manager import Runtime, UnknownPipeline
-from service.runtime.observability.status import PipelineStatus
+from service.runtime.observability.metrics import RuntimeMetrics
+from service.runtime.observability.status import PipelineStatus, UnknownPipeline
 
 __all__ = ["History", "Sample"]
 
@@ -50,12 +50,24 @@ class Sample:
     consumer_lag: int
 
 
+class SampledRuntime(Protocol):
+    """What the history reads of the runtime (``lifecycle.manager.Runtime``)."""
+
+    clock: Clock
+    metrics: RuntimeMetrics
+
+    @property
+    def pipelines(self) -> list[str]: ...
+
+    def status(self, name: str) -> PipelineStatus: ...
+
+
 class History:
     """Samples every pipeline of ``runtime`` every ``interval_s``; keeps ``capacity`` each."""
 
     def __init__(
         self,
-        runtime: Runtime,
+        runtime: SampledRuntime,
         interval_s: float = 1.0,
         capacity: int = 300,
         clock: Clock | None = None,

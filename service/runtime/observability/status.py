@@ -10,6 +10,10 @@ from enum import StrEnum
 from typing import Any
 
 
+class UnknownPipeline(KeyError):
+    """No pipeline with that name runs here (a status, or any other lookup by name)."""
+
+
 class PipelineState(StrEnum):
     """The lifecycle of one pipeline on this replica (contract.md, status endpoint)."""
 

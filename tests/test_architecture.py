@@ -1,0 +1,130 @@
+"""The arrows of docs/architecture.md, checked over every import in ``service/``.
+
+Imports are read with ``ast`` (those under ``TYPE_CHECKING`` and inside functions
+included: an arrow is an arrow wherever it is written), so a new module that imports
+against the layering fails here, not in a review.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+SERVICE = Path(__file__).resolve().parents[1] / "service"
+
+# service/runtime's sub-packages, lowest first: a package imports only those below it
+# (and observability, and the root modules every layer reads).
+RUNTIME_ORDER = ("kafka", "partition", "shuffle", "consumer_group", "lifecycle")
+RUNTIME_ROOT = ("definition", "factories", "settings")
+
+
+def modules() -> Iterator[tuple[str, Path]]:
+    for path in sorted(SERVICE.rglob("*.py")):
+        parts = path.relative_to(SERVICE.parent).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        yield ".".join(parts), path
+
+
+def imports(module: str, path: Path) -> set[str]:
+    """The absolute names of everything ``path`` imports."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                name = f"{base}.{node.module}" if node.module else base
+            else:
+                name = node.module or ""
+            found.add(name)
+            found.update(f"{name}.{alias.name}" for alias in node.names)
+    return found
+
+
+def service_imports(module: str, path: Path) -> set[str]:
+    return {name for name in imports(module, path) if name.startswith("service.")}
+
+
+ALL = list(modules())
+
+
+def in_layer(layer: str) -> list[tuple[str, Path]]:
+    return [(m, p) for m, p in ALL if m == f"service.{layer}" or m.startswith(f"service.{layer}.")]
+
+
+def test_every_layer_has_modules() -> None:  # a moved folder must not empty a rule below
+    for layer in ("core", "operators", "runtime", "api", "compaction"):
+        assert in_layer(layer), layer
+
+
+@pytest.mark.parametrize(("module", "path"), in_layer("core"))
+def test_core_imports_nothing_else_of_the_service(module: str, path: Path) -> None:
+    assert {n for n in service_imports(module, path) if not n.startswith("service.core")} == set()
+
+
+@pytest.mark.parametrize(("module", "path"), in_layer("core"))
+def test_core_does_no_io(module: str, path: Path) -> None:
+    io = {"asyncio", "aiokafka", "fastapi", "pydantic", "socket", "pyspark"}
+    assert {n.split(".")[0] for n in imports(module, path)} & io == set()
+
+
+@pytest.mark.parametrize(("module", "path"), in_layer("operators"))
+def test_operators_import_only_core(module: str, path: Path) -> None:
+    allowed = ("service.core", "service.operators")
+    assert {n for n in service_imports(module, path) if not n.startswith(allowed)} == set()
+
+
+@pytest.mark.parametrize(("module", "path"), in_layer("operators"))
+def test_operators_do_no_io(module: str, path: Path) -> None:
+    io = {"asyncio", "aiokafka", "fastapi", "pydantic", "socket", "pyspark"}
+    assert {n.split(".")[0] for n in imports(module, path)} & io == set()
+
+
+@pytest.mark.parametrize(("module", "path"), in_layer("runtime"))
+def test_the_runtime_never_imports_the_api_or_pydantic(module: str, path: Path) -> None:
+    names = imports(module, path)
+    assert {n for n in names if n.startswith(("service.api", "service.compaction"))} == set()
+    assert {n for n in names if n.split(".")[0] == "pydantic"} == set()
+
+
+@pytest.mark.parametrize(("module", "path"), in_layer("compaction"))
+def test_compaction_stands_alone(module: str, path: Path) -> None:
+    own = "service.compaction"
+    assert {n for n in service_imports(module, path) if not n.startswith(own)} == set()
+
+
+def runtime_package(name: str) -> str | None:
+    parts = name.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "runtime" else None
+
+
+@pytest.mark.parametrize(("module", "path"), in_layer("runtime"))
+def test_runtime_packages_import_downward(module: str, path: Path) -> None:
+    own = runtime_package(module)
+    targets = {runtime_package(n) for n in service_imports(module, path)} - {None, own}
+    if own is None:  # the package's __init__ installs the aiokafka fix, nothing else
+        allowed: set[str | None] = {"kafka"}
+    elif own in RUNTIME_ROOT or own == "observability":  # below every sub-package
+        allowed = set(RUNTIME_ROOT)
+    else:
+        below = RUNTIME_ORDER[: RUNTIME_ORDER.index(own)]
+        allowed = {*below, "observability", *RUNTIME_ROOT}
+    assert targets - allowed == set()
+
+
+def test_only_the_stage_runner_imports_the_session() -> None:
+    importers = {
+        module
+        for module, path in in_layer("runtime")
+        if any(
+            n.startswith("service.runtime.consumer_group.session") for n in imports(module, path)
+        )
+        and module != "service.runtime.consumer_group.session"
+    }
+    assert importers == {"service.runtime.lifecycle.stage_runner"}
