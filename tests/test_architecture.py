@@ -8,6 +8,7 @@ against the layering fails here, not in a review.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -128,3 +129,10 @@ def test_only_the_stage_runner_imports_the_session() -> None:
         and module != "service.runtime.consumer_group.session"
     }
     assert importers == {"service.runtime.lifecycle.stage_runner"}
+
+
+def test_every_module_the_architecture_page_names_exists() -> None:
+    page = (SERVICE.parent / "docs" / "architecture.md").read_text()
+    named = set(re.findall(r"`((?:core|operators|runtime|api)/[\w/]+\.py)", page))
+    assert named  # the page names modules this way
+    assert sorted(p for p in named if not (SERVICE / p).is_file()) == []
