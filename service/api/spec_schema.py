@@ -15,8 +15,9 @@ know what a module contains (docs/pipeline-spec.md, "What the schema says, and w
 cannot"):
 ``slide_ms <= size_ms``; ``|offset_ms|`` below the size or slide; sink topics distinct from
 the source topics and from each other, and the default ``<topic>.dlq`` not taken; a user
-function that imports and is of the right kind, with the params it accepts; and, for
-``PUT``, the body's name equal to the path's.
+function that imports and is of the right kind, with the params it accepts; for
+``PUT``, the body's name equal to the path's; and what the broker can do (exactly-once
+needs transactions: the service asks the broker).
 
 The models stay the truth: ``tests/api/test_spec_schema.py`` checks that the schema and
 the service agree on generated specs, and schemathesis checks it against the running
@@ -318,7 +319,8 @@ def _sink(sink: JsonSchema) -> None:
 
 
 def _pipeline(spec: JsonSchema) -> None:
-    """rules._topics: only event-time windows have late records."""
+    """rules._topics: only event-time windows have late records. rules._delivery:
+    exactly-once reads one source topic."""
     event_window = {
         "required": ["operator"],
         "properties": {
@@ -333,5 +335,9 @@ def _pipeline(spec: JsonSchema) -> None:
         {
             "if": event_window,
             "else": {"properties": {"sink": {"properties": {"late_topic": {"type": "null"}}}}},
-        }
+        },
+        {
+            "if": _equals("delivery", "exactly_once"),
+            "then": {"properties": {"source": {"properties": {"topics": {"maxItems": 1}}}}},
+        },
     ]

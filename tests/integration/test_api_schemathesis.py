@@ -1,11 +1,13 @@
 """Schemathesis against the running service: every check, stateless and stateful.
 
 The service runs as in production with a token (so the bearer scheme is in the OpenAPI
-document and ``ignored_auth`` has something to check) on the embedded broker. Schemathesis
+document and ``ignored_auth`` has something to check) on each broker. Schemathesis
 runs its CLI in a subprocess (the full engine: the coverage, fuzzing and stateful phases,
 ``--checks all``) with ``tests/api/schemathesis_hooks.py``, which only teaches the
 generator the rules no JSON Schema can state, for positive cases (docs/pipeline-spec.md,
-"What the schema says, and what it cannot"); no check is left out or reconfigured.
+"What the schema says, and what it cannot"), and what the broker under test lacks
+(exactly-once on Tansu, which the service rightly refuses); no check is left out or
+reconfigured.
 
 Then every pipeline the run created and left must be running (or paused, or finished):
 a spec the service accepted and its runtime refuses is a spec the API should have refused.
@@ -27,6 +29,7 @@ import httpx
 import pytest
 
 from tests.api.server import app_settings, running_app, wait_ready
+from tests.conftest import MISSING_FEATURES
 
 pytestmark = pytest.mark.integration
 
@@ -34,7 +37,9 @@ ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "schemathesis-token"
 
 
-async def test_schemathesis_finds_no_failure(bootstrap_servers: str, tmp_path: Path) -> None:
+async def test_schemathesis_finds_no_failure(
+    bootstrap_servers: str, broker_name: str, tmp_path: Path
+) -> None:
     settings = app_settings(bootstrap_servers, api_token=TOKEN, kafka_fetch_max_wait_ms=200)
     events = tmp_path / "events.ndjson"
     command = [
@@ -62,6 +67,7 @@ async def test_schemathesis_finds_no_failure(bootstrap_servers: str, tmp_path: P
     env = {
         **os.environ,
         "SCHEMATHESIS_HOOKS": "tests.api.schemathesis_hooks",
+        "CLOCKWORK_SCHEMATHESIS_BROKER_LACKS": ",".join(MISSING_FEATURES[broker_name]),
         "PYTHONPATH": str(ROOT),
     }
     async with (
