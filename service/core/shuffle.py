@@ -11,8 +11,11 @@ whenever either changes (and ``MAX`` once bounded input ends), in order with its
 records. :class:`ShuffleInput` is one shuffle partition's view:
 
 - its watermark is ``MIN`` until every source partition (``count`` of them, carried by
-  the markers) has spoken; then the minimum over the sources not idle; when all are idle
-  it stays where it was (idleness is declared upstream, never guessed from silence);
+  the markers) has spoken; then the minimum over the sources not idle; when all are
+  idle, the maximum over all of them, as Flink's ``StatusWatermarkValve`` flushes its
+  channels' watermarks when the last one goes idle: no source will hold it back, and
+  the result does not depend on whether the last source spoke before or after the
+  others went idle (idleness is declared upstream, never guessed from silence);
 - per source the highest watermark wins (a replayed or zombie writer may repeat an
   older marker: what a marker says stays true);
 - it is finished once every source said ``MAX``.
@@ -99,13 +102,15 @@ class ShuffleInput:
                 continue
             if low is None or state.watermark < low:
                 low = state.watermark
-        if low is not None and low > self._watermark:
+        if low is None:  # every source idle: flush (see the module docstring)
+            low = max(state.watermark for state in self._sources.values())
+        if low > self._watermark:
             self._watermark = low
 
     @property
     def current_watermark(self) -> int:
-        """MIN until every source spoke; then the minimum over the active ones (never
-        goes back)."""
+        """MIN until every source spoke; then the minimum over the active ones, or the
+        maximum over all when all are idle (never goes back)."""
         return self._watermark
 
     @property

@@ -33,13 +33,29 @@ def test_the_watermark_is_the_minimum_over_the_sources_not_idle() -> None:
     assert s.idle_sources() == [0]
 
 
-def test_when_every_source_is_idle_the_watermark_does_not_move() -> None:
+def test_when_every_source_is_idle_the_watermark_flushes_to_their_maximum() -> None:
     s = ShuffleInput()
-    s.marker(0, 100, idle=False, count=2)
-    s.marker(1, 300, idle=False, count=2)
-    s.marker(0, 100, idle=True, count=2)
-    s.marker(1, 300, idle=True, count=2)
-    assert s.current_watermark == 300  # the last minimum over the active ones
+    s.marker(0, 500, idle=False, count=2)
+    s.marker(1, 200, idle=False, count=2)
+    s.marker(0, 500, idle=True, count=2)
+    assert s.current_watermark == 200  # source 1 still holds it
+    s.marker(1, 200, idle=True, count=2)
+    assert s.current_watermark == 500  # nothing holds it: Flink's flush
+
+
+def test_a_last_source_speaking_idle_after_the_others_went_idle_flushes_too() -> None:
+    """The others read everything and went idle before the empty source's first marker
+    arrived: the same watermark as when it spoke first."""
+    early, late = ShuffleInput(), ShuffleInput()
+    early.marker(2, MIN_TIMESTAMP, idle=True, count=3)
+    for s in (early, late):
+        s.marker(0, 400, idle=False, count=3)
+        s.marker(1, 700, idle=False, count=3)
+        s.marker(0, 400, idle=True, count=3)
+        s.marker(1, 700, idle=True, count=3)
+    assert late.current_watermark == MIN_TIMESTAMP  # source 2 has not spoken
+    late.marker(2, MIN_TIMESTAMP, idle=True, count=3)
+    assert early.current_watermark == late.current_watermark == 700
 
 
 def test_an_older_marker_from_a_replaying_writer_changes_nothing() -> None:
