@@ -58,6 +58,45 @@ def test_a_last_source_speaking_idle_after_the_others_went_idle_flushes_too() ->
     assert early.current_watermark == late.current_watermark == 700
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    markers=st.lists(
+        st.lists(st.tuples(st.integers(0, 1000), st.booleans()), max_size=6),
+        min_size=1,
+        max_size=4,
+    ),
+    seeds=st.lists(st.integers(0, 2**32), min_size=2, max_size=4),
+)
+def test_once_every_source_is_idle_the_watermark_is_the_same_whatever_the_interleaving(
+    markers: list[list[tuple[int, bool]]], seeds: list[int]
+) -> None:
+    """Each source sends its markers in order and ends idle (an empty source only says
+    it is idle); read in any interleaving, a shuffle partition ends at the maximum of
+    the sources' watermarks, never having gone back on the way."""
+    count = len(markers)
+    streams = [
+        [(source, wm, idle) for wm, idle in ours]
+        + [(source, max((wm for wm, _ in ours), default=MIN_TIMESTAMP), True)]
+        for source, ours in enumerate(markers)
+    ]
+    finals = set()
+    for seed in seeds:
+        rng = random.Random(seed)
+        cursors = [0] * count
+        shuffle = ShuffleInput()
+        seen = MIN_TIMESTAMP
+        while live := [s for s in range(count) if cursors[s] < len(streams[s])]:
+            s = rng.choice(live)
+            source, wm, idle = streams[s][cursors[s]]
+            cursors[s] += 1
+            shuffle.marker(source, wm, idle=idle, count=count)
+            assert shuffle.current_watermark >= seen
+            seen = shuffle.current_watermark
+        finals.add(shuffle.current_watermark)
+    highest = max(max((wm for wm, _ in ours), default=MIN_TIMESTAMP) for ours in markers)
+    assert finals == {highest}
+
+
 def test_an_older_marker_from_a_replaying_writer_changes_nothing() -> None:
     s = ShuffleInput()
     s.marker(0, 500, idle=False, count=1)
