@@ -39,6 +39,9 @@ MISSING_FEATURES: dict[str, dict[str, str]] = {
             "broker's receive time for offsets_for_times"
         ),
         "idempotent_producer": "Tansu fails aiokafka's idempotent producer at InitProducerId",
+        "create_partitions": (
+            "Tansu does not list CreatePartitions in ApiVersions (aiokafka refuses to send it)"
+        ),
     },
     "kafka": {
         "stores_corrupt_batches": (

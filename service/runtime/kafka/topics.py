@@ -15,7 +15,7 @@ import asyncio
 import logging
 import time
 
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic
 
 from service.runtime.definition import PipelineDefinition
 
@@ -99,13 +99,39 @@ async def ensure_topics(
         counts.update(await _partition_counts(admin, [*outputs, *internal]))
         counts.update(await _wait_described(admin, list(wanted), counts))
         if counts.get(definition.changelog_topic, 0) < changelog_width:
-            raise TopicError(
-                f"changelog {definition.changelog_topic} has fewer partitions than the "
-                "source (or the shuffle) topic"
+            counts[definition.changelog_topic] = await _grow_changelog(
+                admin, definition.changelog_topic, changelog_width
             )
         return counts
     finally:
         await admin.close()
+
+
+async def _grow_changelog(
+    admin: AIOKafkaAdminClient, topic: str, width: int, timeout_s: float = 15.0
+) -> int:
+    """Add partitions to a changelog narrower than its pipeline needs; the new count.
+
+    A changelog outlives its pipeline (a delete writes null metadata, the topic stays),
+    and sources can grow: a pipeline of the same name over a wider source or shuffle
+    then finds it too narrow. Growing it is safe: a changelog partition belongs to the
+    stage partition of the same number, never to a hash of the key, so the existing
+    partitions keep their state and the new ones start empty.
+    """
+    try:
+        await admin.create_partitions({topic: NewPartitions(total_count=width)})
+    except Exception as exc:
+        raise TopicError(
+            f"changelog {topic} has fewer partitions than the source (or the shuffle) "
+            f"topic and could not be grown to {width}: {exc!r}"
+        ) from exc
+    logger.info("changelog %s grown to %d partitions", topic, width)
+    deadline = time.monotonic() + timeout_s
+    while (count := (await _partition_counts(admin, [topic])).get(topic, 0)) < width:
+        if time.monotonic() > deadline:
+            raise TopicError(f"changelog {topic} not described with {width} partitions")
+        await asyncio.sleep(0.05)
+    return count
 
 
 async def _wait_described(
