@@ -97,7 +97,7 @@ async def ensure_topics(
         if shuffled:
             internal.append(definition.shuffle_topic)
         counts.update(await _partition_counts(admin, [*outputs, *internal]))
-        counts.update(await _wait_described(admin, list(wanted), counts))
+        counts.update(await _wait_described(admin, dict.fromkeys(wanted, 1), counts))
         if counts.get(definition.changelog_topic, 0) < changelog_width:
             counts[definition.changelog_topic] = await _grow_changelog(
                 admin, definition.changelog_topic, changelog_width
@@ -107,9 +107,7 @@ async def ensure_topics(
         await admin.close()
 
 
-async def _grow_changelog(
-    admin: AIOKafkaAdminClient, topic: str, width: int, timeout_s: float = 15.0
-) -> int:
+async def _grow_changelog(admin: AIOKafkaAdminClient, topic: str, width: int) -> int:
     """Add partitions to a changelog narrower than its pipeline needs; the new count.
 
     A changelog outlives its pipeline (a delete writes null metadata, the topic stays),
@@ -126,36 +124,33 @@ async def _grow_changelog(
             f"topic and could not be grown to {width}: {exc!r}"
         ) from exc
     logger.info("changelog %s grown to %d partitions", topic, width)
-    deadline = time.monotonic() + timeout_s
-    while (count := (await _partition_counts(admin, [topic])).get(topic, 0)) < width:
-        if time.monotonic() > deadline:
-            raise TopicError(f"changelog {topic} not described with {width} partitions")
-        await asyncio.sleep(0.05)
-    return count
+    return (await _wait_described(admin, {topic: width}, {}))[topic]
 
 
 async def _wait_described(
     admin: AIOKafkaAdminClient,
-    created: list[str],
+    at_least: dict[str, int],
     counts: dict[str, int],
     timeout_s: float = 15.0,
 ) -> dict[str, int]:
-    """The partition counts of topics just created, once the broker describes them.
+    """The partition counts of topics just created or grown, once the broker describes
+    each with at least the given number of partitions (``counts``: what is known).
 
-    Apache Kafka answers CreateTopics once its controller has the topic; the broker
-    that describes it may learn of it a moment later and until then answers "unknown
-    topic" (Tansu knows it at once). Without this wait, a pipeline's first start on
-    Kafka could fail its changelog check at random and restart.
+    Apache Kafka answers CreateTopics (and CreatePartitions) once its controller has
+    the change; the broker that describes it may learn of it a moment later and until
+    then answers "unknown topic", or the old count (Tansu knows it at once). Without
+    this wait, a pipeline's first start on Kafka could fail its changelog check at
+    random and restart.
     """
-    found = {t: counts.get(t, 0) for t in created}
-    missing = [t for t in created if not found[t]]
+    found = {t: counts.get(t, 0) for t in at_least}
+    missing = [t for t, n in at_least.items() if found[t] < n]
     deadline = time.monotonic() + timeout_s
     while missing:
         if time.monotonic() > deadline:
-            raise TopicError(f"created topics not described within {timeout_s}s: {missing}")
+            raise TopicError(f"topics not described within {timeout_s}s: {missing}")
         await asyncio.sleep(0.05)
         found.update(await _partition_counts(admin, missing))
-        missing = [t for t in created if not found[t]]
+        missing = [t for t, n in at_least.items() if found[t] < n]
     return found
 
 
