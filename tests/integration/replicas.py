@@ -54,7 +54,11 @@ class Replica:
 
     def checkpointed(self, count: int, processed: bool = True) -> bool:
         """Holds ``count`` partitions, each checkpointed at least once (and with
-        ``processed``, each with records processed since its assignment)."""
+        ``processed``, each with records processed since its assignment).
+
+        After a takeover or a handover, wait without ``processed``: a partition this
+        replica had read to its end before the rebalance may come back restored from
+        the changelog (not kept in memory), with nothing left to read."""
         parts = self.status()["partitions"]
         return len(parts) == count and all(
             (p["records_in"] > 0 or not processed) and p["last_checkpoint_ms"] is not None

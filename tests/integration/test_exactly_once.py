@@ -80,8 +80,6 @@ async def test_a_killed_replica_s_partitions_are_taken_over_with_every_window_on
         await send(bootstrap_servers, topic, second + sentinels())
 
         async def took_over() -> bool:
-            # Not `processed`: a partition it had read to the end before the takeover
-            # may come back restored from the changelog, with nothing left to read.
             return survivor.checkpointed(4, processed=False)
 
         await wait_until(took_over, timeout_s=60)

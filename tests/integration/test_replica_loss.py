@@ -169,8 +169,6 @@ async def test_a_killed_replica_s_partitions_are_taken_over_unbounded(
         await send(bootstrap_servers, topic, second + sentinels())
 
         async def took_over() -> bool:
-            # Not `processed`: a partition it had read to the end before the takeover
-            # may come back restored from the changelog, with nothing left to read.
             return survivor.checkpointed(4, processed=False)
 
         await wait_until(took_over, timeout_s=45)
@@ -200,8 +198,6 @@ async def test_a_takeover_behind_the_survivor_s_own_partitions_loses_nothing(
         await send(bootstrap_servers, topic, second + sentinels(ahead=True))
 
         async def took_over() -> bool:
-            # Not `processed`: a partition it had read to the end before the takeover
-            # may come back restored from the changelog, with nothing left to read.
             return survivor.checkpointed(4, processed=False)
 
         await wait_until(took_over, timeout_s=45)
@@ -253,8 +249,6 @@ async def test_a_replica_stopped_gracefully_mid_stream_hands_its_partitions_over
         await send(bootstrap_servers, topic, second + sentinels())
 
         async def all_four() -> bool:
-            # Not `processed`: a partition it had read to the end before the takeover
-            # may come back restored from the changelog, with nothing left to read.
             return staying.checkpointed(4, processed=False)
 
         await wait_until(all_four, timeout_s=45)
