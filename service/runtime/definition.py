@@ -8,7 +8,8 @@ replacement can keep the state (same ``state_fingerprint``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -150,3 +151,19 @@ def changelog_topic(name: str, epoch: int) -> str:
 def shuffle_topic(name: str, epoch: int) -> str:
     """The shuffle topic of pipeline ``name`` in state epoch ``epoch``."""
     return f"clockwork.{name}{epoch_suffix(epoch)}.shuffle"
+
+
+def first_free_state_epoch(name: str, topics: Iterable[str]) -> int:
+    """The state epoch a pipeline created as ``name`` starts in, given the broker's topics.
+
+    One past the newest epoch that left a changelog or shuffle topic behind, else 0. A
+    deleted pipeline's changelog stays (a replica that has not followed the delete yet
+    may still checkpoint to it), so a new pipeline of the same name must not reuse its
+    epoch: it would inherit the old topic's partition count, which may be too narrow for
+    it and, on a broker that cannot add partitions, could never be fixed.
+    """
+    pattern = re.compile(
+        rf"clockwork\.{re.escape(name)}(?:\.E([1-9][0-9]*))?\.(?:changelog|shuffle)"
+    )
+    used = [int(m.group(1) or 0) for m in map(pattern.fullmatch, topics) if m is not None]
+    return max(used) + 1 if used else 0
