@@ -18,11 +18,12 @@ from pydantic import ValidationError
 
 from service.api.build import BuildError, build_definition
 from service.api.spec import PipelineSpec, validate_spec
-from service.api.store import PipelineStore, StoredPipeline
-from service.runtime.consumer_group.changelog import delete_shuffle_topics
+from service.api.store import PipelineStore, StoredPipeline, StoreError
+from service.runtime.consumer_group.changelog import delete_old_changelogs, delete_shuffle_topics
 from service.runtime.consumer_group.changelog import reset_state as reset_checkpointed_state
-from service.runtime.definition import PipelineDefinition
+from service.runtime.definition import PipelineDefinition, first_free_state_epoch
 from service.runtime.kafka.end_offsets import probe_end_offsets
+from service.runtime.kafka.topics import topic_names
 from service.runtime.kafka.transactions import transactions_unsupported
 from service.runtime.lifecycle.manager import Runtime
 from service.runtime.observability.status import UnknownPipeline
@@ -116,19 +117,35 @@ class PipelineRegistry:
     # -- operations (any replica) ----------------------------------------------------
 
     async def create(self, raw: Any) -> dict[str, Any]:
-        spec, _ = self.parse(raw)
+        spec, definition = self.parse(raw)
         await self.check_broker(spec)
         async with self._store.write_lock:
             await self._store.sync(self._timeout_s)
             if self._store.get(spec.name) is not None:
                 raise PipelineExists(f"pipeline {spec.name!r} exists")
+            epoch = await self._first_epoch(spec.name)
             stored = await self._store.put(
                 StoredPipeline(
-                    name=spec.name, spec=spec.to_json(), end_offsets=await self._ends(spec)
+                    name=spec.name,
+                    spec=spec.to_json(),
+                    state_epoch=epoch,
+                    end_offsets=await self._ends(spec),
                 ),
                 self._timeout_s,
             )
+        if epoch > 1:  # a re-created name: what its deleted predecessors left, as a reset
+            bootstrap = self._runtime.settings.bootstrap_servers
+            await delete_old_changelogs(bootstrap, replace(definition, state_epoch=epoch))
         return self.describe(stored)
+
+    async def _first_epoch(self, name: str) -> int:
+        """The state epoch a new pipeline starts in: past every epoch a deleted pipeline
+        of this name left topics in (see :func:`first_free_state_epoch`)."""
+        try:
+            topics = await topic_names(self._runtime.settings.bootstrap_servers)
+        except Exception as exc:  # an answer without the topics could reuse an epoch
+            raise StoreError(f"listing the broker's topics for pipeline {name!r}: {exc!r}") from exc
+        return first_free_state_epoch(name, topics)
 
     async def _ends(self, spec: PipelineSpec) -> tuple[tuple[str, int, int], ...] | None:
         """Bounded input: where every source partition ends now, pinned in the store so
@@ -190,8 +207,13 @@ class PipelineRegistry:
         return self.describe(stored)
 
     async def delete(self, name: str) -> None:
-        """Write the tombstone; once this replica stopped the pipeline, drop its state, so
-        a new pipeline of the same name starts afresh."""
+        """Write the tombstone; once this replica stopped the pipeline, null its
+        checkpointed positions and delete its shuffle topics.
+
+        The changelog stays: a replica that has not followed the delete yet may still
+        checkpoint to it. A new pipeline of the same name starts in the next state epoch
+        (:meth:`create`), with its own group, changelog and shuffle topic.
+        """
         async with self._store.write_lock:
             await self._store.sync(self._timeout_s)
             current = self._require(name)

@@ -11,6 +11,7 @@ import httpx
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
+from service.runtime.kafka.topics import partition_counts
 from tests.api.server import (
     TopicReader,
     app_settings,
@@ -140,3 +141,57 @@ async def topic_names(bootstrap_servers: str) -> set[str]:
         return set(await admin.list_topics())
     finally:
         await admin.close()
+
+
+async def test_a_pipeline_re_created_wider_than_the_deleted_one_gets_a_state_epoch_of_its_own(
+    bootstrap_servers: str,
+) -> None:
+    """The deleted pipeline's changelog stays, as wide as its source; a new pipeline of
+    the same name shuffling to more partitions starts in the next state epoch, with a
+    changelog of its own width, and counts exactly its own input. (It used to inherit the
+    narrow changelog and fail its start forever on a broker that cannot add partitions.)"""
+    suffix = uuid.uuid4().hex[:8]
+    name, source = f"wider-{suffix}", f"wider-{suffix}"
+    await create_topic(bootstrap_servers, source, partitions=2)
+    records = [(f"u{i % 5}", {"user": f"u{i % 5}", "ts": 1000 + i}) for i in range(50)]
+    await produce(bootstrap_servers, source, records)
+    async with (
+        running_app(app_settings(bootstrap_servers)) as url,
+        httpx.AsyncClient(base_url=url, timeout=30) as client,
+    ):
+        await wait_until_ready(client)
+
+        async def run(spec: dict[str, Any]) -> dict[str, Any]:
+            created = await client.post("/pipelines", json=spec)
+            assert created.status_code == 201, created.text
+
+            async def finished() -> bool:
+                status = (await client.get(f"/pipelines/{name}/status")).json()
+                return bool(status["state"] == "finished")
+
+            await eventually(finished, timeout_s=30)
+            return dict(created.json())
+
+        narrow = bounded_spec(name, source)
+        narrow["key"] = {"field": "user", "partitioned": True}
+        assert (await run(narrow))["state_epoch"] == 0
+        assert (await client.delete(f"/pipelines/{name}")).status_code == 204
+
+        wider = bounded_spec(name, source)
+        wider["key"] = {"field": "user", "shuffle_partitions": 8}
+        wider["sink"] = {"topic": f"{name}.wider"}
+        assert (await run(wider))["state_epoch"] == 1
+        async with TopicReader(bootstrap_servers, f"{name}.wider") as reader:
+
+            async def every_user() -> list[dict[str, Any]] | None:
+                results = await reader.poll()
+                return results if len({r["key"] for r in results}) == 5 else None
+
+            results = await eventually(every_user)
+    assert sorted((r["key"], r["result"]["n"]) for r in results) == [
+        (f"u{u}", 10) for u in range(5)
+    ]
+    widths = await partition_counts(
+        bootstrap_servers, [f"clockwork.{name}.changelog", f"clockwork.{name}.E1.changelog"]
+    )
+    assert widths == {f"clockwork.{name}.changelog": 2, f"clockwork.{name}.E1.changelog": 8}

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from aiokafka.admin import AIOKafkaAdminClient, NewPartitions
 
 from service.runtime.kafka.topics import ensure_topics, partition_counts
-from tests.integration.kafka_utils import create_topic, unique, window_definition
+from tests.integration.kafka_utils import create_topic, unique, wait_until, window_definition
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
@@ -17,23 +18,30 @@ TUMBLING = {
 
 
 @pytest.mark.requires_broker("create_partitions")
-async def test_a_changelog_narrower_than_a_new_pipeline_of_its_name_needs_is_grown(
+async def test_a_changelog_narrower_than_its_grown_source_is_grown(
     bootstrap_servers: str,
 ) -> None:
-    """A deleted pipeline's changelog stays (its state is reset, not its topic); a new
-    pipeline of the same name over a wider shuffle finds it too narrow and grows it,
-    where it used to fail its start forever. (On a broker that cannot add partitions the
-    start fails with that reason, and restarts: the changelog's partitions cannot be
-    remapped without losing the state they hold.)"""
+    """A source given more partitions finds its pipeline's changelog too narrow; the
+    start grows it, where it used to fail forever. (On a broker that cannot add
+    partitions the start fails with that reason, and restarts: the changelog's
+    partitions cannot be remapped without losing the state they hold.)"""
     name = unique("grow")
     topic = f"{name}.in"
     await create_topic(bootstrap_servers, topic, 2)
-    first = window_definition(name, [topic], TUMBLING)
-    assert (await ensure_topics(bootstrap_servers, first))[first.changelog_topic] == 2
-    wider = window_definition(name, [topic], TUMBLING, shuffle=4)
-    assert wider.changelog_topic == first.changelog_topic
-    counts = await ensure_topics(bootstrap_servers, wider)
-    assert counts[wider.changelog_topic] == 4
-    assert counts[wider.shuffle_topic] == 4
-    described = await partition_counts(bootstrap_servers, [wider.changelog_topic])
-    assert described == {wider.changelog_topic: 4}
+    definition = window_definition(name, [topic], TUMBLING)
+    assert (await ensure_topics(bootstrap_servers, definition))[definition.changelog_topic] == 2
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers)
+    await admin.start()
+    try:
+        await admin.create_partitions({topic: NewPartitions(total_count=4)})
+    finally:
+        await admin.close()
+
+    async def source_grown() -> bool:  # the broker's metadata follows a moment later
+        return (await partition_counts(bootstrap_servers, [topic])) == {topic: 4}
+
+    await wait_until(source_grown, timeout_s=30)
+    counts = await ensure_topics(bootstrap_servers, definition)
+    assert counts[definition.changelog_topic] == 4
+    described = await partition_counts(bootstrap_servers, [definition.changelog_topic])
+    assert described == {definition.changelog_topic: 4}

@@ -110,11 +110,11 @@ async def ensure_topics(
 async def _grow_changelog(admin: AIOKafkaAdminClient, topic: str, width: int) -> int:
     """Add partitions to a changelog narrower than its pipeline needs; the new count.
 
-    A changelog outlives its pipeline (a delete writes null metadata, the topic stays),
-    and sources can grow: a pipeline of the same name over a wider source or shuffle
-    then finds it too narrow. Growing it is safe: a changelog partition belongs to the
-    stage partition of the same number, never to a hash of the key, so the existing
-    partitions keep their state and the new ones start empty.
+    A source can be given more partitions under a running pipeline, which then finds
+    its changelog too narrow. (A re-created name is not such a case: it starts in a
+    state epoch of its own, with a new changelog.) Growing it is safe: a changelog
+    partition belongs to the stage partition of the same number, never to a hash of the
+    key, so the existing partitions keep their state and the new ones start empty.
     """
     try:
         await admin.create_partitions({topic: NewPartitions(total_count=width)})
@@ -152,6 +152,16 @@ async def _wait_described(
         found.update(await _partition_counts(admin, missing))
         missing = [t for t, n in at_least.items() if found[t] < n]
     return found
+
+
+async def topic_names(bootstrap_servers: str) -> set[str]:
+    """Every topic the broker has."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers, request_timeout_ms=15_000)
+    try:
+        await admin.start()
+        return set(await admin.list_topics())
+    finally:
+        await admin.close()
 
 
 async def partition_counts(bootstrap_servers: str, topics: list[str]) -> dict[str, int]:
