@@ -9,9 +9,8 @@ from typing import Any
 
 import httpx
 import pytest
-from aiokafka.admin import AIOKafkaAdminClient
 
-from service.runtime.kafka.topics import partition_counts
+from service.runtime.kafka.topics import partition_counts, topic_names
 from tests.api.server import (
     TopicReader,
     app_settings,
@@ -102,17 +101,7 @@ async def test_a_deleted_shuffled_pipeline_leaves_nothing_to_a_new_one_of_its_na
     ):
         await wait_until_ready(client)
 
-        async def run(spec: dict[str, Any]) -> None:
-            created = await client.post("/pipelines", json=spec)
-            assert created.status_code == 201, created.text
-
-            async def finished() -> bool:
-                status = (await client.get(f"/pipelines/{name}/status")).json()
-                return bool(status["state"] == "finished")
-
-            await eventually(finished, timeout_s=30)
-
-        await run(bounded_spec(name, old_source))
+        await run_to_its_end(client, bounded_spec(name, old_source))
         assert f"clockwork.{name}.shuffle" in await topic_names(bootstrap_servers)
         assert (await client.delete(f"/pipelines/{name}")).status_code == 204
 
@@ -123,7 +112,7 @@ async def test_a_deleted_shuffled_pipeline_leaves_nothing_to_a_new_one_of_its_na
 
         again = bounded_spec(name, new_source)
         again["sink"] = {"topic": f"{name}.again"}
-        await run(again)
+        await run_to_its_end(client, again)
         async with TopicReader(bootstrap_servers, f"{name}.again") as reader:
 
             async def both_users() -> list[dict[str, Any]] | None:
@@ -134,13 +123,17 @@ async def test_a_deleted_shuffled_pipeline_leaves_nothing_to_a_new_one_of_its_na
     assert {r["key"]: r["result"]["n"] for r in results} == {"new0": 10, "new1": 10}
 
 
-async def topic_names(bootstrap_servers: str) -> set[str]:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers)
-    await admin.start()
-    try:
-        return set(await admin.list_topics())
-    finally:
-        await admin.close()
+async def run_to_its_end(client: httpx.AsyncClient, spec: dict[str, Any]) -> dict[str, Any]:
+    """Create the bounded pipeline and wait until it finished; the create's answer."""
+    created = await client.post("/pipelines", json=spec)
+    assert created.status_code == 201, created.text
+
+    async def finished() -> bool:
+        status = (await client.get(f"/pipelines/{spec['name']}/status")).json()
+        return bool(status["state"] == "finished")
+
+    await eventually(finished, timeout_s=30)
+    return dict(created.json())
 
 
 async def test_a_pipeline_re_created_wider_than_the_deleted_one_gets_a_state_epoch_of_its_own(
@@ -161,26 +154,15 @@ async def test_a_pipeline_re_created_wider_than_the_deleted_one_gets_a_state_epo
     ):
         await wait_until_ready(client)
 
-        async def run(spec: dict[str, Any]) -> dict[str, Any]:
-            created = await client.post("/pipelines", json=spec)
-            assert created.status_code == 201, created.text
-
-            async def finished() -> bool:
-                status = (await client.get(f"/pipelines/{name}/status")).json()
-                return bool(status["state"] == "finished")
-
-            await eventually(finished, timeout_s=30)
-            return dict(created.json())
-
         narrow = bounded_spec(name, source)
         narrow["key"] = {"field": "user", "partitioned": True}
-        assert (await run(narrow))["state_epoch"] == 0
+        assert (await run_to_its_end(client, narrow))["state_epoch"] == 0
         assert (await client.delete(f"/pipelines/{name}")).status_code == 204
 
         wider = bounded_spec(name, source)
         wider["key"] = {"field": "user", "shuffle_partitions": 8}
         wider["sink"] = {"topic": f"{name}.wider"}
-        assert (await run(wider))["state_epoch"] == 1
+        assert (await run_to_its_end(client, wider))["state_epoch"] == 1
         async with TopicReader(bootstrap_servers, f"{name}.wider") as reader:
 
             async def every_user() -> list[dict[str, Any]] | None:
