@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from service.runtime.kafka.batch_producer import BatchProducer
+from service.runtime.kafka.batch_producer import BatchProducer, ProduceError
 from tests.integration.kafka_utils import create_topic, read_topic, unique
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
@@ -91,3 +91,14 @@ async def test_waiting_for_a_mark_does_not_wait_for_what_was_appended_after_it(
     assert [r.value for r in await read_topic(bootstrap_servers, topic)] == [b"before"]
     await batches.flush()
     assert [r.value for r in await read_topic(bootstrap_servers, topic)] == [b"before", b"after"]
+
+
+async def test_appending_to_closed_batches_raises_instead_of_losing_the_record(
+    bootstrap_servers: str, batches: BatchProducer
+) -> None:
+    """Nothing sends what closed batches hold: a caller still appending there (an
+    operator holding batches it should have let go) fails its session loudly."""
+    topic = unique("appendclosed")
+    await batches.close()
+    with pytest.raises(ProduceError, match="closed"):
+        batches.append(topic, 0, b"k", b"v", None)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from functools import partial
 from typing import Protocol
 
 from aiokafka import TopicPartition
@@ -174,7 +175,7 @@ class RouteStage(Stage):
     def operator(self, session: StageSession, tp: TopicPartition, clock: Clock) -> Operator:
         assert self.partitioner is not None
         return ShuffleWriter(
-            session.batches_for(tp),
+            partial(session.batches_for, tp),
             self.definition.shuffle_topic,
             self.partitioner,
             self.sources[tp],

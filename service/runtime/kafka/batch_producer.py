@@ -54,6 +54,7 @@ class BatchProducer:
     __slots__ = (
         "_acked",
         "_acked_later",
+        "_closed",
         "_error",
         "_gate",
         "_max_pending",
@@ -85,6 +86,7 @@ class BatchProducer:
         self._wakeup = asyncio.Event()
         self._progress = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._closed = False
 
     def start(self) -> None:
         if self._task is None:
@@ -95,6 +97,7 @@ class BatchProducer:
     async def close(self) -> None:
         """Stop the sender; whatever was not flushed is dropped (the checkpoint has not
         covered it, so a restart reproduces it)."""
+        self._closed = True
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
@@ -114,7 +117,13 @@ class BatchProducer:
         timestamp_ms: int | None,
         headers: Headers = _NO_HEADERS,
     ) -> None:
-        """Add one record to the open batch of ``(topic, partition)``."""
+        """Add one record to the open batch of ``(topic, partition)``.
+
+        Raises :class:`ProduceError` once closed: nothing would send the record, and a
+        caller still appending holds batches it should have let go (the session then
+        restarts from its checkpoint instead of losing the record in silence)."""
+        if self._closed:
+            raise ProduceError(f"{topic}/{partition}: appended to closed batches")
         slot = self._open.get((topic, partition))
         if slot is None:
             slot = self._open[(topic, partition)] = [self._producer.create_batch(), 0]

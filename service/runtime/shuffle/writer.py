@@ -17,7 +17,7 @@ source that it covers.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from service.core.partitioner import KeyPartitioner
@@ -36,7 +36,7 @@ class ShuffleWriter:
 
     __slots__ = (
         "_announced",
-        "_batches",
+        "_outputs",
         "_partitioner",
         "_positioned",
         "_reencode",
@@ -50,7 +50,7 @@ class ShuffleWriter:
 
     def __init__(
         self,
-        batches: BatchProducer,
+        outputs: Callable[[], BatchProducer],
         topic: str,
         partitioner: KeyPartitioner,
         source: int,
@@ -58,7 +58,11 @@ class ShuffleWriter:
         reencode: bool = False,
         positioned: bool = False,
     ) -> None:
-        self._batches = batches
+        self._outputs = outputs
+        """Where routed records and markers go now, asked once per batch: with
+        exactly-once each transactional producer of the partition has batches of its
+        own, and a partition kept in memory across a rebalance gets a new producer (the
+        old one's batches are closed: whatever went there would be lost)."""
         self.topic = topic
         self._partitioner = partitioner
         self.source = source
@@ -80,7 +84,7 @@ class ShuffleWriter:
         announced = self._announced
         if announced is not None and announced[1]:  # idle until now: active first
             self._mark(announced[0], False)
-        append = self._batches.append
+        append = self._outputs().append
         topic = self.topic
         partition_of = self._partitioner
         source = self.source
@@ -106,7 +110,7 @@ class ShuffleWriter:
 
     def _mark(self, watermark: int, idle: bool) -> None:
         headers = [(MARKER, pack_marker(self.source, watermark, idle, self.count))]
-        append = self._batches.append
+        append = self._outputs().append
         for partition in range(self._partitioner.partitions):
             append(self.topic, partition, None, b"", None, headers)
         self._announced = (watermark, idle)
