@@ -263,3 +263,44 @@ async def test_read_committed_skips_aborted_transactions_as_getmany_does(
     assert {r[3] for r in lean} == kept
     assert len(lean) == len(kept)
     assert sorted(lean) == sorted(reference)
+
+
+@pytest.mark.requires_broker("transactions")
+async def test_notes_the_position_past_the_markers_of_the_last_transaction(
+    bootstrap_servers: str,
+) -> None:
+    """A read_committed partition read to its end stands after its last commit marker,
+    one offset past its last record, and the reader says so (a fetch of the marker alone
+    yields no record)."""
+    name = unique("txnend")
+    await create_topic(bootstrap_servers, name, 1)
+    tp = TopicPartition(name, 0)
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap_servers, transactional_id=unique("t"))
+    await producer.start()
+    try:
+        for round_ in range(3):
+            await producer.begin_transaction()
+            for i in range(5):
+                await (await producer.send(name, value=b"%d-%d" % (round_, i), partition=0))
+            await producer.commit_transaction()
+    finally:
+        await producer.stop()
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap_servers,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        fetch_max_wait_ms=50,
+        isolation_level="read_committed",
+    )
+    await consumer.start()
+    try:
+        consumer.assign([tp])
+        reader = BatchReader(consumer)
+        rows = await read_all(reader.read, 15)
+        end = (await consumer.end_offsets([tp]))[tp]
+        assert max(r[1] for r in rows) + 1 < end  # the last commit marker lies between
+        if reader.positions.get(tp) != end:  # the marker came in a fetch of its own
+            assert await read_all(reader.read, 1, deadline_s=1.0) == []
+        assert reader.positions[tp] == end == await consumer.position(tp)
+    finally:
+        await consumer.stop()

@@ -11,14 +11,27 @@ from __future__ import annotations
 
 import signal
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import pytest
+from aiokafka import AIOKafkaProducer
+from prometheus_client import CollectorRegistry
 
+from service.runtime.lifecycle.manager import Runtime
+from service.runtime.observability.metrics import build_metrics
 from tests.api.server import app_settings, running_app, wait_ready
-from tests.integration.kafka_utils import create_topic, read_json, unique, wait_until
+from tests.integration.kafka_utils import (
+    create_topic,
+    read_json,
+    runtime_settings,
+    unique,
+    wait_until,
+    window_definition,
+)
 from tests.integration.replicas import Replica, replicas
 from tests.integration.test_replica_loss import (
     HALF,
@@ -30,6 +43,7 @@ from tests.integration.test_replica_loss import (
     sentinels,
     two_checkpointed,
 )
+from tests.integration.worker import REPLICA_OPERATOR
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
 
@@ -190,3 +204,55 @@ async def test_a_spec_asking_for_exactly_once_is_refused_by_a_broker_without_tra
             assert response.status_code == 201, response.text
             assert response.json()["spec"]["delivery"] == EXACTLY_ONCE
             assert (await client.delete(f"/pipelines/{name}")).status_code == 204
+
+
+@pytest.mark.requires_broker("transactions")
+async def test_a_partition_read_to_the_end_of_its_transactions_reports_no_lag(
+    bootstrap_servers: str,
+) -> None:
+    """Read read_committed, a source written in transactions ends with a commit marker:
+    the partition's position moves past it, and status (and the lag metric) say 0."""
+    name = unique("eoslag")
+    topic = f"{name}.in"
+    await create_topic(bootstrap_servers, topic, 1)
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap_servers, transactional_id=name)
+    await producer.start()
+    try:
+        for round_ in range(3):
+            await producer.begin_transaction()
+            for i in range(10):
+                ts = 1_700_000_000_000 + (round_ * 10 + i) * 1_000
+                value = orjson.dumps({"user": f"u{i % 3}", "ts": ts, "amount": i})
+                await (await producer.send(topic, value=value, key=b"k", partition=0))
+            await producer.commit_transaction()
+    finally:
+        await producer.stop()
+    definition = replace(
+        window_definition(name, [topic], REPLICA_OPERATOR, bounded=False, key_field=None),
+        delivery=EXACTLY_ONCE,
+    )
+    registry = CollectorRegistry()
+    runtime = Runtime(runtime_settings(bootstrap_servers), metrics=build_metrics(registry))
+    await runtime.start()
+    runtime.start_pipeline(definition)
+    try:
+
+        async def read_to_the_end() -> bool:
+            (part,) = runtime.status(name).partitions or [None]
+            return part is not None and part.records_in == 30 and part.lag == 0
+
+        await wait_until(read_to_the_end, timeout_s=60)
+        (part,) = runtime.status(name).partitions
+        assert part.offset == part.end_offset == 33  # 30 records and 3 commit markers
+        lag = {"pipeline": name, "partition": f"{topic}/0"}
+        await wait_until(
+            lambda: _metric_is(registry, "clockwork_consumer_lag_records", lag, 0.0), 30
+        )
+    finally:
+        await runtime.shutdown()
+
+
+async def _metric_is(
+    registry: CollectorRegistry, metric: str, labels: dict[str, str], value: float
+) -> bool:
+    return registry.get_sample_value(metric, labels) == value

@@ -16,8 +16,9 @@ commit, leave the group), SIGKILL is the crash. OPTIONS (all optional):
   something: ``before_flush`` (nothing of it done), ``after_outputs`` (its outputs
   acknowledged, its changelog not written, its offsets not committed) or
   ``after_commit`` (all done); with exactly-once, ``after_outputs`` counts only the
-  checkpoints whose transactions hold outputs. Fault injection in the worker process itself; the
-  broker and the runtime are real.
+  checkpoints whose transactions hold outputs; with ``"armed_by": PATH``, only the
+  checkpoints that start once PATH exists count (the test arms the crash mid-stream).
+  Fault injection in the worker process itself; the broker and the runtime are real.
 """
 
 from __future__ import annotations
@@ -61,13 +62,16 @@ def write_status(runtime: Runtime, name: str, path: str) -> None:
     os.replace(temporary, path)  # readers never see half a file
 
 
-def inject_crash(stage: str, point: str, at: int) -> None:
+def inject_crash(stage: str, point: str, at: int, armed_by: str | None = None) -> None:
     """Wrap the checkpointer so that the process dies where the options say."""
     from service.runtime.consumer_group import checkpointing
 
     original = checkpointing.Checkpointer._complete
     hits = 0
     marks: dict[Any, int] = {}  # exactly-once: each partition's last checkpoint's mark
+
+    def armed() -> bool:
+        return armed_by is None or os.path.exists(armed_by)
 
     def hit() -> None:
         nonlocal hits
@@ -85,14 +89,21 @@ def inject_crash(stage: str, point: str, at: int) -> None:
         if self.session.stage.name != stage or not encoded:
             await original(self, encoded, batches, outputs, started)
             return
+        # exactly-once: a transaction holds outputs when its mark moved since the last
+        fresh = isinstance(outputs, dict) and any(
+            mark > marks.get(tp, 0) for tp, mark in outputs.items()
+        )
+        if isinstance(outputs, dict):
+            marks.update(outputs)
+        if not armed():
+            await original(self, encoded, batches, outputs, started)
+            return
         if point == "before_flush":
             hit()
         elif point == "after_outputs" and isinstance(outputs, dict):
             # exactly-once: counted when some partition's transaction holds outputs
             transactions = self.session.transactions
             assert transactions is not None
-            fresh = any(mark > marks.get(tp, 0) for tp, mark in outputs.items())
-            marks.update(outputs)
             for tp, mark in outputs.items():
                 await transactions.batches(tp).wait_delivered(mark)
             if fresh:
@@ -124,7 +135,7 @@ async def main(bootstrap: str, name: str, topic: str, options: dict[str, Any]) -
     )
     crash = options.get("crash")
     if crash is not None:
-        inject_crash(crash["stage"], crash["point"], int(crash["at"]))
+        inject_crash(crash["stage"], crash["point"], int(crash["at"]), crash.get("armed_by"))
     if ends is not None:
         definition = replace(definition, end_offsets=tuple(tuple(e) for e in ends))
     if "delivery" in options:

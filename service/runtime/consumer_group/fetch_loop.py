@@ -182,6 +182,8 @@ class FetchLoop:
                 started = perf()
                 self.process(batch)
                 reporter.batch_seconds.observe(perf() - started)
+            if reader.positions:
+                self.move_past_gaps(reader.positions)
             if aligning:
                 # A partition racing ahead is paused after its batch, not only at the
                 # next tick: getmany can return many batches without yielding.
@@ -248,6 +250,26 @@ class FetchLoop:
             if failed:
                 sink.dead_letters(tp, failed)
                 failed.clear()
+
+    def move_past_gaps(self, positions: dict[TopicPartition, int]) -> None:
+        """Move each partition's next offset to the consumer's position where only
+        offsets without a record lie between: transaction markers (read_committed) or a
+        compaction gap. A checkpoint then resumes after them, and a partition read to
+        its end reports no lag. Not for input still waiting to be processed, nor past a
+        bounded partition's end."""
+        session = self.session
+        partitions = session.partitions
+        pending = session.pending
+        for tp, position in positions.items():
+            part = partitions.get(tp)
+            if part is None or tp in pending or part.next_offset is None:
+                continue
+            end = part.end_offset
+            if end is not None and position > end:
+                position = end
+            if position > part.next_offset:
+                part.next_offset = position
+        positions.clear()
 
     def process_pending(self) -> bool:
         """Take what waits per partition, before anything fetched: records prefetched
@@ -371,11 +393,21 @@ class FetchLoop:
 
     # -- bounded input -------------------------------------------------------------------
     def update_highwaters(self) -> None:
+        """Each partition's readable end, from the last fetch: the high watermark, or
+        read_committed the last stable offset (what a transaction still open holds
+        back cannot be read yet), as Kafka's consumer measures its lag."""
         session = self.session
         consumer = session.consumer
         bounded = session.definition.bounded and session.stage.reads_source
+        end_of = (
+            consumer.last_stable_offset
+            if session.definition.isolation_level == "read_committed"
+            else consumer.highwater
+        )
         for tp, part in session.partitions.items():
-            highwater = consumer.highwater(tp)
+            highwater = end_of(tp)
+            if highwater is not None and highwater < 0:  # not known yet
+                highwater = None
             if highwater is not None:
                 part.highwater = highwater
                 if bounded and part.end_offset is None:  # a partition the probe missed
@@ -457,6 +489,11 @@ class FetchLoop:
             committed = await consumer.committed(tp)
             if part is not None and part.finished:
                 done += 1
+                if not session.stage.reads_source and (part.next_offset or 0) < end:
+                    # A shuffle partition ends where its markers said so: what follows
+                    # (its last transaction's marker, a replay) changes nothing, and the
+                    # other replicas see it finished by a commit at the topic's end.
+                    part.next_offset = end
                 if committed is None or committed < end:
                     # the finishing checkpoint's commit was skipped (a rebalance): again
                     await consumer.commit({tp: OffsetAndMetadata(part.next_offset or end, "")})

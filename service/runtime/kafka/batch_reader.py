@@ -87,6 +87,10 @@ class BatchReader:
     def __init__(self, consumer: AIOKafkaConsumer) -> None:
         self._consumer = consumer
         self.lean = lean_reading_supported(consumer)
+        self.positions: dict[TopicPartition, int] = {}
+        """The consumed position of every partition drained since the caller last
+        cleared this, records or not: past the last record it can stand on transaction
+        markers (a fetch of markers alone yields no record) or a compaction gap."""
 
     async def read(self, timeout_ms: int, max_records: int) -> Batch:
         consumer = self._consumer
@@ -125,7 +129,7 @@ class BatchReader:
                 result = pending[tp]
                 if type(result) is FetchResult:
                     try:
-                        records = _drain(tp, result)
+                        records = _drain(tp, result, self.positions)
                     finally:
                         # Drained, or failed (a bad CRC) with the position unmoved: either
                         # way the partition is fetched again from its position.
@@ -154,8 +158,9 @@ class BatchReader:
             wait_s = max(0.0, wait_s - (time.monotonic() - started))
 
 
-def _drain(tp: TopicPartition, result: Any) -> list[Any]:
-    """Every record of one completed fetch, and the consumed position moved past them.
+def _drain(tp: TopicPartition, result: Any, positions: dict[TopicPartition, int]) -> list[Any]:
+    """Every record of one completed fetch, and the consumed position moved past them
+    (and noted in ``positions``).
 
     A result whose partition was revoked, paused or seeked since the fetch yields nothing
     (``check_assignment``, as ``getmany`` does); its records are fetched again if needed.
@@ -185,6 +190,7 @@ def _drain(tp: TopicPartition, result: Any) -> list[Any]:
         position = max(position, batch.next_offset)
     partition_records.next_fetch_offset = position
     result._update_position()
+    positions[tp] = position
     result._partition_records = None
     return records
 

@@ -250,7 +250,7 @@ def build_metrics(registry: CollectorRegistry) -> RuntimeMetrics:
         keys=Gauge("clockwork_keys", "Keys with state in a partition.", _PP, registry=r),
         consumer_lag=Gauge(
             "clockwork_consumer_lag_records",
-            "High watermark minus the next offset to process.",
+            "High watermark (read_committed: last stable offset) minus the next offset to process.",
             _PP,
             registry=r,
         ),
