@@ -64,6 +64,23 @@ class KeyedOutput:
 
 
 @dataclass(slots=True)
+class JoinRow:
+    """One output row of a join (``operators/join/``)."""
+
+    id: str
+    key: str
+    kind: str
+    """The join's kind: ``interval``, ``window``, ``temporal`` or ``lookup``."""
+    timestamp: int
+    """``max(l.ts, r.ts)`` for an interval join's pair, a padded row's own, a window's
+    ``end - 1``, a temporal join's left row's."""
+    value: Any
+    """The projection of ``(left, right)``, a missing side being None."""
+    window: tuple[int, int] | None = None
+    """The window of a window join's row."""
+
+
+@dataclass(slots=True)
 class LateRecord:
     """A record every window of which was already past its cleanup time."""
 
@@ -71,6 +88,8 @@ class LateRecord:
     key: str
     timestamp: int
     watermark: int
+    input: str | None = None
+    """The input it came to, for an operator with several (a join); None otherwise."""
 
 
 @dataclass(slots=True)
@@ -92,7 +111,7 @@ class Collector:
     The runtime swaps the lists out after each call (``drain``); tests read them.
     """
 
-    results: list[WindowResult | KeyedOutput] = field(default_factory=list)
+    results: list[WindowResult | KeyedOutput | JoinRow] = field(default_factory=list)
     late: list[LateRecord] = field(default_factory=list)
     failed: list[FailedRecord] = field(default_factory=list)
     dropped_late: int = 0
@@ -103,7 +122,7 @@ class Collector:
 
     def drain(
         self,
-    ) -> tuple[list[WindowResult | KeyedOutput], list[LateRecord], list[FailedRecord]]:
+    ) -> tuple[list[WindowResult | KeyedOutput | JoinRow], list[LateRecord], list[FailedRecord]]:
         out = (self.results, self.late, self.failed)
         self.results, self.late, self.failed = [], [], []
         return out

@@ -21,7 +21,14 @@ from typing import Any
 import orjson
 from aiokafka import TopicPartition
 
-from service.operators.base import FailedRecord, FireKind, KeyedOutput, LateRecord, WindowResult
+from service.operators.base import (
+    FailedRecord,
+    FireKind,
+    JoinRow,
+    KeyedOutput,
+    LateRecord,
+    WindowResult,
+)
 from service.runtime.definition import PipelineDefinition
 from service.runtime.kafka.batch_producer import BatchProducer
 from service.runtime.partition.decoding import DeadLetter
@@ -113,7 +120,7 @@ class OutputSink:
     def results(
         self,
         source_partition: int,
-        results: Iterable[WindowResult | KeyedOutput],
+        results: Iterable[WindowResult | KeyedOutput | JoinRow],
         firings: dict[str, int],
     ) -> None:
         """Append results in emission order, counting window firings by kind into ``firings``.
@@ -151,6 +158,18 @@ class OutputSink:
                     on_time += 1
                 else:
                     firings[fire.value] = firings.get(fire.value, 0) + 1
+            elif type(result) is JoinRow:
+                value = {
+                    "pipeline": name,
+                    "key": result.key,
+                    "kind": result.kind,
+                    "value": result.value,
+                    "ts": result.timestamp,
+                    "id": result.id,
+                }
+                if result.window is not None:
+                    value["window"] = {"start": result.window[0], "end": result.window[1]}
+                timestamp = result.timestamp
             else:
                 value = {
                     "pipeline": name,

@@ -1,0 +1,308 @@
+"""The interval join: Flink's ``IntervalJoinOperator``, with outer sides.
+
+A left row ``l`` and a right row ``r`` of the same key match when
+``l.ts + lower <= r.ts <= l.ts + upper`` (bounds inclusive; ``lower`` may be negative).
+A match is emitted as soon as its second row arrives, timestamped ``max(l.ts, r.ts)``.
+
+Each row is kept until the join's watermark ``W`` passes the last time a partner could
+still arrive for it -- its **cleanup time**: ``l.ts + upper + allowed_lateness`` for a
+left row, ``r.ts - lower + allowed_lateness`` for a right one. A partner arriving later
+would have a timestamp above ``W - allowed_lateness`` (else it is late and not joined),
+and so out of the row's interval. At its cleanup time the row is dropped and, for an
+outer side (``how``), emitted padded with NULLs **if it never matched**, timestamped with
+its own time: never at arrival, so no outer row is emitted and then contradicted by a
+match (the spurious outer results Kafka Streams fixed in KAFKA-10847).
+
+State per key and side is a list of rows sorted by time, so a new row finds its
+partners with two binary searches, and the rows that expire at a watermark are a prefix
+(cleanup time is the row's time plus a constant of its side). One heap entry per key
+and side, at the cleanup time of its oldest row, finds them without a timer per row.
+"""
+
+from __future__ import annotations
+
+import heapq
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from service.core.time import MIN_TIMESTAMP
+from service.operators.base import (
+    Collector,
+    InputRecord,
+    JoinRow,
+    LateRecord,
+    OperatorGauges,
+)
+from service.operators.join.rows import (
+    How,
+    JoinConfigError,
+    Projection,
+    Side,
+    both_sides,
+    is_late,
+    row_id,
+)
+
+SNAPSHOT_VERSION = 1
+META_ENTRY = "meta"
+PREFIXES = ("l:", "r:")
+"""A checkpoint entry per key and side: ``l:<key>`` or ``r:<key>``, plus ``meta``."""
+
+Row = list[Any]
+"""``[ts, position, value, matched]``: a list, so ``matched`` is set in place."""
+
+_NO_COUNTS: dict[str, tuple[int, int, int]] = {}
+
+
+class _Rows:
+    """One key's rows of one side, sorted by time (ties: arrival order)."""
+
+    __slots__ = ("rows", "times")
+
+    def __init__(self) -> None:
+        self.times: list[int] = []
+        self.rows: list[Row] = []
+
+    def add(self, row: Row) -> None:
+        ts = row[0]
+        times = self.times
+        if not times or ts >= times[-1]:
+            times.append(ts)
+            self.rows.append(row)
+            return
+        at = bisect_right(times, ts)
+        times.insert(at, ts)
+        self.rows.insert(at, row)
+
+    def between(self, low: int, high: int) -> list[Row]:
+        times = self.times
+        return self.rows[bisect_left(times, low) : bisect_right(times, high)]
+
+
+class IntervalJoinOperator:
+    """One partition's interval join (see the module docstring)."""
+
+    kind = "interval"
+
+    def __init__(
+        self,
+        pipeline: str,
+        how: How,
+        lower_ms: int,
+        upper_ms: int,
+        allowed_lateness_ms: int = 0,
+        project: Projection = both_sides,
+        inputs: tuple[str, str] = ("left", "right"),
+    ) -> None:
+        if how not in (How.INNER, How.LEFT, How.RIGHT, How.FULL):
+            raise JoinConfigError(f"an interval join is inner, left, right or full, not {how}")
+        if lower_ms > upper_ms:
+            raise JoinConfigError(f"lower_ms {lower_ms} is above upper_ms {upper_ms}")
+        if allowed_lateness_ms < 0:
+            raise JoinConfigError("allowed_lateness_ms must not be negative")
+        self._pipeline = pipeline
+        self.how = how
+        self.lower = lower_ms
+        self.upper = upper_ms
+        self.lateness = allowed_lateness_ms
+        self._project = project
+        self.inputs = inputs
+        self._pads = (how.pads(Side.LEFT), how.pads(Side.RIGHT))
+        # cleanup time = ts + this, per side
+        self._keep = (upper_ms + allowed_lateness_ms, -lower_ms + allowed_lateness_ms)
+        self._sides: tuple[dict[str, _Rows], dict[str, _Rows]] = ({}, {})
+        self._expiry: list[tuple[int, int, str]] = []  # (cleanup time, side, key)
+        self._dirty: set[tuple[int, str]] = set()
+        self._watermark = MIN_TIMESTAMP
+        self.collector = Collector()
+
+    # -- input ----------------------------------------------------------------------------
+    def process_left(self, records: Sequence[InputRecord]) -> None:
+        self._process(Side.LEFT, records)
+
+    def process_right(self, records: Sequence[InputRecord]) -> None:
+        self._process(Side.RIGHT, records)
+
+    def process_batch(self, records: Sequence[InputRecord]) -> None:
+        raise TypeError("a join takes its inputs through process_left and process_right")
+
+    def _process(self, side: Side, records: Sequence[InputRecord]) -> None:
+        watermark = self._watermark
+        lateness = self.lateness
+        mine = self._sides[side]
+        theirs = self._sides[1 - side]
+        keep = self._keep[side]
+        pads = self._pads[side]
+        partner_pads = self._pads[1 - side]  # only an outer side needs its rows' matched flag
+        out = self.collector.results
+        dirty = self._dirty
+        other = 1 - side
+        if side is Side.LEFT:
+            low_delta, high_delta = self.lower, self.upper
+        else:
+            low_delta, high_delta = -self.upper, -self.lower
+        for key, ts, value, position, source in records:
+            if is_late(ts, watermark, lateness):
+                self._late(side, key, ts, source)
+                continue
+            matched = False
+            partners = theirs.get(key)
+            if partners is not None:
+                for partner in partners.between(ts + low_delta, ts + high_delta):
+                    matched = True
+                    if partner_pads and not partner[3]:
+                        partner[3] = True
+                        dirty.add((other, key))
+                    out.append(self._pair(side, key, ts, position, value, partner))
+            cleanup = ts + keep
+            if cleanup <= watermark:  # allowed-late, and no partner can come any more
+                if pads and not matched:
+                    out.append(self._padded(side, key, [ts, position, value, matched]))
+                continue
+            rows = mine.get(key)
+            if rows is None:
+                rows = mine[key] = _Rows()
+            first = rows.times[0] if rows.times else None
+            rows.add([ts, position, value, matched])
+            if first is None or ts < first:
+                heapq.heappush(self._expiry, (cleanup, side, key))
+            dirty.add((side, key))
+
+    def _pair(
+        self, side: Side, key: str, ts: int, position: int, value: Any, partner: Row
+    ) -> JoinRow:
+        if side is Side.LEFT:
+            left_pos, left_value, right_pos, right_value = position, value, partner[1], partner[2]
+        else:
+            left_pos, left_value, right_pos, right_value = partner[1], partner[2], position, value
+        return JoinRow(
+            row_id(self._pipeline, key, left_pos, right_pos, None),
+            key,
+            self.kind,
+            max(ts, partner[0]),
+            self._project(left_value, right_value),
+        )
+
+    def _padded(self, side: Side, key: str, row: Row) -> JoinRow:
+        ts, position, value, _ = row
+        if side is Side.LEFT:
+            ident = row_id(self._pipeline, key, position, None, None)
+            projected = self._project(value, None)
+        else:
+            ident = row_id(self._pipeline, key, None, position, None)
+            projected = self._project(None, value)
+        return JoinRow(ident, key, self.kind, ts, projected)
+
+    def _late(self, side: Side, key: str, ts: int, source: Any) -> None:
+        collector = self.collector
+        collector.late.append(LateRecord(source, key, ts, self._watermark, self.inputs[side]))
+
+    # -- time -----------------------------------------------------------------------------
+    @property
+    def current_watermark(self) -> int:
+        return self._watermark
+
+    def advance_watermark(self, watermark: int) -> None:
+        """Drop every row whose cleanup time is at or below ``watermark``, emitting the
+        unmatched ones of an outer side padded."""
+        if watermark <= self._watermark:
+            return
+        self._watermark = watermark
+        expiry = self._expiry
+        keep = self._keep
+        while expiry and expiry[0][0] <= watermark:
+            cleanup, side, key = heapq.heappop(expiry)
+            rows = self._sides[side].get(key)
+            if rows is None or rows.times[0] + keep[side] != cleanup:
+                continue  # stale: the key's oldest row changed since this entry
+            self._expire(Side(side), key, rows, watermark - keep[side])
+
+    def _expire(self, side: Side, key: str, rows: _Rows, through: int) -> None:
+        """Drop ``key``'s rows of ``side`` with time at or below ``through``."""
+        count = bisect_right(rows.times, through)
+        if self._pads[side]:
+            out = self.collector.results
+            for row in rows.rows[:count]:
+                if not row[3]:
+                    out.append(self._padded(side, key, row))
+        del rows.times[:count]
+        del rows.rows[:count]
+        self._dirty.add((side, key))
+        if rows.times:
+            heapq.heappush(self._expiry, (rows.times[0] + self._keep[side], side, key))
+        else:
+            del self._sides[side][key]
+
+    def advance_processing_time(self, now: int) -> None:
+        return None
+
+    def next_processing_time(self) -> int | None:
+        return None
+
+    # -- numbers --------------------------------------------------------------------------
+    def rows_held(self, side: Side) -> int:
+        """Rows kept for ``side`` (``clockwork_join_state_rows``); O(keys)."""
+        return sum(len(rows.times) for rows in self._sides[side].values())
+
+    def gauges(self) -> OperatorGauges:
+        keys = self._sides[0].keys() | self._sides[1].keys()
+        return OperatorGauges(
+            event_timers=len(self._expiry), processing_timers=0, windows_open=0, keys=len(keys)
+        )
+
+    def timer_counts(self) -> dict[str, tuple[int, int, int]]:
+        return _NO_COUNTS
+
+    # -- snapshots ------------------------------------------------------------------------
+    def _encode(self, side: int, key: str) -> list[Row] | None:
+        rows = self._sides[side].get(key)
+        return None if rows is None else [list(row) for row in rows.rows]
+
+    def snapshot(self) -> dict[str, Any]:
+        entries: dict[str, Any] = {
+            PREFIXES[side] + key: self._encode(side, key)
+            for side in (0, 1)
+            for key in self._sides[side]
+        }
+        entries[META_ENTRY] = self._meta()
+        return entries
+
+    def restore(self, snapshot: dict[str, Any]) -> None:
+        self._sides = ({}, {})
+        self._expiry = []
+        self._dirty = set()
+        self._watermark = MIN_TIMESTAMP
+        self.restore_changes(snapshot.items())
+
+    def snapshot_changes(self) -> dict[str, Any]:
+        changes: dict[str, Any] = {
+            PREFIXES[side] + key: self._encode(side, key) for side, key in self._dirty
+        }
+        self._dirty.clear()
+        changes[META_ENTRY] = self._meta()
+        return changes
+
+    def _meta(self) -> dict[str, Any]:
+        return {"version": SNAPSHOT_VERSION, "watermark": self._watermark}
+
+    def restore_changes(self, entries: Iterable[tuple[str, Any]]) -> None:
+        newest = dict(entries)
+        meta = newest.pop(META_ENTRY, None)
+        if meta is not None:
+            if meta.get("version") != SNAPSHOT_VERSION:
+                raise JoinConfigError(f"unknown join checkpoint version {meta.get('version')!r}")
+            self._watermark = int(meta["watermark"])
+        for name, value in newest.items():
+            side = 0 if name.startswith(PREFIXES[0]) else 1 if name.startswith(PREFIXES[1]) else -1
+            if side < 0:
+                raise JoinConfigError(f"unknown join checkpoint entry {name!r}")
+            key = name[len(PREFIXES[side]) :]
+            if value is None:
+                self._sides[side].pop(key, None)
+                continue
+            rows = _Rows()
+            for ts, position, row_value, matched in value:
+                rows.add([int(ts), int(position), row_value, bool(matched)])
+            self._sides[side][key] = rows
+            heapq.heappush(self._expiry, (rows.times[0] + self._keep[side], side, key))

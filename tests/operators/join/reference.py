@@ -1,0 +1,167 @@
+"""Straightforward joins over whole inputs (no state, no watermark, no pruning), and a
+driver that feeds a join operator two inputs in a given interleaving.
+
+A reference join returns the set of ``(id, key, timestamp, value, window)`` rows the
+operator must emit for inputs in which no row is late.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from service.core.time import MAX_TIMESTAMP, MIN_TIMESTAMP
+from service.operators.base import InputRecord, JoinRow
+from service.operators.join.rows import How, Side, both_sides, row_id
+
+PIPELINE = "p"
+
+Event = tuple[str, int, Any]
+"""``(key, timestamp, value)`` of one input row."""
+
+Out = tuple[str, str, int, str, tuple[int, int] | None]
+"""A row as compared: id, key, timestamp, JSON of the value, window."""
+
+
+def out(row: JoinRow) -> Out:
+    return (row.id, row.key, row.timestamp, orjson.dumps(row.value).decode(), row.window)
+
+
+def _out(
+    key: str,
+    ts: int,
+    lpos: int | None,
+    rpos: int | None,
+    left: Any,
+    right: Any,
+    window: tuple[int, int] | None = None,
+) -> Out:
+    value = orjson.dumps(both_sides(left, right)).decode()
+    return (row_id(PIPELINE, key, lpos, rpos, window), key, ts, value, window)
+
+
+def reference_interval(
+    left: Sequence[Event], right: Sequence[Event], how: How, lower: int, upper: int
+) -> set[Out]:
+    """Positions are the rows' indexes in their inputs, as :func:`records` numbers them."""
+    rows: set[Out] = set()
+    left_matched = [False] * len(left)
+    right_matched = [False] * len(right)
+    for i, (lkey, lts, lvalue) in enumerate(left):
+        for j, (rkey, rts, rvalue) in enumerate(right):
+            if lkey == rkey and lts + lower <= rts <= lts + upper:
+                left_matched[i] = right_matched[j] = True
+                rows.add(_out(lkey, max(lts, rts), i, j, lvalue, rvalue))
+    if how.pads(Side.LEFT):
+        rows |= {
+            _out(k, ts, i, None, v, None)
+            for i, (k, ts, v) in enumerate(left)
+            if not left_matched[i]
+        }
+    if how.pads(Side.RIGHT):
+        rows |= {
+            _out(k, ts, None, j, None, v)
+            for j, (k, ts, v) in enumerate(right)
+            if not right_matched[j]
+        }
+    return rows
+
+
+def records(events: Sequence[Event]) -> list[InputRecord]:
+    """Input records whose position is the row's index (the source is the index too)."""
+    return [(key, ts, value, i, i) for i, (key, ts, value) in enumerate(events)]
+
+
+@dataclass
+class BoundedGenerator:
+    """A side's bounded-out-of-orderness watermark: ``max_ts - bound - 1``."""
+
+    bound: int
+    max_ts: int | None = None
+
+    def see(self, ts: int) -> None:
+        self.max_ts = ts if self.max_ts is None else max(self.max_ts, ts)
+
+    @property
+    def watermark(self) -> int:
+        return MIN_TIMESTAMP if self.max_ts is None else self.max_ts - self.bound - 1
+
+
+@dataclass
+class Driver:
+    """Feeds a join the two inputs in the order ``schedule`` says (a list of sides), the
+    join's watermark (the minimum of the sides') after every ``every`` rows."""
+
+    operator: Any
+    bound: int
+    emitted: list[JoinRow] = field(default_factory=list)
+    late: int = 0
+
+    def run(
+        self,
+        left: Sequence[Event],
+        right: Sequence[Event],
+        schedule: Sequence[int],
+        every: int = 1,
+        restore_at: int | None = None,
+        make: Any = None,
+    ) -> None:
+        inputs = (records(left), records(right))
+        generators = (BoundedGenerator(self.bound), BoundedGenerator(self.bound))
+        taken = [0, 0]
+        changes: list[tuple[str, Any]] = []
+        for step, side in enumerate(schedule):
+            if taken[side] >= len(inputs[side]):
+                continue
+            record = inputs[side][taken[side]]
+            taken[side] += 1
+            generators[side].see(record[1])
+            if side == Side.LEFT:
+                self.operator.process_left([record])
+            else:
+                self.operator.process_right([record])
+            if step % every == 0:
+                self.operator.advance_watermark(
+                    min(generators[0].watermark, generators[1].watermark)
+                )
+            self.drain()
+            if restore_at is not None and step == restore_at:
+                changes.extend(self.operator.snapshot_changes().items())
+                self.operator = make()
+                self.operator.restore_changes(changes)
+            elif restore_at is not None:
+                changes.extend(self.operator.snapshot_changes().items())
+        for side in (0, 1):  # what the schedule did not reach, in order
+            rest = inputs[side][taken[side] :]
+            for record in rest:
+                generators[side].see(record[1])
+                if side == Side.LEFT:
+                    self.operator.process_left([record])
+                else:
+                    self.operator.process_right([record])
+                self.drain()
+        self.operator.advance_watermark(MAX_TIMESTAMP)
+        self.drain()
+
+    def drain(self) -> None:
+        collector = self.operator.collector
+        self.emitted.extend(collector.results)
+        self.late += len(collector.late) + collector.dropped_late
+        collector.results.clear()
+        collector.late.clear()
+        collector.dropped_late = 0
+
+
+def in_bound(steps: Sequence[tuple[str, int, int]], bound: int) -> list[Event]:
+    """Events whose times are ``running sum of steps - jitter``, jitter in
+    ``[0, bound]``: each at most ``bound`` behind the largest time before it, so no row
+    is ever late against its own side's bounded watermark."""
+    events: list[Event] = []
+    now = 0
+    for key, step, jitter in steps:
+        now += step
+        events.append((key, now - min(jitter, bound), {"k": key, "n": len(events)}))
+    return events
