@@ -239,6 +239,13 @@ class PartitionTask:
         return None if value == MIN_TIMESTAMP else value
 
     def lag(self) -> int | None:
+        """Records left to read: none once finished (its bounded input, or a shuffle
+        partition every source ended), whatever the topic holds past its end or however
+        long ago it was last fetched; else the readable end (the last fetch's high
+        watermark, or read_committed its last stable offset) minus the next offset;
+        None before the first fetch."""
+        if self.finished:
+            return 0
         if self.highwater is None or self.next_offset is None:
             return None
         return max(0, self.highwater - self.next_offset)
