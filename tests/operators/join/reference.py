@@ -165,3 +165,29 @@ def in_bound(steps: Sequence[tuple[str, int, int]], bound: int) -> list[Event]:
         now += step
         events.append((key, now - min(jitter, bound), {"k": key, "n": len(events)}))
     return events
+
+
+def reference_window(
+    left: Sequence[Event], right: Sequence[Event], how: How, assign: Any
+) -> set[Out]:
+    """Every key's rows of every window, joined as ``how`` says."""
+    groups: dict[tuple[tuple[int, int], str], tuple[list[int], list[int]]] = {}
+    for side, events in enumerate((left, right)):
+        for i, (key, ts, _) in enumerate(events):
+            for window in assign(ts):
+                groups.setdefault((window, key), ([], []))[side].append(i)
+    rows: set[Out] = set()
+    for (window, key), (lefts, rights) in groups.items():
+        ts = window[1] - 1
+        if how in (How.SEMI, How.ANTI):
+            if bool(rights) == (how is How.SEMI):
+                rows |= {_out(key, ts, i, None, left[i][2], None, window) for i in lefts}
+            continue
+        rows |= {
+            _out(key, ts, i, j, left[i][2], right[j][2], window) for i in lefts for j in rights
+        }
+        if not rights and how.pads(Side.LEFT):
+            rows |= {_out(key, ts, i, None, left[i][2], None, window) for i in lefts}
+        if not lefts and how.pads(Side.RIGHT):
+            rows |= {_out(key, ts, None, j, None, right[j][2], window) for j in rights}
+    return rows

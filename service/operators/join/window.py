@@ -1,0 +1,295 @@
+"""The window join: Flink's window join (``join().where().equalTo().window()``, and Flink
+SQL's window join), with outer, semi and anti rows.
+
+Both inputs are assigned to the same windows (tumbling or sliding assigners, as in the
+window operator). When the join's watermark ``W`` reaches a window's ``max_ts``
+(``end - 1``), every key's rows of that window are joined and emitted, timestamped
+``max_ts``, with the window:
+
+- ``inner``: every pair of a left and a right row; ``left``/``right``/``full`` also each
+  row of an outer side that has no partner in the window, padded with NULLs;
+- ``semi``: each left row that has a partner in the window, once; ``anti``: each left
+  row that has none.
+
+A row is late when every window it belongs to is past its cleanup time
+(``max_ts + allowed_lateness <= W``), as the window operator judges a record
+(semantics.md section 5); it goes to the late output naming its input. Without allowed
+lateness a window's rows are dropped when it fires. With it (inner joins only: an outer,
+semi or anti row emitted at the firing could be contradicted by a partner arriving
+later, and a result once emitted is never retracted), the window keeps its rows until
+its cleanup time, and an allowed-late row is joined at once with the partners already
+there.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
+
+from service.core.time import MIN_TIMESTAMP
+from service.operators.base import Collector, InputRecord, JoinRow, LateRecord, OperatorGauges
+from service.operators.join.rows import (
+    How,
+    JoinConfigError,
+    Projection,
+    Side,
+    Window,
+    both_sides,
+    row_id,
+)
+
+SNAPSHOT_VERSION = 1
+META_ENTRY = "meta"
+WINDOW_PREFIX = "w:"
+"""A checkpoint entry per window and key: ``w:<start>:<end>:<key>``, plus ``meta``."""
+
+Row = tuple[int, int, Any]
+"""``(ts, position, value)``."""
+
+_FIRE = 0
+_CLEANUP = 1
+_NO_COUNTS: dict[str, tuple[int, int, int]] = {}
+
+
+class Assigner(Protocol):
+    """Tumbling or sliding (``operators/window/assigners.py``)."""
+
+    def assign(self, timestamp: int) -> list[Window]: ...
+
+
+class WindowJoinOperator:
+    """One partition's window join (see the module docstring)."""
+
+    kind = "window"
+
+    def __init__(
+        self,
+        pipeline: str,
+        how: How,
+        assigner: Assigner,
+        allowed_lateness_ms: int = 0,
+        project: Projection = both_sides,
+        inputs: tuple[str, str] = ("left", "right"),
+    ) -> None:
+        if getattr(assigner, "merging", False):
+            raise JoinConfigError("a window join takes tumbling or sliding windows")
+        if allowed_lateness_ms < 0:
+            raise JoinConfigError("allowed_lateness_ms must not be negative")
+        if allowed_lateness_ms and how is not How.INNER:
+            raise JoinConfigError(
+                f"a {how} window join takes no allowed lateness: what it emits for a row "
+                "without partner could be contradicted by a partner arriving later"
+            )
+        self._pipeline = pipeline
+        self.how = how
+        self._assigner = assigner
+        self.lateness = allowed_lateness_ms
+        self._project = project
+        self.inputs = inputs
+        self._windows: dict[Window, dict[str, tuple[list[Row], list[Row]]]] = {}
+        self._timers: list[tuple[int, int, Window]] = []  # (time, _FIRE | _CLEANUP, window)
+        self._dirty: set[tuple[Window, str]] = set()
+        self._watermark = MIN_TIMESTAMP
+        self.collector = Collector()
+
+    # -- input ----------------------------------------------------------------------------
+    def process_left(self, records: Sequence[InputRecord]) -> None:
+        self._process(Side.LEFT, records)
+
+    def process_right(self, records: Sequence[InputRecord]) -> None:
+        self._process(Side.RIGHT, records)
+
+    def process_batch(self, records: Sequence[InputRecord]) -> None:
+        raise TypeError("a join takes its inputs through process_left and process_right")
+
+    def _process(self, side: Side, records: Sequence[InputRecord]) -> None:
+        watermark = self._watermark
+        lateness = self.lateness
+        assign = self._assigner.assign
+        windows = self._windows
+        dirty = self._dirty
+        for key, ts, value, position, source in records:
+            assigned = assign(ts)
+            taken = not assigned  # in no window (a gap between hopping windows): dropped
+            for window in assigned:
+                max_ts = window[1] - 1
+                if watermark != MIN_TIMESTAMP and max_ts + lateness <= watermark:
+                    continue  # this window is past its cleanup time
+                taken = True
+                keys = windows.get(window)
+                if keys is None:
+                    keys = windows[window] = {}
+                    self._schedule(window)
+                sides = keys.get(key)
+                if sides is None:
+                    sides = keys[key] = ([], [])
+                row = (ts, position, value)
+                sides[side].append(row)
+                dirty.add((window, key))
+                if max_ts <= watermark:  # fired already (allowed lateness, inner only)
+                    self._pairs_with(side, key, window, row, sides[1 - side])
+            if not taken:
+                self.collector.late.append(
+                    LateRecord(source, key, ts, watermark, self.inputs[side])
+                )
+
+    def _schedule(self, window: Window) -> None:
+        max_ts = window[1] - 1
+        if max_ts > self._watermark:
+            heapq.heappush(self._timers, (max_ts, _FIRE, window))
+        if self.lateness:
+            heapq.heappush(self._timers, (max_ts + self.lateness, _CLEANUP, window))
+
+    # -- time -----------------------------------------------------------------------------
+    @property
+    def current_watermark(self) -> int:
+        return self._watermark
+
+    def advance_watermark(self, watermark: int) -> None:
+        """Fire every window whose ``max_ts`` is at or below ``watermark``, in time order,
+        and drop the windows past their cleanup time."""
+        if watermark <= self._watermark:
+            return
+        self._watermark = watermark
+        timers = self._timers
+        while timers and timers[0][0] <= watermark:
+            _, kind, window = heapq.heappop(timers)
+            keys = self._windows.get(window)
+            if keys is None:
+                continue
+            if kind == _FIRE:
+                for key, (lefts, rights) in keys.items():
+                    self._fire(key, window, lefts, rights)
+            if kind == _CLEANUP or not self.lateness:
+                del self._windows[window]
+                self._dirty.update((window, key) for key in keys)
+
+    def _fire(self, key: str, window: Window, lefts: list[Row], rights: list[Row]) -> None:
+        how = self.how
+        out = self.collector.results
+        if how is How.SEMI or how is How.ANTI:
+            if bool(rights) == (how is How.SEMI):
+                out.extend(self._row(key, window, left, None) for left in lefts)
+            return
+        for left in lefts:
+            for right in rights:
+                out.append(self._row(key, window, left, right))
+        if not rights and how.pads(Side.LEFT):
+            out.extend(self._row(key, window, left, None) for left in lefts)
+        if not lefts and how.pads(Side.RIGHT):
+            out.extend(self._row(key, window, None, right) for right in rights)
+
+    def _pairs_with(
+        self, side: Side, key: str, window: Window, row: Row, others: list[Row]
+    ) -> None:
+        out = self.collector.results
+        for other in others:
+            if side is Side.LEFT:
+                out.append(self._row(key, window, row, other))
+            else:
+                out.append(self._row(key, window, other, row))
+
+    def _row(self, key: str, window: Window, left: Row | None, right: Row | None) -> JoinRow:
+        return JoinRow(
+            row_id(
+                self._pipeline,
+                key,
+                None if left is None else left[1],
+                None if right is None else right[1],
+                window,
+            ),
+            key,
+            self.kind,
+            window[1] - 1,
+            self._project(None if left is None else left[2], None if right is None else right[2]),
+            window,
+        )
+
+    def advance_processing_time(self, now: int) -> None:
+        return None
+
+    def next_processing_time(self) -> int | None:
+        return None
+
+    # -- numbers --------------------------------------------------------------------------
+    def rows_held(self, side: Side) -> int:
+        """Rows kept for ``side``, counted once per window they are in; O(windows x keys)."""
+        return sum(len(sides[side]) for keys in self._windows.values() for sides in keys.values())
+
+    def gauges(self) -> OperatorGauges:
+        keys = {key for window in self._windows.values() for key in window}
+        return OperatorGauges(
+            event_timers=len(self._timers),
+            processing_timers=0,
+            windows_open=len(self._windows),
+            keys=len(keys),
+        )
+
+    def timer_counts(self) -> dict[str, tuple[int, int, int]]:
+        return _NO_COUNTS
+
+    # -- snapshots ------------------------------------------------------------------------
+    def _entry(self, window: Window, key: str) -> str:
+        return f"{WINDOW_PREFIX}{window[0]}:{window[1]}:{key}"
+
+    def _encode(self, window: Window, key: str) -> list[list[list[Any]]] | None:
+        sides = self._windows.get(window, {}).get(key)
+        if sides is None:
+            return None
+        return [[list(row) for row in rows] for rows in sides]
+
+    def snapshot(self) -> dict[str, Any]:
+        entries: dict[str, Any] = {
+            self._entry(window, key): self._encode(window, key)
+            for window, keys in self._windows.items()
+            for key in keys
+        }
+        entries[META_ENTRY] = self._meta()
+        return entries
+
+    def restore(self, snapshot: dict[str, Any]) -> None:
+        self._windows = {}
+        self._timers = []
+        self._dirty = set()
+        self._watermark = MIN_TIMESTAMP
+        self.restore_changes(snapshot.items())
+
+    def snapshot_changes(self) -> dict[str, Any]:
+        changes: dict[str, Any] = {
+            self._entry(window, key): self._encode(window, key) for window, key in self._dirty
+        }
+        self._dirty.clear()
+        changes[META_ENTRY] = self._meta()
+        return changes
+
+    def _meta(self) -> dict[str, Any]:
+        return {"version": SNAPSHOT_VERSION, "watermark": self._watermark}
+
+    def restore_changes(self, entries: Iterable[tuple[str, Any]]) -> None:
+        newest = dict(entries)
+        meta = newest.pop(META_ENTRY, None)
+        if meta is not None:
+            if meta.get("version") != SNAPSHOT_VERSION:
+                raise JoinConfigError(f"unknown join checkpoint version {meta.get('version')!r}")
+            self._watermark = int(meta["watermark"])
+        for name, value in newest.items():
+            if not name.startswith(WINDOW_PREFIX):
+                raise JoinConfigError(f"unknown join checkpoint entry {name!r}")
+            start, end, key = name[len(WINDOW_PREFIX) :].split(":", 2)
+            window = (int(start), int(end))
+            keys = self._windows.get(window)
+            if value is None:
+                if keys is not None:
+                    keys.pop(key, None)
+                    if not keys:
+                        del self._windows[window]
+                continue
+            if keys is None:
+                keys = self._windows[window] = {}
+                self._schedule(window)
+            lefts, rights = value
+            keys[key] = (
+                [(int(ts), int(pos), v) for ts, pos, v in lefts],
+                [(int(ts), int(pos), v) for ts, pos, v in rights],
+            )
