@@ -191,3 +191,19 @@ def reference_window(
         if not lefts and how.pads(Side.RIGHT):
             rows |= {_out(key, ts, None, j, None, right[j][2], window) for j in rights}
     return rows
+
+
+def reference_temporal(left: Sequence[Event], right: Sequence[Event], how: How) -> set[Out]:
+    """Each left row with the newest right version of its key at or below its time (the
+    later arrival among versions of one time), a None value being a tombstone."""
+    rows: set[Out] = set()
+    for i, (key, ts, value) in enumerate(left):
+        best: tuple[int, int] | None = None  # (version time, index)
+        for j, (rkey, rts, _) in enumerate(right):
+            if rkey == key and rts <= ts and (best is None or (rts, j) >= best):
+                best = (rts, j)
+        if best is not None and right[best[1]][2] is not None:
+            rows.add(_out(key, ts, i, best[1], value, right[best[1]][2]))
+        elif how is How.LEFT:
+            rows.add(_out(key, ts, i, None, value, None))
+    return rows
