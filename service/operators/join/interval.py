@@ -27,13 +27,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from service.core.time import MIN_TIMESTAMP
-from service.operators.base import (
-    Collector,
-    InputRecord,
-    JoinRow,
-    LateRecord,
-    OperatorGauges,
-)
+from service.operators.base import Collector, InputRecord, LateRecord, OperatorGauges
+from service.operators.join.projection import emit
 from service.operators.join.rows import (
     How,
     JoinConfigError,
@@ -41,7 +36,6 @@ from service.operators.join.rows import (
     Side,
     both_sides,
     is_late,
-    row_id,
 )
 
 SNAPSHOT_VERSION = 1
@@ -135,7 +129,6 @@ class IntervalJoinOperator:
         keep = self._keep[side]
         pads = self._pads[side]
         partner_pads = self._pads[1 - side]  # only an outer side needs its rows' matched flag
-        out = self.collector.results
         dirty = self._dirty
         other = 1 - side
         if side is Side.LEFT:
@@ -154,11 +147,11 @@ class IntervalJoinOperator:
                     if partner_pads and not partner[3]:
                         partner[3] = True
                         dirty.add((other, key))
-                    out.append(self._pair(side, key, ts, position, value, partner))
+                    self._pair(side, key, ts, position, value, partner)
             cleanup = ts + keep
             if cleanup <= watermark:  # allowed-late, and no partner can come any more
                 if pads and not matched:
-                    out.append(self._padded(side, key, [ts, position, value, matched]))
+                    self._padded(side, key, [ts, position, value, matched])
                 continue
             rows = mine.get(key)
             if rows is None:
@@ -169,30 +162,25 @@ class IntervalJoinOperator:
                 heapq.heappush(self._expiry, (cleanup, side, key))
             dirty.add((side, key))
 
-    def _pair(
-        self, side: Side, key: str, ts: int, position: int, value: Any, partner: Row
-    ) -> JoinRow:
-        if side is Side.LEFT:
-            left_pos, left_value, right_pos, right_value = position, value, partner[1], partner[2]
-        else:
-            left_pos, left_value, right_pos, right_value = partner[1], partner[2], position, value
-        return JoinRow(
-            row_id(self._pipeline, key, left_pos, right_pos, None),
-            key,
+    def _pair(self, side: Side, key: str, ts: int, position: int, value: Any, partner: Row) -> None:
+        mine, theirs = (position, value), (partner[1], partner[2])
+        left, right = (mine, theirs) if side is Side.LEFT else (theirs, mine)
+        emit(
+            self.collector,
+            self._project,
+            self._pipeline,
             self.kind,
+            key,
             max(ts, partner[0]),
-            self._project(left_value, right_value),
+            left,
+            right,
         )
 
-    def _padded(self, side: Side, key: str, row: Row) -> JoinRow:
+    def _padded(self, side: Side, key: str, row: Row) -> None:
         ts, position, value, _ = row
-        if side is Side.LEFT:
-            ident = row_id(self._pipeline, key, position, None, None)
-            projected = self._project(value, None)
-        else:
-            ident = row_id(self._pipeline, key, None, position, None)
-            projected = self._project(None, value)
-        return JoinRow(ident, key, self.kind, ts, projected)
+        mine = (position, value)
+        left, right = (mine, None) if side is Side.LEFT else (None, mine)
+        emit(self.collector, self._project, self._pipeline, self.kind, key, ts, left, right)
 
     def _late(self, side: Side, key: str, ts: int, source: Any) -> None:
         collector = self.collector
@@ -222,10 +210,9 @@ class IntervalJoinOperator:
         """Drop ``key``'s rows of ``side`` with time at or below ``through``."""
         count = bisect_right(rows.times, through)
         if self._pads[side]:
-            out = self.collector.results
             for row in rows.rows[:count]:
                 if not row[3]:
-                    out.append(self._padded(side, key, row))
+                    self._padded(side, key, row)
         del rows.times[:count]
         del rows.rows[:count]
         self._dirty.add((side, key))

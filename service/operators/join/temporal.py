@@ -25,7 +25,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from service.core.time import MIN_TIMESTAMP
-from service.operators.base import Collector, InputRecord, JoinRow, LateRecord, OperatorGauges
+from service.operators.base import Collector, InputRecord, LateRecord, OperatorGauges
+from service.operators.join.projection import emit
 from service.operators.join.rows import (
     How,
     JoinConfigError,
@@ -33,7 +34,6 @@ from service.operators.join.rows import (
     Side,
     both_sides,
     is_late,
-    row_id,
 )
 
 SNAPSHOT_VERSION = 1
@@ -169,7 +169,6 @@ class TemporalJoinOperator:
         """Join ``key``'s waiting rows at or below ``through`` and drop them."""
         count = bisect_right(rows.times, through)
         versions = self._versions.get(key)
-        out = self.collector.results
         pad = self.how is How.LEFT
         for ts, position, value in rows.rows[:count]:
             version = None
@@ -179,16 +178,15 @@ class TemporalJoinOperator:
                     version = versions.rows[at - 1]
             if version is None and not pad:
                 continue
-            out.append(
-                JoinRow(
-                    row_id(
-                        self._pipeline, key, position, None if version is None else version[1], None
-                    ),
-                    key,
-                    self.kind,
-                    ts,
-                    self._project(value, None if version is None else version[2]),
-                )
+            emit(
+                self.collector,
+                self._project,
+                self._pipeline,
+                self.kind,
+                key,
+                ts,
+                (position, value),
+                None if version is None else (version[1], version[2]),
             )
         rows.drop_through(count)
         self._dirty.add((Side.LEFT, key))

@@ -28,7 +28,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 from service.core.time import MIN_TIMESTAMP
-from service.operators.base import Collector, InputRecord, JoinRow, LateRecord, OperatorGauges
+from service.operators.base import Collector, InputRecord, LateRecord, OperatorGauges
+from service.operators.join.projection import emit
 from service.operators.join.rows import (
     How,
     JoinConfigError,
@@ -36,7 +37,6 @@ from service.operators.join.rows import (
     Side,
     Window,
     both_sides,
-    row_id,
 )
 
 SNAPSHOT_VERSION = 1
@@ -167,42 +167,41 @@ class WindowJoinOperator:
 
     def _fire(self, key: str, window: Window, lefts: list[Row], rights: list[Row]) -> None:
         how = self.how
-        out = self.collector.results
+        row = self._row
         if how is How.SEMI or how is How.ANTI:
             if bool(rights) == (how is How.SEMI):
-                out.extend(self._row(key, window, left, None) for left in lefts)
+                for left in lefts:
+                    row(key, window, left, None)
             return
         for left in lefts:
             for right in rights:
-                out.append(self._row(key, window, left, right))
+                row(key, window, left, right)
         if not rights and how.pads(Side.LEFT):
-            out.extend(self._row(key, window, left, None) for left in lefts)
+            for left in lefts:
+                row(key, window, left, None)
         if not lefts and how.pads(Side.RIGHT):
-            out.extend(self._row(key, window, None, right) for right in rights)
+            for right in rights:
+                row(key, window, None, right)
 
     def _pairs_with(
         self, side: Side, key: str, window: Window, row: Row, others: list[Row]
     ) -> None:
-        out = self.collector.results
         for other in others:
             if side is Side.LEFT:
-                out.append(self._row(key, window, row, other))
+                self._row(key, window, row, other)
             else:
-                out.append(self._row(key, window, other, row))
+                self._row(key, window, other, row)
 
-    def _row(self, key: str, window: Window, left: Row | None, right: Row | None) -> JoinRow:
-        return JoinRow(
-            row_id(
-                self._pipeline,
-                key,
-                None if left is None else left[1],
-                None if right is None else right[1],
-                window,
-            ),
-            key,
+    def _row(self, key: str, window: Window, left: Row | None, right: Row | None) -> None:
+        emit(
+            self.collector,
+            self._project,
+            self._pipeline,
             self.kind,
+            key,
             window[1] - 1,
-            self._project(None if left is None else left[2], None if right is None else right[2]),
+            None if left is None else (left[1], left[2]),
+            None if right is None else (right[1], right[2]),
             window,
         )
 
