@@ -28,7 +28,7 @@ from typing import Any
 
 from service.core.time import MIN_TIMESTAMP
 from service.operators.base import Collector, InputRecord, LateRecord, OperatorGauges
-from service.operators.join.projection import emit
+from service.operators.join.projection import RowEmitter
 from service.operators.join.rows import (
     How,
     JoinConfigError,
@@ -110,6 +110,7 @@ class IntervalJoinOperator:
         self._dirty: set[tuple[int, str]] = set()
         self._watermark = MIN_TIMESTAMP
         self.collector = Collector()
+        self._emit = RowEmitter(self.collector, project, pipeline, self.kind).emit
 
     # -- input ----------------------------------------------------------------------------
     def process_left(self, records: Sequence[InputRecord]) -> None:
@@ -131,6 +132,8 @@ class IntervalJoinOperator:
         partner_pads = self._pads[1 - side]  # only an outer side needs its rows' matched flag
         dirty = self._dirty
         other = 1 - side
+        emit = self._emit
+        left_side = side is Side.LEFT
         if side is Side.LEFT:
             low_delta, high_delta = self.lower, self.upper
         else:
@@ -147,7 +150,10 @@ class IntervalJoinOperator:
                     if partner_pads and not partner[3]:
                         partner[3] = True
                         dirty.add((other, key))
-                    self._pair(side, key, ts, position, value, partner)
+                    if left_side:
+                        emit(key, max(ts, partner[0]), position, value, partner[1], partner[2])
+                    else:
+                        emit(key, max(ts, partner[0]), partner[1], partner[2], position, value)
             cleanup = ts + keep
             if cleanup <= watermark:  # allowed-late, and no partner can come any more
                 if pads and not matched:
@@ -162,25 +168,12 @@ class IntervalJoinOperator:
                 heapq.heappush(self._expiry, (cleanup, side, key))
             dirty.add((side, key))
 
-    def _pair(self, side: Side, key: str, ts: int, position: int, value: Any, partner: Row) -> None:
-        mine, theirs = (position, value), (partner[1], partner[2])
-        left, right = (mine, theirs) if side is Side.LEFT else (theirs, mine)
-        emit(
-            self.collector,
-            self._project,
-            self._pipeline,
-            self.kind,
-            key,
-            max(ts, partner[0]),
-            left,
-            right,
-        )
-
     def _padded(self, side: Side, key: str, row: Row) -> None:
         ts, position, value, _ = row
-        mine = (position, value)
-        left, right = (mine, None) if side is Side.LEFT else (None, mine)
-        emit(self.collector, self._project, self._pipeline, self.kind, key, ts, left, right)
+        if side is Side.LEFT:
+            self._emit(key, ts, position, value, None, None)
+        else:
+            self._emit(key, ts, None, None, position, value)
 
     def _late(self, side: Side, key: str, ts: int, source: Any) -> None:
         collector = self.collector

@@ -9,7 +9,7 @@ At spec time every expression is checked, and every field path must start with o
 the two inputs' names; :class:`SelectError` lists every problem with the output field it
 is in. On a row, an expression that fails (a type mismatch, a division by zero) raises
 :class:`~service.operators.steps.errors.EvalError`; the join sends the pair to the
-dead-letter topic (:func:`project_or_fail`) instead of emitting it.
+dead-letter topic (:class:`RowEmitter`) instead of emitting it.
 """
 
 from __future__ import annotations
@@ -83,39 +83,35 @@ def compile_projection(select: Mapping[str, str], inputs: tuple[str, str]) -> Pr
     return function
 
 
-def project_or_fail(
-    project: Projection,
-    collector: Collector,
-    key: str,
-    left: Any,
-    right: Any,
-    where: str,
-) -> tuple[bool, Any]:
-    """``(True, projected)``, or ``(False, None)`` with the failure in the collector's
-    dead letters (``where`` says which rows: positions, window)."""
-    try:
-        return True, project(left, right)
-    except EvalError as exc:
-        collector.failed.append(FailedRecord(None, key, REASON_SELECT, f"{exc} ({where})"))
-        return False, None
+class RowEmitter:
+    """Makes a join's output rows: the id, the projection (or a dead letter when its
+    ``select`` fails), the row, into the collector. One call per row on the hot path."""
 
+    __slots__ = ("_collector", "_kind", "_pipeline", "_project")
 
-def emit(
-    collector: Collector,
-    project: Projection,
-    pipeline: str,
-    kind: str,
-    key: str,
-    timestamp: int,
-    left: tuple[int, Any] | None,
-    right: tuple[int, Any] | None,
-    window: Window | None = None,
-) -> None:
-    """One output row of ``left`` and ``right`` (each ``(position, value)`` or None for
-    a missing side) into ``collector``, or a dead letter if its ``select`` fails."""
-    left_pos, left_value = left if left is not None else (None, None)
-    right_pos, right_value = right if right is not None else (None, None)
-    ident = row_id(pipeline, key, left_pos, right_pos, window)
-    ok, value = project_or_fail(project, collector, key, left_value, right_value, ident)
-    if ok:
-        collector.results.append(JoinRow(ident, key, kind, timestamp, value, window))
+    def __init__(self, collector: Collector, project: Projection, pipeline: str, kind: str):
+        self._collector = collector
+        self._project = project
+        self._pipeline = pipeline
+        self._kind = kind
+
+    def emit(
+        self,
+        key: str,
+        timestamp: int,
+        left_pos: int | None,
+        left: Any,
+        right_pos: int | None,
+        right: Any,
+        window: Window | None = None,
+    ) -> None:
+        """A row of ``left`` and ``right`` (a missing side: position and value None)."""
+        ident = row_id(self._pipeline, key, left_pos, right_pos, window)
+        try:
+            value = self._project(left, right)
+        except EvalError as exc:
+            self._collector.failed.append(
+                FailedRecord(None, key, REASON_SELECT, f"{exc} ({ident})")
+            )
+            return
+        self._collector.results.append(JoinRow(ident, key, self._kind, timestamp, value, window))

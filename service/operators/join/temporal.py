@@ -26,7 +26,7 @@ from typing import Any
 
 from service.core.time import MIN_TIMESTAMP
 from service.operators.base import Collector, InputRecord, LateRecord, OperatorGauges
-from service.operators.join.projection import emit
+from service.operators.join.projection import RowEmitter
 from service.operators.join.rows import (
     How,
     JoinConfigError,
@@ -102,6 +102,7 @@ class TemporalJoinOperator:
         self._dirty: set[tuple[int, str]] = set()
         self._watermark = MIN_TIMESTAMP
         self.collector = Collector()
+        self._emit = RowEmitter(self.collector, project, pipeline, self.kind).emit
 
     # -- input ----------------------------------------------------------------------------
     def process_left(self, records: Sequence[InputRecord]) -> None:
@@ -178,16 +179,10 @@ class TemporalJoinOperator:
                     version = versions.rows[at - 1]
             if version is None and not pad:
                 continue
-            emit(
-                self.collector,
-                self._project,
-                self._pipeline,
-                self.kind,
-                key,
-                ts,
-                (position, value),
-                None if version is None else (version[1], version[2]),
-            )
+            if version is None:
+                self._emit(key, ts, position, value, None, None)
+            else:
+                self._emit(key, ts, position, value, version[1], version[2])
         rows.drop_through(count)
         self._dirty.add((Side.LEFT, key))
         if rows.times:

@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 from service.core.time import MIN_TIMESTAMP
 from service.operators.base import Collector, InputRecord, LateRecord, OperatorGauges
-from service.operators.join.projection import emit
+from service.operators.join.projection import RowEmitter
 from service.operators.join.rows import (
     How,
     JoinConfigError,
@@ -92,6 +92,7 @@ class WindowJoinOperator:
         self._dirty: set[tuple[Window, str]] = set()
         self._watermark = MIN_TIMESTAMP
         self.collector = Collector()
+        self._emit = RowEmitter(self.collector, project, pipeline, self.kind).emit
 
     # -- input ----------------------------------------------------------------------------
     def process_left(self, records: Sequence[InputRecord]) -> None:
@@ -193,15 +194,13 @@ class WindowJoinOperator:
                 self._row(key, window, other, row)
 
     def _row(self, key: str, window: Window, left: Row | None, right: Row | None) -> None:
-        emit(
-            self.collector,
-            self._project,
-            self._pipeline,
-            self.kind,
+        self._emit(
             key,
             window[1] - 1,
-            None if left is None else (left[1], left[2]),
-            None if right is None else (right[1], right[2]),
+            None if left is None else left[1],
+            None if left is None else left[2],
+            None if right is None else right[1],
+            None if right is None else right[2],
             window,
         )
 
