@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from service.core.time import Clock
@@ -64,6 +64,19 @@ class SinkSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class InputSettings:
+    """One named input of a join: its own topics, key, steps, timestamps and watermark
+    (each as a one-input pipeline has them)."""
+
+    name: str
+    topics: tuple[str, ...]
+    key_field: str | None = None
+    steps: StepProgram | None = None
+    timestamp: TimestampSettings = TimestampSettings()
+    watermark: WatermarkSettings = WatermarkSettings()
+
+
+@dataclass(frozen=True, slots=True)
 class PipelineDefinition:
     """One validated pipeline, ready to run."""
 
@@ -97,11 +110,36 @@ class PipelineDefinition:
     """The spec as the user gave it (JSON), for status and the pipeline store."""
     state_fingerprint: str = ""
     """Equal fingerprints mean a replaced spec can keep the checkpointed state."""
+    inputs: tuple[InputSettings, InputSettings] | None = None
+    """A join's left and right input; ``topics`` is then every input's topics, and the
+    pipeline runs through the shuffle (both inputs routed to the join's key)."""
     state_epoch: int = 0
     """Bumped by every ``reset_state`` replacement (the pipeline store keeps it). Each
     epoch has its own consumer group and changelog, so a reset starts afresh on every
     replica at once: a replica still on the old epoch checkpoints into the old
     changelog, which the new epoch never reads."""
+
+    def input_of(self, topic: str) -> int:
+        """Which input of a join reads ``topic`` (0: left, 1: right)."""
+        assert self.inputs is not None
+        for side, settings in enumerate(self.inputs):
+            if topic in settings.topics:
+                return side
+        raise KeyError(f"{topic} is no input's topic")
+
+    def as_input(self, side: int) -> PipelineDefinition:
+        """This pipeline as one input of its join reads: that input's topics, key, steps,
+        timestamps and watermark (what the route stage decodes a partition with)."""
+        assert self.inputs is not None
+        settings = self.inputs[side]
+        return replace(
+            self,
+            topics=settings.topics,
+            key_field=settings.key_field,
+            steps=settings.steps,
+            timestamp=settings.timestamp,
+            watermark=settings.watermark,
+        )
 
     @property
     def exactly_once(self) -> bool:

@@ -8,10 +8,13 @@ layer and tests cannot forget it.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from service.core.time import Clock, SystemClock
 from service.operators.base import Operator
+from service.operators.join.factory import build_join_operator
+from service.operators.join.projection import compile_projection
+from service.operators.join.rows import both_sides
 from service.operators.process import build_process_operator
 from service.operators.window import WindowFunction, build_window_operator
 from service.runtime.definition import OperatorFactory
@@ -51,6 +54,26 @@ def process_operator_factory(
 
     def build(clock: Clock) -> Operator:
         return build_process_operator(pipeline, function, params_copy, clock, modules)
+
+    build(SystemClock())
+    return build
+
+
+def join_operator_factory(
+    pipeline: str,
+    operator_spec: Mapping[str, Any],
+    inputs: tuple[str, str],
+    late_output: bool,
+) -> OperatorFactory:
+    """A factory of join operators for the spec's ``"operator"`` object (``"type":
+    "join"``); the ``select`` is compiled once, and one instance built eagerly so that a
+    bad spec fails here."""
+    spec = dict(operator_spec)
+    select = spec.get("select")
+    project = both_sides if select is None else compile_projection(select, inputs)
+
+    def build(clock: Clock) -> Operator:
+        return cast(Operator, build_join_operator(pipeline, spec, inputs, late_output, project))
 
     build(SystemClock())
     return build

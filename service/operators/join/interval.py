@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from service.core.time import MIN_TIMESTAMP
-from service.operators.base import Collector, InputRecord, LateRecord, OperatorGauges
+from service.operators.base import Collector, InputRecord, OperatorGauges
 from service.operators.join.projection import RowEmitter
 from service.operators.join.rows import (
     How,
@@ -36,6 +36,7 @@ from service.operators.join.rows import (
     Side,
     both_sides,
     is_late,
+    send_late,
 )
 
 SNAPSHOT_VERSION = 1
@@ -88,6 +89,7 @@ class IntervalJoinOperator:
         allowed_lateness_ms: int = 0,
         project: Projection = both_sides,
         inputs: tuple[str, str] = ("left", "right"),
+        late_output: bool = True,
     ) -> None:
         if how not in (How.INNER, How.LEFT, How.RIGHT, How.FULL):
             raise JoinConfigError(f"an interval join is inner, left, right or full, not {how}")
@@ -102,6 +104,7 @@ class IntervalJoinOperator:
         self.lateness = allowed_lateness_ms
         self._project = project
         self.inputs = inputs
+        self.late_output = late_output
         self._pads = (how.pads(Side.LEFT), how.pads(Side.RIGHT))
         # cleanup time = ts + this, per side
         self._keep = (upper_ms + allowed_lateness_ms, -lower_ms + allowed_lateness_ms)
@@ -177,7 +180,7 @@ class IntervalJoinOperator:
 
     def _late(self, side: Side, key: str, ts: int, source: Any) -> None:
         collector = self.collector
-        collector.late.append(LateRecord(source, key, ts, self._watermark, self.inputs[side]))
+        send_late(collector, self.late_output, source, key, ts, self._watermark, self.inputs[side])
 
     # -- time -----------------------------------------------------------------------------
     @property

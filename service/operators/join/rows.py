@@ -18,6 +18,7 @@ from enum import IntEnum, StrEnum
 from typing import Any
 
 from service.core.time import MIN_TIMESTAMP
+from service.operators.base import Collector, LateRecord
 
 
 class Side(IntEnum):
@@ -79,6 +80,23 @@ def is_late(timestamp: int, watermark: int, allowed_lateness_ms: int) -> bool:
     or below ``W`` would come, and the allowed lateness was spent (semantics.md
     section 3; the window operator judges a record the same way)."""
     return watermark != MIN_TIMESTAMP and timestamp + allowed_lateness_ms <= watermark
+
+
+def send_late(
+    collector: Collector,
+    late_output: bool,
+    source: Any,
+    key: str,
+    ts: int,
+    watermark: int,
+    input_name: str,
+) -> None:
+    """A late row to the late output naming its input, or counted as dropped without
+    one (as the window operator does)."""
+    if late_output:
+        collector.late.append(LateRecord(source, key, ts, watermark, input_name))
+    else:
+        collector.dropped_late += 1
 
 
 class JoinConfigError(ValueError):

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from service.core.time import MIN_TIMESTAMP
-from service.operators.base import Collector, InputRecord, LateRecord, OperatorGauges
+from service.operators.base import Collector, InputRecord, OperatorGauges
 from service.operators.join.projection import RowEmitter
 from service.operators.join.rows import (
     How,
@@ -34,6 +34,7 @@ from service.operators.join.rows import (
     Side,
     both_sides,
     is_late,
+    send_late,
 )
 
 SNAPSHOT_VERSION = 1
@@ -85,6 +86,7 @@ class TemporalJoinOperator:
         allowed_lateness_ms: int = 0,
         project: Projection = both_sides,
         inputs: tuple[str, str] = ("left", "right"),
+        late_output: bool = True,
     ) -> None:
         if how not in (How.INNER, How.LEFT):
             raise JoinConfigError(f"a temporal join is inner or left, not {how}")
@@ -95,6 +97,7 @@ class TemporalJoinOperator:
         self.lateness = allowed_lateness_ms
         self._project = project
         self.inputs = inputs
+        self.late_output = late_output
         self._waiting: dict[str, _Timeline] = {}
         self._versions: dict[str, _Timeline] = {}
         self._due: list[tuple[int, str]] = []  # (time of a key's first waiting row, key)
@@ -112,8 +115,14 @@ class TemporalJoinOperator:
         dirty = self._dirty
         for key, ts, value, position, source in records:
             if is_late(ts, watermark, lateness):
-                self.collector.late.append(
-                    LateRecord(source, key, ts, watermark, self.inputs[Side.LEFT])
+                send_late(
+                    self.collector,
+                    self.late_output,
+                    source,
+                    key,
+                    ts,
+                    watermark,
+                    self.inputs[Side.LEFT],
                 )
                 continue
             rows = waiting.get(key)

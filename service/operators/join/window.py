@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 from service.core.time import MIN_TIMESTAMP
-from service.operators.base import Collector, InputRecord, LateRecord, OperatorGauges
+from service.operators.base import Collector, InputRecord, OperatorGauges
 from service.operators.join.projection import RowEmitter
 from service.operators.join.rows import (
     How,
@@ -37,6 +37,7 @@ from service.operators.join.rows import (
     Side,
     Window,
     both_sides,
+    send_late,
 )
 
 SNAPSHOT_VERSION = 1
@@ -71,6 +72,7 @@ class WindowJoinOperator:
         allowed_lateness_ms: int = 0,
         project: Projection = both_sides,
         inputs: tuple[str, str] = ("left", "right"),
+        late_output: bool = True,
     ) -> None:
         if getattr(assigner, "merging", False):
             raise JoinConfigError("a window join takes tumbling or sliding windows")
@@ -87,6 +89,7 @@ class WindowJoinOperator:
         self.lateness = allowed_lateness_ms
         self._project = project
         self.inputs = inputs
+        self.late_output = late_output
         self._windows: dict[Window, dict[str, tuple[list[Row], list[Row]]]] = {}
         self._timers: list[tuple[int, int, Window]] = []  # (time, _FIRE | _CLEANUP, window)
         self._dirty: set[tuple[Window, str]] = set()
@@ -131,8 +134,14 @@ class WindowJoinOperator:
                 if max_ts <= watermark:  # fired already (allowed lateness, inner only)
                     self._pairs_with(side, key, window, row, sides[1 - side])
             if not taken:
-                self.collector.late.append(
-                    LateRecord(source, key, ts, watermark, self.inputs[side])
+                send_late(
+                    self.collector,
+                    self.late_output,
+                    source,
+                    key,
+                    ts,
+                    watermark,
+                    self.inputs[side],
                 )
 
     def _schedule(self, window: Window) -> None:

@@ -390,7 +390,7 @@ class Checkpointer:
             operator = stage.operator(session, tp, session.clock)
             if state.entries:
                 operator.restore_changes(state.entries.items())
-            generator = stage.generator()
+            generator = stage.generator(tp)
             part = stage.task(
                 tp,
                 operator,

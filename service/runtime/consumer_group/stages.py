@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 from functools import partial
-from typing import Protocol
+from typing import Protocol, cast
 
 from aiokafka import TopicPartition
 
@@ -32,6 +32,8 @@ from service.core.shuffle import ShuffleInput
 from service.core.time import Clock
 from service.core.watermarks import WatermarkGenerator, make_generator
 from service.operators.base import Operator
+from service.operators.join.inputs import SidedJoin, TwoInputOperator
+from service.operators.join.rows import Side
 from service.runtime.consumer_group.watermark_emitter import WatermarkEmitter
 from service.runtime.definition import PipelineDefinition, WatermarkSettings
 from service.runtime.kafka.batch_producer import BatchProducer
@@ -99,7 +101,8 @@ class Stage:
         """The decoder a session shares between its partitions."""
         return RecordDecoder(self.definition)
 
-    def generator(self) -> WatermarkGenerator:
+    def generator(self, tp: TopicPartition) -> WatermarkGenerator:
+        """A new watermark generator for partition ``tp``."""
         wm = self.definition.watermark
         return make_generator(wm.strategy, wm.max_out_of_orderness_ms, wm.field)
 
@@ -150,8 +153,23 @@ class KeyedStage(Stage):
         return None if partitioner is None else PartitioningCheck(partitioner, tp.partition)
 
 
+def source_numbers(
+    definition: PipelineDefinition, counts: Mapping[str, int]
+) -> list[TopicPartition]:
+    """Every source partition of the pipeline in the order that numbers them, the same
+    on every replica and in both stages: the topics sorted, then the partitions."""
+    return [
+        TopicPartition(topic, partition)
+        for topic in sorted(definition.topics)
+        for partition in range(counts[topic])
+    ]
+
+
 class RouteStage(Stage):
-    """Stage 1 of a shuffled pipeline: source partitions to the shuffle topic by key."""
+    """Stage 1 of a shuffled pipeline: source partitions to the shuffle topic by key.
+
+    A join's two inputs are routed into one shuffle topic: each source partition is
+    decoded, timestamped and watermarked as its own input says (``as_input``)."""
 
     name = "route"
 
@@ -159,29 +177,52 @@ class RouteStage(Stage):
         super().__init__(definition)
         self.sources: dict[TopicPartition, int] = {}
         self.partitioner: KeyPartitioner | None = None
+        self._inputs: dict[str, PipelineDefinition] = {}  # a join's: by topic
+        self._decoders: dict[str, RecordDecoder] = {}
+
+    @property
+    def prefetches(self) -> bool:
+        return self.definition.inputs is None  # the decoder is per input
 
     def prepare(self, session: StageSession, counts: dict[str, int]) -> None:
         # Every source partition of the pipeline gets a number, the same on every replica.
-        self.sources = {
-            TopicPartition(topic, partition): index
-            for index, (topic, partition) in enumerate(
-                (topic, partition)
-                for topic in sorted(self.definition.topics)
-                for partition in range(counts[topic])
-            )
-        }
+        self.sources = {tp: n for n, tp in enumerate(source_numbers(self.definition, counts))}
         self.partitioner = KeyPartitioner(counts[self.definition.shuffle_topic])
+        definition = self.definition
+        if definition.inputs is not None:
+            self._inputs = {
+                topic: definition.as_input(definition.input_of(topic))
+                for topic in definition.topics
+            }
+
+    def _input(self, tp: TopicPartition) -> PipelineDefinition:
+        return self._inputs.get(tp.topic, self.definition)
+
+    def generator(self, tp: TopicPartition) -> WatermarkGenerator:
+        wm = self._input(tp).watermark
+        return make_generator(wm.strategy, wm.max_out_of_orderness_ms, wm.field)
+
+    def partition_decoder(
+        self, session: StageSession, tp: TopicPartition, generator: WatermarkGenerator
+    ) -> Decoder:
+        if not self._inputs:
+            return session.decoder
+        decoder = self._decoders.get(tp.topic)
+        if decoder is None:
+            decoder = self._decoders[tp.topic] = RecordDecoder(self._input(tp))
+        return decoder
 
     def operator(self, session: StageSession, tp: TopicPartition, clock: Clock) -> Operator:
         assert self.partitioner is not None
+        steps = self._input(tp).steps
         return ShuffleWriter(
             partial(session.batches_for, tp),
             self.definition.shuffle_topic,
             self.partitioner,
             self.sources[tp],
             len(self.sources),
-            reencode=self.definition.steps is not None,
-            positioned=self.definition.steps is not None and self.definition.steps.has_unnest,
+            reencode=steps is not None,
+            positioned=steps is not None and steps.has_unnest,
         )
 
     def on_emit(self, session: StageSession, now: int) -> bool:
@@ -211,6 +252,8 @@ class ShuffledStage(Stage):
     def __init__(self, definition: PipelineDefinition) -> None:
         super().__init__(definition)
         self.trimmer: ShuffleTrimmer | None = None
+        self.sides: list[Side] = []
+        """A join's: the input of each source partition number (prepare)."""
         # Idleness comes from the markers, declared upstream; never from silence here.
         self.watermark = replace(
             definition.watermark, idle_timeout_ms=None, idle_advance=False, max_drift_ms=None
@@ -232,8 +275,15 @@ class ShuffledStage(Stage):
     def prefetches(self) -> bool:
         return False  # the decoder is per partition
 
-    def generator(self) -> WatermarkGenerator:
+    def generator(self, tp: TopicPartition) -> WatermarkGenerator:
         return ShuffleInput()
+
+    def operator(self, session: StageSession, tp: TopicPartition, clock: Clock) -> Operator:
+        """The keyed operator; a join's, fed by the side each record's source says."""
+        operator = self.definition.operator_factory(clock)
+        if self.definition.inputs is None:
+            return operator
+        return SidedJoin(cast(TwoInputOperator, operator), self.sides)
 
     def partition_decoder(
         self, session: StageSession, tp: TopicPartition, generator: WatermarkGenerator
@@ -246,6 +296,11 @@ class ShuffledStage(Stage):
         return ShuffledPartitionTask
 
     def prepare(self, session: StageSession, counts: dict[str, int]) -> None:
+        definition = self.definition
+        if definition.inputs is not None:
+            self.sides = [
+                Side(definition.input_of(tp.topic)) for tp in source_numbers(definition, counts)
+            ]
         if self.trimmer is None:
             self.trimmer = ShuffleTrimmer(
                 session.settings.bootstrap_servers,

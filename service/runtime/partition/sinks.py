@@ -39,6 +39,8 @@ HEADER_ERROR = "clockwork.error"
 HEADER_WATERMARK = "clockwork.watermark"
 HEADER_TIMESTAMP = "clockwork.timestamp"
 HEADER_SOURCE = "clockwork.source"
+HEADER_INPUT = "clockwork.input"
+"""A join's late row: the input it came to."""
 
 REASON_LATE = "late"
 _ERROR_LIMIT = 1000
@@ -207,6 +209,8 @@ class OutputSink:
                 (HEADER_WATERMARK, str(late.watermark).encode()),
                 (HEADER_TIMESTAMP, str(late.timestamp).encode()),
             ]
+            if late.input is not None:
+                headers.append((HEADER_INPUT, late.input.encode()))
             append(topic, partition, source.key, source.value, source.timestamp, headers)
             self.late_sent += 1
 

@@ -1,0 +1,76 @@
+"""A join operator from the pipeline spec's ``"operator"`` object (``"type": "join"``).
+
+``kind`` picks the operator (``interval``, ``window``, ``temporal``), ``how`` the rows
+besides the matches, ``select`` the output fields (none: ``{"left", "right"}``). The
+spec layer validates the object first (every problem at its path); this builder raises
+:class:`~service.operators.join.rows.JoinConfigError` or
+:class:`~service.operators.join.projection.SelectError` for anything it cannot build.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from service.operators.join.inputs import TwoInputOperator
+from service.operators.join.interval import IntervalJoinOperator
+from service.operators.join.projection import compile_projection
+from service.operators.join.rows import How, JoinConfigError, Projection, both_sides
+from service.operators.join.temporal import TemporalJoinOperator
+from service.operators.join.window import WindowJoinOperator
+from service.operators.window.assigners import SlidingAssigner, TumblingAssigner
+from service.operators.window.errors import WindowConfigError
+
+KINDS = ("interval", "window", "temporal")
+
+
+def build_join_operator(
+    pipeline: str,
+    spec: Mapping[str, Any],
+    inputs: tuple[str, str],
+    late_output: bool,
+    project: Projection | None = None,
+) -> TwoInputOperator:
+    """``project``: the compiled ``select`` when the caller built it once already."""
+    kind = spec.get("kind")
+    try:
+        how = How(spec.get("how", "inner"))
+    except ValueError:
+        raise JoinConfigError(f"unknown how {spec.get('how')!r}") from None
+    lateness = int(spec.get("allowed_lateness_ms", 0))
+    if project is None:
+        select = spec.get("select")
+        project = both_sides if select is None else compile_projection(select, inputs)
+    if kind == "interval":
+        between = spec.get("between") or {}
+        return IntervalJoinOperator(
+            pipeline,
+            how,
+            int(between.get("lower_ms", 0)),
+            int(between.get("upper_ms", 0)),
+            lateness,
+            project,
+            inputs,
+            late_output,
+        )
+    if kind == "window":
+        assigner_spec = spec.get("assigner") or {}
+        try:
+            if assigner_spec.get("type") == "tumbling":
+                assigner: Any = TumblingAssigner(
+                    assigner_spec["size_ms"], assigner_spec.get("offset_ms", 0)
+                )
+            elif assigner_spec.get("type") == "sliding":
+                assigner = SlidingAssigner(
+                    assigner_spec["size_ms"],
+                    assigner_spec["slide_ms"],
+                    assigner_spec.get("offset_ms", 0),
+                )
+            else:
+                raise JoinConfigError("a window join takes a tumbling or sliding assigner")
+        except (KeyError, WindowConfigError) as exc:
+            raise JoinConfigError(f"window join assigner: {exc}") from None
+        return WindowJoinOperator(pipeline, how, assigner, lateness, project, inputs, late_output)
+    if kind == "temporal":
+        return TemporalJoinOperator(pipeline, how, lateness, project, inputs, late_output)
+    raise JoinConfigError(f"unknown join kind {kind!r} (one of {', '.join(KINDS)})")
