@@ -19,9 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from service.api.registry import PipelineRegistry, SpecInvalid
-from service.api.spec_schema import BUILTIN_PARAMS_SCHEMAS, pipeline_schema, replacement_schema
 from service.operators.process.builtins import BUILTIN_FUNCTIONS
 from service.settings import Settings
+from service.spec.schema import BUILTIN_PARAMS_SCHEMAS, pipeline_schema, replacement_schema
 
 ALLOWED = ("examples",)
 

@@ -16,7 +16,6 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from service.api.spec import KeyedProcessOperator, PipelineSpec, WindowOperator
 from service.core.errors import ConfigError
 from service.core.time import Clock, SystemClock
 from service.core.watermarks import make_generator
@@ -33,6 +32,7 @@ from service.runtime.definition import (
     TimestampSettings,
     WatermarkSettings,
 )
+from service.spec.models import KeyedProcessOperator, PipelineSpec, WindowOperator
 
 __all__ = ["BuildError", "build_definition", "state_fingerprint"]
 

@@ -5,7 +5,7 @@ when every field of that model is valid, so a spec with a bad ``allowed_lateness
 would hide that its evictor cannot work with its aggregations. These rules read the
 input defensively instead (a part that is missing or of the wrong type is skipped: the
 field checks already report it) and each one reports its own problems, so the user gets
-every problem in one answer. :class:`service.api.spec.PipelineSpec` merges them with the
+every problem in one answer. :class:`service.spec.models.PipelineSpec` merges them with the
 field errors.
 
 Each rule is a small generator of :class:`Problem`; :func:`check` runs them all.

@@ -2,7 +2,7 @@
 that JSON Schema can state.
 
 Why more than ``PipelineSpec.model_json_schema()``: the models check one field at a time,
-and :mod:`service.api.rules` checks how fields fit together. A schema with only the first
+and :mod:`service.spec.rules` checks how fields fit together. A schema with only the first
 half calls specs valid that the service refuses (a window with neither aggregations nor a
 function), so an editor that checks against it says nothing until the 422, and a fuzzer
 reading the OpenAPI document sends "valid" specs that are not. Here each rule of
@@ -32,15 +32,15 @@ from collections.abc import Iterator, Mapping, Sequence
 from functools import cache
 from typing import Any
 
-from service.api.rules import (
+from service.core.time import MAX_DURATION_MS
+from service.operators.process.builtins.daily_counter import MAX_OFFSET_MINUTES
+from service.spec.models import PipelineSpec
+from service.spec.rules import (
     BUILTIN_PROCESS_FUNCTIONS,
     FIELD_FREE_FNS,
     KAFKA_REFUSED_TOPICS,
     MAX_TOPIC_LENGTH,
 )
-from service.api.spec import PipelineSpec
-from service.core.time import MAX_DURATION_MS
-from service.operators.process.builtins.daily_counter import MAX_OFFSET_MINUTES
 
 __all__ = [
     "BUILTIN_PARAMS_SCHEMAS",

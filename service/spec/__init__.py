@@ -1,0 +1,15 @@
+"""The pipeline spec (contract.md, "Pipeline spec"): what a user writes, checked, and
+turned into what the runtime runs.
+
+- :mod:`.models`: the pydantic models, each field checked on its own;
+- :mod:`.rules`: how fields fit together, each rule one declaration carrying its check
+  and, where JSON Schema can state it, its schema fragment;
+- :mod:`.schema`: the JSON Schema (``/schema/pipeline``, the OpenAPI document, the
+  console's validator), assembled from the models and the rules' fragments;
+- :mod:`.build`: a validated spec -> the runtime's pydantic-free
+  :class:`~service.runtime.definition.PipelineDefinition`, in one place.
+
+A layer of its own between the runtime and the API: it imports ``core``, ``operators``
+and the runtime's definition, never ``api``; the API, the benchmarks and anything else
+that reads a spec import it without the web application.
+"""
