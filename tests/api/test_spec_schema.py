@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 from service.api.registry import PipelineRegistry, SpecInvalid
 from service.operators.process.builtins import BUILTIN_FUNCTIONS
 from service.settings import Settings
-from service.spec.schema import BUILTIN_PARAMS_SCHEMAS, pipeline_schema, replacement_schema
+from service.spec.rules import BUILTIN_PARAMS_SCHEMAS
+from service.spec.schema import pipeline_schema, replacement_schema
 
 ALLOWED = ("examples",)
 
