@@ -694,26 +694,26 @@ _TIME_DOMAINS = ["event", "processing"]
 _PATH_PARAM = {"type": "string", "pattern": r"^[^.]+(\.[^.]+)*$"}
 """A dotted path as the built-ins split it (no empty part)."""
 
+
+def _timed_params(duration: str, **more: JsonSchema) -> JsonSchema:
+    """The params of a built-in that waits ``duration`` in its time domain (``time``)."""
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": [duration],
+        "properties": {
+            duration: {"type": "integer", "minimum": 1, "maximum": MAX_DURATION_MS},
+            "time": {"enum": _TIME_DOMAINS},
+            **more,
+        },
+    }
+
+
 BUILTIN_PARAMS_SCHEMAS: Mapping[str, JsonSchema] = {
-    "inactivity_timeout": {
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["timeout_ms"],
-        "properties": {
-            "timeout_ms": {"type": "integer", "minimum": 1, "maximum": MAX_DURATION_MS},
-            "time": {"enum": _TIME_DOMAINS},
-        },
-    },
-    "dedupe": {
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["ttl_ms"],
-        "properties": {
-            "ttl_ms": {"type": "integer", "minimum": 1, "maximum": MAX_DURATION_MS},
-            "time": {"enum": _TIME_DOMAINS},
-            "fields": {"type": "array", "minItems": 1, "items": _PATH_PARAM},
-        },
-    },
+    "inactivity_timeout": _timed_params("timeout_ms"),
+    "dedupe": _timed_params(
+        "ttl_ms", fields={"type": "array", "minItems": 1, "items": _PATH_PARAM}
+    ),
     "daily_reset_counter": {
         "type": "object",
         "additionalProperties": False,
