@@ -1,5 +1,10 @@
 """A validated spec -> the runtime's :class:`PipelineDefinition` (plain data, no pydantic).
 
+The one place a definition is built from a spec. The operator comes from
+:mod:`service.runtime.factories` (the factories tests and benchmarks also use), and
+settings the runtime mirrors name for name (the watermark's) are copied field for
+field, so a new field of the spec is read by its model and its reader, not here.
+
 Also decides what a replacement may keep: :func:`state_fingerprint` hashes exactly the
 parts of a spec that shape the checkpointed state (source topics: the partitions state
 is keyed by; key; timestamp and watermark strategy: what event time means; operator:
