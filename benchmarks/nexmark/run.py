@@ -66,11 +66,11 @@ async def produce_bids(bootstrap: str, workload: BidWorkload, bids: list, topic:
 
 
 async def run_spec(bootstrap: str, spec: dict[str, Any]) -> tuple[float, list[dict[str, Any]]]:
+    from service.pipeline_spec.build import build_definition
+    from service.pipeline_spec.models import validate_spec
     from service.runtime.lifecycle.manager import Runtime
     from service.runtime.observability.status import PipelineState
     from service.runtime.settings import RuntimeSettings
-    from service.spec.build import build_definition
-    from service.spec.models import validate_spec
 
     definition = build_definition(validate_spec(spec, ()), ())
     await create_topic(bootstrap, spec["sink"]["topic"], 4)
@@ -137,8 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--events", type=int, default=1_000_000)
     args = parser.parse_args(argv)
     try:
-        import service.runtime.lifecycle.manager
-        import service.spec.build  # noqa: F401
+        import service.pipeline_spec.build
+        import service.runtime.lifecycle.manager  # noqa: F401
     except ImportError as exc:
         print(f"pending: our service's runtime or API is not in the tree yet ({exc})")
         return 2

@@ -36,12 +36,12 @@ from service.api.registry import (
 from service.api.routes import console, health, metrics, pipelines, schema
 from service.api.routes.deps import Services
 from service.api.store import PipelineStore, StoredPipeline, StoreError, StoreTimeout
+from service.pipeline_spec.schema import pipeline_schema, replacement_schema
 from service.runtime.kafka.embedded_broker import EmbeddedBroker
 from service.runtime.lifecycle.manager import Runtime
 from service.runtime.observability.history import History
 from service.runtime.settings import RuntimeSettings
 from service.settings import Settings
-from service.spec.schema import pipeline_schema, replacement_schema
 
 __all__ = ["create_app", "runtime_settings"]
 

@@ -17,6 +17,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from service.api.store import PipelineStore, StoredPipeline, StoreError
+from service.pipeline_spec.build import BuildError, build_definition
+from service.pipeline_spec.models import PipelineSpec, validate_spec
 from service.runtime.consumer_group.changelog import delete_old_changelogs, delete_shuffle_topics
 from service.runtime.consumer_group.changelog import reset_state as reset_checkpointed_state
 from service.runtime.definition import PipelineDefinition, first_free_state_epoch
@@ -26,8 +28,6 @@ from service.runtime.kafka.transactions import transactions_unsupported
 from service.runtime.lifecycle.manager import Runtime
 from service.runtime.observability.status import UnknownPipeline
 from service.settings import Settings
-from service.spec.build import BuildError, build_definition
-from service.spec.models import PipelineSpec, validate_spec
 
 __all__ = [
     "PipelineExists",

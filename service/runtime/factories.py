@@ -1,5 +1,5 @@
 """Operator factories for :class:`~service.runtime.definition.PipelineDefinition`: the
-only place one is made (the spec's build, ``service/spec/build.py``, and the tests and
+only place one is made (the spec's build, ``service/pipeline_spec/build.py``, and the tests and
 benchmarks that build definitions directly all call these).
 
 The runtime checkpoints incrementally (``snapshot_changes``), which needs operators

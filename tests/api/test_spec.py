@@ -12,8 +12,8 @@ from pydantic import ValidationError
 from examples.udf.quiet import CountUntilQuiet
 from service.core.time import ManualClock
 from service.operators.process import KeyedProcessOperator
-from service.spec.build import build_definition
-from service.spec.models import PipelineSpec, validate_spec
+from service.pipeline_spec.build import build_definition
+from service.pipeline_spec.models import PipelineSpec, validate_spec
 
 ALLOWED = ("examples",)
 

@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 
 from service.api.registry import PipelineRegistry, SpecInvalid
 from service.operators.process.builtins import BUILTIN_FUNCTIONS
+from service.pipeline_spec.rules import BUILTIN_PARAMS_SCHEMAS
+from service.pipeline_spec.schema import pipeline_schema, replacement_schema
 from service.settings import Settings
-from service.spec.rules import BUILTIN_PARAMS_SCHEMAS
-from service.spec.schema import pipeline_schema, replacement_schema
 
 ALLOWED = ("examples",)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from service.pipeline_spec.models import WatermarkSpec
 from service.runtime.definition import WatermarkSettings
-from service.spec.models import WatermarkSpec
 
 
 def test_the_runtimes_watermark_settings_are_the_models_fields_and_defaults() -> None:

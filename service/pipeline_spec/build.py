@@ -27,6 +27,7 @@ from service.operators.process import ProcessFunctionError
 from service.operators.steps import StepProgram, StepsConfigError, compile_expression
 from service.operators.udf import UdfError, load_user_object
 from service.operators.window import WindowFunction
+from service.pipeline_spec.models import KeyedProcessOperator, PipelineSpec, WindowOperator
 from service.runtime.definition import (
     OperatorFactory,
     PipelineDefinition,
@@ -36,7 +37,6 @@ from service.runtime.definition import (
     WatermarkSettings,
 )
 from service.runtime.factories import process_operator_factory, window_operator_factory
-from service.spec.models import KeyedProcessOperator, PipelineSpec, WindowOperator
 
 __all__ = ["BuildError", "build_definition", "state_fingerprint"]
 
@@ -189,7 +189,7 @@ def build_definition(spec: PipelineSpec, allowed_modules: Sequence[str]) -> Pipe
             else TimestampSettings(source="field", field=ts.field, format=ts.format)
         ),
         # Field for field: the runtime's settings mirror the model, name for name
-        # (tests/spec/test_build.py), so a new watermark setting needs no line here.
+        # (tests/pipeline_spec/test_build.py), so a new watermark setting needs no line here.
         watermark=WatermarkSettings(**wm.model_dump()),
         start_from=spec.source.start_from,
         bounded=spec.source.bounded,

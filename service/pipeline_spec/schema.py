@@ -2,7 +2,7 @@
 that JSON Schema can state.
 
 Why more than ``PipelineSpec.model_json_schema()``: the models check one field at a time,
-and :mod:`service.spec.rules` checks how fields fit together. A schema with only the first
+and :mod:`service.pipeline_spec.rules` checks how fields fit together. A schema with only the first
 half calls specs valid that the service refuses (a window with neither aggregations nor a
 function), so an editor that checks against it says nothing until the 422, and a fuzzer
 reading the OpenAPI document sends "valid" specs that are not. So each rule of
@@ -23,7 +23,7 @@ it accepts; for ``PUT``, the body's name equal to the path's; and what the broke
 (exactly-once needs transactions: the service asks the broker).
 
 The models stay the truth: ``tests/api/test_spec_schema.py`` checks that the schema and
-the service agree on generated specs, ``tests/spec/test_rules.py`` that each rule's
+the service agree on generated specs, ``tests/pipeline_spec/test_rules.py`` that each rule's
 check and fragment agree, and schemathesis checks it against the running service.
 """
 
@@ -34,8 +34,8 @@ from collections.abc import Iterable, Sequence
 from functools import cache
 from typing import Any
 
-from service.spec.models import PipelineSpec
-from service.spec.rules import RULES, Rule
+from service.pipeline_spec.models import PipelineSpec
+from service.pipeline_spec.rules import RULES, Rule
 
 __all__ = ["DRAFT", "assemble", "pipeline_schema", "replacement_schema"]
 

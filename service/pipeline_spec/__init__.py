@@ -10,6 +10,8 @@ turned into what the runtime runs.
   :class:`~service.runtime.definition.PipelineDefinition`, in one place.
 
 A layer of its own between the runtime and the API: it imports ``core``, ``operators``
-and the runtime's definition, never ``api``; the API, the benchmarks and anything else
-that reads a spec import it without the web application.
+and the runtime's definition and operator factories, never ``api``; the API, the
+benchmarks and anything else that reads a spec import it without the web application.
+Not named ``spec``: a ``spec/`` folder is where RSpec and Jasmine keep their tests, and
+tools that follow that convention would leave this package out.
 """

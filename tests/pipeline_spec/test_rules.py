@@ -1,4 +1,4 @@
-"""Each rule of ``service/spec/rules.py`` is one declaration: its check and its JSON
+"""Each rule of ``service/pipeline_spec/rules.py`` is one declaration: its check and its JSON
 Schema fragment. Here: every fragment is in the served schema (and nothing else is added
 to the models' schema), and each rule's check and fragment agree, on examples of each
 rule and on edited specs.
@@ -22,9 +22,9 @@ import jsonschema_rs
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from service.spec.models import PipelineSpec
-from service.spec.rules import RULES, Fragment, Rule, rule
-from service.spec.schema import assemble, pipeline_schema
+from service.pipeline_spec.models import PipelineSpec
+from service.pipeline_spec.rules import RULES, Fragment, Rule, rule
+from service.pipeline_spec.schema import assemble, pipeline_schema
 from tests.api.test_spec_schema import edited_specs
 
 ALLOWED = ("examples",)
