@@ -3,24 +3,25 @@ JSON Schema fragment.
 
 A rule is a check (a generator of :class:`Problem` over the raw JSON) declared with
 :func:`rule`, which also takes the rule's JSON Schema fragment, or says why no JSON
-Schema can state it. :mod:`service.pipeline_spec.schema` assembles the served schema from the
-models and these fragments, so a rule cannot reach the service and miss the schema (or
-the other way round): there is no second list to forget it in.
-``tests/pipeline_spec/test_rules.py`` checks that every fragment is in the served schema and that
-each rule's check and fragment agree.
+Schema can state it. :mod:`service.pipeline_spec.schema` assembles the served schema
+from the models and these fragments, so a rule cannot reach the service and miss the
+schema (or the other way round): there is no second list to forget it in.
+``tests/pipeline_spec/test_rules.py`` checks that every fragment is in the served schema
+and that each rule's check and fragment agree.
 
 Why raw JSON and not the validated models: pydantic runs a model's "after" validator only
 when every field of that model is valid, so a spec with a bad ``allowed_lateness_ms``
 would hide that its evictor cannot work with its aggregations. The checks read the input
 defensively instead (a part that is missing or of the wrong type is skipped: the field
 checks already report it) and each one reports its own problems, so the user gets every
-problem in one answer. :class:`service.pipeline_spec.models.PipelineSpec` merges them with the
-field errors; :func:`check` runs them all, in the order they are declared here (the
-order of the spec's sections, which is the order of the 422's problems).
+problem in one answer. :class:`service.pipeline_spec.models.PipelineSpec` merges them
+with the field errors; :func:`check` runs them all, in the order they are declared here
+(the order of the spec's sections, which is the order of the 422's problems).
 
 Adding a rule: write its check under ``@rule(...)`` with the problem types it reports and
 its fragment (``Fragment("ModelName", {...})``, joined to that model's definition as one
-more ``allOf`` entry), or ``beyond_schema={type: why}`` for what no JSON Schema can say.
+more ``allOf`` entry), or ``beyond_schema={type: why}`` for what no JSON Schema can say;
+and give ``tests/pipeline_spec/test_rules.py`` a spec it refuses and one it accepts.
 """
 
 from __future__ import annotations

@@ -2,10 +2,10 @@
 that JSON Schema can state.
 
 Why more than ``PipelineSpec.model_json_schema()``: the models check one field at a time,
-and :mod:`service.pipeline_spec.rules` checks how fields fit together. A schema with only the first
-half calls specs valid that the service refuses (a window with neither aggregations nor a
-function), so an editor that checks against it says nothing until the 422, and a fuzzer
-reading the OpenAPI document sends "valid" specs that are not. So each rule of
+and :mod:`service.pipeline_spec.rules` checks how fields fit together. A schema with only
+the first half calls specs valid that the service refuses (a window with neither
+aggregations nor a function), so an editor that checks against it says nothing until
+the 422, and a fuzzer reading the OpenAPI document sends "valid" specs that are not. So each rule of
 ``rules.py`` carries its fragment (``if``/``then``/``else``, ``oneOf``, ``not``,
 ``const``, ``uniqueItems``), and :func:`pipeline_schema` adds every fragment to the
 definition of the model it is about, as one more ``allOf`` entry; the allowed
@@ -23,8 +23,8 @@ it accepts; for ``PUT``, the body's name equal to the path's; and what the broke
 (exactly-once needs transactions: the service asks the broker).
 
 The models stay the truth: ``tests/api/test_spec_schema.py`` checks that the schema and
-the service agree on generated specs, ``tests/pipeline_spec/test_rules.py`` that each rule's
-check and fragment agree, and schemathesis checks it against the running service.
+the service agree on generated specs, ``tests/pipeline_spec/test_rules.py`` that each
+rule's check and fragment agree, and schemathesis checks it against the running service.
 """
 
 from __future__ import annotations
