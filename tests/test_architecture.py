@@ -60,7 +60,7 @@ def in_layer(layer: str) -> list[tuple[str, Path]]:
 
 
 def test_every_layer_has_modules() -> None:  # a moved folder must not empty a rule below
-    for layer in ("core", "operators", "runtime", "api", "compaction"):
+    for layer in ("core", "operators", "runtime", "pipeline_spec", "api", "compaction"):
         assert in_layer(layer), layer
 
 
@@ -88,10 +88,32 @@ def test_operators_do_no_io(module: str, path: Path) -> None:
 
 
 @pytest.mark.parametrize(("module", "path"), in_layer("runtime"))
-def test_the_runtime_never_imports_the_api_or_pydantic(module: str, path: Path) -> None:
+def test_the_runtime_never_imports_the_pipeline_spec_the_api_or_pydantic(
+    module: str, path: Path
+) -> None:
     names = imports(module, path)
-    assert {n for n in names if n.startswith(("service.api", "service.compaction"))} == set()
+    above = ("service.pipeline_spec", "service.api", "service.compaction")
+    assert {n for n in names if n.startswith(above)} == set()
     assert {n for n in names if n.split(".")[0] == "pydantic"} == set()
+
+
+SPEC_READS_OF_THE_RUNTIME = ("service.runtime.definition", "service.runtime.factories")
+"""The spec builds the runtime's definition and its operator factories; nothing else of
+the runtime (no I/O, no sessions) is the spec's business."""
+
+
+@pytest.mark.parametrize(("module", "path"), in_layer("pipeline_spec"))
+def test_the_pipeline_spec_imports_below_it_and_no_web(module: str, path: Path) -> None:
+    names = imports(module, path)
+    allowed = (
+        "service.core",
+        "service.operators",
+        "service.pipeline_spec",
+        *SPEC_READS_OF_THE_RUNTIME,
+    )
+    assert {n for n in service_imports(module, path) if not n.startswith(allowed)} == set()
+    web = {"fastapi", "starlette", "asyncio", "aiokafka"}
+    assert {n.split(".")[0] for n in names} & web == set()
 
 
 @pytest.mark.parametrize(("module", "path"), in_layer("compaction"))
@@ -133,6 +155,6 @@ def test_only_the_stage_runner_imports_the_session() -> None:
 
 def test_every_module_the_architecture_page_names_exists() -> None:
     page = (SERVICE.parent / "docs" / "architecture.md").read_text()
-    named = set(re.findall(r"`((?:core|operators|runtime|api)/[\w/]+\.py)", page))
+    named = set(re.findall(r"`((?:core|operators|runtime|pipeline_spec|api)/[\w/]+\.py)", page))
     assert named  # the page names modules this way
     assert sorted(p for p in named if not (SERVICE / p).is_file()) == []

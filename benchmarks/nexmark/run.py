@@ -66,8 +66,8 @@ async def produce_bids(bootstrap: str, workload: BidWorkload, bids: list, topic:
 
 
 async def run_spec(bootstrap: str, spec: dict[str, Any]) -> tuple[float, list[dict[str, Any]]]:
-    from service.api.build import build_definition
-    from service.api.spec import validate_spec
+    from service.pipeline_spec.build import build_definition
+    from service.pipeline_spec.models import validate_spec
     from service.runtime.lifecycle.manager import Runtime
     from service.runtime.observability.status import PipelineState
     from service.runtime.settings import RuntimeSettings
@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--events", type=int, default=1_000_000)
     args = parser.parse_args(argv)
     try:
-        import service.api.build
+        import service.pipeline_spec.build
         import service.runtime.lifecycle.manager  # noqa: F401
     except ImportError as exc:
         print(f"pending: our service's runtime or API is not in the tree yet ({exc})")

@@ -35,8 +35,8 @@ from service.api.registry import (
 )
 from service.api.routes import console, health, metrics, pipelines, schema
 from service.api.routes.deps import Services
-from service.api.spec_schema import pipeline_schema, replacement_schema
 from service.api.store import PipelineStore, StoredPipeline, StoreError, StoreTimeout
+from service.pipeline_spec.schema import pipeline_schema, replacement_schema
 from service.runtime.kafka.embedded_broker import EmbeddedBroker
 from service.runtime.lifecycle.manager import Runtime
 from service.runtime.observability.history import History

@@ -16,9 +16,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from service.api.build import BuildError, build_definition
-from service.api.spec import PipelineSpec, validate_spec
 from service.api.store import PipelineStore, StoredPipeline, StoreError
+from service.pipeline_spec.build import BuildError, build_definition
+from service.pipeline_spec.models import PipelineSpec, validate_spec
 from service.runtime.consumer_group.changelog import delete_old_changelogs, delete_shuffle_topics
 from service.runtime.consumer_group.changelog import reset_state as reset_checkpointed_state
 from service.runtime.definition import PipelineDefinition, first_free_state_epoch

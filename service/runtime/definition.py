@@ -32,7 +32,11 @@ class TimestampSettings:
 
 @dataclass(frozen=True, slots=True)
 class WatermarkSettings:
-    """How each partition's watermark is generated and how they are combined."""
+    """How each partition's watermark is generated and how they are combined.
+
+    The spec's ``WatermarkSpec`` without pydantic: the same fields, names and defaults
+    (``tests/pipeline_spec/test_build.py``), copied field for field by the spec's build, so a new
+    watermark setting is declared in the model and read here, and nowhere else."""
 
     strategy: Literal["bounded_out_of_orderness", "ascending", "punctuated"] = (
         "bounded_out_of_orderness"

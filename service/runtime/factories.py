@@ -1,8 +1,10 @@
-"""Operator factories for :class:`~service.runtime.definition.PipelineDefinition`.
+"""Operator factories for :class:`~service.runtime.definition.PipelineDefinition`: the
+only place one is made (the spec's build, ``service/pipeline_spec/build.py``, and the tests and
+benchmarks that build definitions directly all call these).
 
 The runtime checkpoints incrementally (``snapshot_changes``), which needs operators
-built with ``track_keys=True``; these helpers build factories that always do, so the API
-layer and tests cannot forget it.
+built with ``track_keys=True``; these helpers build factories that always do, so no
+caller can forget it.
 """
 
 from __future__ import annotations

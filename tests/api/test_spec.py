@@ -10,10 +10,10 @@ import pytest
 from pydantic import ValidationError
 
 from examples.udf.quiet import CountUntilQuiet
-from service.api.build import build_definition
-from service.api.spec import PipelineSpec, validate_spec
 from service.core.time import ManualClock
 from service.operators.process import KeyedProcessOperator
+from service.pipeline_spec.build import build_definition
+from service.pipeline_spec.models import PipelineSpec, validate_spec
 
 ALLOWED = ("examples",)
 

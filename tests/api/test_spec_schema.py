@@ -19,8 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from service.api.registry import PipelineRegistry, SpecInvalid
-from service.api.spec_schema import BUILTIN_PARAMS_SCHEMAS, pipeline_schema, replacement_schema
 from service.operators.process.builtins import BUILTIN_FUNCTIONS
+from service.pipeline_spec.rules import BUILTIN_PARAMS_SCHEMAS
+from service.pipeline_spec.schema import pipeline_schema, replacement_schema
 from service.settings import Settings
 
 ALLOWED = ("examples",)

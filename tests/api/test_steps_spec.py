@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from service.api.build import build_definition, state_fingerprint
-from service.api.spec import validate_spec
-from service.api.spec_schema import pipeline_schema
+from service.pipeline_spec.build import build_definition, state_fingerprint
+from service.pipeline_spec.models import validate_spec
+from service.pipeline_spec.schema import pipeline_schema
 from tests.api.test_spec import ALLOWED, base
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from service.api.build import build_definition, state_fingerprint
-from service.api.spec import validate_spec
+from service.pipeline_spec.build import build_definition, state_fingerprint
+from service.pipeline_spec.models import validate_spec
 from tests.api.test_spec import ALLOWED, base, problems
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 
-from service.api.spec import validate_spec
+from service.pipeline_spec.models import validate_spec
 from tests.console.examples import EXAMPLES, ROOT, expected_examples
 
 CONSOLE = ROOT / "service" / "api" / "console"

@@ -1,6 +1,6 @@
 """``/pipelines``: the REST resource of contract.md.
 
-Bodies are read as raw JSON and validated by :func:`service.api.spec.validate_spec`
+Bodies are read as raw JSON and validated by :func:`service.pipeline_spec.models.validate_spec`
 (not by FastAPI's parameter binding), because the spec's rules need the service's
 allowed modules and must report every problem together; the OpenAPI document still shows
 the spec's schema (``openapi_extra``). Errors map to statuses in :mod:`service.api.app`.
@@ -17,7 +17,7 @@ from fastapi.exceptions import RequestValidationError
 
 from service.api.registry import PipelineRegistry
 from service.api.routes.deps import registry
-from service.api.spec import PIPELINE_NAME_PATTERN
+from service.pipeline_spec.models import PIPELINE_NAME_PATTERN
 
 router = APIRouter(prefix="/pipelines", tags=["pipelines"])
 

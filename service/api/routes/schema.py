@@ -1,7 +1,7 @@
 """``GET /schema/pipeline``: the JSON Schema of the pipeline spec, for editors and UIs.
 
 The schema depends on the configuration (the modules user functions may come from), so it
-is built from the app's settings; :mod:`service.api.spec_schema` says what it states.
+is built from the app's settings; :mod:`service.pipeline_spec.schema` says what it states.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
-from service.api.spec_schema import pipeline_schema
+from service.pipeline_spec.schema import pipeline_schema
 from service.settings import Settings
 
 router = APIRouter(tags=["schema"])

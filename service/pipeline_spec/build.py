@@ -1,5 +1,10 @@
 """A validated spec -> the runtime's :class:`PipelineDefinition` (plain data, no pydantic).
 
+The one place a definition is built from a spec. The operator comes from
+:mod:`service.runtime.factories` (the factories tests and benchmarks also use), and
+settings the runtime mirrors name for name (the watermark's) are copied field for
+field, so a new field of the spec is read by its model and its reader, not here.
+
 Also decides what a replacement may keep: :func:`state_fingerprint` hashes exactly the
 parts of a spec that shape the checkpointed state (source topics: the partitions state
 is keyed by; key; timestamp and watermark strategy: what event time means; operator:
@@ -16,15 +21,13 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from service.api.spec import KeyedProcessOperator, PipelineSpec, WindowOperator
 from service.core.errors import ConfigError
-from service.core.time import Clock, SystemClock
 from service.core.watermarks import make_generator
-from service.operators.base import Operator
-from service.operators.process import ProcessFunctionError, build_process_operator
+from service.operators.process import ProcessFunctionError
 from service.operators.steps import StepProgram, StepsConfigError, compile_expression
 from service.operators.udf import UdfError, load_user_object
-from service.operators.window import WindowFunction, build_window_operator
+from service.operators.window import WindowFunction
+from service.pipeline_spec.models import KeyedProcessOperator, PipelineSpec, WindowOperator
 from service.runtime.definition import (
     OperatorFactory,
     PipelineDefinition,
@@ -33,6 +36,7 @@ from service.runtime.definition import (
     TimestampSettings,
     WatermarkSettings,
 )
+from service.runtime.factories import process_operator_factory, window_operator_factory
 
 __all__ = ["BuildError", "build_definition", "state_fingerprint"]
 
@@ -143,17 +147,11 @@ def state_steps(spec: PipelineSpec) -> list[dict[str, Any]]:
 def build_definition(spec: PipelineSpec, allowed_modules: Sequence[str]) -> PipelineDefinition:
     """The runtime's definition of ``spec``.
 
-    Builds one operator instance up front, so a function that cannot be loaded is a
-    :class:`BuildError` now (a 422) rather than a failed pipeline later.
+    The operator factories (runtime/factories.py) build one operator instance up front,
+    so a function that cannot be loaded is a :class:`BuildError` now (a 422) rather than
+    a failed pipeline later.
     """
     factory = _operator_factory(spec, tuple(allowed_modules))
-    try:
-        factory(SystemClock())
-    except (ConfigError, ProcessFunctionError, UdfError, TypeError, ValueError) as exc:
-        loc: tuple[str | int, ...] = ("operator",)
-        if isinstance(exc, UdfError):
-            loc = ("operator", "function")
-        raise BuildError(loc, str(exc)) from exc
     steps: StepProgram | None = None
     if spec.steps:
         try:
@@ -190,15 +188,9 @@ def build_definition(spec: PipelineSpec, allowed_modules: Sequence[str]) -> Pipe
             if ts.source == "kafka"
             else TimestampSettings(source="field", field=ts.field, format=ts.format)
         ),
-        watermark=WatermarkSettings(
-            strategy=wm.strategy,
-            max_out_of_orderness_ms=wm.max_out_of_orderness_ms,
-            field=wm.field,
-            interval_ms=wm.interval_ms,
-            idle_timeout_ms=wm.idle_timeout_ms,
-            idle_advance=wm.idle_advance,
-            max_drift_ms=wm.max_drift_ms,
-        ),
+        # Field for field: the runtime's settings mirror the model, name for name
+        # (tests/pipeline_spec/test_build.py), so a new watermark setting needs no line here.
+        watermark=WatermarkSettings(**wm.model_dump()),
         start_from=spec.source.start_from,
         bounded=spec.source.bounded,
         delivery=spec.delivery,
@@ -208,28 +200,25 @@ def build_definition(spec: PipelineSpec, allowed_modules: Sequence[str]) -> Pipe
 
 
 def _operator_factory(spec: PipelineSpec, allowed: tuple[str, ...]) -> OperatorFactory:
+    """The spec's operator as a factory of the runtime's (one built now, as a check)."""
     op = spec.operator
-    name = spec.name
-    if isinstance(op, KeyedProcessOperator):
-        ref, params = op.function, dict(op.params)
-
-        def process_factory(clock: Clock) -> Operator:
-            return build_process_operator(name, ref, params, clock, allowed)
-
-        return process_factory
-    if isinstance(op, WindowOperator):
-        operator_json = op.model_dump(mode="json", exclude_none=True)
-        late_output = spec.sink.late_topic is not None
-        function = _window_function(op.function, allowed) if op.function is not None else None
-
-        def window_factory(clock: Clock) -> Operator:
-            # track_keys: the runtime checkpoints incrementally (snapshot_changes).
-            return build_window_operator(
-                name, operator_json, clock, late_output, function=function, track_keys=True
-            )
-
-        return window_factory
-    raise TypeError(f"unknown operator {type(op).__name__}")  # pragma: no cover
+    function = None
+    if isinstance(op, WindowOperator) and op.function is not None:
+        function = _window_function(op.function, allowed)  # a BuildError of its own
+    try:
+        if isinstance(op, KeyedProcessOperator):
+            return process_operator_factory(spec.name, op.function, op.params, allowed)
+        return window_operator_factory(
+            spec.name,
+            op.model_dump(mode="json", exclude_none=True),
+            late_output=spec.sink.late_topic is not None,
+            function=function,
+        )
+    except (ConfigError, ProcessFunctionError, UdfError, TypeError, ValueError) as exc:
+        loc: tuple[str | int, ...] = ("operator",)
+        if isinstance(exc, UdfError):
+            loc = ("operator", "function")
+        raise BuildError(loc, str(exc)) from exc
 
 
 def _window_function(ref: str, allowed: tuple[str, ...]) -> WindowFunction:

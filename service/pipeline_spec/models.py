@@ -4,11 +4,12 @@ Two layers, so a user sees *every* problem of a spec in one answer:
 
 - the models check each field on its own (types, ranges, names, unknown fields); pydantic
   already reports all of those together;
-- :mod:`service.api.rules` checks how fields fit together (slide vs size, trigger vs time
-  domain, sink vs source topics, ...). Pydantic skips a model's "after" validators as soon
-  as one of its fields failed, which would hide those problems behind the first one, so
-  the rules run on the raw input from :meth:`PipelineSpec._every_problem`, a wrap
-  validator that merges both lists into one :class:`~pydantic.ValidationError`.
+- :mod:`service.pipeline_spec.rules` checks how fields fit together (slide vs size,
+  trigger vs time domain, sink vs source topics, ...). Pydantic skips a model's "after"
+  validators as soon as one of its fields failed, which would hide those problems behind
+  the first one, so the rules run on the raw input from
+  :meth:`PipelineSpec._every_problem`, a wrap validator that merges both lists into one
+  :class:`~pydantic.ValidationError`.
 
 Error locations are JSON paths into the spec (``("operator", "assigner", "size_ms")``):
 pydantic puts the tag of a discriminated union into the location
@@ -38,9 +39,9 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from service.api import rules
 from service.core.time import MAX_DURATION_MS
 from service.operators.steps import MAX_TEXT, STEP_KINDS
+from service.pipeline_spec import rules
 
 __all__ = [
     "PIPELINE_NAME_PATTERN",

@@ -1,0 +1,943 @@
+"""The cross-field rules of the pipeline spec: each one declaration, its check beside its
+JSON Schema fragment.
+
+A rule is a check (a generator of :class:`Problem` over the raw JSON) declared with
+:func:`rule`, which also takes the rule's JSON Schema fragment, or says why no JSON
+Schema can state it. :mod:`service.pipeline_spec.schema` assembles the served schema
+from the models and these fragments, so a rule cannot reach the service and miss the
+schema (or the other way round): there is no second list to forget it in.
+``tests/pipeline_spec/test_rules.py`` checks that every fragment is in the served schema
+and that each rule's check and fragment agree.
+
+Why raw JSON and not the validated models: pydantic runs a model's "after" validator only
+when every field of that model is valid, so a spec with a bad ``allowed_lateness_ms``
+would hide that its evictor cannot work with its aggregations. The checks read the input
+defensively instead (a part that is missing or of the wrong type is skipped: the field
+checks already report it) and each one reports its own problems, so the user gets every
+problem in one answer. :class:`service.pipeline_spec.models.PipelineSpec` merges them
+with the field errors; :func:`check` runs them all, in the order they are declared here
+(the order of the spec's sections, which is the order of the 422's problems).
+
+Adding a rule: write its check under ``@rule(...)`` with the problem types it reports and
+its fragment (``Fragment("ModelName", {...})``, joined to that model's definition as one
+more ``allOf`` entry), or ``beyond_schema={type: why}`` for what no JSON Schema can say;
+and give ``tests/pipeline_spec/test_rules.py`` a spec it refuses and one it accepts.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from service.core.time import MAX_DURATION_MS
+from service.operators.process.builtins import BUILTIN_FUNCTIONS
+from service.operators.process.builtins.daily_counter import MAX_OFFSET_MINUTES
+from service.operators.steps import check_expression
+from service.operators.udf import UdfError, check_allowed, parse_ref
+
+__all__ = [
+    "BUILTIN_PARAMS_SCHEMAS",
+    "BUILTIN_PROCESS_FUNCTIONS",
+    "FIELD_FREE_FNS",
+    "KAFKA_REFUSED_TOPICS",
+    "MAX_TOPIC_LENGTH",
+    "RULES",
+    "Fragment",
+    "Problem",
+    "Rule",
+    "check",
+    "user_function_pattern",
+]
+
+Loc = tuple[str | int, ...]
+JsonSchema = dict[str, Any]
+
+
+class Problem(NamedTuple):
+    """One thing wrong with a spec: where (JSON path), what kind, and what to do."""
+
+    loc: Loc
+    type: str
+    msg: str
+    input: Any = None
+
+
+Check = Callable[[Mapping[str, Any], Sequence[str]], Iterator[Problem]]
+"""A rule's check: the raw spec and the allowed user-function modules -> its problems."""
+
+
+@dataclass(frozen=True, slots=True)
+class Fragment:
+    """What JSON Schema can say of a rule, and the model whose definition it joins."""
+
+    model: str
+    """The model's name as in the schema's ``$defs`` (``PipelineSpec``: the top level)."""
+    schema: JsonSchema | Callable[[Sequence[str]], JsonSchema]
+    """The fragment; a callable when it depends on the allowed user-function modules."""
+
+    def resolve(self, allowed_modules: Sequence[str]) -> JsonSchema:
+        """The fragment for a service that allows ``allowed_modules``."""
+        return self.schema(allowed_modules) if callable(self.schema) else self.schema
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Rule:
+    """One cross-field rule: its check, the problem types it reports, and its schema."""
+
+    name: str
+    check: Check
+    reports: frozenset[str]
+    """Every problem type the check reports."""
+    schema: Fragment | None
+    """None: no JSON Schema can state any of it (``beyond_schema`` says why)."""
+    beyond_schema: Mapping[str, str] = field(default_factory=dict)
+    """Problem types the fragment cannot state, each with the reason."""
+
+    @property
+    def stated(self) -> frozenset[str]:
+        """The problem types the fragment states: the schema refuses every spec the check
+        reports one of these for."""
+        return self.reports - self.beyond_schema.keys()
+
+
+RULES: list[Rule] = []
+"""Every rule, in the order :func:`check` runs them."""
+
+
+def rule(
+    *,
+    reports: Iterable[str],
+    schema: Fragment | None = None,
+    beyond_schema: Mapping[str, str] | None = None,
+) -> Callable[[Check], Check]:
+    """Declare the check below as a rule with its fragment; see the module docstring."""
+    reported = frozenset(reports)
+    beyond = dict(beyond_schema or {})
+    if not reported or not beyond.keys() <= reported:
+        raise ValueError("a rule reports some problem types, beyond_schema names some of them")
+    if schema is None and beyond.keys() != reported:
+        raise ValueError("a rule without a schema fragment says why for each problem type")
+    if schema is not None and beyond.keys() == reported:
+        raise ValueError("a fragment that states none of the rule's problems is no fragment")
+
+    def declare(check: Check) -> Check:
+        RULES.append(Rule(check.__name__.lstrip("_"), check, reported, schema, beyond))
+        return check
+
+    return declare
+
+
+def check(spec: Mapping[str, Any], allowed_modules: Sequence[str]) -> list[Problem]:
+    """Every cross-field problem of ``spec``, in the order of the spec's sections."""
+    return [problem for r in RULES for problem in r.check(spec, allowed_modules)]
+
+
+# -- constants the rules share ----------------------------------------------------------
+
+FIELD_FREE_FNS = frozenset({"count"})
+"""Aggregate functions that take no ``field``; every other one needs it."""
+
+MAX_TOPIC_LENGTH = 249
+"""Kafka's limit on a topic name (the spec's pattern says it for the topics it names)."""
+
+KAFKA_REFUSED_TOPICS = frozenset({".", ".."})
+"""Names the spec's topic pattern allows but Kafka refuses."""
+
+BUILTIN_PROCESS_FUNCTIONS = frozenset(BUILTIN_FUNCTIONS)
+"""Keyed process functions that ship with the service (each validates its own params)."""
+
+_DEFAULT_TRIGGER = {"event": "event_time", "processing": "processing_time"}
+_DOMAIN_TRIGGERS = {"event_time": "event", "processing_time": "processing"}
+_DLQ_SUFFIX = ".dlq"
+_SINK_TOPICS = ("topic", "late_topic", "dead_letter_topic")
+
+_COMPARES = "compares two values of one document, which no JSON Schema can"
+
+
+# -- reading raw JSON defensively -----------------------------------------------------
+
+
+def _obj(value: Any) -> Mapping[str, Any] | None:
+    return value if isinstance(value, Mapping) else None
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _window(spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    op = _obj(spec.get("operator"))
+    return op if op is not None and op.get("type") == "window" else None
+
+
+def _window_time(op: Mapping[str, Any]) -> str | None:
+    time = op.get("time", "event")
+    return time if isinstance(time, str) and time in _DEFAULT_TRIGGER else None
+
+
+def _source_topics(spec: Mapping[str, Any]) -> list[Any]:
+    source = _obj(spec.get("source"))
+    topics = source.get("topics") if source is not None else None
+    return topics if isinstance(topics, list) else []
+
+
+# -- schema fragments' building blocks ------------------------------------------------
+
+
+def _present(name: str, kind: str) -> JsonSchema:
+    """The property is there and not null (what the checks call given)."""
+    return {"required": [name], "properties": {name: {"type": kind}}}
+
+
+def _equals(name: str, value: Any) -> JsonSchema:
+    return {"required": [name], "properties": {name: {"const": value}}}
+
+
+def _of_type(kind: str) -> JsonSchema:
+    return {"type": "object", **_equals("type", kind)}
+
+
+_IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
+
+
+def user_function_pattern(allowed_modules: Sequence[str]) -> str | None:
+    """``package.module:Name`` inside an allowed module (None: no module is allowed).
+
+    Identifiers are ASCII here; Python also takes other letters, which no module under an
+    allowed package is likely to use.
+    """
+    if not allowed_modules:
+        return None
+    modules = "|".join(re.escape(m) for m in allowed_modules)
+    return rf"^(?:{modules})(?:\.{_IDENT})*:{_IDENT}(?:\.{_IDENT})*$"
+
+
+# -- the rules, in the order of the spec's sections -----------------------------------
+
+
+@rule(
+    reports={"invalid_expression"},
+    beyond_schema={
+        "invalid_expression": "an expression's syntax, functions and arity need its parser"
+    },
+)
+def _step_expressions(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    """Every problem of every expression of the steps (syntax, unknown functions, arity,
+    unsupported syntax), each at its JSON path with its column in the expression."""
+    steps = spec.get("steps")
+    if not isinstance(steps, list):
+        return
+    for index, step in enumerate(steps):
+        if not isinstance(step, Mapping):
+            continue
+        expressions: list[tuple[Loc, Any]] = []
+        if isinstance(step.get("filter"), str):
+            expressions.append((("steps", index, "filter"), step["filter"]))
+        assignments = _obj(step.get("set"))
+        if assignments is not None:
+            expressions.extend(
+                (("steps", index, "set", name), text)
+                for name, text in assignments.items()
+                if isinstance(text, str)
+            )
+        for loc, text in expressions:
+            for problem in check_expression(text):
+                yield Problem(loc, "invalid_expression", str(problem), text)
+
+
+@rule(
+    reports={"shuffle_unused"},
+    schema=Fragment(
+        "KeySpec",
+        {
+            "if": _equals("partitioned", True),
+            "then": {"properties": {"shuffle_partitions": {"type": "null"}}},
+        },
+    ),
+)
+def _partitioned_key_is_not_shuffled(
+    spec: Mapping[str, Any], _: Sequence[str]
+) -> Iterator[Problem]:
+    key = _obj(spec.get("key"))
+    if key is None:
+        return
+    if key.get("partitioned") is True and key.get("shuffle_partitions") is not None:
+        yield Problem(
+            ("key", "shuffle_partitions"),
+            "shuffle_unused",
+            "a source declared partitioned by the key is not shuffled: drop "
+            "shuffle_partitions, or partitioned",
+            key.get("shuffle_partitions"),
+        )
+
+
+@rule(
+    reports={"timestamp_field_with_kafka", "timestamp_format_with_kafka", "missing"},
+    schema=Fragment(
+        "TimestampSpec",
+        {
+            "if": _equals("source", "kafka"),
+            "then": {"properties": {"field": False, "format": False}},
+            "else": _present("field", "string"),
+        },
+    ),
+)
+def _timestamp_source(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    """``source: kafka`` takes no field nor format; otherwise a field."""
+    ts = _obj(spec.get("timestamp"))
+    if ts is None:
+        return
+    source = ts.get("source")
+    if source == "kafka":
+        if "field" in ts:
+            yield Problem(
+                ("timestamp", "field"),
+                "timestamp_field_with_kafka",
+                "no field with source 'kafka': the record timestamp is used",
+                ts["field"],
+            )
+        if "format" in ts:
+            yield Problem(
+                ("timestamp", "format"),
+                "timestamp_format_with_kafka",
+                "no format with source 'kafka': the record timestamp is epoch milliseconds",
+                ts["format"],
+            )
+    elif source in (None, "field") and ts.get("field") is None:  # null is no field either
+        yield Problem(
+            ("timestamp", "field"),
+            "missing",
+            'a payload field is required, or use {"source": "kafka"}',
+        )
+
+
+def _strategy(wm: Mapping[str, Any]) -> Any:
+    return wm.get("strategy", "bounded_out_of_orderness")
+
+
+@rule(
+    reports={"missing", "watermark_field_unused"},
+    schema=Fragment(
+        "WatermarkSpec",
+        {
+            "if": _equals("strategy", "punctuated"),
+            "then": _present("field", "string"),
+            "else": {"properties": {"field": False}},
+        },
+    ),
+)
+def _punctuated_field(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    """The punctuated strategy needs its field, and only it takes one."""
+    wm = _obj(spec.get("watermark"))
+    if wm is None:
+        return
+    strategy = _strategy(wm)
+    if strategy == "punctuated" and wm.get("field") is None:
+        yield Problem(
+            ("watermark", "field"),
+            "missing",
+            "the punctuated strategy needs the payload field that carries the watermark",
+        )
+    if strategy != "punctuated" and "field" in wm:
+        yield Problem(
+            ("watermark", "field"),
+            "watermark_field_unused",
+            f"field is only used by the punctuated strategy, not {strategy!r}",
+            wm["field"],
+        )
+
+
+@rule(
+    reports={"watermark_bound_with_ascending", "watermark_bound_with_punctuated"},
+    schema=Fragment(
+        "WatermarkSpec",
+        {
+            "if": {
+                "required": ["strategy"],
+                "properties": {"strategy": {"enum": ["ascending", "punctuated"]}},
+            },
+            "then": {"properties": {"max_out_of_orderness_ms": {"const": 0}}},
+        },
+    ),
+)
+def _bound_only_when_out_of_order(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    """Ascending and punctuated watermarks have no out-of-orderness bound."""
+    wm = _obj(spec.get("watermark"))
+    if wm is None:
+        return
+    strategy = _strategy(wm)
+    bound = _int(wm.get("max_out_of_orderness_ms"))
+    if strategy == "ascending" and bound:
+        yield Problem(
+            ("watermark", "max_out_of_orderness_ms"),
+            "watermark_bound_with_ascending",
+            "ascending timestamps have no out-of-orderness bound: use "
+            "bounded_out_of_orderness or leave it out",
+            bound,
+        )
+    if strategy == "punctuated" and bound:
+        yield Problem(
+            ("watermark", "max_out_of_orderness_ms"),
+            "watermark_bound_with_punctuated",
+            "a punctuated watermark is the field's value, with no out-of-orderness bound: "
+            "leave it out",
+            bound,
+        )
+
+
+@rule(
+    reports={"idle_advance_without_timeout"},
+    schema=Fragment(
+        "WatermarkSpec",
+        {"if": _equals("idle_advance", True), "then": _present("idle_timeout_ms", "integer")},
+    ),
+)
+def _idle_advance_needs_timeout(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    wm = _obj(spec.get("watermark"))
+    if wm is not None and wm.get("idle_advance") is True and wm.get("idle_timeout_ms") is None:
+        yield Problem(
+            ("watermark", "idle_advance"),
+            "idle_advance_without_timeout",
+            "idle_advance needs idle_timeout_ms: without it no partition is ever idle",
+            True,
+        )
+
+
+def _assigner(spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    op = _window(spec)
+    return _obj(op.get("assigner")) if op is not None else None
+
+
+@rule(reports={"slide_greater_than_size"}, beyond_schema={"slide_greater_than_size": _COMPARES})
+def _slide_within_size(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    assigner = _assigner(spec)
+    if assigner is None or assigner.get("type") != "sliding":
+        return
+    size = _int(assigner.get("size_ms"))
+    slide = _int(assigner.get("slide_ms"))
+    if size and slide and size > 0 and slide > size:
+        yield Problem(
+            ("operator", "assigner", "slide_ms"),
+            "slide_greater_than_size",
+            f"slide_ms ({slide}) must not exceed size_ms ({size}): records between "
+            "windows would belong to none",
+            slide,
+        )
+
+
+@rule(reports={"offset_out_of_range"}, beyond_schema={"offset_out_of_range": _COMPARES})
+def _offset_within_period(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    assigner = _assigner(spec)
+    if assigner is None:
+        return
+    kind = assigner.get("type")
+    name = "size_ms" if kind == "tumbling" else "slide_ms" if kind == "sliding" else None
+    period = _int(assigner.get(name)) if name is not None else None
+    offset = _int(assigner.get("offset_ms"))
+    if period and period > 0 and offset is not None and abs(offset) >= period:
+        yield Problem(
+            ("operator", "assigner", "offset_ms"),
+            "offset_out_of_range",
+            f"|offset_ms| must be less than {name} ({period})",
+            offset,
+        )
+
+
+_HAS_FUNCTION = _present("function", "string")
+
+
+@rule(
+    reports={"window_function_missing", "window_function_ambiguous"},
+    schema=Fragment(
+        "WindowOperator", {"oneOf": [_present("aggregations", "object"), _HAS_FUNCTION]}
+    ),
+)
+def _aggregations_or_function(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    op = _window(spec)
+    if op is None:
+        return
+    has_aggs = op.get("aggregations") is not None
+    has_fn = op.get("function") is not None
+    if not has_aggs and not has_fn:
+        yield Problem(
+            ("operator",),
+            "window_function_missing",
+            "a window needs aggregations or a function",
+        )
+    if has_aggs and has_fn:
+        yield Problem(
+            ("operator", "function"),
+            "window_function_ambiguous",
+            "give either aggregations or a function, not both",
+            op.get("function"),
+        )
+
+
+@rule(
+    reports={"evictor_needs_elements"},
+    schema=Fragment("WindowOperator", {"if": _present("evictor", "object"), "then": _HAS_FUNCTION}),
+)
+def _evictor_needs_function(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    op = _window(spec)
+    if op is not None and op.get("evictor") is not None and op.get("function") is None:
+        yield Problem(
+            ("operator", "evictor"),
+            "evictor_needs_elements",
+            "an evictor needs the window's elements, but aggregations keep only an "
+            "accumulator: use a window function, or drop the evictor",
+            op.get("evictor"),
+        )
+
+
+def _user_ref(loc: Loc, ref: str, allowed: Sequence[str]) -> Iterator[Problem]:
+    try:
+        module, _ = parse_ref(ref)
+        check_allowed(module, allowed)
+    except UdfError as exc:
+        kind = "function_not_allowed" if "not allowed" in str(exc) else "function_ref_invalid"
+        yield Problem(loc, kind, str(exc), ref)
+
+
+def _window_function_schema(allowed: Sequence[str]) -> JsonSchema:
+    pattern = user_function_pattern(allowed)
+    if pattern is None:
+        return {
+            "properties": {
+                "function": {"type": "null", "description": "No module is allowed here."}
+            }
+        }
+    return {
+        "properties": {
+            "function": {"anyOf": [{"type": "string", "pattern": pattern}, {"type": "null"}]}
+        }
+    }
+
+
+@rule(
+    reports={"function_not_allowed", "function_ref_invalid"},
+    schema=Fragment("WindowOperator", _window_function_schema),
+)
+def _window_function_allowed(spec: Mapping[str, Any], allowed: Sequence[str]) -> Iterator[Problem]:
+    """A window function is ``package.module:Name`` in an allowed module."""
+    op = _window(spec)
+    fn = _str(op.get("function")) if op is not None else None
+    if fn is not None:
+        yield from _user_ref(("operator", "function"), fn, allowed)
+
+
+@rule(
+    reports={"aggregation_field_unused", "missing"},
+    schema=Fragment(
+        "Aggregation",
+        {
+            "if": {"properties": {"fn": {"enum": sorted(FIELD_FREE_FNS)}}},
+            "then": {"properties": {"field": False}},
+            "else": _present("field", "string"),
+        },
+    ),
+)
+def _aggregation_field(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    """``count`` takes no field, every other function needs one."""
+    op = _window(spec)
+    aggregations = _obj(op.get("aggregations")) if op is not None else None
+    for name, agg in (aggregations or {}).items():
+        agg_obj = _obj(agg)
+        if agg_obj is None or not isinstance(agg_obj.get("fn"), str):
+            continue
+        fn_name = agg_obj["fn"]
+        loc: Loc = ("operator", "aggregations", name, "field")
+        if fn_name in FIELD_FREE_FNS and "field" in agg_obj:
+            yield Problem(
+                loc,
+                "aggregation_field_unused",
+                f"{fn_name!r} counts records and takes no field",
+                agg_obj["field"],
+            )
+        elif fn_name not in FIELD_FREE_FNS and agg_obj.get("field") is None:
+            yield Problem(loc, "missing", f"{fn_name!r} needs the field it aggregates")
+
+
+@rule(
+    reports={"trigger_domain_mismatch"},
+    schema=Fragment(
+        "WindowOperator",
+        {
+            "if": _equals("time", "processing"),
+            "then": {"properties": {"trigger": {"not": _of_type("event_time")}}},
+            "else": {"properties": {"trigger": {"not": _of_type("processing_time")}}},
+        },
+    ),
+)
+def _trigger_fits_time(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    op = _window(spec)
+    time = _window_time(op) if op is not None else None
+    if op is None or time is None:
+        return
+    trigger = _obj(op.get("trigger"))
+    trigger_type = trigger.get("type") if trigger is not None else None
+    domain = _DOMAIN_TRIGGERS.get(trigger_type) if isinstance(trigger_type, str) else None
+    if domain is not None and domain != time:
+        yield Problem(
+            ("operator", "trigger", "type"),
+            "trigger_domain_mismatch",
+            f"a {trigger_type} trigger does not fit {time}-time windows: use "
+            f"{_DEFAULT_TRIGGER[time]}, count or continuous",
+            trigger_type,
+        )
+
+
+@rule(
+    reports={"global_window_never_fires"},
+    schema=Fragment(
+        "WindowOperator",
+        {
+            "if": {"required": ["assigner"], "properties": {"assigner": _equals("type", "global")}},
+            "then": {
+                "required": ["trigger"],
+                "properties": {
+                    "trigger": {
+                        "type": "object",
+                        "required": ["type"],
+                        "properties": {"type": {"enum": ["continuous", "count"]}},
+                    }
+                },
+            },
+        },
+    ),
+)
+def _global_window_trigger(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    """A global window never ends: it needs a trigger that fires without an end."""
+    op = _window(spec)
+    if op is None or _window_time(op) is None:
+        return
+    trigger = _obj(op.get("trigger"))
+    trigger_type = trigger.get("type") if trigger is not None else None
+    assigner = _obj(op.get("assigner"))
+    global_window = assigner is not None and assigner.get("type") == "global"
+    if global_window and trigger_type not in ("count", "continuous"):
+        yield Problem(
+            ("operator", "trigger"),
+            "global_window_never_fires",
+            "a global window never ends, so its default trigger never fires: give a "
+            "count or continuous trigger",
+            trigger,
+        )
+
+
+@rule(
+    reports={"lateness_in_processing_time"},
+    schema=Fragment(
+        "WindowOperator",
+        {
+            "if": _equals("time", "processing"),
+            "then": {"properties": {"allowed_lateness_ms": {"const": 0}}},
+        },
+    ),
+)
+def _no_lateness_in_processing_time(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    op = _window(spec)
+    if op is None or _window_time(op) != "processing":
+        return
+    lateness = _int(op.get("allowed_lateness_ms"))
+    if lateness:
+        yield Problem(
+            ("operator", "allowed_lateness_ms"),
+            "lateness_in_processing_time",
+            "processing-time windows have no late records: leave allowed_lateness_ms out",
+            lateness,
+        )
+
+
+def _keyed_process_function(spec: Mapping[str, Any]) -> str | None:
+    op = _obj(spec.get("operator"))
+    if op is None or op.get("type") != "keyed_process":
+        return None
+    return _str(op.get("function"))
+
+
+def _process_function_schema(allowed: Sequence[str]) -> JsonSchema:
+    builtins: JsonSchema = {"enum": sorted(BUILTIN_PROCESS_FUNCTIONS)}
+    pattern = user_function_pattern(allowed)
+    if pattern is None:
+        return {"properties": {"function": builtins}}
+    user_ref = {"type": "string", "pattern": pattern, "maxLength": 256}
+    return {"properties": {"function": {"anyOf": [builtins, user_ref]}}}
+
+
+@rule(
+    reports={"unknown_function", "function_not_allowed", "function_ref_invalid"},
+    schema=Fragment("KeyedProcessOperator", _process_function_schema),
+)
+def _process_function_known(spec: Mapping[str, Any], allowed: Sequence[str]) -> Iterator[Problem]:
+    """A keyed process function is a built-in or an allowed module's function."""
+    fn = _keyed_process_function(spec)
+    if fn is None or fn in BUILTIN_PROCESS_FUNCTIONS:
+        return
+    if ":" in fn:
+        yield from _user_ref(("operator", "function"), fn, allowed)
+    else:
+        yield Problem(
+            ("operator", "function"),
+            "unknown_function",
+            f"{fn!r} is not a built-in ({', '.join(sorted(BUILTIN_PROCESS_FUNCTIONS))}) "
+            "nor a 'package.module:Name' reference",
+            fn,
+        )
+
+
+_TIME_DOMAINS = ["event", "processing"]
+_PATH_PARAM = {"type": "string", "pattern": r"^[^.]+(\.[^.]+)*$"}
+"""A dotted path as the built-ins split it (no empty part)."""
+
+
+def _timed_params(duration: str, **more: JsonSchema) -> JsonSchema:
+    """The params of a built-in that waits ``duration`` in its time domain (``time``)."""
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": [duration],
+        "properties": {
+            duration: {"type": "integer", "minimum": 1, "maximum": MAX_DURATION_MS},
+            "time": {"enum": _TIME_DOMAINS},
+            **more,
+        },
+    }
+
+
+BUILTIN_PARAMS_SCHEMAS: Mapping[str, JsonSchema] = {
+    "inactivity_timeout": _timed_params("timeout_ms"),
+    "dedupe": _timed_params(
+        "ttl_ms", fields={"type": "array", "minItems": 1, "items": _PATH_PARAM}
+    ),
+    "daily_reset_counter": {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "utc_offset_minutes": {
+                "type": "integer",
+                "minimum": -MAX_OFFSET_MINUTES,
+                "maximum": MAX_OFFSET_MINUTES,
+            }
+        },
+    },
+}
+"""The params each built-in keyed process function accepts: what its ``validate_params``
+checks, as a schema (a test keeps the two in step)."""
+
+
+def _builtin_params_schema() -> JsonSchema:
+    cases: list[JsonSchema] = []
+    for name in sorted(BUILTIN_PROCESS_FUNCTIONS):
+        params = BUILTIN_PARAMS_SCHEMAS[name]
+        then: JsonSchema = {"properties": {"params": params}}
+        if params.get("required"):
+            then["required"] = ["params"]
+        cases.append({"if": _equals("function", name), "then": then})
+    return {"allOf": cases}
+
+
+_PARAM_PATH = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)((?:\[\d+\])*)$")
+
+
+@rule(
+    reports={"invalid_param"},
+    schema=Fragment("KeyedProcessOperator", _builtin_params_schema()),
+)
+def _builtin_params(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    """Params of a built-in, checked by the built-in itself (``"field: message"`` each)."""
+    fn = _keyed_process_function(spec)
+    if fn is None or fn not in BUILTIN_PROCESS_FUNCTIONS:
+        return
+    op = _obj(spec.get("operator")) or {}
+    params = _obj(op.get("params", {}))  # left out: {} (required params are reported)
+    if params is None:
+        return
+    for text in BUILTIN_FUNCTIONS[fn].validate_params(params):
+        where, sep, msg = text.partition(": ")
+        match = _PARAM_PATH.match(where) if sep else None
+        loc: Loc = ("operator", "params")
+        if match is None:
+            msg = text
+        elif where != "params":
+            indexes = tuple(int(i) for i in re.findall(r"\d+", match.group(2)))
+            loc = (*loc, match.group(1), *indexes)
+        yield Problem(loc, "invalid_param", msg, params.get(match.group(1)) if match else None)
+
+
+_NOT_REFUSED: JsonSchema = {"not": {"enum": sorted(KAFKA_REFUSED_TOPICS)}}
+
+
+def _refused_topic(loc: Loc, topic: str) -> Problem:
+    return Problem(loc, "invalid_topic_name", "Kafka refuses the topic names '.' and '..'", topic)
+
+
+@rule(
+    reports={"invalid_topic_name", "duplicate_topic"},
+    schema=Fragment(
+        "SourceSpec",
+        {"properties": {"topics": {"uniqueItems": True, "items": _NOT_REFUSED}}},
+    ),
+)
+def _source_topics_distinct(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    """Source topics Kafka accepts, each listed once."""
+    seen: set[str] = set()
+    for i, topic in enumerate(_source_topics(spec)):
+        if isinstance(topic, str):
+            if topic in KAFKA_REFUSED_TOPICS:
+                yield _refused_topic(("source", "topics", i), topic)
+            elif topic in seen:
+                yield Problem(("source", "topics", i), "duplicate_topic", "listed twice", topic)
+            seen.add(topic)
+
+
+@rule(
+    reports={"invalid_topic_name", "sink_is_source", "sink_topics_not_distinct", "reserved_topic"},
+    schema=Fragment(
+        "SinkSpec",
+        {
+            "properties": {
+                name: {
+                    "allOf": [_NOT_REFUSED, {"not": {"type": "string", "pattern": r"^clockwork\."}}]
+                }
+                for name in _SINK_TOPICS
+            }
+        },
+    ),
+    beyond_schema={"sink_is_source": _COMPARES, "sink_topics_not_distinct": _COMPARES},
+)
+def _sink_topics_own(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    """Each output its own topic, which Kafka accepts, outside the source topics and the
+    service's namespace (one problem per topic, the first that applies)."""
+    sink = _obj(spec.get("sink"))
+    if sink is None:
+        return
+    sources = {topic for topic in _source_topics(spec) if isinstance(topic, str)}
+    taken: dict[str, str] = {}
+    for name in _SINK_TOPICS:
+        topic = _str(sink.get(name))
+        if topic is None:
+            continue
+        if topic in KAFKA_REFUSED_TOPICS:
+            yield _refused_topic(("sink", name), topic)
+        elif topic in sources:
+            yield Problem(
+                ("sink", name),
+                "sink_is_source",
+                f"{topic!r} is also a source topic: the pipeline would consume its own output",
+                topic,
+            )
+        elif topic in taken:
+            yield Problem(
+                ("sink", name),
+                "sink_topics_not_distinct",
+                f"{topic!r} is already the sink's {taken[topic]}: each output needs its own topic",
+                topic,
+            )
+        elif topic.startswith("clockwork."):
+            yield Problem(
+                ("sink", name),
+                "reserved_topic",
+                "topics starting with 'clockwork.' are the service's own (pipeline store, "
+                "changelogs)",
+                topic,
+            )
+        taken.setdefault(topic, name)
+
+
+@rule(
+    reports={"missing", "default_dead_letter_topic_too_long"},
+    schema=Fragment(
+        "SinkSpec",
+        {
+            "if": _present("dead_letter_topic", "string"),
+            "else": {"properties": {"topic": {"maxLength": MAX_TOPIC_LENGTH - len(_DLQ_SUFFIX)}}},
+        },
+    ),
+    beyond_schema={"missing": f"the default dead-letter topic is taken: {_COMPARES}"},
+)
+def _default_dead_letter_topic(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    """Without a dead-letter topic, ``<topic>.dlq`` is one: free, and a topic Kafka takes."""
+    sink = _obj(spec.get("sink"))
+    main = _str(sink.get("topic")) if sink is not None else None
+    if sink is None or main is None or sink.get("dead_letter_topic") is not None:
+        return
+    default = f"{main}{_DLQ_SUFFIX}"
+    if default in _source_topics(spec) or sink.get("late_topic") == default:
+        yield Problem(
+            ("sink", "dead_letter_topic"),
+            "missing",
+            f"the default dead-letter topic {default!r} is taken: name one",
+        )
+    elif len(default) > MAX_TOPIC_LENGTH:
+        yield Problem(
+            ("sink", "dead_letter_topic"),
+            "default_dead_letter_topic_too_long",
+            f"the default dead-letter topic ('<topic>.dlq') would be longer than Kafka's "
+            f"{MAX_TOPIC_LENGTH} characters: name one",
+        )
+
+
+_EVENT_WINDOW: JsonSchema = {
+    "required": ["operator"],
+    "properties": {
+        "operator": {
+            "type": "object",
+            "required": ["type"],
+            "properties": {"type": {"const": "window"}, "time": {"const": "event"}},
+        }
+    },
+}
+
+
+@rule(
+    reports={"late_topic_unused"},
+    schema=Fragment(
+        "PipelineSpec",
+        {
+            "if": _EVENT_WINDOW,
+            "else": {"properties": {"sink": {"properties": {"late_topic": {"type": "null"}}}}},
+        },
+    ),
+)
+def _late_topic_of_event_windows(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    """Only event-time windows have late records."""
+    sink = _obj(spec.get("sink"))
+    op = _obj(spec.get("operator"))
+    if sink is None or op is None or sink.get("late_topic") is None:
+        return
+    if op.get("type") != "window" or op.get("time", "event") != "event":
+        yield Problem(
+            ("sink", "late_topic"),
+            "late_topic_unused",
+            "only event-time windows have late records",
+            sink.get("late_topic"),
+        )
+
+
+@rule(
+    reports={"exactly_once_one_topic"},
+    schema=Fragment(
+        "PipelineSpec",
+        {
+            "if": _equals("delivery", "exactly_once"),
+            "then": {"properties": {"source": {"properties": {"topics": {"maxItems": 1}}}}},
+        },
+    ),
+)
+def _exactly_once_one_topic(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    """Each source partition has one transactional producer: one source topic."""
+    if spec.get("delivery") == "exactly_once" and len(_source_topics(spec)) > 1:
+        yield Problem(
+            ("delivery",),
+            "exactly_once_one_topic",
+            "exactly_once reads one source topic: each source partition has a "
+            "transactional producer, and the outputs of two topics' same-numbered "
+            "partitions would share one (run a pipeline per topic)",
+            "exactly_once",
+        )

@@ -1,0 +1,313 @@
+"""Each rule of ``service/pipeline_spec/rules.py`` is one declaration: its check and its JSON
+Schema fragment. Here: every fragment is in the served schema (and nothing else is added
+to the models' schema), and each rule's check and fragment agree, on examples of each
+rule and on edited specs.
+
+How a fragment is held against its check: the models' schema with that one fragment
+(``schema.assemble(allowed, [rule])``) judges specs the models' schema alone accepts, so
+its verdict is the fragment's. The fragment refuses a spec only when the check reports a
+problem, and the check reports a problem the fragment states (``rule.stated``) only when
+the fragment refuses it; problem types ``beyond_schema`` may be reported on specs the
+fragment accepts.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from functools import cache
+from typing import Any
+
+import jsonschema_rs
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from service.pipeline_spec.models import PipelineSpec
+from service.pipeline_spec.rules import RULES, Fragment, Rule, rule
+from service.pipeline_spec.schema import assemble, pipeline_schema
+from tests.api.test_spec_schema import edited_specs
+
+ALLOWED = ("examples",)
+BY_NAME = {r.name: r for r in RULES}
+
+
+def window(**operator: Any) -> dict[str, Any]:
+    return {
+        "name": "w",
+        "source": {"topics": ["in"]},
+        "timestamp": {"field": "ts"},
+        "operator": {
+            "type": "window",
+            "assigner": {"type": "tumbling", "size_ms": 1000},
+            "aggregations": {"n": {"fn": "count"}},
+            **operator,
+        },
+        "sink": {"topic": "out"},
+    }
+
+
+def process(function: str = "dedupe", **params: Any) -> dict[str, Any]:
+    return {
+        "name": "p",
+        "source": {"topics": ["in"]},
+        "operator": {"type": "keyed_process", "function": function, "params": params},
+        "sink": {"topic": "out"},
+    }
+
+
+def edit(spec: dict[str, Any], change: Callable[[dict[str, Any]], Any]) -> dict[str, Any]:
+    spec = copy.deepcopy(spec)
+    change(spec)
+    return spec
+
+
+def with_(section: str, **values: Any) -> dict[str, Any]:
+    return edit(window(), lambda s: s.update({section: values}))
+
+
+def sink(**values: Any) -> dict[str, Any]:
+    return edit(window(), lambda s: s["sink"].update(values))
+
+
+def no_aggregations(spec: dict[str, Any]) -> dict[str, Any]:
+    return edit(spec, lambda s: s["operator"].pop("aggregations"))
+
+
+FN = "examples.udf.quiet:CountUntilQuiet"
+
+# rule -> (specs it refuses, specs it accepts). Every rule has both.
+EXAMPLES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
+    "step_expressions": (
+        [edit(window(), lambda s: s.update(steps=[{"filter": "a >"}]))],
+        [edit(window(), lambda s: s.update(steps=[{"filter": "a > 1"}]))],
+    ),
+    "partitioned_key_is_not_shuffled": (
+        [with_("key", field="u", partitioned=True, shuffle_partitions=4)],
+        [with_("key", field="u", shuffle_partitions=4), with_("key", field="u", partitioned=True)],
+    ),
+    "timestamp_source": (
+        [
+            with_("timestamp", source="kafka", field="ts"),
+            with_("timestamp", source="kafka", format="iso8601"),
+            with_("timestamp"),
+            with_("timestamp", field=None),
+            with_("timestamp", source="field"),
+        ],
+        [with_("timestamp", source="kafka"), with_("timestamp", field="ts", format="iso8601")],
+    ),
+    "punctuated_field": (
+        [with_("watermark", strategy="punctuated"), with_("watermark", field="wm")],
+        [with_("watermark", strategy="punctuated", field="wm"), with_("watermark")],
+    ),
+    "bound_only_when_out_of_order": (
+        [
+            with_("watermark", strategy="ascending", max_out_of_orderness_ms=5),
+            with_("watermark", strategy="punctuated", field="wm", max_out_of_orderness_ms=5),
+        ],
+        [
+            with_("watermark", strategy="ascending", max_out_of_orderness_ms=0),
+            with_("watermark", max_out_of_orderness_ms=5),
+        ],
+    ),
+    "idle_advance_needs_timeout": (
+        [
+            with_("watermark", idle_advance=True),
+            with_("watermark", idle_advance=True, idle_timeout_ms=None),
+        ],
+        [
+            with_("watermark", idle_advance=True, idle_timeout_ms=10),
+            with_("watermark", idle_advance=False),
+        ],
+    ),
+    "slide_within_size": (
+        [window(assigner={"type": "sliding", "size_ms": 10, "slide_ms": 20})],
+        [window(assigner={"type": "sliding", "size_ms": 20, "slide_ms": 10})],
+    ),
+    "offset_within_period": (
+        [
+            window(assigner={"type": "tumbling", "size_ms": 10, "offset_ms": -10}),
+            window(assigner={"type": "sliding", "size_ms": 20, "slide_ms": 10, "offset_ms": 10}),
+        ],
+        [window(assigner={"type": "sliding", "size_ms": 20, "slide_ms": 10, "offset_ms": 9})],
+    ),
+    "aggregations_or_function": (
+        [no_aggregations(window()), window(function=FN)],
+        [no_aggregations(window(function=FN)), window(function=None)],
+    ),
+    "evictor_needs_function": (
+        [window(evictor={"type": "count", "max_count": 2})],
+        [no_aggregations(window(function=FN, evictor={"type": "time", "keep_ms": 5}))],
+    ),
+    "window_function_allowed": (
+        [no_aggregations(window(function="os:system")), no_aggregations(window(function="x"))],
+        [no_aggregations(window(function=FN))],
+    ),
+    "aggregation_field": (
+        [
+            window(aggregations={"n": {"fn": "count", "field": "x"}}),
+            window(aggregations={"s": {"fn": "sum"}}),
+            window(aggregations={"s": {"fn": "avg", "field": None}}),
+        ],
+        [window(aggregations={"n": {"fn": "count"}, "s": {"fn": "max", "field": "x.y"}})],
+    ),
+    "trigger_fits_time": (
+        [
+            window(trigger={"type": "processing_time"}),
+            window(time="processing", trigger={"type": "event_time"}),
+        ],
+        [
+            window(time="processing", trigger={"type": "processing_time"}),
+            window(trigger={"type": "count", "count": 2}),
+        ],
+    ),
+    "global_window_trigger": (
+        [
+            window(assigner={"type": "global"}),
+            window(assigner={"type": "global"}, trigger={"type": "event_time"}),
+        ],
+        [window(assigner={"type": "global"}, trigger={"type": "continuous", "interval_ms": 5})],
+    ),
+    "no_lateness_in_processing_time": (
+        [window(time="processing", allowed_lateness_ms=5)],
+        [window(time="processing", allowed_lateness_ms=0), window(allowed_lateness_ms=5)],
+    ),
+    "process_function_known": (
+        [process("nope"), process("os:system"), process("examples.udf")],
+        [process(ttl_ms=5), process(FN, quiet_ms=5)],
+    ),
+    "builtin_params": (
+        [
+            process(),
+            process(ttl_ms=5, color="red"),
+            process("daily_reset_counter", utc_offset_minutes=841),
+        ],
+        [
+            process(ttl_ms=5, fields=["a.b"]),
+            edit(process("daily_reset_counter"), lambda s: s["operator"].pop("params")),
+        ],
+    ),
+    "source_topics_distinct": (
+        [
+            edit(window(), lambda s: s["source"].update(topics=["a", "a"])),
+            edit(window(), lambda s: s["source"].update(topics=[".."])),
+        ],
+        [edit(window(), lambda s: s["source"].update(topics=["a", "b"]))],
+    ),
+    "sink_topics_own": (
+        [
+            sink(topic="."),
+            sink(late_topic="clockwork.late"),
+            sink(dead_letter_topic="clockwork.x"),
+            sink(topic="in"),
+            sink(late_topic="out"),
+        ],
+        [sink(late_topic="out.late", dead_letter_topic="out.dead")],
+    ),
+    "default_dead_letter_topic": (
+        [sink(topic="t" * 246), sink(late_topic="out.dlq")],
+        [sink(topic="t" * 245), sink(topic="t" * 249, dead_letter_topic="d")],
+    ),
+    "late_topic_of_event_windows": (
+        [
+            sink(late_topic="l") | {"operator": process(ttl_ms=5)["operator"]},
+            edit(window(time="processing"), lambda s: s["sink"].update(late_topic="l")),
+        ],
+        [sink(late_topic="l")],
+    ),
+    "exactly_once_one_topic": (
+        [
+            edit(
+                window(), lambda s: s.update(delivery="exactly_once", source={"topics": ["a", "b"]})
+            )
+        ],
+        [
+            edit(window(), lambda s: s.update(delivery="exactly_once")),
+            edit(window(), lambda s: s["source"].update(topics=["a", "b"])),
+        ],
+    ),
+}
+
+
+@cache
+def validator(rule_name: str | None, allowed: tuple[str, ...] = ALLOWED) -> Any:
+    """The models' schema with one rule's fragment (None: with none)."""
+    rules = [BY_NAME[rule_name]] if rule_name is not None else []
+    return jsonschema_rs.validator_for(assemble(allowed, rules))
+
+
+def assert_agree(r: Rule, spec: Any, allowed: tuple[str, ...] = ALLOWED) -> None:
+    problems = list(r.check(spec, allowed))
+    assert {p.type for p in problems} <= r.reports, (r.name, problems)
+    if r.schema is None or not validator(None, allowed).is_valid(spec):
+        return
+    fragment_ok = validator(r.name, allowed).is_valid(spec)
+    if not fragment_ok:
+        assert problems, f"{r.name}: the fragment refuses what the check accepts: {spec}"
+    stated = [p for p in problems if p.type in r.stated]
+    if stated:
+        assert not fragment_ok, (
+            f"{r.name}: the check reports {stated}, the fragment accepts: {spec}"
+        )
+
+
+def test_every_rule_has_examples() -> None:
+    assert sorted(EXAMPLES) == sorted(BY_NAME)
+
+
+CASES = [
+    pytest.param(name, spec, refused, id=f"{name}-{'refused' if refused else 'accepted'}-{i}")
+    for name, (refused_specs, accepted_specs) in EXAMPLES.items()
+    for refused, specs in ((True, refused_specs), (False, accepted_specs))
+    for i, spec in enumerate(specs)
+]
+
+
+@pytest.mark.parametrize(("name", "spec", "refused"), CASES)
+def test_check_and_fragment_agree_on_the_examples(name: str, spec: Any, refused: bool) -> None:
+    r = BY_NAME[name]
+    assert validator(None).is_valid(spec), "an example the models' schema accepts"
+    assert bool(list(r.check(spec, ALLOWED))) == refused
+    assert_agree(r, spec)
+    if not refused:  # and the service takes it whole (the examples are real specs)
+        assert not [p for q in RULES for p in q.check(spec, ALLOWED)]
+        PipelineSpec.model_validate(spec, context={"allowed_modules": ALLOWED})
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(spec=edited_specs())
+def test_check_and_fragment_agree_on_edited_specs(spec: Any) -> None:
+    for r in RULES:
+        assert_agree(r, spec)
+        assert_agree(r, spec, allowed=())
+
+
+@pytest.mark.parametrize("allowed", [ALLOWED, ()])
+def test_the_served_schema_is_the_models_and_every_rules_fragment(
+    allowed: tuple[str, ...],
+) -> None:
+    """Every fragment is in the served schema, where its rule says, in the rules' order;
+    and the schema holds no ``allOf`` a rule did not declare."""
+    served = pipeline_schema(allowed)
+    bare = assemble(allowed, [])
+    declared: dict[str, list[Any]] = {}
+    for r in RULES:
+        if r.schema is not None:
+            declared.setdefault(r.schema.model, []).append(r.schema.resolve(allowed))
+    assert set(declared) <= {PipelineSpec.__name__, *served["$defs"]}
+    for model in {PipelineSpec.__name__, *served["$defs"]}:
+        node = served if model == PipelineSpec.__name__ else served["$defs"][model]
+        bare_node = bare if model == PipelineSpec.__name__ else bare["$defs"][model]
+        assert node.get("allOf", []) == declared.get(model, []), model
+        rest = {k: v for k, v in node.items() if k not in ("allOf", "$defs")}
+        assert rest == {k: v for k, v in bare_node.items() if k != "$defs"}, model
+
+
+def test_a_rule_without_a_fragment_says_why_for_each_problem() -> None:
+    def check(spec: Any, allowed: Any) -> Any:
+        return iter(())
+
+    with pytest.raises(ValueError, match="says why"):
+        rule(reports={"a", "b"}, beyond_schema={"a": "reasons"})(check)
+    with pytest.raises(ValueError, match="no fragment"):
+        rule(reports={"a"}, schema=Fragment("KeySpec", {}), beyond_schema={"a": "x"})(check)
+    assert check.__name__ not in BY_NAME
