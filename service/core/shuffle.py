@@ -32,7 +32,7 @@ Pure: the runtime decodes the shuffle records and calls in here.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from service.core.time import MAX_TIMESTAMP, MIN_TIMESTAMP
@@ -122,6 +122,18 @@ class ShuffleInput:
     def sources(self) -> int:
         """Source partitions known (from the markers' count)."""
         return self._count
+
+    def watermark_of(self, sources: Iterable[int]) -> int:
+        """The watermark of some of the sources alone (a join's input): ``MIN`` until
+        each spoke, then the minimum over the active ones, or the maximum when all are
+        idle -- the rule of the whole, over the part (status only)."""
+        states = [self._sources.get(source) for source in sources]
+        if not states or any(state is None or not state.spoke for state in states):
+            return MIN_TIMESTAMP
+        active = [state.watermark for state in states if state is not None and not state.idle]
+        if active:
+            return min(active)
+        return max(state.watermark for state in states if state is not None)
 
     def markers_received(self) -> dict[int, int]:
         """Markers received per source since this object was made (for status)."""

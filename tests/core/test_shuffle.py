@@ -33,6 +33,21 @@ def test_the_watermark_is_the_minimum_over_the_sources_not_idle() -> None:
     assert s.idle_sources() == [0]
 
 
+def test_a_join_input_s_watermark_is_the_same_rule_over_its_own_sources() -> None:
+    s = ShuffleInput()
+    s.marker(0, 100, idle=False, count=4)  # left: sources 0 and 1
+    s.marker(2, 300, idle=False, count=4)  # right: sources 2 and 3
+    s.marker(3, 400, idle=False, count=4)
+    assert s.watermark_of([0, 1]) == MIN_TIMESTAMP  # source 1 has not spoken
+    assert s.watermark_of([2, 3]) == 300
+    s.marker(1, 50, idle=False, count=4)
+    assert (s.watermark_of([0, 1]), s.current_watermark) == (50, 50)
+    s.marker(1, 50, idle=True, count=4)
+    assert s.watermark_of([0, 1]) == 100
+    s.marker(0, 100, idle=True, count=4)
+    assert s.watermark_of([0, 1]) == 100  # all idle: the maximum
+
+
 def test_when_every_source_is_idle_the_watermark_flushes_to_their_maximum() -> None:
     s = ShuffleInput()
     s.marker(0, 500, idle=False, count=2)

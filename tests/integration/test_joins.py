@@ -11,7 +11,9 @@ from collections import defaultdict
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry
 
+from service.core.time import MAX_TIMESTAMP
 from service.runtime.definition import (
     InputSettings,
     PipelineDefinition,
@@ -96,7 +98,21 @@ async def run_join(bootstrap: str, operator: dict[str, Any]) -> tuple[list[dict[
         f"{name}.payments",
         [json_record(p["n"] % 3, p["order"], p) for p in payments],
     )
-    status = await run_to_finish(bootstrap, join_definition(name, operator))
+    registry = CollectorRegistry()
+    status = await run_to_finish(bootstrap, join_definition(name, operator), registry)
+    # every input read to its end, nothing held any more
+    for part in status.partitions:
+        if part.stage == "shuffled":
+            assert part.shuffle is not None
+            inputs = part.shuffle["inputs"]
+            assert set(inputs) == set(INPUTS)
+            assert all(i["watermark"] == MAX_TIMESTAMP for i in inputs.values()), inputs
+            if operator["kind"] != "temporal":  # a table keeps its newest versions
+                assert all(i["rows_held"] == 0 for i in inputs.values()), inputs
+    if operator["kind"] != "temporal":
+        for input_name in INPUTS:
+            labels = {"pipeline": name, "input": input_name}
+            assert registry.get_sample_value("clockwork_join_state_rows", labels) == 0.0
     rows = await read_json(bootstrap, f"{name}.out")
     assert await read_topic(bootstrap, f"{name}.late") == []
     assert await read_topic(bootstrap, f"{name}.dlq") == []

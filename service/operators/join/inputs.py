@@ -69,6 +69,10 @@ class SidedJoin:
         if start < len(records):
             self._feed(current, records[start:])
 
+    def sources_of(self, side: Side) -> list[int]:
+        """The source partition numbers of one input."""
+        return [source for source, of in enumerate(self._sides) if of == side]
+
     def _feed(self, side: int, records: Sequence[InputRecord]) -> None:
         if side == Side.LEFT:
             self.join.process_left(records)

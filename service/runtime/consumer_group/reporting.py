@@ -16,7 +16,9 @@ from aiokafka import TopicPartition
 
 from service.core.alignment import WatermarkAlignment
 from service.core.shuffle import ShuffleInput
-from service.core.time import Clock
+from service.core.time import MIN_TIMESTAMP, Clock
+from service.operators.join.inputs import SidedJoin
+from service.operators.join.rows import Side
 from service.runtime.consumer_group.pauses import PauseControl
 from service.runtime.consumer_group.prefetch import PendingInput
 from service.runtime.consumer_group.stages import Stage
@@ -97,12 +99,21 @@ class SessionReporter:
         if isinstance(operator, ShuffleWriter):
             return {"routed": operator.routed}
         if isinstance(generator, ShuffleInput):
-            return {
+            numbers: dict[str, Any] = {
                 "sources": generator.sources,
                 "markers_received": {str(s): n for s, n in generator.markers_received().items()},
                 "idle_sources": generator.idle_sources(),
                 "replays_dropped": generator.replays,
             }
+            if isinstance(operator, SidedJoin):  # each input's watermark and rows held
+                numbers["inputs"] = {
+                    name: {
+                        "watermark": _or_none(generator.watermark_of(operator.sources_of(side))),
+                        "rows_held": operator.rows_held(side),
+                    }
+                    for side, name in zip(Side, operator.join.inputs, strict=True)
+                }
+            return numbers
         if check is not None:
             return {"key_partition_mismatches": check.mismatches}
         return None
@@ -175,6 +186,7 @@ class SessionReporter:
         wall = time.time()
         combiner = session.emitter.combiner
         current = session.emitter.current
+        rows_held: dict[str, int] = {}
         for tp, part in session.partitions.items():
             label = f"{tp.topic}/{tp.partition}"
             gauges = part.operator.gauges()
@@ -210,10 +222,16 @@ class SessionReporter:
                 part.bad_values_unreported.clear()
             self.report_timer_counts(part)
             self.report_shuffle(part)
+            operator = part.operator
+            if isinstance(operator, SidedJoin):
+                for side, input_name in zip(Side, operator.join.inputs, strict=True):
+                    rows_held[input_name] = rows_held.get(input_name, 0) + operator.rows_held(side)
             wakeups = part.timers.wakeups
             if wakeups:
                 m.timers_fired.labels(name).inc(wakeups)
                 part.timers.wakeups = 0
+        for input_name, held in rows_held.items():
+            m.join_state_rows.labels(name, input_name).set(held)
         if current is not None:
             m.combined_watermark.labels(name).set(current)
             m.combined_watermark_lag.labels(name).set(now - current)
@@ -289,3 +307,8 @@ def _by_field(counts: dict[tuple[str, str], int]) -> dict[str, dict[str, int]] |
     for (field, reason), count in counts.items():
         out.setdefault(field, {})[reason] = count
     return out
+
+
+def _or_none(watermark: int) -> int | None:
+    """A watermark for status: None before the first (``MIN``)."""
+    return None if watermark == MIN_TIMESTAMP else watermark

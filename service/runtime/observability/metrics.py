@@ -51,6 +51,7 @@ class RuntimeMetrics:
     alignment_pauses: Counter
     alignment_resumes: Counter
     windows_open: Gauge
+    join_state_rows: Gauge
     keys: Gauge
     consumer_lag: Gauge
     checkpoint_seconds: Histogram
@@ -248,6 +249,13 @@ def build_metrics(registry: CollectorRegistry) -> RuntimeMetrics:
             "clockwork_windows_open", "Windows with state in a partition.", _PP, registry=r
         ),
         keys=Gauge("clockwork_keys", "Keys with state in a partition.", _PP, registry=r),
+        join_state_rows=Gauge(
+            "clockwork_join_state_rows",
+            "Rows a join holds for one input on this replica (interval and window joins: "
+            "rows waiting for partners; temporal: left rows waiting, table versions kept).",
+            [*_P, "input"],
+            registry=r,
+        ),
         consumer_lag=Gauge(
             "clockwork_consumer_lag_records",
             "High watermark (read_committed: last stable offset) minus the next offset to process.",
@@ -416,6 +424,7 @@ METRIC_NAMES: tuple[str, ...] = (
     "clockwork_alignment_resumes_total",
     "clockwork_windows_open",
     "clockwork_keys",
+    "clockwork_join_state_rows",
     "clockwork_consumer_lag_records",
     "clockwork_checkpoint_duration_seconds",
     "clockwork_checkpoint_entries_total",
