@@ -7,7 +7,9 @@ inputs (semantics.md section 10), with none late and nothing dead-lettered.
 from __future__ import annotations
 
 import random
+import signal
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,11 +28,14 @@ from service.runtime.factories import join_operator_factory
 from tests.integration.kafka_utils import (
     create_topic,
     json_record,
+    latest_by_id,
     produce,
     read_json,
     read_topic,
     unique,
+    wait_until,
 )
+from tests.integration.replicas import replicas
 from tests.integration.test_shuffle import run_to_finish
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -120,21 +125,23 @@ async def run_join(bootstrap: str, operator: dict[str, Any]) -> tuple[list[dict[
     return rows, (orders, payments, status)
 
 
-def pair(row: dict[str, Any]) -> tuple[str, int | None, int | None]:
+def pair_of(row: dict[str, Any]) -> tuple[str, int | None, int | None]:
     left, right = row["value"]["left"], row["value"]["right"]
     return (row["key"], None if left is None else left["n"], None if right is None else right["n"])
 
 
-async def test_an_interval_left_join_gives_each_match_and_each_unpaid_order_once(
-    bootstrap_servers: str,
-) -> None:
-    operator = {
-        "type": "join",
-        "kind": "interval",
-        "how": "left",
-        "between": {"lower_ms": 0, "upper_ms": 30_000},
-    }
-    rows, (orders, payments, status) = await run_join(bootstrap_servers, operator)
+INTERVAL_LEFT = {
+    "type": "join",
+    "kind": "interval",
+    "how": "left",
+    "between": {"lower_ms": 0, "upper_ms": 30_000},
+}
+
+
+def interval_left(
+    orders: list[dict[str, Any]], payments: list[dict[str, Any]]
+) -> set[tuple[str, int | None, int | None]]:
+    """INTERVAL_LEFT's rows over the whole inputs, as (key, order n, payment n)."""
     want: set[tuple[str, int | None, int | None]] = set()
     for o in orders:
         matched = False
@@ -144,8 +151,15 @@ async def test_an_interval_left_join_gives_each_match_and_each_unpaid_order_once
                 matched = True
         if not matched:
             want.add((o["order_id"], o["n"], None))
-    assert sorted(map(pair, rows), key=str) == sorted(want, key=str)
-    by_pair = {pair(r): r for r in rows}
+    return want
+
+
+async def test_an_interval_left_join_gives_each_match_and_each_unpaid_order_once(
+    bootstrap_servers: str,
+) -> None:
+    rows, (orders, payments, status) = await run_join(bootstrap_servers, INTERVAL_LEFT)
+    assert sorted(map(pair_of, rows), key=str) == sorted(interval_left(orders, payments), key=str)
+    by_pair = {pair_of(r): r for r in rows}
     for o in orders:  # a padded row at its order's time, a match at the later one
         for p in payments:
             row = by_pair.get((o["order_id"], o["n"], p["n"]))
@@ -191,6 +205,57 @@ async def test_a_temporal_join_takes_the_version_valid_at_each_order_s_time(
         # of one time, the later arrival: the payments' order in the input is arrival
         best = max(versions, key=lambda p: (p["paid_at"], payments.index(p)), default=None)
         want.add((o["order_id"], o["n"], None if best is None else best["n"]))
-    assert {pair(r) for r in rows} == want
+    assert {pair_of(r) for r in rows} == want
     assert len(rows) == len(orders)
     assert all(r["kind"] == "temporal" for r in rows)
+
+
+async def test_a_replica_killed_mid_join_leaves_every_row_once_after_dedupe(
+    bootstrap_servers: str, tmp_path: Path
+) -> None:
+    """Two replicas (worker processes) run an interval left join; one is killed with
+    kill -9 once both processed some of the first 40 %; the survivor takes its source
+    and shuffle partitions over from their checkpoints and finishes the bounded input.
+    After de-duplication by id (at-least-once), exactly the reference's rows."""
+    name = unique("joinkill")
+    orders, payments = orders_and_payments(11)
+    await create_topic(bootstrap_servers, f"{name}.orders", 2)
+    await create_topic(bootstrap_servers, f"{name}.payments", 3)
+    order_records = [json_record(o["n"] % 2, o["order_id"], o) for o in orders]
+    payment_records = [json_record(p["n"] % 3, p["order"], p) for p in payments]
+    ends = [[f"{name}.orders", p, sum(1 for r in order_records if r[0] == p)] for p in range(2)]
+    ends += [
+        [f"{name}.payments", p, sum(1 for r in payment_records if r[0] == p)] for p in range(3)
+    ]
+    first_orders, first_payments = len(order_records) * 2 // 5, len(payment_records) * 2 // 5
+    options = {"bounded": ends, "join": INTERVAL_LEFT}
+    with replicas(bootstrap_servers, name, f"{name}.orders", tmp_path, 2, **options) as pair:
+
+        async def both_hold_partitions() -> bool:
+            return all(len(r.status()["partitions"]) > 0 for r in pair)
+
+        await wait_until(both_hold_partitions, timeout_s=60)
+        await produce(bootstrap_servers, f"{name}.orders", order_records[:first_orders])
+        await produce(bootstrap_servers, f"{name}.payments", payment_records[:first_payments])
+
+        async def both_joined_something() -> bool:
+            return all(
+                any(p["stage"] == "shuffled" and p["records_in"] for p in r.status()["partitions"])
+                for r in pair
+            )
+
+        await wait_until(both_joined_something, timeout_s=60)
+        dead, survivor = pair
+        dead.stop(signal.SIGKILL)
+        await produce(bootstrap_servers, f"{name}.orders", order_records[first_orders:])
+        await produce(bootstrap_servers, f"{name}.payments", payment_records[first_payments:])
+
+        async def survivor_finished() -> bool:
+            return survivor.exited
+
+        await wait_until(survivor_finished, timeout_s=90)
+    assert survivor.status()["state"] == "finished"
+    assert survivor.status()["taken_over"]
+    rows = list(latest_by_id(await read_json(bootstrap_servers, f"{name}.out")).values())
+    assert sorted(map(pair_of, rows), key=str) == sorted(interval_left(orders, payments), key=str)
+    assert await read_topic(bootstrap_servers, f"{name}.dlq") == []

@@ -10,6 +10,8 @@ commit, leave the group), SIGKILL is the crash. OPTIONS (all optional):
 - ``"status": PATH``: the pipeline's status (and the takeover counter) is written to
   PATH as JSON every 50 ms and at the end: the test's view of the replica;
 - ``"shuffle": true``: the pipeline routes by its key through a shuffle topic;
+- ``"join": OPERATOR``: test_joins.py's join of ``NAME.orders`` and ``NAME.payments``
+  with this operator object instead (TOPIC is then only a label);
 - ``"delivery": "exactly_once"``: Kafka transactions (the broker must have them);
 - ``"crash": {"stage": S, "point": P, "at": N}``: the process kills itself (SIGKILL) at
   the N-th checkpoint of stage S (``keyed``, ``route`` or ``shuffled``) that writes
@@ -133,6 +135,10 @@ async def main(bootstrap: str, name: str, topic: str, options: dict[str, Any]) -
         max_out_of_orderness_ms=2_000 if replica else 0,
         shuffle=bool(options.get("shuffle", False)),
     )
+    if "join" in options:  # tests/integration/test_joins.py's pipeline instead
+        from tests.integration.test_joins import join_definition
+
+        definition = replace(join_definition(name, options["join"]), bounded=ends is not None)
     crash = options.get("crash")
     if crash is not None:
         inject_crash(crash["stage"], crash["point"], int(crash["at"]), crash.get("armed_by"))
