@@ -217,6 +217,25 @@ async def test_a_replica_killed_mid_join_leaves_every_row_once_after_dedupe(
     kill -9 once both processed some of the first 40 %; the survivor takes its source
     and shuffle partitions over from their checkpoints and finishes the bounded input.
     After de-duplication by id (at-least-once), exactly the reference's rows."""
+    await run_with_a_killed_replica(bootstrap_servers, tmp_path, "at_least_once")
+
+
+@pytest.mark.requires_broker("transactions")
+async def test_exactly_once_over_both_inputs_leaves_every_row_once_with_a_replica_killed(
+    bootstrap_servers: str, tmp_path: Path
+) -> None:
+    """The same with ``exactly_once``: each source partition of either input has its own
+    transaction, so a read_committed reader sees every row once, without de-duplication."""
+    rows = await run_with_a_killed_replica(bootstrap_servers, tmp_path, "exactly_once")
+    ids = [r["id"] for r in rows]
+    assert len(ids) == len(set(ids))  # not one duplicate
+
+
+async def run_with_a_killed_replica(
+    bootstrap_servers: str, tmp_path: Path, delivery: str
+) -> list[dict[str, Any]]:
+    """Returns every row a read_committed reader sees, checked against the reference
+    after de-duplication by id."""
     name = unique("joinkill")
     orders, payments = orders_and_payments(11)
     await create_topic(bootstrap_servers, f"{name}.orders", 2)
@@ -228,7 +247,7 @@ async def test_a_replica_killed_mid_join_leaves_every_row_once_after_dedupe(
         [f"{name}.payments", p, sum(1 for r in payment_records if r[0] == p)] for p in range(3)
     ]
     first_orders, first_payments = len(order_records) * 2 // 5, len(payment_records) * 2 // 5
-    options = {"bounded": ends, "join": INTERVAL_LEFT}
+    options = {"bounded": ends, "join": INTERVAL_LEFT, "delivery": delivery}
     with replicas(bootstrap_servers, name, f"{name}.orders", tmp_path, 2, **options) as pair:
 
         async def both_hold_partitions() -> bool:
@@ -256,6 +275,8 @@ async def test_a_replica_killed_mid_join_leaves_every_row_once_after_dedupe(
         await wait_until(survivor_finished, timeout_s=90)
     assert survivor.status()["state"] == "finished"
     assert survivor.status()["taken_over"]
-    rows = list(latest_by_id(await read_json(bootstrap_servers, f"{name}.out")).values())
+    everything = await read_json(bootstrap_servers, f"{name}.out", "read_committed")
+    rows = list(latest_by_id(everything).values())
     assert sorted(map(pair_of, rows), key=str) == sorted(interval_left(orders, payments), key=str)
     assert await read_topic(bootstrap_servers, f"{name}.dlq") == []
+    return everything

@@ -62,9 +62,8 @@ class PartitionTransactions:
         self._prefix = prefix
         self._group_id = group_id
         self._open: dict[TopicPartition, _Open] = {}
-        self.by_partition: dict[int, BatchProducer] = {}
-        """Each open partition's batches by partition number, for the sink (an
-        exactly-once session reads one topic, so the number says which)."""
+        self.by_partition: dict[TopicPartition, BatchProducer] = {}
+        """Each open partition's batches, for the sink."""
 
     def batches(self, tp: TopicPartition) -> BatchProducer:
         return self._open[tp].batches
@@ -96,7 +95,7 @@ class PartitionTransactions:
         batches = BatchProducer(producer, self._settings.max_pending_bytes)
         batches.start()
         self._open[tp] = _Open(producer, batches)
-        self.by_partition[tp.partition] = batches
+        self.by_partition[tp] = batches
 
     def hold(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """Mark what each partition's transaction holds now; what is appended later
@@ -146,8 +145,8 @@ class PartitionTransactions:
             entry = self._open.pop(tp, None)
             if entry is None:
                 continue
-            if self.by_partition.get(tp.partition) is entry.batches:
-                del self.by_partition[tp.partition]
+            if self.by_partition.get(tp) is entry.batches:
+                del self.by_partition[tp]
             await entry.batches.close()
             if drop:
                 drop_unsent(entry.producer, None)

@@ -87,11 +87,10 @@ class OutputSink:
         definition: PipelineDefinition,
         batches: BatchProducer,
         partition_counts: dict[str, int],
-        partitions: Mapping[int, BatchProducer] | None = None,
+        partitions: Mapping[TopicPartition, BatchProducer] | None = None,
     ) -> None:
-        """``partitions``: with exactly-once delivery, each source partition's own
-        batches (its transaction), by partition number; else everything goes to
-        ``batches``."""
+        """``partitions``: with exactly-once delivery, each input partition's own
+        batches (its transaction); else everything goes to ``batches``."""
         sink = definition.sink
         self._name = definition.name
         self._name_header = definition.name.encode()
@@ -114,14 +113,14 @@ class OutputSink:
             for batches in self._partitions.values():
                 batches.send_open()
 
-    def _batches_of(self, source_partition: int) -> BatchProducer:
+    def _batches_of(self, source: TopicPartition) -> BatchProducer:
         partitions = self._partitions
-        return self._batches if partitions is None else partitions[source_partition]
+        return self._batches if partitions is None else partitions[source]
 
     # -- results ---------------------------------------------------------------------
     def results(
         self,
-        source_partition: int,
+        source: TopicPartition,
         results: Iterable[WindowResult | KeyedOutput | JoinRow],
         firings: dict[str, int],
     ) -> None:
@@ -133,8 +132,8 @@ class OutputSink:
         succeeds, both write the same bytes.
         """
         topic = self._result_topic
-        partition = source_partition % self._result_parts
-        append = self._batches_of(source_partition).append
+        partition = source.partition % self._result_parts
+        append = self._batches_of(source).append
         name = self._name
         fast_dumps = orjson.dumps
         encode_error = orjson.JSONEncodeError
@@ -193,17 +192,17 @@ class OutputSink:
         self.results_sent += count
 
     # -- late data -------------------------------------------------------------------
-    def late(self, source_partition: int, records: Iterable[LateRecord]) -> None:
+    def late(self, source: TopicPartition, records: Iterable[LateRecord]) -> None:
         """Forward late records to the late topic (the caller counts drops otherwise)."""
         topic = self._late_topic
         if topic is None:
             return
-        partition = source_partition % self._late_parts
-        append = self._batches_of(source_partition).append
+        partition = source.partition % self._late_parts
+        append = self._batches_of(source).append
         for late in records:
-            source = late.source
+            record = late.source
             headers: list[tuple[str, bytes]] = [
-                *(source.headers or ()),
+                *(record.headers or ()),
                 (HEADER_PIPELINE, self._name_header),
                 (HEADER_REASON, REASON_LATE.encode()),
                 (HEADER_WATERMARK, str(late.watermark).encode()),
@@ -211,7 +210,7 @@ class OutputSink:
             ]
             if late.input is not None:
                 headers.append((HEADER_INPUT, late.input.encode()))
-            append(topic, partition, source.key, source.value, source.timestamp, headers)
+            append(topic, partition, record.key, record.value, record.timestamp, headers)
             self.late_sent += 1
 
     # -- failures --------------------------------------------------------------------
@@ -256,7 +255,7 @@ class OutputSink:
         headers.extend(extra)
         if raw_key is None and raw_value is None:
             raw_value = b""
-        self._batches_of(source_partition).append(
+        self._batches_of(tp).append(
             self._dead_letter_topic,
             source_partition % self._dead_letter_parts,
             raw_key,

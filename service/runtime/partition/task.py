@@ -202,14 +202,14 @@ class PartitionTask:
         collector = self.operator.collector
         if collector.results:
             results, late, failed = collector.drain()
-            self.sink.results(self.partition, results, self.firings)
+            self.sink.results(self.tp, results, self.firings)
         else:
             if not collector.late and not collector.failed:
                 self._take_dropped(collector)
                 return
             _, late, failed = collector.drain()
         if late:
-            self.sink.late(self.partition, late)
+            self.sink.late(self.tp, late)
         if failed:
             self.sink.failures(self.tp, failed)
         self._take_dropped(collector)
