@@ -78,6 +78,9 @@ class InputSettings:
     steps: StepProgram | None = None
     timestamp: TimestampSettings = TimestampSettings()
     watermark: WatermarkSettings = WatermarkSettings()
+    table: bool = False
+    """A versioned table (a temporal join's right input): a record with a null value is
+    a tombstone of its Kafka key, at its Kafka timestamp."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,19 +45,23 @@ BOUND_MS = 2_000
 INPUTS = ("orders", "payments")
 
 
-def join_definition(name: str, operator: dict[str, Any]) -> PipelineDefinition:
-    def side(input_name: str, topic: str, key: str, ts: str) -> InputSettings:
+def join_definition(name: str, operator: dict[str, Any], table: bool = False) -> PipelineDefinition:
+    """``table``: the payments are a versioned table keyed by the Kafka key (a null
+    value deletes the key from the record's Kafka timestamp on)."""
+
+    def side(input_name: str, topic: str, key: str | None, ts: str) -> InputSettings:
         return InputSettings(
             name=input_name,
             topics=(topic,),
             key_field=key,
             timestamp=TimestampSettings(source="field", field=ts),
             watermark=WatermarkSettings(max_out_of_orderness_ms=BOUND_MS, interval_ms=50),
+            table=table and input_name == "payments",
         )
 
     inputs = (
         side("orders", f"{name}.orders", "order_id", "ts"),
-        side("payments", f"{name}.payments", "order", "paid_at"),
+        side("payments", f"{name}.payments", None if table else "order", "paid_at"),
     )
     return PipelineDefinition(
         name=name,
@@ -280,3 +284,42 @@ async def run_with_a_killed_replica(
     assert sorted(map(pair_of, rows), key=str) == sorted(interval_left(orders, payments), key=str)
     assert await read_topic(bootstrap_servers, f"{name}.dlq") == []
     return everything
+
+
+async def test_a_table_tombstone_deletes_its_key_from_its_time_on(
+    bootstrap_servers: str,
+) -> None:
+    """The payments as a versioned table keyed by the Kafka key: a null value at t deletes
+    the key from t on, so an order after it finds nothing (left: padded) and an order
+    after a later version finds that version."""
+    name = unique("jointomb")
+    await create_topic(bootstrap_servers, f"{name}.orders", 1)
+    await create_topic(bootstrap_servers, f"{name}.payments", 1)
+    versions: list[tuple[int, bytes | None, bytes | None, int | None]] = [
+        json_record(0, "o1", {"order": "o1", "paid_at": BASE + 1_000, "n": 0}),
+        (0, b"o1", None, BASE + 2_000),  # deleted from 2 s on
+        json_record(0, "o1", {"order": "o1", "paid_at": BASE + 3_000, "n": 2}),
+    ]
+    await produce(bootstrap_servers, f"{name}.payments", versions)
+    orders = [
+        {"order_id": "o1", "ts": BASE + ts, "n": n}
+        for n, ts in enumerate((500, 1_500, 2_000, 2_500, 3_000, 9_000))
+    ]
+    await produce(
+        bootstrap_servers, f"{name}.orders", [json_record(0, o["order_id"], o) for o in orders]
+    )
+    operator = {"type": "join", "kind": "temporal", "how": "left"}
+    await run_to_finish(bootstrap_servers, join_definition(name, operator, table=True))
+    rows = await read_json(bootstrap_servers, f"{name}.out")
+    assert sorted(pair_of(r) for r in rows) == sorted(
+        [
+            ("o1", 0, None),
+            ("o1", 1, 0),
+            ("o1", 2, None),
+            ("o1", 3, None),
+            ("o1", 4, 2),
+            ("o1", 5, 2),
+        ],
+        key=str,
+    )
+    assert await read_topic(bootstrap_servers, f"{name}.dlq") == []

@@ -38,7 +38,7 @@ from service.runtime.consumer_group.watermark_emitter import WatermarkEmitter
 from service.runtime.definition import PipelineDefinition, WatermarkSettings
 from service.runtime.kafka.batch_producer import BatchProducer
 from service.runtime.observability.metrics import RuntimeMetrics
-from service.runtime.partition.decoding import Decoder, RecordDecoder
+from service.runtime.partition.decoding import Decoder, RecordDecoder, TableDecoder
 from service.runtime.partition.partitioning_check import PartitioningCheck
 from service.runtime.partition.task import PartitionTask
 from service.runtime.settings import RuntimeSettings
@@ -178,7 +178,7 @@ class RouteStage(Stage):
         self.sources: dict[TopicPartition, int] = {}
         self.partitioner: KeyPartitioner | None = None
         self._inputs: dict[str, PipelineDefinition] = {}  # a join's: by topic
-        self._decoders: dict[str, RecordDecoder] = {}
+        self._decoders: dict[str, Decoder] = {}
 
     @property
     def prefetches(self) -> bool:
@@ -209,7 +209,14 @@ class RouteStage(Stage):
             return session.decoder
         decoder = self._decoders.get(tp.topic)
         if decoder is None:
-            decoder = self._decoders[tp.topic] = RecordDecoder(self._input(tp))
+            view = self._input(tp)
+            decoder = RecordDecoder(view)
+            inputs = self.definition.inputs
+            assert inputs is not None
+            if inputs[self.definition.input_of(tp.topic)].table:
+                unnest = view.steps is not None and view.steps.has_unnest
+                decoder = TableDecoder(decoder, positioned=unnest)
+            self._decoders[tp.topic] = decoder
         return decoder
 
     def operator(self, session: StageSession, tp: TopicPartition, clock: Clock) -> Operator:

@@ -294,3 +294,44 @@ class RecordDecoder:
         if raw is MISSING or raw is None:
             return REASON_MISSING_KEY, f"missing key field {self._key_name!r}"
         return REASON_INVALID_KEY, f"key field {self._key_name!r} is a {type(raw).__name__}"
+
+
+class TableDecoder:
+    """A versioned table's records (a temporal join's right input): a record with a null
+    value is a tombstone, its Kafka key deleted from its Kafka timestamp on, and decodes
+    to the value None; every other record as the input's own decoder says."""
+
+    __slots__ = ("_inner", "_positioned")
+
+    def __init__(self, inner: RecordDecoder, positioned: bool) -> None:
+        self._inner = inner
+        self._positioned = positioned
+        """Positions are ``position(offset, index)`` (steps with an unnest)."""
+
+    def decode(
+        self, records: Sequence[Any], inputs: list[InputRecord], failed: list[DeadLetter]
+    ) -> None:
+        start = 0
+        for index, record in enumerate(records):
+            if record.value is not None:
+                continue
+            if index > start:
+                self._inner.decode(records[start:index], inputs, failed)
+            start = index + 1
+            raw_key = record.key
+            if raw_key is None:
+                failed.append(DeadLetter(record, None, REASON_MISSING_KEY, "tombstone without key"))
+                continue
+            try:
+                key = raw_key.decode()
+            except UnicodeDecodeError:
+                failed.append(
+                    DeadLetter(record, None, REASON_INVALID_KEY, "Kafka key is not UTF-8")
+                )
+                continue
+            at = position(record.offset) if self._positioned else record.offset
+            inputs.append((key, record.timestamp, None, at, record))
+        if start == 0:
+            self._inner.decode(records, inputs, failed)
+        elif start < len(records):
+            self._inner.decode(records[start:], inputs, failed)

@@ -64,8 +64,9 @@ class ShuffleDecoder:
                 timestamp, source, at = unpack_routed(meta)
                 if not fresh(source, at):
                     continue
+                raw = record.value
                 try:
-                    value = loads(record.value)
+                    value = None if raw is None else loads(raw)  # None: a table's tombstone
                 except (_JSONDecodeError, TypeError) as exc:  # not written by stage 1
                     failed.append(DeadLetter(record, None, REASON_DECODE, str(exc)))
                     continue
