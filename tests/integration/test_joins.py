@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 import signal
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from service.runtime.definition import (
     WatermarkSettings,
 )
 from service.runtime.factories import join_operator_factory
+from service.runtime.lifecycle.manager import Runtime
 from tests.integration.kafka_utils import (
     create_topic,
     json_record,
@@ -32,6 +34,7 @@ from tests.integration.kafka_utils import (
     produce,
     read_json,
     read_topic,
+    runtime_settings,
     unique,
     wait_until,
 )
@@ -323,3 +326,52 @@ async def test_a_table_tombstone_deletes_its_key_from_its_time_on(
         key=str,
     )
     assert await read_topic(bootstrap_servers, f"{name}.dlq") == []
+
+
+async def test_an_idle_input_is_left_out_of_the_join_s_watermark(
+    bootstrap_servers: str,
+) -> None:
+    """No payment ever comes (the payments topic stays empty, its partitions idle after
+    ``idle_timeout_ms``): the join's watermark follows the orders alone, so orders whose
+    interval has passed are emitted padded while the pipeline runs, unbounded."""
+    name = unique("joinidle")
+    await create_topic(bootstrap_servers, f"{name}.orders", 2)
+    await create_topic(bootstrap_servers, f"{name}.payments", 2)
+    orders = [{"order_id": f"o{n % 7}", "ts": BASE + n * 1_000, "n": n} for n in range(60)]
+    await produce(
+        bootstrap_servers,
+        f"{name}.orders",
+        [json_record(o["n"] % 2, o["order_id"], o) for o in orders],
+    )
+    definition = join_definition(name, INTERVAL_LEFT)
+    idle = WatermarkSettings(max_out_of_orderness_ms=BOUND_MS, interval_ms=50, idle_timeout_ms=500)
+    assert definition.inputs is not None
+    definition = replace(
+        definition,
+        bounded=False,
+        inputs=(
+            replace(definition.inputs[0], watermark=idle),
+            replace(definition.inputs[1], watermark=idle),
+        ),
+        watermark=replace(definition.watermark, idle_timeout_ms=500),
+    )
+    runtime = Runtime(runtime_settings(bootstrap_servers))
+    await runtime.start()
+    runtime.start_pipeline(definition)
+    # each partition's watermark is its max_ts - 2 s - 1; once the orders' partitions
+    # are idle too, every source is, and the watermark flushes to the largest (section 8)
+    watermark = max(o["ts"] for o in orders) - 2_001
+    due = [o for o in orders if o["ts"] + 30_000 <= watermark]
+    try:
+
+        async def padded() -> bool:
+            return len(await read_json(bootstrap_servers, f"{name}.out")) >= len(due)
+
+        await wait_until(padded, timeout_s=60)
+    finally:
+        await runtime.shutdown()
+    rows = await read_json(bootstrap_servers, f"{name}.out")
+    assert sorted(map(pair_of, rows), key=str) == sorted(
+        ((o["order_id"], o["n"], None) for o in due), key=str
+    )
+    assert all(r["ts"] == orders[r["value"]["left"]["n"]]["ts"] for r in rows)
