@@ -1032,8 +1032,7 @@ def _join_how_fits_kind(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[P
         yield Problem(
             ("operator", "how"),
             "how_not_for_kind",
-            f"a{'n' if kind == 'interval' else ''} {kind} join takes how "
-            f"{' | '.join(JOIN_HOWS[kind])}, not {how!r}",
+            f"{kind} joins take how {' | '.join(JOIN_HOWS[kind])}, not {how!r}",
             how,
         )
 
@@ -1047,14 +1046,16 @@ def _only_for(kind: str, name: str) -> JsonSchema:
     }
 
 
-def _kind_field(spec: Mapping[str, Any], kind: str, name: str, unused: str) -> Iterator[Problem]:
+def _kind_field(
+    spec: Mapping[str, Any], kind: str, name: str, unused: str, needs: str
+) -> Iterator[Problem]:
+    """``name`` given for ``kind`` joins (else ``missing``, saying what it ``needs``)
+    and left out of the others (else ``unused``)."""
     op = _join(spec)
     if op is None or not isinstance(op.get("kind"), str):
         return
     if op["kind"] == kind and op.get(name) is None:
-        yield Problem(
-            ("operator", name), "missing", f"a{'n' * (kind[0] in 'aeiou')} {kind} join needs {name}"
-        )
+        yield Problem(("operator", name), "missing", needs)
     elif op["kind"] != kind and name in op:
         yield Problem(
             ("operator", name),
@@ -1070,7 +1071,13 @@ def _kind_field(spec: Mapping[str, Any], kind: str, name: str, unused: str) -> I
 )
 def _interval_between(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
     """An interval join needs its bounds; no other kind takes them."""
-    yield from _kind_field(spec, "interval", "between", "between_unused")
+    yield from _kind_field(
+        spec,
+        "interval",
+        "between",
+        "between_unused",
+        'an interval join needs between: {"lower_ms": ..., "upper_ms": ...}',
+    )
 
 
 @rule(reports={"lower_above_upper"}, beyond_schema={"lower_above_upper": _COMPARES})
@@ -1095,7 +1102,13 @@ def _between_in_order(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Pro
 )
 def _window_join_assigner(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
     """A window join needs its (tumbling or sliding) assigner; no other kind takes one."""
-    yield from _kind_field(spec, "window", "assigner", "assigner_unused")
+    yield from _kind_field(
+        spec,
+        "window",
+        "assigner",
+        "assigner_unused",
+        "a window join needs its assigner (tumbling or sliding)",
+    )
 
 
 @rule(
