@@ -150,10 +150,11 @@ class PipelineRegistry:
     async def _ends(self, spec: PipelineSpec) -> tuple[tuple[str, int, int], ...] | None:
         """Bounded input: where every source partition ends now, pinned in the store so
         that every replica reads to the same offsets; None (each session reads them when
-        it starts) for unbounded input, or a source topic that does not exist yet."""
-        if not spec.source.bounded:
+        it starts) for unbounded input, or a source topic that does not exist yet. A
+        join's: every input's topics."""
+        if not spec.bounded:
             return None
-        topics = spec.source.topics
+        topics = spec.topics()
         try:
             ends = await probe_end_offsets(self._runtime.settings.bootstrap_servers, topics)
         except Exception as exc:  # the sessions read them themselves

@@ -23,12 +23,24 @@ from typing import Any
 
 from service.core.errors import ConfigError
 from service.core.watermarks import make_generator
+from service.operators.join.projection import SelectError
+from service.operators.join.rows import JoinConfigError
 from service.operators.process import ProcessFunctionError
 from service.operators.steps import StepProgram, StepsConfigError, compile_expression
 from service.operators.udf import UdfError, load_user_object
 from service.operators.window import WindowFunction
-from service.pipeline_spec.models import KeyedProcessOperator, PipelineSpec, WindowOperator
+from service.pipeline_spec.models import (
+    InputSpec,
+    JoinOperator,
+    KeyedProcessOperator,
+    PipelineSpec,
+    Step,
+    TimestampSpec,
+    WatermarkSpec,
+    WindowOperator,
+)
 from service.runtime.definition import (
+    InputSettings,
     OperatorFactory,
     PipelineDefinition,
     ShuffleSettings,
@@ -36,7 +48,11 @@ from service.runtime.definition import (
     TimestampSettings,
     WatermarkSettings,
 )
-from service.runtime.factories import process_operator_factory, window_operator_factory
+from service.runtime.factories import (
+    join_operator_factory,
+    process_operator_factory,
+    window_operator_factory,
+)
 
 __all__ = ["BuildError", "build_definition", "state_fingerprint"]
 
@@ -53,8 +69,10 @@ class BuildError(ValueError):
 
 def state_fingerprint(spec: PipelineSpec) -> str:
     """Equal for two specs whose checkpointed state is interchangeable."""
+    if spec.inputs is not None:
+        return _digest(_join_shaping(spec, spec.inputs))
     shaping: dict[str, Any] = {
-        "topics": sorted(spec.source.topics),
+        "topics": sorted(spec.topics()),
         "key": spec.key.field if spec.key is not None else None,
         "timestamp": spec.timestamp.model_dump(mode="json"),
         "watermark": {"strategy": spec.watermark.strategy, "field": spec.watermark.field},
@@ -70,8 +88,36 @@ def state_fingerprint(spec: PipelineSpec) -> str:
         shaping["shards"] = (
             "source" if spec.key.partitioned else f"shuffle:{spec.key.shuffle_partitions}"
         )
+    return _digest(shaping)
+
+
+def _digest(shaping: dict[str, Any]) -> str:
     canonical = json.dumps(shaping, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+
+
+def _join_shaping(spec: PipelineSpec, inputs: dict[str, InputSpec]) -> dict[str, Any]:
+    """What a join's state is: per input, its topics (the source numbers rows carry),
+    key, event time and every step (the join keeps whole rows, so each step changes
+    what it holds); the operator (``left``/``right`` included: which side a row is);
+    and the shuffle's width (the state's shards)."""
+    return {
+        "inputs": {
+            name: {
+                "topics": sorted(spec_in.source.topics),
+                "key": spec_in.key.field if spec_in.key is not None else None,
+                "timestamp": spec_in.timestamp.model_dump(mode="json"),
+                "watermark": {
+                    "strategy": spec_in.watermark.strategy,
+                    "field": spec_in.watermark.field,
+                },
+                "steps": [step.model_dump(mode="json", by_alias=True) for step in spec_in.steps],
+            }
+            for name, spec_in in inputs.items()
+        },
+        "operator": spec.operator.model_dump(mode="json"),
+        "shards": f"shuffle:{_shuffle_partitions(inputs)}",
+    }
 
 
 Path = tuple[str, ...]
@@ -151,29 +197,17 @@ def build_definition(spec: PipelineSpec, allowed_modules: Sequence[str]) -> Pipe
     so a function that cannot be loaded is a :class:`BuildError` now (a 422) rather than
     a failed pipeline later.
     """
+    if spec.inputs is not None:
+        return _join_definition(spec, spec.inputs)
+    if spec.source is None:  # the rules refuse it; belt and braces
+        raise BuildError(("source",), "a pipeline reads a source, or a join's two inputs")
     factory = _operator_factory(spec, tuple(allowed_modules))
-    steps: StepProgram | None = None
-    if spec.steps:
-        try:
-            steps = StepProgram(
-                [step.model_dump(mode="json", by_alias=True) for step in spec.steps]
-            )
-        except StepsConfigError as exc:  # the rules report these first; belt and braces
-            raise BuildError(exc.problems[0][0], exc.problems[0][1]) from exc
-    ts = spec.timestamp
-    wm = spec.watermark
-    try:  # the rules say all this; building one is the proof the runtime agrees
-        make_generator(wm.strategy, wm.max_out_of_orderness_ms, wm.field)
-    except ConfigError as exc:
-        raise BuildError(("watermark",), str(exc)) from exc
+    steps = _steps(spec.steps, ())
+    _check_watermark(spec.watermark, ("watermark",))
     return PipelineDefinition(
         name=spec.name,
         topics=tuple(spec.source.topics),
-        sink=SinkSettings(
-            topic=spec.sink.topic,
-            dead_letter_topic=spec.sink.dead_letter_topic or f"{spec.sink.topic}.dlq",
-            late_topic=spec.sink.late_topic,
-        ),
+        sink=_sink(spec),
         operator_factory=factory,
         key_field=spec.key.field if spec.key is not None else None,
         shuffle=(
@@ -183,14 +217,10 @@ def build_definition(spec: PipelineSpec, allowed_modules: Sequence[str]) -> Pipe
         ),
         key_partitioned=spec.key is not None and spec.key.partitioned,
         steps=steps,
-        timestamp=(
-            TimestampSettings(source="kafka")
-            if ts.source == "kafka"
-            else TimestampSettings(source="field", field=ts.field, format=ts.format)
-        ),
+        timestamp=_timestamp(spec.timestamp),
         # Field for field: the runtime's settings mirror the model, name for name
         # (tests/pipeline_spec/test_build.py), so a new watermark setting needs no line here.
-        watermark=WatermarkSettings(**wm.model_dump()),
+        watermark=WatermarkSettings(**spec.watermark.model_dump()),
         start_from=spec.source.start_from,
         bounded=spec.source.bounded,
         delivery=spec.delivery,
@@ -199,9 +229,124 @@ def build_definition(spec: PipelineSpec, allowed_modules: Sequence[str]) -> Pipe
     )
 
 
+def _join_definition(spec: PipelineSpec, inputs: dict[str, InputSpec]) -> PipelineDefinition:
+    """A join: both inputs routed through one shuffle to the join's key (always: the
+    two inputs are partitioned apart), each decoded, stepped, timestamped and
+    watermarked as its own spec says (:class:`InputSettings`)."""
+    op = spec.operator
+    if not isinstance(op, JoinOperator):  # the rules refuse it; belt and braces
+        raise BuildError(("operator", "type"), "a pipeline with two inputs needs a join")
+    sides = (op.left, op.right)
+    if sides[0] == sides[1] or not set(sides) <= inputs.keys():
+        raise BuildError(("operator",), "left and right name the two inputs")
+    left, right = (_input_settings(name, inputs[name]) for name in sides)
+    try:
+        factory = join_operator_factory(
+            spec.name,
+            op.model_dump(mode="json", exclude_none=True),
+            sides,
+            late_output=spec.sink.late_topic is not None,
+        )
+    except SelectError as exc:  # the rules report these first; belt and braces
+        field, msg = exc.problems[0]
+        raise BuildError(("operator", "select", field) if field else ("operator",), msg) from exc
+    except (JoinConfigError, ConfigError, TypeError, ValueError) as exc:
+        raise BuildError(("operator",), str(exc)) from exc
+    first = inputs[op.left].source  # the rules make the inputs agree on what they share
+    return PipelineDefinition(
+        name=spec.name,
+        topics=(*left.topics, *right.topics),
+        sink=_sink(spec),
+        operator_factory=factory,
+        shuffle=ShuffleSettings(partitions=_shuffle_partitions(inputs)),
+        watermark=_join_watermark(inputs[op.left].watermark, inputs[op.right].watermark),
+        start_from=first.start_from,
+        bounded=first.bounded,
+        delivery=spec.delivery,
+        spec=spec.to_json(),
+        state_fingerprint=state_fingerprint(spec),
+        inputs=(left, right),
+    )
+
+
+def _input_settings(name: str, spec: InputSpec) -> InputSettings:
+    """One input as the route stage reads it (its key: ``key.field``, or the Kafka key)."""
+    at = ("inputs", name)
+    _check_watermark(spec.watermark, (*at, "watermark"))
+    return InputSettings(
+        name=name,
+        topics=tuple(spec.source.topics),
+        key_field=spec.key.field if spec.key is not None else None,
+        steps=_steps(spec.steps, at),
+        timestamp=_timestamp(spec.timestamp),
+        watermark=WatermarkSettings(**spec.watermark.model_dump()),
+    )
+
+
+def _join_watermark(left: WatermarkSpec, right: WatermarkSpec) -> WatermarkSettings:
+    """The settings the runtime applies to *all* of a join's source partitions at once
+    (each input's generator is its own: strategy, bound and field, in
+    :class:`InputSettings`).
+
+    ``interval_ms``: the smaller of the two, so neither input's watermark is combined
+    less often than its spec asks (recomputing more often changes no result, only the
+    cost). Idleness, ``idle_advance`` and drift: one combiner and one alignment cover
+    every source partition of both inputs, so the rules make the inputs agree on them
+    (``inputs_disagree``) and they are taken from the left."""
+    return WatermarkSettings(
+        interval_ms=min(left.interval_ms, right.interval_ms),
+        idle_timeout_ms=left.idle_timeout_ms,
+        idle_advance=left.idle_advance,
+        max_drift_ms=left.max_drift_ms,
+    )
+
+
+def _shuffle_partitions(inputs: dict[str, InputSpec]) -> int | None:
+    """The shuffle's partitions: the largest ``key.shuffle_partitions`` an input gives
+    (the join runs as wide as the widest asks), else None (the widest source topic's)."""
+    given = [
+        spec.key.shuffle_partitions
+        for spec in inputs.values()
+        if spec.key is not None and spec.key.shuffle_partitions is not None
+    ]
+    return max(given) if given else None
+
+
+def _steps(steps: Sequence[Step], at: tuple[str | int, ...]) -> StepProgram | None:
+    if not steps:
+        return None
+    try:
+        return StepProgram([step.model_dump(mode="json", by_alias=True) for step in steps])
+    except StepsConfigError as exc:  # the rules report these first; belt and braces
+        raise BuildError((*at, *exc.problems[0][0]), exc.problems[0][1]) from exc
+
+
+def _timestamp(ts: TimestampSpec) -> TimestampSettings:
+    if ts.source == "kafka":
+        return TimestampSettings(source="kafka")
+    return TimestampSettings(source="field", field=ts.field, format=ts.format)
+
+
+def _check_watermark(wm: WatermarkSpec, at: tuple[str | int, ...]) -> None:
+    try:  # the rules say all this; building one is the proof the runtime agrees
+        make_generator(wm.strategy, wm.max_out_of_orderness_ms, wm.field)
+    except ConfigError as exc:
+        raise BuildError(at, str(exc)) from exc
+
+
+def _sink(spec: PipelineSpec) -> SinkSettings:
+    return SinkSettings(
+        topic=spec.sink.topic,
+        dead_letter_topic=spec.sink.dead_letter_topic or f"{spec.sink.topic}.dlq",
+        late_topic=spec.sink.late_topic,
+    )
+
+
 def _operator_factory(spec: PipelineSpec, allowed: tuple[str, ...]) -> OperatorFactory:
     """The spec's operator as a factory of the runtime's (one built now, as a check)."""
     op = spec.operator
+    if isinstance(op, JoinOperator):  # the rules refuse it; belt and braces
+        raise BuildError(("inputs",), "a join reads two inputs")
     function = None
     if isinstance(op, WindowOperator) and op.function is not None:
         function = _window_function(op.function, allowed)  # a BuildError of its own

@@ -44,6 +44,7 @@ from service.operators.steps import MAX_TEXT, STEP_KINDS
 from service.pipeline_spec import rules
 
 __all__ = [
+    "INPUT_NAME_PATTERN",
     "PIPELINE_NAME_PATTERN",
     "AggregateFn",
     "Aggregation",
@@ -56,6 +57,9 @@ __all__ = [
     "Evictor",
     "FilterStep",
     "GlobalAssigner",
+    "InputSpec",
+    "IntervalBounds",
+    "JoinOperator",
     "KeySpec",
     "KeyedProcessOperator",
     "OperatorSpec",
@@ -101,6 +105,11 @@ OutputName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,64}$")
 
 FunctionName = Annotated[str, StringConstraints(min_length=1, max_length=256)]
 """A built-in's name or ``package.module:Name``; checked by the rules."""
+
+INPUT_NAME_PATTERN = r"^[a-z][a-z0-9_]{0,31}$"
+InputName = Annotated[str, StringConstraints(pattern=INPUT_NAME_PATTERN)]
+"""A join input's name: it starts the field paths of ``select`` (``orders.amount``) and
+names the input in late records' headers and metrics, so an identifier, lower case."""
 
 MAX_MS = MAX_DURATION_MS
 PositiveMs = Annotated[int, Field(gt=0, le=MAX_MS)]
@@ -346,7 +355,43 @@ class KeyedProcessOperator(_Model):
     params: dict[str, Any] = Field(default_factory=dict)
 
 
-OperatorSpec = Annotated[WindowOperator | KeyedProcessOperator, Field(discriminator="type")]
+class IntervalBounds(_Model):
+    """An interval join's match condition: ``l.ts + lower_ms <= r.ts <= l.ts + upper_ms``
+    (inclusive; ``lower_ms`` may be negative, ``lower_ms <= upper_ms``)."""
+
+    lower_ms: OffsetMs
+    upper_ms: OffsetMs
+
+
+JoinAssigner = Annotated[TumblingAssigner | SlidingAssigner, Field(discriminator="type")]
+
+
+class JoinOperator(_Model):
+    """A join of the pipeline's two ``inputs`` (semantics.md section 10): the key of each
+    input is the join key."""
+
+    type: Literal["join"]
+    kind: Literal["interval", "window", "temporal"]
+    how: Literal["inner", "left", "right", "full", "semi", "anti"] = "inner"
+    """Which rows besides the matches; each kind takes some (the rules say which)."""
+    left: InputName
+    right: InputName
+    between: IntervalBounds | None = None
+    """``interval`` only, and required there."""
+    assigner: JoinAssigner | None = None
+    """``window`` only, and required there."""
+    allowed_lateness_ms: NonNegativeMs = 0
+    """How long past ``W`` a row still joins (``window``: with ``how: inner`` only)."""
+    select: Annotated[dict[OutputName, Expression], Field(min_length=1, max_length=256)] | None = (
+        None
+    )
+    """Output fields as SQL expressions over ``<input>.<path>`` (a missing side is
+    NULL); without it the output is ``{"left": ..., "right": ...}``."""
+
+
+OperatorSpec = Annotated[
+    WindowOperator | KeyedProcessOperator | JoinOperator, Field(discriminator="type")
+]
 
 
 class SinkSpec(_Model):
@@ -359,6 +404,17 @@ class SinkSpec(_Model):
     """Records that cannot be decoded, timestamped or processed; default ``<topic>.dlq``."""
 
 
+class InputSpec(_Model):
+    """One named input of a join: a stream as a one-input pipeline reads it."""
+
+    source: SourceSpec
+    steps: Annotated[list[Step], Field(max_length=64)] = Field(default_factory=list)
+    key: KeySpec | None = None
+    """The join key of this input; omitted: the Kafka record key as UTF-8 text."""
+    timestamp: TimestampSpec = TimestampSpec(source="kafka")
+    watermark: WatermarkSpec = WatermarkSpec()
+
+
 class PipelineSpec(_Model):
     """One pipeline as a user configures it over REST.
 
@@ -368,7 +424,11 @@ class PipelineSpec(_Model):
     """
 
     name: PipelineName
-    source: SourceSpec
+    source: SourceSpec | None = None
+    """One stream; or ``inputs`` (a join's two), never both (the rules say so)."""
+    inputs: Annotated[dict[InputName, InputSpec], Field(min_length=2, max_length=2)] | None = None
+    """A join's two named inputs, each with its own source, steps, key, timestamp and
+    watermark (then those four are not given here)."""
     steps: Annotated[list[Step], Field(max_length=64)] = Field(default_factory=list)
     """Applied in order to each decoded record, before the key and timestamp are taken."""
     key: KeySpec | None = None
@@ -412,6 +472,22 @@ class PipelineSpec(_Model):
         """The spec as JSON data, without defaults the user did not write."""
         return self.model_dump(mode="json", exclude_unset=True, by_alias=True)
 
+    def sources(self) -> list[SourceSpec]:
+        """What the pipeline reads: its ``source``, or each input's (a valid spec has
+        one or the other)."""
+        if self.inputs is not None:
+            return [spec.source for spec in self.inputs.values()]
+        return [] if self.source is None else [self.source]
+
+    def topics(self) -> list[str]:
+        """Every topic the pipeline reads, of every input."""
+        return [topic for source in self.sources() for topic in source.topics]
+
+    @property
+    def bounded(self) -> bool:
+        """Whether the pipeline reads to an end (every input agrees: the rules say so)."""
+        return any(source.bounded for source in self.sources())
+
 
 def validate_spec(data: Any, allowed_modules: Sequence[str]) -> PipelineSpec:
     """Validate a spec; raises :class:`~pydantic.ValidationError` listing every problem."""
@@ -419,7 +495,7 @@ def validate_spec(data: Any, allowed_modules: Sequence[str]) -> PipelineSpec:
 
 
 _UNION_TAGS: dict[tuple[str | int, ...], frozenset[str]] = {
-    ("operator",): frozenset({"window", "keyed_process"}),
+    ("operator",): frozenset({"window", "keyed_process", "join"}),
     ("operator", "assigner"): frozenset({"tumbling", "sliding", "session", "global"}),
     ("operator", "trigger"): frozenset({"event_time", "processing_time", "count", "continuous"}),
     ("operator", "evictor"): frozenset({"count", "time"}),
@@ -431,13 +507,7 @@ def _json_path(loc: tuple[str | int, ...]) -> tuple[str | int, ...]:
     out: list[str | int] = []
     skip_next = False
     for i, part in enumerate(loc):
-        if (
-            len(out) == 2
-            and out[0] == "steps"
-            and isinstance(out[1], int)
-            and part in STEP_KINDS
-            and i + 1 < len(loc)
-        ):
+        if _is_step(out) and isinstance(part, str) and part in STEP_KINDS and i + 1 < len(loc):
             continue  # a step's tag (the step's kind), not a field of it
         if skip_next:
             skip_next = False
@@ -448,6 +518,13 @@ def _json_path(loc: tuple[str | int, ...]) -> tuple[str | int, ...]:
         if tuple(out) in _UNION_TAGS:
             skip_next = True
     return tuple(out)
+
+
+def _is_step(out: list[str | int]) -> bool:
+    """Whether ``out`` is a step's path: ``steps.<i>``, or ``inputs.<name>.steps.<i>``."""
+    if len(out) == 2:
+        return out[0] == "steps" and isinstance(out[1], int)
+    return len(out) == 4 and out[0] == "inputs" and out[2] == "steps" and isinstance(out[3], int)
 
 
 def _line_error(problem: rules.Problem) -> InitErrorDetails:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from service.core.time import MAX_DURATION_MS
+from service.operators.join.projection import SelectError, compile_projection
 from service.operators.process.builtins import BUILTIN_FUNCTIONS
 from service.operators.process.builtins.daily_counter import MAX_OFFSET_MINUTES
 from service.operators.steps import check_expression
@@ -41,6 +42,7 @@ __all__ = [
     "BUILTIN_PARAMS_SCHEMAS",
     "BUILTIN_PROCESS_FUNCTIONS",
     "FIELD_FREE_FNS",
+    "JOIN_HOWS",
     "KAFKA_REFUSED_TOPICS",
     "MAX_TOPIC_LENGTH",
     "RULES",
@@ -181,10 +183,30 @@ def _window_time(op: Mapping[str, Any]) -> str | None:
     return time if isinstance(time, str) and time in _DEFAULT_TRIGGER else None
 
 
-def _source_topics(spec: Mapping[str, Any]) -> list[Any]:
-    source = _obj(spec.get("source"))
+def _sections(spec: Mapping[str, Any]) -> Iterator[tuple[Loc, Mapping[str, Any]]]:
+    """Where a stream's settings (source, steps, key, timestamp, watermark) are, with
+    their path: the top level, and each of a join's inputs."""
+    yield (), spec
+    inputs = _obj(spec.get("inputs"))
+    for name, section in (inputs or {}).items():
+        if isinstance(name, str) and _obj(section) is not None:
+            yield ("inputs", name), section
+
+
+def _topics_of(section: Mapping[str, Any]) -> list[Any]:
+    source = _obj(section.get("source"))
     topics = source.get("topics") if source is not None else None
     return topics if isinstance(topics, list) else []
+
+
+def _source_topics(spec: Mapping[str, Any]) -> list[Any]:
+    """Every topic the spec reads: its source's and its inputs'."""
+    return [topic for _, section in _sections(spec) for topic in _topics_of(section)]
+
+
+def _join(spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    op = _obj(spec.get("operator"))
+    return op if op is not None and op.get("type") == "join" else None
 
 
 # -- schema fragments' building blocks ------------------------------------------------
@@ -221,6 +243,161 @@ def user_function_pattern(allowed_modules: Sequence[str]) -> str | None:
 # -- the rules, in the order of the spec's sections -----------------------------------
 
 
+# The top level's stream settings: with ``inputs`` they belong to each input.
+_STREAM_SETTINGS = ("steps", "key", "timestamp", "watermark")
+
+
+@rule(
+    reports={"missing", "source_and_inputs"},
+    schema=Fragment(
+        "PipelineSpec", {"oneOf": [_present("source", "object"), _present("inputs", "object")]}
+    ),
+)
+def _source_or_inputs(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    """One stream (``source``) or a join's two (``inputs``), never both."""
+    has_source = spec.get("source") is not None
+    has_inputs = spec.get("inputs") is not None
+    if not has_source and not has_inputs:
+        yield Problem(
+            ("source",),
+            "missing",
+            "a pipeline reads a source, or a join's two inputs (inputs)",
+        )
+    if has_source and has_inputs:
+        yield Problem(
+            ("source",),
+            "source_and_inputs",
+            "give source (one stream) or inputs (a join's two), not both: each input "
+            "has its own source",
+            spec.get("source"),
+        )
+
+
+@rule(
+    reports={"not_with_inputs"},
+    schema=Fragment(
+        "PipelineSpec",
+        {
+            "if": _present("inputs", "object"),
+            "then": {"properties": {name: False for name in _STREAM_SETTINGS}},
+        },
+    ),
+)
+def _stream_settings_in_inputs(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    """With ``inputs``, steps, key, timestamp and watermark are each input's."""
+    if spec.get("inputs") is None:
+        return
+    for name in _STREAM_SETTINGS:
+        if name in spec:
+            yield Problem(
+                (name,),
+                "not_with_inputs",
+                f"with inputs, {name} belongs to each input: move it into inputs.<name>",
+                spec[name],
+            )
+
+
+_JOIN_OPERATOR: JsonSchema = {
+    "required": ["operator"],
+    "properties": {"operator": _of_type("join")},
+}
+
+
+@rule(
+    reports={"join_without_inputs", "inputs_without_join"},
+    schema=Fragment(
+        "PipelineSpec",
+        {
+            "if": _JOIN_OPERATOR,
+            "then": _present("inputs", "object"),
+            "else": {"properties": {"inputs": {"type": "null"}}},
+        },
+    ),
+)
+def _inputs_need_a_join(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    """A join reads two inputs; two inputs are only read by a join."""
+    op = _obj(spec.get("operator"))
+    if op is None:
+        return
+    has_inputs = spec.get("inputs") is not None
+    if op.get("type") == "join" and not has_inputs:
+        yield Problem(
+            ("inputs",),
+            "join_without_inputs",
+            "a join reads two named inputs: give inputs ({name: {source, key, ...}}, "
+            "two of them) instead of source",
+        )
+    elif op.get("type") != "join" and has_inputs:
+        yield Problem(
+            ("operator", "type"),
+            "inputs_without_join",
+            "a pipeline with two inputs needs a join operator",
+            op.get("type"),
+        )
+
+
+def _inputs(spec: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    return [(at[1], section) for at, section in _sections(spec) if at and isinstance(at[1], str)]
+
+
+_RUN_TOGETHER: tuple[tuple[str, str, Any], ...] = (
+    ("source", "bounded", False),
+    ("source", "start_from", "earliest"),
+    ("watermark", "idle_timeout_ms", None),
+    ("watermark", "idle_advance", False),
+    ("watermark", "max_drift_ms", None),
+)
+"""Settings of an input that the join's inputs share (with their defaults): one
+pipeline finishes, starts and combines all its source partitions' watermarks (idleness,
+alignment) as one."""
+
+
+@rule(reports={"inputs_disagree"}, beyond_schema={"inputs_disagree": _COMPARES})
+def _inputs_agree(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    """Both inputs bounded or neither, from the same start, with one idleness timeout,
+    idle advance and drift bound (reported at the second input)."""
+    inputs = _inputs(spec)
+    if len(inputs) != 2:
+        return
+    (first, a), (second, b) = inputs
+    for section, name, default in _RUN_TOGETHER:
+        part_a, part_b = _obj(a.get(section, {})), _obj(b.get(section, {}))
+        if part_a is None or part_b is None:
+            continue
+        value_a, value_b = part_a.get(name, default), part_b.get(name, default)
+        if value_a != value_b:
+            yield Problem(
+                ("inputs", second, section, name),
+                "inputs_disagree",
+                f"{section}.{name} is {value_b!r} here but {value_a!r} in {first!r}: a "
+                "join's inputs share it (one pipeline reads, finishes and combines "
+                "watermarks for both)",
+                value_b,
+            )
+
+
+@rule(
+    reports={"join_always_shuffles"},
+    schema=Fragment(
+        "InputSpec",
+        {"properties": {"key": {"properties": {"partitioned": {"not": {"const": True}}}}}},
+    ),
+)
+def _inputs_are_shuffled(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    """A join brings both inputs to its key through the shuffle, whatever their
+    partitioning: a promise of ``partitioned`` would not be used."""
+    for name, section in _inputs(spec):
+        key = _obj(section.get("key"))
+        if key is not None and key.get("partitioned") is True:
+            yield Problem(
+                ("inputs", name, "key", "partitioned"),
+                "join_always_shuffles",
+                "a join always routes both inputs through the shuffle to its key: leave "
+                "partitioned out",
+                True,
+            )
+
+
 @rule(
     reports={"invalid_expression"},
     beyond_schema={
@@ -230,25 +407,26 @@ def user_function_pattern(allowed_modules: Sequence[str]) -> str | None:
 def _step_expressions(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
     """Every problem of every expression of the steps (syntax, unknown functions, arity,
     unsupported syntax), each at its JSON path with its column in the expression."""
-    steps = spec.get("steps")
-    if not isinstance(steps, list):
-        return
-    for index, step in enumerate(steps):
-        if not isinstance(step, Mapping):
+    for at, section in _sections(spec):
+        steps = section.get("steps")
+        if not isinstance(steps, list):
             continue
-        expressions: list[tuple[Loc, Any]] = []
-        if isinstance(step.get("filter"), str):
-            expressions.append((("steps", index, "filter"), step["filter"]))
-        assignments = _obj(step.get("set"))
-        if assignments is not None:
-            expressions.extend(
-                (("steps", index, "set", name), text)
-                for name, text in assignments.items()
-                if isinstance(text, str)
-            )
-        for loc, text in expressions:
-            for problem in check_expression(text):
-                yield Problem(loc, "invalid_expression", str(problem), text)
+        for index, step in enumerate(steps):
+            if not isinstance(step, Mapping):
+                continue
+            expressions: list[tuple[Loc, Any]] = []
+            if isinstance(step.get("filter"), str):
+                expressions.append(((*at, "steps", index, "filter"), step["filter"]))
+            assignments = _obj(step.get("set"))
+            if assignments is not None:
+                expressions.extend(
+                    ((*at, "steps", index, "set", name), text)
+                    for name, text in assignments.items()
+                    if isinstance(text, str)
+                )
+            for loc, text in expressions:
+                for problem in check_expression(text):
+                    yield Problem(loc, "invalid_expression", str(problem), text)
 
 
 @rule(
@@ -264,17 +442,18 @@ def _step_expressions(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Pro
 def _partitioned_key_is_not_shuffled(
     spec: Mapping[str, Any], _: Sequence[str]
 ) -> Iterator[Problem]:
-    key = _obj(spec.get("key"))
-    if key is None:
-        return
-    if key.get("partitioned") is True and key.get("shuffle_partitions") is not None:
-        yield Problem(
-            ("key", "shuffle_partitions"),
-            "shuffle_unused",
-            "a source declared partitioned by the key is not shuffled: drop "
-            "shuffle_partitions, or partitioned",
-            key.get("shuffle_partitions"),
-        )
+    for at, section in _sections(spec):
+        key = _obj(section.get("key"))
+        if key is None:
+            continue
+        if key.get("partitioned") is True and key.get("shuffle_partitions") is not None:
+            yield Problem(
+                (*at, "key", "shuffle_partitions"),
+                "shuffle_unused",
+                "a source declared partitioned by the key is not shuffled: drop "
+                "shuffle_partitions, or partitioned",
+                key.get("shuffle_partitions"),
+            )
 
 
 @rule(
@@ -290,28 +469,32 @@ def _partitioned_key_is_not_shuffled(
 )
 def _timestamp_source(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
     """``source: kafka`` takes no field nor format; otherwise a field."""
-    ts = _obj(spec.get("timestamp"))
-    if ts is None:
-        return
+    for at, section in _sections(spec):
+        ts = _obj(section.get("timestamp"))
+        if ts is not None:
+            yield from _timestamp_problems((*at, "timestamp"), ts)
+
+
+def _timestamp_problems(at: Loc, ts: Mapping[str, Any]) -> Iterator[Problem]:
     source = ts.get("source")
     if source == "kafka":
         if "field" in ts:
             yield Problem(
-                ("timestamp", "field"),
+                (*at, "field"),
                 "timestamp_field_with_kafka",
                 "no field with source 'kafka': the record timestamp is used",
                 ts["field"],
             )
         if "format" in ts:
             yield Problem(
-                ("timestamp", "format"),
+                (*at, "format"),
                 "timestamp_format_with_kafka",
                 "no format with source 'kafka': the record timestamp is epoch milliseconds",
                 ts["format"],
             )
     elif source in (None, "field") and ts.get("field") is None:  # null is no field either
         yield Problem(
-            ("timestamp", "field"),
+            (*at, "field"),
             "missing",
             'a payload field is required, or use {"source": "kafka"}',
         )
@@ -319,6 +502,14 @@ def _timestamp_source(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Pro
 
 def _strategy(wm: Mapping[str, Any]) -> Any:
     return wm.get("strategy", "bounded_out_of_orderness")
+
+
+def _watermarks(spec: Mapping[str, Any]) -> Iterator[tuple[Loc, Mapping[str, Any]]]:
+    """Each ``watermark`` object given (top level, each input), with its path."""
+    for at, section in _sections(spec):
+        wm = _obj(section.get("watermark"))
+        if wm is not None:
+            yield (*at, "watermark"), wm
 
 
 @rule(
@@ -334,19 +525,21 @@ def _strategy(wm: Mapping[str, Any]) -> Any:
 )
 def _punctuated_field(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
     """The punctuated strategy needs its field, and only it takes one."""
-    wm = _obj(spec.get("watermark"))
-    if wm is None:
-        return
+    for at, wm in _watermarks(spec):
+        yield from _punctuated_problems(at, wm)
+
+
+def _punctuated_problems(at: Loc, wm: Mapping[str, Any]) -> Iterator[Problem]:
     strategy = _strategy(wm)
     if strategy == "punctuated" and wm.get("field") is None:
         yield Problem(
-            ("watermark", "field"),
+            (*at, "field"),
             "missing",
             "the punctuated strategy needs the payload field that carries the watermark",
         )
     if strategy != "punctuated" and "field" in wm:
         yield Problem(
-            ("watermark", "field"),
+            (*at, "field"),
             "watermark_field_unused",
             f"field is only used by the punctuated strategy, not {strategy!r}",
             wm["field"],
@@ -368,14 +561,16 @@ def _punctuated_field(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Pro
 )
 def _bound_only_when_out_of_order(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
     """Ascending and punctuated watermarks have no out-of-orderness bound."""
-    wm = _obj(spec.get("watermark"))
-    if wm is None:
-        return
+    for at, wm in _watermarks(spec):
+        yield from _bound_problems(at, wm)
+
+
+def _bound_problems(at: Loc, wm: Mapping[str, Any]) -> Iterator[Problem]:
     strategy = _strategy(wm)
     bound = _int(wm.get("max_out_of_orderness_ms"))
     if strategy == "ascending" and bound:
         yield Problem(
-            ("watermark", "max_out_of_orderness_ms"),
+            (*at, "max_out_of_orderness_ms"),
             "watermark_bound_with_ascending",
             "ascending timestamps have no out-of-orderness bound: use "
             "bounded_out_of_orderness or leave it out",
@@ -383,7 +578,7 @@ def _bound_only_when_out_of_order(spec: Mapping[str, Any], _: Sequence[str]) -> 
         )
     if strategy == "punctuated" and bound:
         yield Problem(
-            ("watermark", "max_out_of_orderness_ms"),
+            (*at, "max_out_of_orderness_ms"),
             "watermark_bound_with_punctuated",
             "a punctuated watermark is the field's value, with no out-of-orderness bound: "
             "leave it out",
@@ -399,18 +594,19 @@ def _bound_only_when_out_of_order(spec: Mapping[str, Any], _: Sequence[str]) -> 
     ),
 )
 def _idle_advance_needs_timeout(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
-    wm = _obj(spec.get("watermark"))
-    if wm is not None and wm.get("idle_advance") is True and wm.get("idle_timeout_ms") is None:
-        yield Problem(
-            ("watermark", "idle_advance"),
-            "idle_advance_without_timeout",
-            "idle_advance needs idle_timeout_ms: without it no partition is ever idle",
-            True,
-        )
+    for at, wm in _watermarks(spec):
+        if wm.get("idle_advance") is True and wm.get("idle_timeout_ms") is None:
+            yield Problem(
+                (*at, "idle_advance"),
+                "idle_advance_without_timeout",
+                "idle_advance needs idle_timeout_ms: without it no partition is ever idle",
+                True,
+            )
 
 
 def _assigner(spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    op = _window(spec)
+    """A window's assigner, or a window join's."""
+    op = _window(spec) or _join(spec)
     return _obj(op.get("assigner")) if op is not None else None
 
 
@@ -770,6 +966,231 @@ def _builtin_params(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Probl
         yield Problem(loc, "invalid_param", msg, params.get(match.group(1)) if match else None)
 
 
+# -- joins (semantics.md section 10) ---------------------------------------------------
+
+JOIN_HOWS: Mapping[str, tuple[str, ...]] = {
+    "interval": ("inner", "left", "right", "full"),
+    "window": ("inner", "left", "right", "full", "semi", "anti"),
+    "temporal": ("inner", "left"),
+}
+"""The ``how`` each join kind takes (Flink's: a temporal join keeps every left row or
+only the matched ones; semi and anti only where a window bounds "never matched")."""
+
+
+@rule(
+    reports={"unknown_input", "same_input"},
+    beyond_schema={
+        "unknown_input": "compares a value with the keys of inputs, which no JSON Schema can",
+        "same_input": _COMPARES,
+    },
+)
+def _join_inputs_named(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    """``left`` and ``right`` name two different inputs."""
+    op = _join(spec)
+    inputs = _obj(spec.get("inputs"))
+    if op is None or inputs is None:
+        return
+    names = [name for name in inputs if isinstance(name, str)]
+    for side in ("left", "right"):
+        name = _str(op.get(side))
+        if name is not None and name not in inputs:
+            yield Problem(
+                ("operator", side),
+                "unknown_input",
+                f"{name!r} is not an input (the inputs are {', '.join(map(repr, names))})",
+                name,
+            )
+    left, right = _str(op.get("left")), _str(op.get("right"))
+    if left is not None and left == right:
+        yield Problem(
+            ("operator", "right"),
+            "same_input",
+            "a join's left and right are two different inputs",
+            right,
+        )
+
+
+@rule(
+    reports={"how_not_for_kind"},
+    schema=Fragment(
+        "JoinOperator",
+        {
+            "allOf": [
+                {"if": _equals("kind", kind), "then": {"properties": {"how": {"enum": list(hows)}}}}
+                for kind, hows in JOIN_HOWS.items()
+            ]
+        },
+    ),
+)
+def _join_how_fits_kind(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    op = _join(spec)
+    kind = _str(op.get("kind")) if op is not None else None
+    if op is None or kind is None or kind not in JOIN_HOWS:
+        return
+    how = op.get("how", "inner")
+    if isinstance(how, str) and how not in JOIN_HOWS[kind]:
+        yield Problem(
+            ("operator", "how"),
+            "how_not_for_kind",
+            f"{kind} joins take how {' | '.join(JOIN_HOWS[kind])}, not {how!r}",
+            how,
+        )
+
+
+def _only_for(kind: str, name: str) -> JsonSchema:
+    """``name`` is given (an object) for ``kind`` joins, and left out of the others."""
+    return {
+        "if": _equals("kind", kind),
+        "then": _present(name, "object"),
+        "else": {"properties": {name: False}},
+    }
+
+
+def _kind_field(
+    spec: Mapping[str, Any], kind: str, name: str, unused: str, needs: str
+) -> Iterator[Problem]:
+    """``name`` given for ``kind`` joins (else ``missing``, saying what it ``needs``)
+    and left out of the others (else ``unused``)."""
+    op = _join(spec)
+    if op is None or not isinstance(op.get("kind"), str):
+        return
+    if op["kind"] == kind and op.get(name) is None:
+        yield Problem(("operator", name), "missing", needs)
+    elif op["kind"] != kind and name in op:
+        yield Problem(
+            ("operator", name),
+            unused,
+            f"only {kind} joins take {name}, not {op['kind']} joins",
+            op[name],
+        )
+
+
+@rule(
+    reports={"missing", "between_unused"},
+    schema=Fragment("JoinOperator", _only_for("interval", "between")),
+)
+def _interval_between(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    """An interval join needs its bounds; no other kind takes them."""
+    yield from _kind_field(
+        spec,
+        "interval",
+        "between",
+        "between_unused",
+        'an interval join needs between: {"lower_ms": ..., "upper_ms": ...}',
+    )
+
+
+@rule(reports={"lower_above_upper"}, beyond_schema={"lower_above_upper": _COMPARES})
+def _between_in_order(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    op = _join(spec)
+    between = _obj(op.get("between")) if op is not None else None
+    if between is None:
+        return
+    lower, upper = _int(between.get("lower_ms")), _int(between.get("upper_ms"))
+    if lower is not None and upper is not None and lower > upper:
+        yield Problem(
+            ("operator", "between", "lower_ms"),
+            "lower_above_upper",
+            f"lower_ms ({lower}) is above upper_ms ({upper}): no right row could match",
+            lower,
+        )
+
+
+@rule(
+    reports={"missing", "assigner_unused"},
+    schema=Fragment("JoinOperator", _only_for("window", "assigner")),
+)
+def _window_join_assigner(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    """A window join needs its (tumbling or sliding) assigner; no other kind takes one."""
+    yield from _kind_field(
+        spec,
+        "window",
+        "assigner",
+        "assigner_unused",
+        "a window join needs its assigner (tumbling or sliding)",
+    )
+
+
+@rule(
+    reports={"lateness_needs_inner"},
+    schema=Fragment(
+        "JoinOperator",
+        {
+            "if": {
+                "required": ["kind", "how"],
+                "properties": {"kind": {"const": "window"}, "how": {"not": {"const": "inner"}}},
+            },
+            "then": {"properties": {"allowed_lateness_ms": {"const": 0}}},
+        },
+    ),
+)
+def _window_join_lateness(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    """Allowed lateness in a window join only with ``how: inner``: a padded, semi or
+    anti row emitted when the window fires could be contradicted by a late partner."""
+    op = _join(spec)
+    if op is None or op.get("kind") != "window":
+        return
+    how = op.get("how", "inner")
+    lateness = _int(op.get("allowed_lateness_ms"))
+    if isinstance(how, str) and how != "inner" and lateness:
+        yield Problem(
+            ("operator", "allowed_lateness_ms"),
+            "lateness_needs_inner",
+            f"a window join with how {how!r} emits rows that a late partner could "
+            "contradict: allowed_lateness_ms only with how 'inner'",
+            lateness,
+        )
+
+
+@rule(
+    reports={"invalid_select"},
+    beyond_schema={
+        "invalid_select": "an expression's syntax and the inputs its paths name need its "
+        "parser and the document's input names"
+    },
+)
+def _join_select(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    """Each output field of ``select`` compiles over ``<input>.<path>`` of the join's two
+    inputs (every problem at its field). The inputs are the names under ``inputs`` (an
+    unknown ``left`` or ``right`` is reported once, at itself, not again per field)."""
+    op = _join(spec)
+    select = _obj(op.get("select")) if op is not None else None
+    names = [name for name, _ in _inputs(spec)]
+    if select is None or len(names) != 2:
+        return
+    expressions = {k: v for k, v in select.items() if isinstance(k, str) and isinstance(v, str)}
+    if not expressions:
+        return
+    try:
+        compile_projection(expressions, (names[0], names[1]))
+    except SelectError as exc:
+        for field_name, message in exc.problems:
+            yield Problem(
+                ("operator", "select", field_name),
+                "invalid_select",
+                message,
+                select.get(field_name),
+            )
+
+
+@rule(reports={"input_topics_overlap"}, beyond_schema={"input_topics_overlap": _COMPARES})
+def _input_topics_disjoint(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    """Each topic is one input's: a record belongs to one side of the join."""
+    owner: dict[str, str] = {}
+    for name, section in _inputs(spec):
+        for i, topic in enumerate(_topics_of(section)):
+            if not isinstance(topic, str):
+                continue
+            first = owner.setdefault(topic, name)
+            if first != name:
+                yield Problem(
+                    ("inputs", name, "source", "topics", i),
+                    "input_topics_overlap",
+                    f"{topic!r} is also an input of {first!r}: each topic is one input's",
+                    topic,
+                )
+
+
 _NOT_REFUSED: JsonSchema = {"not": {"enum": sorted(KAFKA_REFUSED_TOPICS)}}
 
 
@@ -785,15 +1206,17 @@ def _refused_topic(loc: Loc, topic: str) -> Problem:
     ),
 )
 def _source_topics_distinct(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
-    """Source topics Kafka accepts, each listed once."""
-    seen: set[str] = set()
-    for i, topic in enumerate(_source_topics(spec)):
-        if isinstance(topic, str):
-            if topic in KAFKA_REFUSED_TOPICS:
-                yield _refused_topic(("source", "topics", i), topic)
-            elif topic in seen:
-                yield Problem(("source", "topics", i), "duplicate_topic", "listed twice", topic)
-            seen.add(topic)
+    """Source topics Kafka accepts, each listed once (in each source)."""
+    for at, section in _sections(spec):
+        seen: set[str] = set()
+        for i, topic in enumerate(_topics_of(section)):
+            loc: Loc = (*at, "source", "topics", i)
+            if isinstance(topic, str):
+                if topic in KAFKA_REFUSED_TOPICS:
+                    yield _refused_topic(loc, topic)
+                elif topic in seen:
+                    yield Problem(loc, "duplicate_topic", "listed twice", topic)
+                seen.add(topic)
 
 
 @rule(
@@ -883,16 +1306,22 @@ def _default_dead_letter_topic(spec: Mapping[str, Any], _: Sequence[str]) -> Ite
         )
 
 
-_EVENT_WINDOW: JsonSchema = {
+_LATE_RECORDS: JsonSchema = {
     "required": ["operator"],
     "properties": {
         "operator": {
-            "type": "object",
-            "required": ["type"],
-            "properties": {"type": {"const": "window"}, "time": {"const": "event"}},
+            "anyOf": [
+                {
+                    "type": "object",
+                    "required": ["type"],
+                    "properties": {"type": {"const": "window"}, "time": {"const": "event"}},
+                },
+                _of_type("join"),
+            ]
         }
     },
 }
+"""An operator with late records: an event-time window, or a join."""
 
 
 @rule(
@@ -900,22 +1329,25 @@ _EVENT_WINDOW: JsonSchema = {
     schema=Fragment(
         "PipelineSpec",
         {
-            "if": _EVENT_WINDOW,
+            "if": _LATE_RECORDS,
             "else": {"properties": {"sink": {"properties": {"late_topic": {"type": "null"}}}}},
         },
     ),
 )
-def _late_topic_of_event_windows(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
-    """Only event-time windows have late records."""
+def _late_topic_of_event_time_operators(
+    spec: Mapping[str, Any], _: Sequence[str]
+) -> Iterator[Problem]:
+    """Only event-time windows and joins have late records."""
     sink = _obj(spec.get("sink"))
     op = _obj(spec.get("operator"))
     if sink is None or op is None or sink.get("late_topic") is None:
         return
-    if op.get("type") != "window" or op.get("time", "event") != "event":
+    event_window = op.get("type") == "window" and op.get("time", "event") == "event"
+    if not event_window and op.get("type") != "join":
         yield Problem(
             ("sink", "late_topic"),
             "late_topic_unused",
-            "only event-time windows have late records",
+            "only event-time windows and joins have late records",
             sink.get("late_topic"),
         )
 
@@ -932,12 +1364,37 @@ def _late_topic_of_event_windows(spec: Mapping[str, Any], _: Sequence[str]) -> I
 )
 def _exactly_once_one_topic(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
     """Each source partition has one transactional producer: one source topic."""
-    if spec.get("delivery") == "exactly_once" and len(_source_topics(spec)) > 1:
+    if spec.get("delivery") == "exactly_once" and len(_topics_of(spec)) > 1:
         yield Problem(
             ("delivery",),
             "exactly_once_one_topic",
             "exactly_once reads one source topic: each source partition has a "
             "transactional producer, and the outputs of two topics' same-numbered "
             "partitions would share one (run a pipeline per topic)",
+            "exactly_once",
+        )
+
+
+@rule(
+    reports={"exactly_once_join"},
+    schema=Fragment(
+        "PipelineSpec",
+        {
+            "if": _equals("delivery", "exactly_once"),
+            "then": {"properties": {"inputs": {"type": "null"}}},
+        },
+    ),
+)
+def _exactly_once_not_for_joins(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    """A join reads two source topics, and exactly-once covers one (see
+    ``exactly_once_one_topic``): refused, rather than delivered at least once silently."""
+    if spec.get("delivery") == "exactly_once" and spec.get("inputs") is not None:
+        yield Problem(
+            ("delivery",),
+            "exactly_once_join",
+            "exactly_once is not available for joins yet: a join reads two source "
+            "topics, and exactly-once covers one (each source partition's outputs go in "
+            "one transactional producer's transactions); use at_least_once, whose "
+            "replayed rows carry the same ids",
             "exactly_once",
         )

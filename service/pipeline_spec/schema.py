@@ -18,7 +18,9 @@ know what a module contains (each rule's ``beyond_schema`` says which; and
 docs/pipeline-spec.md, "What the schema says, and what it cannot"):
 ``slide_ms <= size_ms``; ``|offset_ms|`` below the size or slide; sink topics distinct from
 the source topics and from each other, and the default ``<topic>.dlq`` not taken; a
-step's expression; a user function that imports and is of the right kind, with the params
+step's expression; a join's inputs named by ``left`` and ``right``, ``lower_ms <=
+upper_ms``, its ``select``, inputs that share their topics or disagree on what they
+share; a user function that imports and is of the right kind, with the params
 it accepts; for ``PUT``, the body's name equal to the path's; and what the broker can do
 (exactly-once needs transactions: the service asks the broker).
 
@@ -59,7 +61,7 @@ def assemble(
     rule at a time, to hold its fragment against its check)."""
     schema = PipelineSpec.model_json_schema(ref_template=ref_template)
     defs: dict[str, JsonSchema] = schema["$defs"]
-    _field_names(defs)
+    _field_names(schema, defs)
     for rule in rules:
         if rule.schema is not None:
             model = rule.schema.model
@@ -92,13 +94,16 @@ def replacement_schema(spec: JsonSchema) -> JsonSchema:
 # -- the models' own checks, said where pydantic says them loosely --------------------
 
 
-def _field_names(defs: dict[str, JsonSchema]) -> None:
-    """Field paths as ``set`` keys, and aggregations' output names: pydantic states their
-    pattern as ``patternProperties``, which lets any other key through with any value;
-    ``propertyNames`` refuses them as the service does."""
+def _field_names(schema: JsonSchema, defs: dict[str, JsonSchema]) -> None:
+    """Field paths as ``set`` keys, aggregations' and a join's ``select`` output names,
+    and input names: pydantic states their pattern as ``patternProperties``, which lets
+    any other key through with any value; ``propertyNames`` refuses them as the service
+    does."""
     for names in (
         defs["SetStep"]["properties"]["set"],
         _non_null(defs["WindowOperator"], "aggregations"),
+        _non_null(defs["JoinOperator"], "select"),
+        _non_null(schema, "inputs"),
     ):
         ((pattern, value),) = names.pop("patternProperties").items()
         names["propertyNames"] = {**names.get("propertyNames", {}), "pattern": pattern}

@@ -12,6 +12,7 @@ say still fails the check.
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -35,11 +36,70 @@ def _number(value: Any, default: float | None = None) -> float | None:
     return value if isinstance(value, int | float) and not isinstance(value, bool) else default
 
 
+_SHARED = (
+    ("source", "bounded", False),
+    ("source", "start_from", "earliest"),
+    ("watermark", "idle_timeout_ms", None),
+    ("watermark", "idle_advance", False),
+    ("watermark", "max_drift_ms", None),
+)
+"""What a join's two inputs must agree on, with the defaults."""
+
+
+def _source_topics(spec: dict[str, Any]) -> list[Any] | None:
+    """Every topic the spec reads (its source's, its inputs'); None where they overlap
+    between inputs."""
+    sections = [spec]
+    inputs = spec.get("inputs")
+    if isinstance(inputs, dict):
+        sections += [s for s in inputs.values() if isinstance(s, dict)]
+    topics: list[Any] = []
+    for section in sections:
+        source = section.get("source")
+        own = source.get("topics") if isinstance(source, dict) else None
+        own = [t for t in own or () if isinstance(t, str)] if isinstance(own, list) else []
+        if section is not spec and set(own) & set(topics):
+            return None  # a topic read by both inputs
+        topics += own
+    return topics
+
+
+def meets_the_join_rules_no_schema_states(spec: dict[str, Any]) -> bool:
+    """``left`` and ``right`` name two different inputs; ``lower_ms <= upper_ms``; the
+    inputs agree on what they share. (``select`` and the inputs' topics: see the caller
+    and :func:`with_valid_expressions`.)"""
+    operator, inputs = spec.get("operator"), spec.get("inputs")
+    if not isinstance(operator, dict) or operator.get("type") != "join":
+        return True
+    if isinstance(inputs, dict):
+        left, right = operator.get("left"), operator.get("right")
+        if left not in inputs or right not in inputs or left == right:
+            return False
+        sections = [s for s in inputs.values() if isinstance(s, dict)]
+        for section, name, default in _SHARED:
+            values = {
+                json.dumps(part.get(name, default))
+                for part in (s.get(section, {}) for s in sections)
+                if isinstance(part, dict)
+            }
+            if len(values) > 1:
+                return False
+    between = operator.get("between")
+    if isinstance(between, dict):
+        lower, upper = _number(between.get("lower_ms")), _number(between.get("upper_ms"))
+        if lower is not None and upper is not None and lower > upper:
+            return False
+    return True
+
+
 def meets_the_rules_no_schema_states(spec: dict[str, Any]) -> bool:
     """slide <= size; |offset| < size (tumbling) or slide (sliding); every output topic
     (the default dead-letter topic ``<topic>.dlq`` included) is none of the source topics
-    and none of the other outputs. (User functions: this run allows no module, so the
-    schema refuses every reference already.)"""
+    (of every input) and none of the other outputs; a join's inputs read different
+    topics, and :func:`meets_the_join_rules_no_schema_states`. (User functions: this run
+    allows no module, so the schema refuses every reference already.)"""
+    if not meets_the_join_rules_no_schema_states(spec):
+        return False
     operator = spec.get("operator")
     assigner = operator.get("assigner") if isinstance(operator, dict) else None
     if isinstance(assigner, dict):
@@ -51,11 +111,13 @@ def meets_the_rules_no_schema_states(spec: dict[str, Any]) -> bool:
         period = size if kind == "tumbling" else slide if kind == "sliding" else None
         if period is not None and abs(offset) >= period:
             return False
-    source = spec.get("source")
+    topics = _source_topics(spec)
+    if topics is None:
+        return False
     sink = spec.get("sink")
-    if not isinstance(source, dict) or not isinstance(sink, dict):
+    if not isinstance(sink, dict):
         return True
-    sources = {t for t in source.get("topics") or () if isinstance(t, str)}
+    sources = set(topics)
     outputs = [sink.get(name) for name in ("topic", "late_topic", "dead_letter_topic")]
     if sink.get("dead_letter_topic") is None and isinstance(sink.get("topic"), str):
         outputs.append(f"{sink['topic']}.dlq")
@@ -83,9 +145,22 @@ def filter_case(context: HookContext, case: Case) -> bool:
 
 
 def with_valid_expressions(spec: dict[str, Any]) -> None:
-    """A step's expression is SQL, which no JSON Schema can state (the schema says
-    "a string"): in a positive spec, each becomes a valid one of the same place."""
-    steps = spec.get("steps")
+    """A step's expression, and each of a join's ``select``, is SQL, which no JSON Schema
+    can state (the schema says "a string"): in a positive spec, each becomes a valid one
+    of the same place (every input's steps included)."""
+    inputs = spec.get("inputs")
+    for section in [spec, *(inputs.values() if isinstance(inputs, dict) else ())]:
+        if isinstance(section, dict):
+            _valid_steps(section.get("steps"))
+    operator = spec.get("operator")
+    select = operator.get("select") if isinstance(operator, dict) else None
+    if isinstance(select, dict):
+        for field in select:
+            if isinstance(select[field], str):
+                select[field] = "1 + 1"
+
+
+def _valid_steps(steps: Any) -> None:
     if not isinstance(steps, list):
         return
     for step in steps:

@@ -28,6 +28,13 @@ ALLOWED = ("examples",)
 
 NO_SCHEMA_RULES = frozenset(
     {
+        "unknown_input",
+        "same_input",
+        "lower_above_upper",
+        "invalid_select",
+        "input_topics_overlap",
+        "inputs_disagree",
+        "invalid_expression",
         "slide_greater_than_size",
         "offset_out_of_range",
         "sink_is_source",
@@ -268,7 +275,7 @@ def test_a_replacement_may_leave_the_name_out() -> None:
     spec = pipeline_schema(ALLOWED)
     body = replacement_schema(spec)
     assert "name" not in body["required"]
-    assert {"source", "operator", "sink"} <= set(body["required"])
+    assert {"operator", "sink"} <= set(body["required"])  # and source or inputs (oneOf)
     unnamed = window()
     del unnamed["name"]
     validator = jsonschema_rs.validator_for({**body, "$defs": spec["$defs"]})
@@ -332,6 +339,44 @@ BASES = [
         ),
     ),
     process("inactivity_timeout", timeout_ms=5, time="processing"),
+    {
+        "name": "j",
+        "inputs": {
+            "a": {
+                "source": {"topics": ["in"], "bounded": True},
+                "key": {"field": "k", "shuffle_partitions": 2},
+                "steps": [{"filter": "v > 1"}],
+            },
+            "b": {
+                "source": {"topics": ["in.b"], "bounded": True},
+                "timestamp": {"field": "ts"},
+                "watermark": {"max_out_of_orderness_ms": 5},
+            },
+        },
+        "operator": {
+            "type": "join",
+            "kind": "interval",
+            "how": "left",
+            "left": "a",
+            "right": "b",
+            "between": {"lower_ms": -5, "upper_ms": 5},
+            "select": {"x": "a.v", "y": "b.w"},
+        },
+        "sink": {"topic": "out", "late_topic": "out.late"},
+    },
+    {
+        "name": "w",
+        "inputs": {"a": {"source": {"topics": ["in"]}}, "b": {"source": {"topics": ["in.b"]}}},
+        "operator": {
+            "type": "join",
+            "kind": "window",
+            "how": "semi",
+            "left": "b",
+            "right": "a",
+            "assigner": {"type": "sliding", "size_ms": 20, "slide_ms": 10},
+        },
+        "sink": {"topic": "out"},
+    },
 ]
 
 _FIELD_NAMES = [
@@ -341,6 +386,8 @@ _FIELD_NAMES = [
     "gap_ms", "time", "allowed_lateness_ms", "trigger", "count", "purge", "evictor",
     "max_count", "keep_ms", "after", "aggregations", "fn", "function", "params", "sink",
     "topic", "late_topic", "dead_letter_topic", "ttl_ms", "timeout_ms", "bounded",
+    "inputs", "kind", "how", "left", "right", "between", "lower_ms", "upper_ms", "select",
+    "steps", "partitioned", "shuffle_partitions", "start_from",
 ]  # fmt: skip
 
 _EDIT_VALUES = st.one_of(
@@ -380,6 +427,21 @@ _EDIT_VALUES = st.one_of(
             "iso8601",
             "json",
             "earliest",
+            "join",
+            "interval",
+            "temporal",
+            "inner",
+            "left",
+            "right",
+            "full",
+            "semi",
+            "anti",
+            "a",
+            "b",
+            "c",
+            "a.v + 1",
+            "c.v",
+            "in.b",
         ]
     ),
     st.sampled_from(
@@ -401,6 +463,11 @@ _EDIT_VALUES = st.one_of(
             {"field": "ts"},
             {"ttl_ms": 5},
             {"topic": "x"},
+            {"lower_ms": 5, "upper_ms": 1},
+            {"lower_ms": -1, "upper_ms": 1},
+            {"x": "a.v"},
+            {"source": {"topics": ["in.c"]}},
+            {"a": {"source": {"topics": ["in"]}}, "b": {"source": {"topics": ["x"]}}},
         ]
     ),
 )

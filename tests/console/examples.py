@@ -30,7 +30,11 @@ def expected_examples() -> list[dict[str, Any]]:
         if spec["name"] in seen:
             continue
         seen.add(spec["name"])
-        kind = spec["operator"].get("assigner", {}).get("type") or spec["operator"]["function"]
+        operator = spec["operator"]
+        if operator["type"] == "join":
+            kind = f"{operator['kind']} {operator.get('how', 'inner')}"
+        else:
+            kind = operator.get("assigner", {}).get("type") or operator["function"]
         examples.append(
             {"title": f"{spec['name']} ({spec['operator']['type']}, {kind})", "spec": spec}
         )

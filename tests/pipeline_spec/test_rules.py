@@ -61,6 +61,40 @@ def edit(spec: dict[str, Any], change: Callable[[dict[str, Any]], Any]) -> dict[
     return spec
 
 
+def join(**operator: Any) -> dict[str, Any]:
+    """An interval left join of two inputs (``a`` and ``b``), with ``operator`` changed."""
+    return {
+        "name": "j",
+        "inputs": {
+            "a": {"source": {"topics": ["in.a"]}, "key": {"field": "k"}},
+            "b": {"source": {"topics": ["in.b"]}, "timestamp": {"field": "ts"}},
+        },
+        "operator": {
+            "type": "join",
+            "kind": "interval",
+            "how": "left",
+            "left": "a",
+            "right": "b",
+            "between": {"lower_ms": -5, "upper_ms": 5},
+            **operator,
+        },
+        "sink": {"topic": "out"},
+    }
+
+
+def window_join(**operator: Any) -> dict[str, Any]:
+    """A tumbling window join of ``a`` and ``b``, with ``operator`` changed."""
+    spec = join(kind="window", how="inner")
+    del spec["operator"]["between"]
+    spec["operator"].update({"assigner": {"type": "tumbling", "size_ms": 10}, **operator})
+    return spec
+
+
+def input_(name: str, **values: Any) -> Callable[[dict[str, Any]], Any]:
+    """An edit of input ``name``: its sections updated with ``values``."""
+    return lambda s: s["inputs"][name].update(values)
+
+
 def with_(section: str, **values: Any) -> dict[str, Any]:
     return edit(window(), lambda s: s.update({section: values}))
 
@@ -77,13 +111,117 @@ FN = "examples.udf.quiet:CountUntilQuiet"
 
 # rule -> (specs it refuses, specs it accepts). Every rule has both.
 EXAMPLES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
+    "source_or_inputs": (
+        [
+            edit(window(), lambda s: s.pop("source")),
+            edit(join(), lambda s: s.update(source={"topics": ["in"]})),
+            edit(join(), lambda s: s.update(inputs=None)),
+        ],
+        [window(), join()],
+    ),
+    "stream_settings_in_inputs": (
+        [
+            edit(join(), lambda s: s.update(timestamp={"field": "ts"})),
+            edit(join(), lambda s: s.update(steps=[], key=None)),
+            edit(join(), lambda s: s.update(watermark={})),
+        ],
+        [join(), window()],
+    ),
+    "inputs_need_a_join": (
+        [
+            edit(join(), lambda s: s.update(inputs=None, source={"topics": ["in"]})),
+            edit(window(), lambda s: s.pop("source") and s.update(inputs=join()["inputs"])),
+        ],
+        [join(), window(), edit(window(), lambda s: s.update(inputs=None))],
+    ),
+    "inputs_agree": (
+        [
+            edit(join(), input_("a", source={"topics": ["in.a"], "bounded": True})),
+            edit(join(), input_("b", source={"topics": ["in.b"], "start_from": "latest"})),
+            edit(join(), input_("a", watermark={"idle_timeout_ms": 5})),
+            edit(join(), input_("b", watermark={"max_drift_ms": 0})),
+        ],
+        [
+            edit(
+                edit(join(), input_("a", source={"topics": ["in.a"], "bounded": True})),
+                input_("b", source={"topics": ["in.b"], "bounded": True}),
+            ),
+            edit(
+                edit(join(), input_("a", watermark={"idle_timeout_ms": 5, "interval_ms": 0})),
+                input_("b", watermark={"idle_timeout_ms": 5}),
+            ),
+        ],
+    ),
+    "inputs_are_shuffled": (
+        [edit(join(), input_("a", key={"field": "k", "partitioned": True}))],
+        [
+            edit(join(), input_("a", key={"field": "k", "partitioned": False})),
+            edit(join(), input_("b", key={"field": "k", "shuffle_partitions": 3})),
+        ],
+    ),
     "step_expressions": (
-        [edit(window(), lambda s: s.update(steps=[{"filter": "a >"}]))],
-        [edit(window(), lambda s: s.update(steps=[{"filter": "a > 1"}]))],
+        [
+            edit(window(), lambda s: s.update(steps=[{"filter": "a >"}])),
+            edit(join(), input_("b", steps=[{"set": {"x": "1 +"}}])),
+        ],
+        [
+            edit(window(), lambda s: s.update(steps=[{"filter": "a > 1"}])),
+            edit(join(), input_("b", steps=[{"set": {"x": "1 + 1"}}])),
+        ],
     ),
     "partitioned_key_is_not_shuffled": (
         [with_("key", field="u", partitioned=True, shuffle_partitions=4)],
         [with_("key", field="u", shuffle_partitions=4), with_("key", field="u", partitioned=True)],
+    ),
+    "join_inputs_named": (
+        [join(left="c"), join(right="a"), join(left="b", right="b")],
+        [join(left="b", right="a")],
+    ),
+    "join_how_fits_kind": (
+        [
+            join(how="semi"),
+            edit(join(kind="temporal", how="right"), lambda s: s["operator"].pop("between")),
+        ],
+        [
+            window_join(how="anti"),
+            edit(join(kind="temporal"), lambda s: s["operator"].pop("between")),
+            edit(join(), lambda s: s["operator"].pop("how")),
+        ],
+    ),
+    "interval_between": (
+        [
+            edit(join(), lambda s: s["operator"].pop("between")),
+            join(between=None),
+            window_join(between={"lower_ms": 0, "upper_ms": 1}),
+        ],
+        [join(), window_join()],
+    ),
+    "between_in_order": (
+        [join(between={"lower_ms": 1, "upper_ms": 0})],
+        [join(between={"lower_ms": -3, "upper_ms": -3})],
+    ),
+    "window_join_assigner": (
+        [
+            edit(window_join(), lambda s: s["operator"].pop("assigner")),
+            join(assigner={"type": "tumbling", "size_ms": 10}),
+        ],
+        [window_join(assigner={"type": "sliding", "size_ms": 10, "slide_ms": 5}), join()],
+    ),
+    "window_join_lateness": (
+        [window_join(how="left", allowed_lateness_ms=5)],
+        [
+            window_join(allowed_lateness_ms=5),
+            window_join(how="semi", allowed_lateness_ms=0),
+            join(allowed_lateness_ms=5),
+        ],
+    ),
+    "join_select": (
+        [join(select={"x": "c.v"}), join(select={"x": "a.v +", "y": "b"})],
+        [join(select={"x": "a.v + b.w", "y": "COALESCE(b.w, 0)"})],
+    ),
+    "input_topics_disjoint": (
+        [edit(join(), input_("b", source={"topics": ["x", "in.a"]}))],
+        [edit(join(), input_("b", source={"topics": ["x", "in.b"]}))],
     ),
     "timestamp_source": (
         [
@@ -92,11 +230,20 @@ EXAMPLES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
             with_("timestamp"),
             with_("timestamp", field=None),
             with_("timestamp", source="field"),
+            edit(join(), input_("a", timestamp={"source": "kafka", "field": "ts"})),
         ],
-        [with_("timestamp", source="kafka"), with_("timestamp", field="ts", format="iso8601")],
+        [
+            with_("timestamp", source="kafka"),
+            with_("timestamp", field="ts", format="iso8601"),
+            edit(join(), input_("a", timestamp={"field": "ts", "format": "iso8601"})),
+        ],
     ),
     "punctuated_field": (
-        [with_("watermark", strategy="punctuated"), with_("watermark", field="wm")],
+        [
+            with_("watermark", strategy="punctuated"),
+            with_("watermark", field="wm"),
+            edit(join(), input_("b", watermark={"strategy": "punctuated"})),
+        ],
         [with_("watermark", strategy="punctuated", field="wm"), with_("watermark")],
     ),
     "bound_only_when_out_of_order": (
@@ -113,6 +260,7 @@ EXAMPLES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
         [
             with_("watermark", idle_advance=True),
             with_("watermark", idle_advance=True, idle_timeout_ms=None),
+            edit(join(), input_("a", watermark={"idle_advance": True})),
         ],
         [
             with_("watermark", idle_advance=True, idle_timeout_ms=10),
@@ -190,6 +338,7 @@ EXAMPLES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
         [
             edit(window(), lambda s: s["source"].update(topics=["a", "a"])),
             edit(window(), lambda s: s["source"].update(topics=[".."])),
+            edit(join(), input_("a", source={"topics": ["x", "x"]})),
         ],
         [edit(window(), lambda s: s["source"].update(topics=["a", "b"]))],
     ),
@@ -200,6 +349,7 @@ EXAMPLES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
             sink(dead_letter_topic="clockwork.x"),
             sink(topic="in"),
             sink(late_topic="out"),
+            edit(join(), lambda s: s["sink"].update(topic="in.b")),
         ],
         [sink(late_topic="out.late", dead_letter_topic="out.dead")],
     ),
@@ -207,12 +357,12 @@ EXAMPLES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
         [sink(topic="t" * 246), sink(late_topic="out.dlq")],
         [sink(topic="t" * 245), sink(topic="t" * 249, dead_letter_topic="d")],
     ),
-    "late_topic_of_event_windows": (
+    "late_topic_of_event_time_operators": (
         [
             sink(late_topic="l") | {"operator": process(ttl_ms=5)["operator"]},
             edit(window(time="processing"), lambda s: s["sink"].update(late_topic="l")),
         ],
-        [sink(late_topic="l")],
+        [sink(late_topic="l"), edit(join(), lambda s: s["sink"].update(late_topic="l"))],
     ),
     "exactly_once_one_topic": (
         [
@@ -224,6 +374,10 @@ EXAMPLES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
             edit(window(), lambda s: s.update(delivery="exactly_once")),
             edit(window(), lambda s: s["source"].update(topics=["a", "b"])),
         ],
+    ),
+    "exactly_once_not_for_joins": (
+        [edit(join(), lambda s: s.update(delivery="exactly_once"))],
+        [join(), edit(window(), lambda s: s.update(delivery="exactly_once"))],
     ),
 }
 

@@ -1,0 +1,247 @@
+"""A join in the spec (#31): two named inputs and a join operator. Every bad join is
+one 422 (the registry's ``SpecInvalid``, what the routes answer) with every problem at
+its JSON path, together with the problems of the rest of the spec."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from service.api.registry import PipelineRegistry, SpecInvalid
+from service.settings import Settings
+
+ALLOWED = ("examples",)
+
+
+def join_spec() -> dict[str, Any]:
+    """The issue's example: valid."""
+    return {
+        "name": "orders-paid",
+        "inputs": {
+            "orders": {
+                "source": {"topics": ["orders"]},
+                "key": {"field": "order_id"},
+                "timestamp": {"field": "ts"},
+                "watermark": {"max_out_of_orderness_ms": 2000},
+            },
+            "payments": {
+                "source": {"topics": ["payments"]},
+                "key": {"field": "order_id"},
+                "timestamp": {"field": "paid_at"},
+                "watermark": {"max_out_of_orderness_ms": 5000},
+            },
+        },
+        "operator": {
+            "type": "join",
+            "kind": "interval",
+            "how": "left",
+            "left": "orders",
+            "right": "payments",
+            "between": {"lower_ms": 0, "upper_ms": 3600000},
+            "allowed_lateness_ms": 0,
+            "select": {
+                "order_id": "orders.order_id",
+                "amount": "orders.amount",
+                "paid_at": "payments.paid_at",
+                "delay_ms": "payments.paid_at - orders.ts",
+            },
+        },
+        "sink": {"topic": "orders-paid", "late_topic": "orders-paid.late"},
+    }
+
+
+def registry() -> PipelineRegistry:
+    registry = PipelineRegistry.__new__(PipelineRegistry)
+    registry._settings = Settings(udf_modules=ALLOWED)
+    return registry
+
+
+def problems(spec: dict[str, Any]) -> list[tuple[str, str]]:
+    """The 422's problems: (JSON path, type), in the answer's order."""
+    with pytest.raises(SpecInvalid) as info:
+        registry().parse(spec)
+    return [(".".join(map(str, e["loc"])), e["type"]) for e in info.value.errors]
+
+
+def edited(change: Any) -> dict[str, Any]:
+    spec = copy.deepcopy(join_spec())
+    change(spec)
+    return spec
+
+
+def test_the_issues_example_is_valid_and_builds() -> None:
+    spec, definition = registry().parse(join_spec())
+    assert spec.to_json() == join_spec()
+    assert definition.inputs is not None
+    assert [i.name for i in definition.inputs] == ["orders", "payments"]
+
+
+def test_an_unknown_input_is_reported_at_left_or_right() -> None:
+    spec = edited(lambda s: s["operator"].update(left="order"))
+    assert problems(spec) == [("operator.left", "unknown_input")]
+
+
+def test_the_same_input_on_both_sides() -> None:
+    spec = edited(lambda s: s["operator"].update(right="orders"))
+    assert problems(spec) == [("operator.right", "same_input")]
+
+
+def test_a_join_without_two_inputs() -> None:
+    with_source = edited(lambda s: s.pop("inputs") and s.update(source={"topics": ["orders"]}))
+    assert problems(with_source) == [("inputs", "join_without_inputs")]
+    one = edited(lambda s: s["inputs"].pop("payments"))
+    assert problems(one) == [("inputs", "too_short"), ("operator.right", "unknown_input")]
+    neither = edited(lambda s: s.pop("inputs"))
+    assert problems(neither) == [("source", "missing"), ("inputs", "join_without_inputs")]
+
+
+def test_inputs_without_a_join() -> None:
+    spec = edited(
+        lambda s: s.update(
+            operator={"type": "keyed_process", "function": "dedupe", "params": {"ttl_ms": 5}}
+        )
+    )
+    spec["sink"].pop("late_topic")
+    assert problems(spec) == [("operator.type", "inputs_without_join")]
+
+
+def test_a_select_naming_an_unknown_input_is_reported_at_its_field() -> None:
+    spec = edited(
+        lambda s: s["operator"]["select"].update(amount="order.amount", late="payments.ts >")
+    )
+    assert problems(spec) == [
+        ("operator.select.amount", "invalid_select"),
+        ("operator.select.late", "invalid_select"),
+    ]
+    [message] = [
+        e["msg"]
+        for e in _errors(spec)
+        if e["loc"] == ["operator", "select", "amount"]  # names the input it does not know
+    ]
+    assert "order is not an input" in message and "orders and payments" in message
+
+
+def _errors(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    with pytest.raises(SpecInvalid) as info:
+        registry().parse(spec)
+    return info.value.errors
+
+
+@pytest.mark.parametrize(
+    ("kind", "how", "extra"),
+    [
+        ("interval", "semi", {}),
+        ("temporal", "right", {}),
+        ("temporal", "full", {}),
+    ],
+)
+def test_a_how_the_kind_does_not_take(kind: str, how: str, extra: dict[str, Any]) -> None:
+    def change(s: dict[str, Any]) -> None:
+        s["operator"].update(kind=kind, how=how, **extra)
+        if kind != "interval":
+            s["operator"].pop("between")
+
+    assert problems(edited(change)) == [("operator.how", "how_not_for_kind")]
+
+
+def test_every_how_each_kind_takes_is_valid() -> None:
+    kinds: dict[str, tuple[dict[str, Any], list[str]]] = {
+        "interval": ({"between": {"lower_ms": -10, "upper_ms": 10}}, ["left", "right", "full"]),
+        "window": (
+            {"assigner": {"type": "tumbling", "size_ms": 1000}},
+            ["inner", "left", "right", "full", "semi", "anti"],
+        ),
+        "temporal": ({}, ["inner", "left"]),
+    }
+    for kind, (fields, hows) in kinds.items():
+        for how in hows:
+            spec = join_spec()
+            spec["operator"] = {
+                "type": "join",
+                "kind": kind,
+                "how": how,
+                "left": "orders",
+                "right": "payments",
+                **fields,
+            }
+            registry().parse(spec)
+
+
+def test_lower_above_upper() -> None:
+    spec = edited(lambda s: s["operator"].update(between={"lower_ms": 10, "upper_ms": -10}))
+    assert problems(spec) == [("operator.between.lower_ms", "lower_above_upper")]
+
+
+def test_exactly_once_join_is_refused_saying_why() -> None:
+    spec = edited(lambda s: s.update(delivery="exactly_once"))
+    [error] = _errors(spec)
+    assert (error["loc"], error["type"]) == (["delivery"], "exactly_once_join")
+    assert "two source topics" in error["msg"]
+
+
+def test_window_join_rules() -> None:
+    def window(s: dict[str, Any]) -> None:
+        s["operator"].update(kind="window", allowed_lateness_ms=5)  # how: left
+        s["operator"]["assigner"] = {"type": "session", "gap_ms": 5}
+
+    assert problems(edited(window)) == [
+        ("operator.assigner", "union_tag_invalid"),
+        ("operator.between", "between_unused"),
+        ("operator.allowed_lateness_ms", "lateness_needs_inner"),
+    ]
+
+
+def test_stream_settings_belong_to_the_inputs() -> None:
+    spec = edited(lambda s: s.update(key={"field": "x"}, timestamp={"field": "ts"}))
+    assert problems(spec) == [("key", "not_with_inputs"), ("timestamp", "not_with_inputs")]
+
+
+def test_each_inputs_settings_are_checked_at_their_path() -> None:
+    def change(s: dict[str, Any]) -> None:
+        orders, payments = s["inputs"]["orders"], s["inputs"]["payments"]
+        orders["timestamp"] = {"source": "kafka", "field": "ts"}
+        orders["steps"] = [{"filter": "amount >"}]
+        payments["watermark"] = {"strategy": "punctuated", "idle_timeout_ms": 5}
+        payments["source"] = {"topics": ["orders", "orders-paid"], "bounded": True}
+        payments["key"]["partitioned"] = True
+
+    assert problems(edited(change)) == [
+        ("inputs.payments.source.bounded", "inputs_disagree"),
+        ("inputs.payments.watermark.idle_timeout_ms", "inputs_disagree"),
+        ("inputs.payments.key.partitioned", "join_always_shuffles"),
+        ("inputs.orders.steps.0.filter", "invalid_expression"),
+        ("inputs.orders.timestamp.field", "timestamp_field_with_kafka"),
+        ("inputs.payments.watermark.field", "missing"),
+        ("inputs.payments.source.topics.0", "input_topics_overlap"),
+        ("sink.topic", "sink_is_source"),
+    ]
+
+
+def test_bad_input_names() -> None:
+    spec = edited(lambda s: s["inputs"].update({"Pay-ments": s["inputs"].pop("payments")}))
+    found = problems(spec)
+    assert found[0][0].startswith("inputs.Pay-ments") and found[0][1] == "string_pattern_mismatch"
+    assert ("operator.right", "unknown_input") in found
+
+
+def test_every_problem_of_a_join_spec_in_one_answer() -> None:
+    """The issue's "Bad input": an unknown input, a select naming an unknown input, a
+    how the kind does not take, lower above upper, exactly-once: one 422, each at its
+    path, beside the field errors of the rest."""
+
+    def change(s: dict[str, Any]) -> None:
+        s["name"] = "Bad Name"
+        s["operator"].update(left="customers", how="semi", between={"lower_ms": 5, "upper_ms": 1})
+        s["operator"]["select"]["who"] = "customers.name"
+        s["delivery"] = "exactly_once"
+
+    assert problems(edited(change)) == [
+        ("name", "string_pattern_mismatch"),
+        ("operator.left", "unknown_input"),
+        ("operator.how", "how_not_for_kind"),
+        ("operator.between.lower_ms", "lower_above_upper"),
+        ("operator.select.who", "invalid_select"),
+        ("delivery", "exactly_once_join"),
+    ]
