@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from service.core.errors import ConfigError
@@ -240,6 +241,8 @@ def _join_definition(spec: PipelineSpec, inputs: dict[str, InputSpec]) -> Pipeli
     if sides[0] == sides[1] or not set(sides) <= inputs.keys():
         raise BuildError(("operator",), "left and right name the two inputs")
     left, right = (_input_settings(name, inputs[name]) for name in sides)
+    if op.kind == "temporal":  # a versioned table: a null value deletes its Kafka key
+        right = replace(right, table=True)
     try:
         factory = join_operator_factory(
             spec.name,

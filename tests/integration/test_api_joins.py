@@ -163,7 +163,6 @@ async def test_a_bad_join_spec_is_one_422_with_every_problem_at_its_path(
     spec = join_spec(name)
     spec["operator"].update(left="customers", how="semi", between={"lower_ms": 5, "upper_ms": 1})
     spec["operator"]["select"]["who"] = "customers.name"
-    spec["delivery"] = "exactly_once"
     async with (
         running_app(app_settings(bootstrap_servers)) as url,
         httpx.AsyncClient(base_url=url, timeout=30) as client,
@@ -177,5 +176,4 @@ async def test_a_bad_join_spec_is_one_422_with_every_problem_at_its_path(
         (["body", "operator", "how"], "how_not_for_kind"),
         (["body", "operator", "between", "lower_ms"], "lower_above_upper"),
         (["body", "operator", "select", "who"], "invalid_select"),
-        (["body", "delivery"], "exactly_once_join"),
     ]

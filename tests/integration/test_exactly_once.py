@@ -256,3 +256,43 @@ async def _metric_is(
     registry: CollectorRegistry, metric: str, labels: dict[str, str], value: float
 ) -> bool:
     return registry.get_sample_value(metric, labels) == value
+
+
+@pytest.mark.requires_broker("transactions")
+async def test_two_source_topics_take_a_killed_replica_s_partitions_over_with_every_window_once(
+    bootstrap_servers: str, tmp_path: Path
+) -> None:
+    """Partitions of the same number in two topics have their own transactions (their
+    outputs never share one): two topics of 2 partitions each, a replica killed
+    mid-stream, and a read_committed reader sees every window once."""
+    name = unique("eostwo")
+    topics = [f"{name}.a", f"{name}.b"]
+    for topic in topics:
+        await create_topic(bootstrap_servers, topic, 2)
+    first, second = dataset(0, HALF), dataset(HALF, 2 * HALF)
+
+    async def send_split(data: list[tuple[int, dict[str, Any]]]) -> None:
+        # source partitions 0-3 of the dataset: topic a's 0 and 1, then topic b's
+        for index, topic in enumerate(topics):
+            part = [(p - 2 * index, e) for p, e in data if p // 2 == index]
+            await send(bootstrap_servers, topic, part)
+
+    with replicas(
+        bootstrap_servers, name, ",".join(topics), tmp_path, 2, delivery=EXACTLY_ONCE
+    ) as pair:
+
+        async def two_each() -> bool:  # (topic, partition) pairs: holds() counts numbers
+            return all(len(r.status()["partitions"]) == 2 for r in pair)
+
+        await wait_until(two_each, timeout_s=45)
+        await send_split(first)
+        await two_checkpointed(pair)
+        dead, survivor = pair
+        dead.stop(signal.SIGKILL)
+        await send_split(second + sentinels())
+
+        async def took_over() -> bool:
+            return survivor.checkpointed(4, processed=False)
+
+        await wait_until(took_over, timeout_s=60)
+        await check_exactly_once(bootstrap_servers, name, expected(first + second))

@@ -1,6 +1,6 @@
 """A worker process for the crash and replica tests: one tumbling pipeline, a replica.
 
-``python -m tests.integration.worker BOOTSTRAP NAME TOPIC [OPTIONS JSON]`` runs the
+``python -m tests.integration.worker BOOTSTRAP NAME TOPIC[,TOPIC...] [OPTIONS JSON]`` runs the
 pipeline the crash and replica tests check; SIGTERM stops it gracefully (checkpoint,
 commit, leave the group), SIGKILL is the crash. OPTIONS (all optional):
 
@@ -129,7 +129,7 @@ async def main(bootstrap: str, name: str, topic: str, options: dict[str, Any]) -
     replica = status_path is not None
     definition = window_definition(
         name,
-        [topic],
+        topic.split(","),
         REPLICA_OPERATOR if replica else OPERATOR,
         bounded=ends is not None,
         max_out_of_orderness_ms=2_000 if replica else 0,

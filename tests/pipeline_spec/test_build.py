@@ -129,8 +129,13 @@ def test_window_and_temporal_joins_build_their_operators() -> None:
         "right": "payments",
     }
     del temporal["sink"]["late_topic"]
-    operator = build(temporal).operator_factory(ManualClock(0))
+    definition = build(temporal)
+    operator = definition.operator_factory(ManualClock(0))
     assert isinstance(operator, TemporalJoinOperator) and not operator.late_output
+    # the right input is a versioned table (tombstones delete), the left is not
+    assert definition.inputs is not None
+    assert [i.table for i in definition.inputs] == [False, True]
+    assert [i.table for i in build(window).inputs or ()] == [False, False]
 
 
 def test_without_shuffle_partitions_the_shuffle_is_the_widest_topics() -> None:

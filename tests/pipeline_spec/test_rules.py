@@ -364,21 +364,6 @@ EXAMPLES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
         ],
         [sink(late_topic="l"), edit(join(), lambda s: s["sink"].update(late_topic="l"))],
     ),
-    "exactly_once_one_topic": (
-        [
-            edit(
-                window(), lambda s: s.update(delivery="exactly_once", source={"topics": ["a", "b"]})
-            )
-        ],
-        [
-            edit(window(), lambda s: s.update(delivery="exactly_once")),
-            edit(window(), lambda s: s["source"].update(topics=["a", "b"])),
-        ],
-    ),
-    "exactly_once_not_for_joins": (
-        [edit(join(), lambda s: s.update(delivery="exactly_once"))],
-        [join(), edit(window(), lambda s: s.update(delivery="exactly_once"))],
-    ),
 }
 
 
