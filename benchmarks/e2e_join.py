@@ -1,0 +1,243 @@
+"""End-to-end join benchmark: Kafka in, a join through the shuffle, Kafka out, bounded.
+
+``python -m benchmarks.e2e_join [--events N] [--broker tansu|kafka | --bootstrap
+HOST:PORT] [--kind interval|window|temporal]``
+
+The standard workload's events (``benchmarks/workload.py``) become the orders, one per
+event, each with an order id of its own, produced keyed by user as in every e2e run;
+90% of them get a payment of the same order id 0-60 s of event time later, produced to
+a second topic in arrival order (up to 1.5 s out of order). Then, in one run and on the
+same two topics:
+
+1. the W1 window pipeline (tumbling 60 s count and sum by user) over both topics, timed
+   as ``benchmarks/e2e.py`` times it: the reference rate;
+2. the join: orders joined with payments by order id (interval ``left`` 0..60 s; a
+   tumbling 60 s ``inner`` window join; or a ``left`` temporal join), both inputs
+   routed through the shuffle, timed from start to ``finished``, every output row
+   checked against the generated pairs.
+
+Prints the records per second of both and their ratio (the issue's target: at least 0.5).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import time
+import uuid
+from typing import Any
+
+import orjson
+
+from benchmarks.workload import (
+    KafkaRecord,
+    Workload,
+    generate,
+    kafka_partition,
+    produce,
+    read_topic,
+)
+
+PARTITIONS = 4
+UPPER_MS = 60_000
+OPERATORS: dict[str, dict[str, Any]] = {
+    "interval": {
+        "type": "join",
+        "kind": "interval",
+        "how": "left",
+        "between": {"lower_ms": 0, "upper_ms": UPPER_MS},
+    },
+    "window": {
+        "type": "join",
+        "kind": "window",
+        "how": "inner",
+        "assigner": {"type": "tumbling", "size_ms": 60_000},
+    },
+    "temporal": {"type": "join", "kind": "temporal", "how": "left"},
+}
+W1 = {
+    "type": "window",
+    "assigner": {"type": "tumbling", "size_ms": 60_000},
+    "aggregations": {"count": {"fn": "count"}, "sum": {"fn": "sum", "field": "amount"}},
+}
+
+
+def orders_and_payments(
+    workload: Workload,
+) -> tuple[list[KafkaRecord], list[KafkaRecord], dict[str, tuple[int, int | None]]]:
+    """Kafka records of both topics, and per order id ``(order ts, payment ts or None)``."""
+    rng = random.Random(workload.seed + 1)
+    orders: list[KafkaRecord] = []
+    arrivals: list[tuple[int, KafkaRecord]] = []
+    truth: dict[str, tuple[int, int | None]] = {}
+    for n, event in enumerate(generate(workload)):
+        order = f"o{n}"
+        key = event.user.encode()
+        value = (f'{{"order":"{order}","user":"{event.user}","ts":{event.ts},"amount":1}}').encode()
+        orders.append((kafka_partition(key, PARTITIONS), key, value, event.ts))
+        paid: int | None = None
+        if rng.random() < 0.9:
+            paid = event.ts + rng.randrange(UPPER_MS)
+            pkey = order.encode()
+            pvalue = (
+                f'{{"order":"{order}","user":"{event.user}","paid_at":{paid},"amount":1}}'
+            ).encode()
+            record = (kafka_partition(pkey, PARTITIONS), pkey, pvalue, paid)
+            arrivals.append((paid + rng.randrange(1_500), record))
+        truth[order] = (event.ts, paid)
+    arrivals.sort(key=lambda a: a[0])
+    return orders, [record for _, record in arrivals], truth
+
+
+def definition(name: str, kind: str, orders: str, payments: str) -> Any:
+    from service.runtime.definition import (
+        InputSettings,
+        PipelineDefinition,
+        ShuffleSettings,
+        SinkSettings,
+        TimestampSettings,
+        WatermarkSettings,
+    )
+    from service.runtime.factories import join_operator_factory
+
+    watermark = WatermarkSettings(max_out_of_orderness_ms=2_000)
+
+    def side(input_name: str, topic: str, ts: str) -> InputSettings:
+        return InputSettings(
+            name=input_name,
+            topics=(topic,),
+            key_field="order",
+            timestamp=TimestampSettings(source="field", field=ts),
+            watermark=watermark,
+        )
+
+    operator = OPERATORS[kind]
+    return PipelineDefinition(
+        name=name,
+        topics=(orders, payments),
+        sink=SinkSettings(topic=f"{name}.out", dead_letter_topic=f"{name}.dlq"),
+        operator_factory=join_operator_factory(
+            name, operator, ("orders", "payments"), late_output=False
+        ),
+        shuffle=ShuffleSettings(),
+        inputs=(side("orders", orders, "ts"), side("payments", payments, "paid_at")),
+        bounded=True,
+        watermark=watermark,
+        spec={"operator": operator},
+    )
+
+
+def window_definition(name: str, topics: tuple[str, ...]) -> Any:
+    from service.runtime.definition import (
+        PipelineDefinition,
+        SinkSettings,
+        TimestampSettings,
+        WatermarkSettings,
+    )
+    from service.runtime.factories import window_operator_factory
+
+    return PipelineDefinition(
+        name=name,
+        topics=topics,
+        sink=SinkSettings(topic=f"{name}.out", dead_letter_topic=f"{name}.dlq"),
+        operator_factory=window_operator_factory(name, W1, late_output=False),
+        key_field="user",
+        timestamp=TimestampSettings(source="kafka"),
+        watermark=WatermarkSettings(max_out_of_orderness_ms=2_000),
+        bounded=True,
+        spec={"operator": W1},
+    )
+
+
+async def run(bootstrap: str, pipeline: Any) -> tuple[float, float]:
+    """Wall and CPU seconds from start to ``finished``."""
+    from service.runtime.lifecycle.manager import Runtime
+    from service.runtime.observability.status import PipelineState
+    from service.runtime.settings import RuntimeSettings
+
+    runtime = Runtime(RuntimeSettings(bootstrap_servers=bootstrap))
+    await runtime.start()
+    started, cpu = time.perf_counter(), time.process_time()
+    runtime.start_pipeline(pipeline)
+    try:
+        await runtime.runner(pipeline.name).wait_for_state(PipelineState.FINISHED, timeout_s=3600)
+        return time.perf_counter() - started, time.process_time() - cpu
+    finally:
+        await runtime.shutdown()
+
+
+def check(kind: str, rows: list[dict[str, Any]], truth: dict[str, tuple[int, int | None]]) -> str:
+    """Every output row against the generated pairs; raises on the first wrong one."""
+    got: dict[str, Any] = {}
+    for row in rows:
+        if row["key"] in got:
+            raise AssertionError(f"{row['key']} emitted twice")
+        got[row["key"]] = row["value"]
+    if kind == "window":
+        want = {
+            order: paid
+            for order, (ts, paid) in truth.items()
+            if paid is not None and ts // 60_000 == paid // 60_000
+        }
+    elif kind == "interval":
+        want = {order: paid for order, (_, paid) in truth.items()}
+    else:  # temporal: the payment is the version only from its own time on
+        want = {
+            order: paid if paid is not None and paid <= ts else None
+            for order, (ts, paid) in truth.items()
+        }
+    for order, paid in want.items():
+        value = got.get(order)
+        if value is None:
+            raise AssertionError(f"{order}: no row")
+        right = value["right"]
+        if (None if right is None else right["paid_at"]) != paid:
+            raise AssertionError(f"{order}: {right} is not the payment at {paid}")
+    if len(got) != len(want):
+        raise AssertionError(f"{len(got)} rows for {len(want)} expected")
+    return f"{len(got):,} rows checked"
+
+
+async def bench(args: argparse.Namespace, bootstrap: str) -> None:
+    workload = Workload(events=args.events)
+    orders, payments, truth = orders_and_payments(workload)
+    tag = uuid.uuid4().hex[:6]
+    orders_topic, payments_topic = f"orders.{tag}", f"payments.{tag}"
+    await produce(orders, bootstrap, orders_topic, PARTITIONS)
+    await produce(payments, bootstrap, payments_topic, PARTITIONS)
+    total = len(orders) + len(payments)
+    wall, cpu = await run(bootstrap, window_definition(f"w1-{tag}", (orders_topic, payments_topic)))
+    window_rate = total / wall
+    print(f"records: {len(orders):,} orders + {len(payments):,} payments")
+    print(f"W1 window over both topics: {window_rate:,.0f} records/s ({cpu:.1f} CPU s)")
+    name = f"join-{args.kind}-{tag}"
+    wall, cpu = await run(bootstrap, definition(name, args.kind, orders_topic, payments_topic))
+    rows = [orjson.loads(v) for v in await read_topic(bootstrap, f"{name}.out")]
+    checked = check(args.kind, rows, truth)
+    rate = total / wall
+    print(
+        f"{args.kind} join: {rate:,.0f} records/s ({cpu:.1f} CPU s), "
+        f"{rate / window_rate:.2f} of the window pipeline; {checked}"
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--bootstrap", default=None)
+    parser.add_argument("--broker", choices=("tansu", "kafka"), default="tansu")
+    parser.add_argument("--kind", choices=tuple(OPERATORS), default="interval")
+    args = parser.parse_args(argv)
+    if args.bootstrap:
+        asyncio.run(bench(args, args.bootstrap))
+        return
+    from service.runtime.kafka.embedded_broker import EmbeddedBroker
+    from service.runtime.kafka.kafka_broker import KafkaBroker
+
+    with EmbeddedBroker() if args.broker == "tansu" else KafkaBroker() as broker:
+        asyncio.run(bench(args, broker.bootstrap_servers))
+
+
+if __name__ == "__main__":
+    main()
