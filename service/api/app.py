@@ -37,6 +37,7 @@ from service.api.routes import console, health, metrics, pipelines, schema
 from service.api.routes.deps import Services
 from service.api.spec_schema import pipeline_schema, replacement_schema
 from service.api.store import PipelineStore, StoredPipeline, StoreError, StoreTimeout
+from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.kafka.embedded_broker import EmbeddedBroker
 from service.runtime.lifecycle.manager import Runtime
 from service.runtime.observability.history import History
@@ -61,6 +62,7 @@ def runtime_settings(
     """The runtime's part of the service configuration."""
     return RuntimeSettings(
         bootstrap_servers=bootstrap_servers,
+        security=settings.kafka_security,
         checkpoint_interval_ms=settings.checkpoint_interval_ms,
         fetch_max_wait_ms=settings.kafka_fetch_max_wait_ms,
         session_timeout_ms=settings.session_timeout_ms(embedded_broker),
@@ -131,8 +133,9 @@ async def _start(settings: Settings, runtime: Runtime | None, stack: AsyncExitSt
         if registry is not None:
             await registry.on_change(name, old, new)
 
+    cluster = KafkaCluster(bootstrap, settings.kafka_security)
     store = PipelineStore(
-        bootstrap,
+        cluster,
         settings.pipelines_topic,
         instance_id=settings.instance_id,
         on_change=on_change,
@@ -151,7 +154,7 @@ async def _start(settings: Settings, runtime: Runtime | None, stack: AsyncExitSt
         settings.pipelines_topic,
         bootstrap,
     )
-    return Services(settings, bootstrap, runtime, store, registry, history)
+    return Services(settings, cluster, runtime, store, registry, history)
 
 
 def _add_error_handlers(app: FastAPI) -> None:

@@ -29,8 +29,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin import NewTopic
 from aiokafka.errors import KafkaError
+
+from service.runtime.kafka.clients import KafkaCluster
 
 __all__ = ["ChangeHandler", "PipelineStore", "StoreError", "StoreTimeout", "StoredPipeline"]
 
@@ -116,7 +118,7 @@ class PipelineStore:
 
     def __init__(
         self,
-        bootstrap_servers: str,
+        cluster: KafkaCluster,
         topic: str,
         *,
         instance_id: str,
@@ -125,7 +127,7 @@ class PipelineStore:
         fetch_max_wait_ms: int = 50,
         client_id: str = "clockwork-store",
     ) -> None:
-        self._bootstrap = bootstrap_servers
+        self._cluster = cluster
         self.topic = topic
         self._tp = TopicPartition(topic, 0)
         self._instance_id = instance_id
@@ -149,14 +151,12 @@ class PipelineStore:
     async def start(self) -> None:
         """Create the topic if missing, start the producer and the follower."""
         await self._ensure_topic()
-        self._producer = AIOKafkaProducer(
-            bootstrap_servers=self._bootstrap,
+        self._producer = self._cluster.producer(
             client_id=f"{self._client_id}-{self._instance_id}",
             acks="all",
             linger_ms=0,
         )
-        self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=self._bootstrap,
+        self._consumer = self._cluster.consumer(
             client_id=f"{self._client_id}-{self._instance_id}",
             group_id=None,
             enable_auto_commit=False,
@@ -188,9 +188,7 @@ class PipelineStore:
             await producer.stop()
 
     async def _ensure_topic(self) -> None:
-        admin = AIOKafkaAdminClient(
-            bootstrap_servers=self._bootstrap, client_id=f"{self._client_id}-admin"
-        )
+        admin = self._cluster.admin(client_id=f"{self._client_id}-admin")
         try:
             await admin.start()
             response = await admin.create_topics(

@@ -18,6 +18,7 @@ import time
 from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic
 
 from service.runtime.definition import PipelineDefinition
+from service.runtime.kafka.clients import KafkaCluster
 
 logger = logging.getLogger(__name__)
 
@@ -45,13 +46,13 @@ class TopicError(RuntimeError):
 
 
 async def ensure_topics(
-    bootstrap_servers: str, definition: PipelineDefinition, replication_factor: int = 1
+    cluster: KafkaCluster, definition: PipelineDefinition, replication_factor: int = 1
 ) -> dict[str, int]:
     """Create the pipeline's missing output and changelog topics; return partition counts.
 
     The returned mapping covers the source topics, the output topics and the changelog.
     """
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers, request_timeout_ms=15_000)
+    admin = cluster.admin(request_timeout_ms=15_000)
     try:
         # start() inside: a start that fails half way (the broker went away) has
         # connections open, and only close() ends them (no unclosed transports).
@@ -154,9 +155,9 @@ async def _wait_described(
     return found
 
 
-async def topic_names(bootstrap_servers: str) -> set[str]:
+async def topic_names(cluster: KafkaCluster) -> set[str]:
     """Every topic the broker has."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers, request_timeout_ms=15_000)
+    admin = cluster.admin(request_timeout_ms=15_000)
     try:
         await admin.start()
         return set(await admin.list_topics())
@@ -164,9 +165,9 @@ async def topic_names(bootstrap_servers: str) -> set[str]:
         await admin.close()
 
 
-async def partition_counts(bootstrap_servers: str, topics: list[str]) -> dict[str, int]:
+async def partition_counts(cluster: KafkaCluster, topics: list[str]) -> dict[str, int]:
     """The partition counts of those of ``topics`` that exist."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers, request_timeout_ms=15_000)
+    admin = cluster.admin(request_timeout_ms=15_000)
     try:
         await admin.start()
         existing = set(await admin.list_topics())

@@ -20,6 +20,7 @@ from aiokafka import AIOKafkaClient
 from service.core.time import Clock, SystemClock
 from service.runtime.consumer_group.changelog import reset_state
 from service.runtime.definition import PipelineDefinition
+from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.lifecycle.pipeline_runner import PipelineRunner
 from service.runtime.observability.metrics import METRICS, RuntimeMetrics
 from service.runtime.observability.status import PipelineStatus, UnknownPipeline
@@ -117,7 +118,7 @@ class Runtime:
         if runner is not None:
             await runner.stop()
         if reset_state_:
-            await reset_state(self.settings.bootstrap_servers, definition)
+            await reset_state(KafkaCluster.of(self.settings), definition)
         return self.start_pipeline(definition)
 
     def pause_pipeline(self, name: str) -> PipelineStatus:
@@ -160,8 +161,7 @@ class Runtime:
         try:
             async with asyncio.timeout(timeout_s):
                 if self._client is None:
-                    client = AIOKafkaClient(
-                        bootstrap_servers=self.settings.bootstrap_servers,
+                    client = KafkaCluster.of(self.settings).client(
                         request_timeout_ms=int(timeout_s * 1000),
                     )
                     try:
