@@ -142,8 +142,11 @@ def bootstrap_servers(kafka_broker: Broker) -> str:
 
 
 @pytest.fixture(scope="session")
-def kafka_pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    """A CA and certificates for the secure brokers (``tests/integration/secure_kafka.py``)."""
+def kafka_pki(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Pki:
+    """A CA and certificates for the secure brokers (``tests/integration/secure_kafka.py``);
+    the tests that use them are skipped when ``--brokers`` leaves Apache Kafka out."""
+    if "kafka" not in selected_brokers(request.config):
+        pytest.skip("the secure brokers are Apache Kafka, which --brokers leaves out")
     return make_pki(tmp_path_factory.mktemp("pki"))
 
 
