@@ -22,6 +22,8 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from service.api.middleware import (
+    DATA_READS,
+    MUTATING_METHODS,
     BearerTokenMiddleware,
     BodySizeLimitMiddleware,
     methods_served,
@@ -52,7 +54,8 @@ _DESCRIPTION = """Event-time stream processing on Kafka with Apache Flink's sema
 
 Configure pipelines with `POST /pipelines` (the spec's JSON Schema is at
 `GET /schema/pipeline`). When `SERVICE_API_TOKEN` is set, every POST, PUT and DELETE needs
-`Authorization: Bearer <token>`.
+`Authorization: Bearer <token>`, and so do the reads of pipeline specs, history and the
+live tail (unless the service keeps reads open). Status, probes and metrics stay open.
 """
 
 
@@ -106,7 +109,9 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
     # Added last = outermost: the token is checked before the body is even counted.
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
     if settings.api_token:
-        app.add_middleware(BearerTokenMiddleware, token=settings.api_token)
+        app.add_middleware(
+            BearerTokenMiddleware, token=settings.api_token, read_open=settings.api_read_open
+        )
     app.openapi = lambda: _openapi(app, settings)  # type: ignore[method-assign]
     return app
 
@@ -217,9 +222,13 @@ def _openapi(app: FastAPI, settings: Settings) -> dict[str, Any]:
     _link_operations(doc)
     if settings.api_token:
         doc["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
-        for path in doc.get("paths", {}).values():
+        for template, path in doc.get("paths", {}).items():
             for method, operation in path.items():
-                if method.upper() in ("POST", "PUT", "PATCH", "DELETE"):
+                if method.upper() in MUTATING_METHODS or (
+                    method.upper() == "GET"
+                    and template in DATA_READS
+                    and not settings.api_read_open
+                ):
                     operation["security"] = [{"bearer": []}]
     app.openapi_schema = doc
     return doc
