@@ -16,6 +16,7 @@ from typing import Any
 
 import uvicorn
 
+from service.runtime.observability.logs import RepeatFilter
 from service.settings import Settings, SettingsError
 
 logger = logging.getLogger("service")
@@ -30,6 +31,9 @@ def _configure_logging(settings: Settings) -> None:
     # aiokafka is chatty at INFO about every group join; keep it at WARNING unless debugging.
     if settings.log_level != "DEBUG":
         logging.getLogger("aiokafka").setLevel(logging.WARNING)
+    # ... and logs a refused connection at every retry: each distinct one once per 5 min.
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(RepeatFilter())
 
 
 def server_config(settings: Settings, app: Any) -> uvicorn.Config:

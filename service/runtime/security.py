@@ -62,6 +62,16 @@ class KafkaSecurity:
     def uses_sasl(self) -> bool:
         return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
 
+    @property
+    def principal(self) -> str:
+        """The Kafka principal the broker sees, for ACL advice: ``User:<name>`` with
+        SASL, the client certificate's subject with mutual TLS, else ANONYMOUS."""
+        if self.uses_sasl:
+            return f"User:{self.sasl_username}"
+        if self.uses_ssl and self.ssl_cert_file is not None:
+            return '"User:<subject of KAFKA_SSL_CERT_FILE, e.g. CN=clockwork>"'
+        return "User:ANONYMOUS"
+
     def ssl_context(self) -> ssl.SSLContext:
         """A client TLS context from the files as they are now: the CA file (or the
         system's trust store), the client certificate and key for mutual TLS, hostname

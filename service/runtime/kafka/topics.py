@@ -18,11 +18,13 @@ import time
 from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic
 
 from service.runtime.definition import PipelineDefinition
+from service.runtime.kafka.access import topic_refused
 from service.runtime.kafka.clients import KafkaCluster
 
 logger = logging.getLogger(__name__)
 
 _TOPIC_ALREADY_EXISTS = 36
+_TOPIC_AUTHORIZATION_FAILED = 29
 
 SHUFFLE_CONFIGS = {
     "cleanup.policy": "delete",
@@ -90,6 +92,11 @@ async def ensure_topics(
                     for name, (partitions, configs) in wanted.items()
                 ]
             )
+            refused = [
+                n for n, code, *_ in response.topic_errors if code == _TOPIC_AUTHORIZATION_FAILED
+            ]
+            if refused:
+                raise topic_refused(refused, "CREATE (or create them), DESCRIBE and WRITE")
             for name, code, *rest in response.topic_errors:
                 if code not in (0, _TOPIC_ALREADY_EXISTS):
                     raise TopicError(f"could not create topic {name}: error {code} {rest}")
@@ -177,8 +184,17 @@ async def partition_counts(cluster: KafkaCluster, topics: list[str]) -> dict[str
 
 
 async def _partition_counts(admin: AIOKafkaAdminClient, topics: list[str]) -> dict[str, int]:
+    """Partition counts of those of ``topics`` that exist; :class:`AuthorizationError`
+    for any the broker will not describe to us (Kafka says so whether or not it exists,
+    so "does not exist" would mislead)."""
     counts: dict[str, int] = {}
+    refused = []
     for topic in await admin.describe_topics(topics):
-        if topic.get("error_code", 0) == 0:
+        code = topic.get("error_code", 0)
+        if code == 0:
             counts[topic["topic"]] = len(topic["partitions"])
+        elif code == _TOPIC_AUTHORIZATION_FAILED:
+            refused.append(topic["topic"])
+    if refused:
+        raise topic_refused(refused, "DESCRIBE (and READ or WRITE)")
     return counts
