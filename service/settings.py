@@ -26,6 +26,7 @@ from service.runtime.security import (
     SASL_MECHANISMS,
     SECURITY_PROTOCOLS,
     KafkaSecurity,
+    read_secret_file,
 )
 
 __all__ = ["Settings", "SettingsError"]
@@ -170,12 +171,10 @@ class Settings:
             if not path:
                 return direct.strip() or None
             try:
-                with open(path, encoding="utf-8") as file:
-                    text = file.read()
+                text = read_secret_file(path)
             except (OSError, UnicodeDecodeError) as exc:
                 problems.append(f"{name}_FILE={path!r}: cannot read it ({type(exc).__name__})")
                 return None
-            text = text.removesuffix("\n").removesuffix("\r")
             if not text:
                 problems.append(f"{name}_FILE={path!r}: the file is empty")
                 return None
@@ -285,20 +284,25 @@ def _kafka_security(
     mechanism: str | None = read("KAFKA_SASL_MECHANISM", _parse_mechanism, None)
     username: str | None = read("KAFKA_SASL_USERNAME", str, None)
     password = read_secret("KAFKA_SASL_PASSWORD")
+    # A password from a file is read again at every connection (rotated in place).
+    password_file = read("KAFKA_SASL_PASSWORD_FILE", str, None)
     ca_file: str | None = read("KAFKA_SSL_CA_FILE", _parse_file, None)
     cert_file: str | None = read("KAFKA_SSL_CERT_FILE", _parse_file, None)
     key_file: str | None = read("KAFKA_SSL_KEY_FILE", _parse_file, None)
     key_password = read_secret("KAFKA_SSL_KEY_PASSWORD")
+    key_password_file = read("KAFKA_SSL_KEY_PASSWORD_FILE", str, None)
     check_hostname: bool = read("KAFKA_SSL_CHECK_HOSTNAME", _parse_bool, True)
     security = KafkaSecurity(
         protocol=protocol,
         sasl_mechanism=mechanism,
         sasl_username=username,
-        sasl_password=password,
+        sasl_password=None if password_file else password,
+        sasl_password_file=password_file if password is not None else None,
         ssl_ca_file=ca_file,
         ssl_cert_file=cert_file,
         ssl_key_file=key_file,
-        ssl_key_password=key_password,
+        ssl_key_password=None if key_password_file else key_password,
+        ssl_key_password_file=key_password_file if key_password is not None else None,
         ssl_check_hostname=check_hostname,
     )
     given = {name for name in (*_KAFKA_SASL_VARS, *_KAFKA_SSL_VARS) if read(name, str, None)}

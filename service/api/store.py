@@ -36,7 +36,6 @@ from service.runtime.kafka.access import (
     AuthorizationError,
     authorization_problem,
     connection_problem,
-    topic_refused,
 )
 from service.runtime.kafka.clients import KafkaCluster
 
@@ -255,9 +254,7 @@ class PipelineStore:
             for topic_error in getattr(response, "topic_errors", ()):
                 code = topic_error[1]
                 if code == _TOPIC_AUTHORIZATION_FAILED:
-                    raise topic_refused(
-                        [self.topic], "CREATE (or create it), DESCRIBE, READ, WRITE"
-                    )
+                    raise AuthorizationError([self.topic], create=True)
                 if code not in (0, _TOPIC_ALREADY_EXISTS):
                     raise StoreError(
                         f"creating the pipeline store topic {self.topic!r}: {topic_error}"

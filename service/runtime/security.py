@@ -27,6 +27,7 @@ __all__ = [
     "SASL_MECHANISMS",
     "SECURITY_PROTOCOLS",
     "KafkaSecurity",
+    "read_secret_file",
 ]
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -45,12 +46,16 @@ class KafkaSecurity:
     """``sasl.mechanism`` (SASL_* protocols only): PLAIN, SCRAM-SHA-256, SCRAM-SHA-512."""
     sasl_username: str | None = None
     sasl_password: str | None = field(default=None, repr=False)
+    sasl_password_file: str | None = None
+    """Read the password from this file at every connection instead (a mounted secret
+    that is rotated or fixed in place is used without a restart)."""
     ssl_ca_file: str | None = None
     """PEM bundle of the CAs to trust; None: the system's trust store."""
     ssl_cert_file: str | None = None
     """PEM client certificate (chain) for mutual TLS; with :attr:`ssl_key_file`."""
     ssl_key_file: str | None = None
     ssl_key_password: str | None = field(default=None, repr=False)
+    ssl_key_password_file: str | None = None
     ssl_check_hostname: bool = True
     """Verify that the broker's certificate names the host connected to."""
 
@@ -80,9 +85,8 @@ class KafkaSecurity:
         context = ssl.create_default_context(cafile=self.ssl_ca_file)
         context.check_hostname = self.ssl_check_hostname
         if self.ssl_cert_file is not None:
-            context.load_cert_chain(
-                self.ssl_cert_file, self.ssl_key_file, password=self.ssl_key_password
-            )
+            password = secret_from(self.ssl_key_password, self.ssl_key_password_file)
+            context.load_cert_chain(self.ssl_cert_file, self.ssl_key_file, password=password)
         return context
 
     def client_kwargs(self) -> dict[str, Any]:
@@ -93,7 +97,7 @@ class KafkaSecurity:
         if self.uses_sasl:
             kwargs["sasl_mechanism"] = self.sasl_mechanism
             kwargs["sasl_plain_username"] = self.sasl_username
-            kwargs["sasl_plain_password"] = self.sasl_password
+            kwargs["sasl_plain_password"] = secret_from(self.sasl_password, self.sasl_password_file)
         return kwargs
 
     def describe(self) -> dict[str, Any]:
@@ -103,13 +107,27 @@ class KafkaSecurity:
             out["sasl_mechanism"] = self.sasl_mechanism
             out["sasl_username"] = self.sasl_username
             out["sasl_password"] = "***" if self.sasl_password else None
+            out["sasl_password_file"] = self.sasl_password_file
         if self.uses_ssl:
             out["ssl_ca_file"] = self.ssl_ca_file
             out["ssl_cert_file"] = self.ssl_cert_file
             out["ssl_key_file"] = self.ssl_key_file
             out["ssl_key_password"] = "***" if self.ssl_key_password else None
+            out["ssl_key_password_file"] = self.ssl_key_password_file
             out["ssl_check_hostname"] = self.ssl_check_hostname
         return out
 
 
 PLAINTEXT = KafkaSecurity()
+
+
+def read_secret_file(path: str) -> str:
+    """A secret from a file as container secrets are mounted: one trailing newline
+    dropped. Raises ``OSError``/``UnicodeDecodeError``; the message has no content."""
+    with open(path, encoding="utf-8") as file:
+        return file.read().removesuffix("\n").removesuffix("\r")
+
+
+def secret_from(value: str | None, path: str | None) -> str | None:
+    """``value``, or the file's content now when ``path`` is set."""
+    return read_secret_file(path) if path is not None else value

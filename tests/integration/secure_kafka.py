@@ -16,10 +16,12 @@ import ssl
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.kafka.kafka_broker import KafkaBroker, java_binary, read_classpath
 from service.runtime.security import KafkaSecurity
+from service.settings import Settings
 
 ADMIN_USER = "admin"
 ADMIN_PASSWORD = "admin-Secret-7f3a"
@@ -259,3 +261,64 @@ def create_scram_user(broker: KafkaBroker, pki: Pki, user: str, password: str) -
 def allow(broker: KafkaBroker, pki: Pki, principal: str, *acls: tuple[str, str, str, str]) -> None:
     """ALLOW ACLs ``(resource type, name, pattern type, operation)`` for ``principal``."""
     _admin_tool(broker, pki, "allow", principal, *(part for acl in acls for part in acl))
+
+
+Acl = tuple[str, str, str, str]
+"""``(resource type, name, pattern type, operation)``, as ``allow`` takes them."""
+
+SERVICE_ACLS: tuple[Acl, ...] = (
+    *(
+        ("topic", "clockwork.", "prefixed", op)
+        for op in ("Create", "Describe", "Read", "Write", "Alter", "Delete")
+    ),
+    *(("group", "clockwork.", "prefixed", op) for op in ("Read", "Describe")),
+    *(("transactional_id", "clockwork.", "prefixed", op) for op in ("Write", "Describe")),
+)
+"""The service's own ACLs, as docs/operations.md lists them (its topics, groups and
+transactional ids)."""
+
+
+def pipeline_acls(source: str, output_prefix: str) -> tuple[Acl, ...]:
+    """A pipeline's ACLs as docs/operations.md lists them: read its source, create,
+    write and read (the tail) its outputs, which start with ``output_prefix``."""
+    return (
+        ("topic", source, "literal", "Describe"),
+        ("topic", source, "literal", "Read"),
+        *(
+            ("topic", output_prefix, "prefixed", op)
+            for op in ("Create", "Describe", "Write", "Read")
+        ),
+    )
+
+
+TOKEN = "api-Token-5b7c"
+
+
+def spec(name: str, source: str, delivery: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "source": {"topics": [source], "start_from": "earliest"},
+        "timestamp": {"field": "ts", "format": "epoch_millis"},
+        "watermark": {
+            "strategy": "bounded_out_of_orderness",
+            "max_out_of_orderness_ms": 0,
+            "interval_ms": 0,
+        },
+        "operator": {
+            "type": "window",
+            "assigner": {"type": "tumbling", "size_ms": 1000},
+            "aggregations": {"n": {"fn": "count"}},
+        },
+        "sink": {"topic": f"{name}.out"},
+        "delivery": delivery,
+    }
+
+
+def service_settings(broker: KafkaBroker, env: dict[str, str]) -> Settings:
+    """The suite's app settings with the security read from ``env``, as in a deployment."""
+    from tests.api.server import app_settings  # the app's test helpers: only here
+
+    security = Settings.from_env({"KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap_servers, **env})
+    return app_settings(
+        broker.bootstrap_servers, kafka_security=security.kafka_security, api_token=TOKEN
+    )

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,48 +23,22 @@ import pytest
 from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.kafka.kafka_broker import KafkaBroker
 from service.settings import Settings
-from tests.api.server import app_settings, eventually, running_app, wait_ready
+from tests.api.server import eventually, running_app, wait_ready
 from tests.integration.kafka_utils import create_topic, json_record, produce, read_json
 from tests.integration.secure_kafka import (
+    APP_PASSWORD,
     KEY_PASSWORD,
     SECRETS,
+    TOKEN,
     Pki,
     mtls_security,
     scram_env,
     scram_security,
+    service_settings,
+    spec,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
-
-TOKEN = "api-Token-5b7c"
-
-
-def spec(name: str, source: str, delivery: str) -> dict[str, Any]:
-    return {
-        "name": name,
-        "source": {"topics": [source], "start_from": "earliest"},
-        "timestamp": {"field": "ts", "format": "epoch_millis"},
-        "watermark": {
-            "strategy": "bounded_out_of_orderness",
-            "max_out_of_orderness_ms": 0,
-            "interval_ms": 0,
-        },
-        "operator": {
-            "type": "window",
-            "assigner": {"type": "tumbling", "size_ms": 1000},
-            "aggregations": {"n": {"fn": "count"}},
-        },
-        "sink": {"topic": f"{name}.out"},
-        "delivery": delivery,
-    }
-
-
-def service_settings(broker: KafkaBroker, env: dict[str, str]) -> Settings:
-    """The suite's app settings with the security read from ``env``, as in a deployment."""
-    security = Settings.from_env({"KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap_servers, **env})
-    return app_settings(
-        broker.bootstrap_servers, kafka_security=security.kafka_security, api_token=TOKEN
-    )
 
 
 async def first_tail_record(client: httpx.AsyncClient, name: str) -> dict[str, Any]:
@@ -133,7 +108,10 @@ async def test_a_pipeline_store_and_tail_work_over_sasl_ssl(
 ) -> None:
     caplog.set_level(logging.DEBUG)
     settings = service_settings(sasl_ssl_kafka, scram_env(kafka_pki, tmp_path / "password"))
-    assert settings.kafka_security == scram_security(kafka_pki)
+    # The password is read from its file at every connection, not kept.
+    assert settings.kafka_security.sasl_password is None
+    kept = replace(settings.kafka_security, sasl_password_file=None, sasl_password=APP_PASSWORD)
+    assert kept == scram_security(kafka_pki)
     cluster = KafkaCluster(sasl_ssl_kafka.bootstrap_servers, scram_security(kafka_pki))
     shown = await run_a_pipeline(settings, cluster, "exactly_once")
     shown.append(repr(settings))
@@ -158,7 +136,10 @@ async def test_a_pipeline_works_over_mutual_tls(
         "KAFKA_SSL_KEY_PASSWORD_FILE": str(password_file),
     }
     settings = service_settings(mtls_kafka, env)
-    assert settings.kafka_security == mtls_security(kafka_pki)
+    kept = replace(
+        settings.kafka_security, ssl_key_password_file=None, ssl_key_password=KEY_PASSWORD
+    )
+    assert kept == mtls_security(kafka_pki)
     cluster = KafkaCluster(mtls_kafka.bootstrap_servers, mtls_security(kafka_pki))
     shown = await run_a_pipeline(settings, cluster, "at_least_once")
     assert_no_secret([*shown, repr(settings), str(settings.describe())], caplog)

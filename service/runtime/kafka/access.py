@@ -38,7 +38,17 @@ default) start with it; see :mod:`service.runtime.definition`."""
 
 
 class AuthorizationError(KafkaError):  # type: ignore[misc]
-    """The broker refused an operation for want of an ACL; the message names it."""
+    """The broker answered a describe or create of ``topics`` with
+    TOPIC_AUTHORIZATION_FAILED (aiokafka's admin client returns it as an error code)."""
+
+    def __init__(self, topics: Iterable[str], create: bool = False) -> None:
+        self.topics = sorted(set(topics))
+        self.create = create
+        what = "create" if create else "describe"
+        super().__init__(
+            f"not authorized to {what} topic(s) {', '.join(self.topics)} "
+            "(see the ACLs in docs/operations.md)"
+        )
 
 
 async def connection_problem(cluster: KafkaCluster, timeout_s: float = 5.0) -> str | None:
@@ -106,16 +116,16 @@ def authorization_problem(
     None if ``exc`` is no authorization error. ``sources``: the topics the failing
     client reads (READ on them); any other topic is one it writes (WRITE)."""
     allow = f"kafka-acls --add --allow-principal {principal}"
-    if isinstance(exc, AuthorizationError):
-        return str(exc)
-    if isinstance(exc, TopicAuthorizationFailedError):
-        topics = sorted(_names(exc))
+    if isinstance(exc, AuthorizationError | TopicAuthorizationFailedError):
+        create = isinstance(exc, AuthorizationError) and exc.create
+        topics = exc.topics if isinstance(exc, AuthorizationError) else sorted(_names(exc))
         # The service's own topics (changelogs, shuffle) are read and written.
         both = [t for t in topics if t.startswith(INTERNAL_PREFIX)]
         read = [t for t in topics if t in set(sources) and t not in both]
         write = [t for t in topics if t not in set(sources) and t not in both]
         lines = [
-            f"{allow} --operation Describe {ops} --topic {topic}"
+            f"{allow}{' --operation Create' if create else ''} --operation Describe {ops} "
+            f"--topic {topic}"
             for ops, names in (
                 ("--operation Read", read),
                 ("--operation Write", write),
@@ -144,16 +154,6 @@ def authorization_problem(
             f"{allow} --operation IdempotentWrite --cluster"
         )
     return None
-
-
-def topic_refused(topics: Iterable[str], operations: str) -> AuthorizationError:
-    """An :class:`AuthorizationError` for topics a describe or create answered with
-    TOPIC_AUTHORIZATION_FAILED (29): the operations the service needs on them."""
-    names = sorted(set(topics))
-    return AuthorizationError(
-        f"not authorized for topic(s) {', '.join(names)}; needs {operations} on them "
-        "(see the ACLs in docs/operations.md)"
-    )
 
 
 def _names(exc: BaseException) -> list[str]:

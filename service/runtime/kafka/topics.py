@@ -18,7 +18,7 @@ import time
 from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic
 
 from service.runtime.definition import PipelineDefinition
-from service.runtime.kafka.access import topic_refused
+from service.runtime.kafka.access import AuthorizationError
 from service.runtime.kafka.clients import KafkaCluster
 
 logger = logging.getLogger(__name__)
@@ -96,7 +96,7 @@ async def ensure_topics(
                 n for n, code, *_ in response.topic_errors if code == _TOPIC_AUTHORIZATION_FAILED
             ]
             if refused:
-                raise topic_refused(refused, "CREATE (or create them), DESCRIBE and WRITE")
+                raise AuthorizationError(refused, create=True)
             for name, code, *rest in response.topic_errors:
                 if code not in (0, _TOPIC_ALREADY_EXISTS):
                     raise TopicError(f"could not create topic {name}: error {code} {rest}")
@@ -196,5 +196,5 @@ async def _partition_counts(admin: AIOKafkaAdminClient, topics: list[str]) -> di
         elif code == _TOPIC_AUTHORIZATION_FAILED:
             refused.append(topic["topic"])
     if refused:
-        raise topic_refused(refused, "DESCRIBE (and READ or WRITE)")
+        raise AuthorizationError(refused)
     return counts
