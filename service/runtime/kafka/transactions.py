@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.structs import OffsetAndMetadata
 
+from service.runtime.kafka.access import authorization_problem
 from service.runtime.kafka.batch_producer import BatchProducer, ProduceError, drop_unsent
 from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.settings import RuntimeSettings
@@ -198,7 +199,10 @@ async def transactions_unsupported(cluster: KafkaCluster, timeout_s: float = 15.
     except TimeoutError:
         return f"the broker did not start a transaction within {timeout_s:g} s"
     except Exception as exc:
-        return f"the broker refused a transaction: {exc!r}"
+        refused = authorization_problem(
+            exc, principal=cluster.security.principal, group_id="clockwork.probe"
+        )
+        return f"the broker refused a transaction: {refused or repr(exc)}"
     finally:
         with contextlib.suppress(Exception):
             await producer.stop()
