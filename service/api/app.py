@@ -230,6 +230,13 @@ def _openapi(app: FastAPI, settings: Settings) -> dict[str, Any]:
                     and not settings.api_read_open
                 ):
                     operation["security"] = [{"bearer": []}]
+                    operation.setdefault("responses", {}).setdefault(
+                        "401",
+                        {
+                            "description": "SERVICE_API_TOKEN is set and the bearer token "
+                            "is missing or wrong"
+                        },
+                    )
     app.openapi_schema = doc
     return doc
 

@@ -108,6 +108,8 @@ async def test_token_guards_mutations_and_data_reads(bootstrap_servers: str) -> 
         doc = (await client.get("/openapi.json")).json()
         assert doc["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
         assert doc["paths"]["/pipelines"]["get"]["security"] == [{"bearer": []}]
+        for path in ("/pipelines", "/history", "/pipelines/{name}/history"):
+            assert "401" in doc["paths"][path]["get"]["responses"], path
         assert "security" not in doc["paths"]["/pipelines/{name}/status"]["get"]
 
 
