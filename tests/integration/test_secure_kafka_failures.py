@@ -190,3 +190,26 @@ async def test_a_pipeline_without_its_acls_fails_naming_them_and_runs_once_grant
 
 async def _status_code(client: httpx.AsyncClient, path: str, code: int) -> bool:
     return (await client.get(path)).status_code == code
+
+
+async def test_without_a_client_certificate_mtls_is_not_ready_and_says_so(
+    mtls_kafka: KafkaBroker, kafka_pki: Pki, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The broker requires a client certificate and none is configured: not ready, the
+    reason points at the certificate, no crash."""
+    caplog.set_level(logging.DEBUG)
+    env = {"KAFKA_SECURITY_PROTOCOL": "SSL", "KAFKA_SSL_CA_FILE": str(kafka_pki.ca)}
+    settings = service_settings(mtls_kafka, env)
+    async with (
+        running_app(settings, timeout_s=60) as url,
+        httpx.AsyncClient(base_url=url, timeout=30) as client,
+    ):
+
+        async def refused() -> dict[str, Any] | None:
+            ready = await client.get("/readyz")
+            body: dict[str, Any] = ready.json()
+            return body if ready.status_code == 503 and body.get("reason") else None
+
+        not_ready = await eventually(refused, timeout_s=30)
+        assert "KAFKA_SSL_CERT_FILE" in not_ready["reason"], not_ready
+        assert (await client.get("/healthz")).status_code == 200

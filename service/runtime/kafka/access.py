@@ -22,6 +22,7 @@ from aiokafka.conn import create_conn
 from aiokafka.errors import (
     ClusterAuthorizationFailedError,
     GroupAuthorizationFailedError,
+    KafkaConnectionError,
     KafkaError,
     SaslAuthenticationFailed,
     TopicAuthorizationFailedError,
@@ -97,6 +98,15 @@ def describe_connection_error(exc: BaseException, cluster: KafkaCluster) -> str:
         )
     if isinstance(exc, ConnectionError | OSError):
         return f"cannot connect: {exc.strerror or exc}"
+    if isinstance(exc, KafkaConnectionError) and "closed" in str(exc):
+        # The broker hung up on the first request: its listener wants something else.
+        if security.uses_ssl and security.ssl_cert_file is None:
+            hint = "does the listener require a client certificate? (KAFKA_SSL_CERT_FILE)"
+        elif not security.uses_ssl:
+            hint = "is the listener TLS? (KAFKA_SECURITY_PROTOCOL)"
+        else:
+            hint = "does KAFKA_SECURITY_PROTOCOL match the listener?"
+        return f"the broker closed the connection at once: {hint}"
     return f"{type(exc).__name__}: {_message(exc)}"
 
 

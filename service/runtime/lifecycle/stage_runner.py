@@ -24,7 +24,8 @@ from service.core.time import Clock
 from service.runtime.consumer_group.session import Session
 from service.runtime.consumer_group.stages import Stage
 from service.runtime.definition import PipelineDefinition
-from service.runtime.kafka.access import authorization_problem
+from service.runtime.kafka.access import authorization_problem, connection_problem
+from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.observability.metrics import RuntimeMetrics
 from service.runtime.observability.status import PipelineState
 from service.runtime.settings import RuntimeSettings
@@ -161,8 +162,14 @@ class StageRunner:
                 )
                 last_reason = reason
                 if await self._broker_down():
-                    logger.warning("pipeline %s: waiting for the broker", label)
-                    self._set_state(PipelineState.FAILED, f"{reason} (waiting for the broker)")
+                    # The status names the cause (a rejected password, an untrusted
+                    # certificate), not only aiokafka's "Unable to bootstrap".
+                    cause = await connection_problem(KafkaCluster.of(self.settings))
+                    waiting = (
+                        f"waiting for the broker: {cause}" if cause else "waiting for the broker"
+                    )
+                    logger.warning("pipeline %s: %s", label, waiting)
+                    self._set_state(PipelineState.FAILED, f"{reason} ({waiting})")
                     await self._wait_for_broker()
                     backoff = self.settings.restart_backoff_initial_s
                     continue
