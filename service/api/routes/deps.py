@@ -12,7 +12,6 @@ from fastapi import HTTPException, Request
 
 from service.api.registry import PipelineRegistry
 from service.api.store import PipelineStore
-from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.lifecycle.manager import Runtime
 from service.runtime.observability.history import History
 from service.settings import Settings
@@ -23,8 +22,7 @@ class Services:
     """The running parts of one app instance."""
 
     settings: Settings
-    cluster: KafkaCluster
-    """The broker and the security every client of a request (a tail) uses."""
+    bootstrap_servers: str
     runtime: Runtime
     store: PipelineStore
     registry: PipelineRegistry

@@ -29,12 +29,11 @@ import logging
 from collections import deque
 from dataclasses import dataclass, field
 
-from aiokafka import TopicPartition
+from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from service.operators.base import InputRecord
 from service.runtime.definition import PipelineDefinition
 from service.runtime.kafka.batch_reader import BatchReader
-from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.kafka.end_offsets import topic_partitions
 from service.runtime.partition.decoding import DeadLetter, RecordDecoder
 from service.runtime.settings import RuntimeSettings
@@ -120,7 +119,8 @@ class Prefetcher:
     async def _run(self) -> None:
         settings = self._settings
         definition = self.definition
-        consumer = KafkaCluster.of(settings).consumer(
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=settings.bootstrap_servers,
             group_id=definition.group_id,  # for the committed offsets; it never joins
             enable_auto_commit=False,
             auto_offset_reset=definition.start_from,

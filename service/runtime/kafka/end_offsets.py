@@ -19,8 +19,6 @@ from collections.abc import Iterable
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from service.runtime.kafka.clients import KafkaCluster
-
 _WAIT_MS = 5
 
 
@@ -48,10 +46,11 @@ async def topic_partitions(
 
 
 async def probe_end_offsets(
-    cluster: KafkaCluster, topics: Iterable[str], timeout_s: float = 30.0
+    bootstrap_servers: str, topics: Iterable[str], timeout_s: float = 30.0
 ) -> dict[TopicPartition, int]:
     """The end offset (fetch high watermark) of every partition of ``topics`` now."""
-    consumer = cluster.consumer(
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap_servers,
         group_id=None,
         enable_auto_commit=False,
         fetch_max_wait_ms=_WAIT_MS,

@@ -23,9 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from aiokafka import ConsumerRecord, TopicPartition
-
-from service.runtime.kafka.clients import KafkaCluster
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
 __all__ = ["TailBatch", "TopicTail", "open_tails"]
 
@@ -53,7 +51,7 @@ class TopicTail:
 
     def __init__(
         self,
-        cluster: KafkaCluster,
+        bootstrap_servers: str,
         topics: Mapping[str, str],
         *,
         backlog: int = 20,
@@ -67,7 +65,8 @@ class TopicTail:
         self.backlog = backlog
         self.max_batch = max_batch
         self.rediscover_s = rediscover_s
-        self._consumer = cluster.consumer(
+        self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap_servers,
             group_id=None,
             enable_auto_commit=False,
             fetch_max_wait_ms=fetch_max_wait_ms,
