@@ -12,9 +12,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+from typing import Any
 
 import uvicorn
 
+from service.runtime.observability.logs import RepeatFilter
 from service.settings import Settings, SettingsError
 
 logger = logging.getLogger("service")
@@ -29,14 +31,15 @@ def _configure_logging(settings: Settings) -> None:
     # aiokafka is chatty at INFO about every group join; keep it at WARNING unless debugging.
     if settings.log_level != "DEBUG":
         logging.getLogger("aiokafka").setLevel(logging.WARNING)
+    # ... and logs a refused connection at every retry: each distinct one once per 5 min.
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(RepeatFilter())
 
 
-async def serve(settings: Settings) -> None:
-    """Run the service until a signal stops it."""
-    from service.api.app import create_app  # after logging is configured
-
-    app = create_app(settings)
-    config = uvicorn.Config(
+def server_config(settings: Settings, app: Any) -> uvicorn.Config:
+    """uvicorn's configuration: address, logging, graceful shutdown, and HTTPS when
+    ``SERVICE_HTTP_TLS_CERT_FILE``/``KEY_FILE`` are set."""
+    return uvicorn.Config(
         app,
         host=settings.http_host,
         port=settings.http_port,
@@ -45,8 +48,16 @@ async def serve(settings: Settings) -> None:
         timeout_graceful_shutdown=max(1, settings.shutdown_timeout_ms // 1000),
         log_config=None,  # keep the logging configured above
         access_log=settings.log_level == "DEBUG",
+        ssl_certfile=settings.http_tls_cert_file,
+        ssl_keyfile=settings.http_tls_key_file,
     )
-    await uvicorn.Server(config).serve()
+
+
+async def serve(settings: Settings) -> None:
+    """Run the service until a signal stops it."""
+    from service.api.app import create_app  # after logging is configured
+
+    await uvicorn.Server(server_config(settings, create_app(settings))).serve()
 
 
 def main() -> None:

@@ -26,9 +26,10 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import uvicorn
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin import NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
+
+from service.runtime.kafka.clients import KafkaCluster
 
 logger = logging.getLogger("service.demo")
 
@@ -188,8 +189,8 @@ class ApiClient:
             raise RuntimeError(f"creating pipeline {spec['name']!r} failed: {status} {body}")
 
 
-async def ensure_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+async def ensure_topic(cluster: KafkaCluster, topic: str, partitions: int) -> None:
+    admin = cluster.admin()
     await admin.start()
     try:
         with contextlib.suppress(TopicAlreadyExistsError):
@@ -199,10 +200,10 @@ async def ensure_topic(bootstrap: str, topic: str, partitions: int) -> None:
 
 
 async def produce_orders(
-    bootstrap: str, rate_per_s: float, stop: asyncio.Event, seed: int = 7
+    cluster: KafkaCluster, rate_per_s: float, stop: asyncio.Event, seed: int = 7
 ) -> None:
     generator = OrderGenerator(seed=seed)
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=20)
+    producer = cluster.producer(linger_ms=20)
     await producer.start()
     try:
         interval = 1.0 / rate_per_s
@@ -216,11 +217,10 @@ async def produce_orders(
         await producer.stop()
 
 
-async def result_lines(bootstrap: str, topics: list[str]) -> AsyncIterator[str]:
+async def result_lines(cluster: KafkaCluster, topics: list[str]) -> AsyncIterator[str]:
     """Every record on the result and late topics, as one readable line each."""
-    consumer = AIOKafkaConsumer(
+    consumer = cluster.consumer(
         *topics,
-        bootstrap_servers=bootstrap,
         auto_offset_reset="earliest",
         enable_auto_commit=False,
         fetch_max_wait_ms=50,
@@ -317,16 +317,18 @@ async def run_demo(args: argparse.Namespace) -> None:
             print(started_broker)
         print(f"API and docs: {api_url}/docs   metrics: {api_url}/metrics")
 
-        await ensure_topic(bootstrap, ORDERS_TOPIC, partitions=4)
+        # The demo's own clients talk PLAINTEXT: it is for the embedded or a local broker.
+        cluster = KafkaCluster(bootstrap)
+        await ensure_topic(cluster, ORDERS_TOPIC, partitions=4)
         pipelines = demo_pipelines(window_ms=int(args.window_seconds * 1000))
         for spec in pipelines:
             await api.ensure_pipeline(spec)
             print(f"Created pipeline {spec['name']} ({spec['operator']['type']})")
 
-        tasks = [asyncio.create_task(produce_orders(bootstrap, args.rate, stop))]
+        tasks = [asyncio.create_task(produce_orders(cluster, args.rate, stop))]
         if not args.quiet:
             topics = [p["sink"]["topic"] for p in pipelines] + ["demo-orders-per-user.late"]
-            tasks.append(asyncio.create_task(_print_results(bootstrap, topics)))
+            tasks.append(asyncio.create_task(_print_results(cluster, topics)))
             tasks.append(asyncio.create_task(_print_status(api, pipelines, stop)))
         if args.duration:
             loop.call_later(args.duration, stop.set)
@@ -337,8 +339,8 @@ async def run_demo(args: argparse.Namespace) -> None:
         print("\nStopping.")
 
 
-async def _print_results(bootstrap: str, topics: list[str]) -> None:
-    async for line in result_lines(bootstrap, topics):
+async def _print_results(cluster: KafkaCluster, topics: list[str]) -> None:
+    async for line in result_lines(cluster, topics):
         print(line, flush=True)
 
 

@@ -14,12 +14,20 @@ import logging
 import os
 import re
 import socket
+import ssl
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
 from service.operators.udf import parse_allowed_modules
+from service.runtime.security import (
+    PLAINTEXT,
+    SASL_MECHANISMS,
+    SECURITY_PROTOCOLS,
+    KafkaSecurity,
+    read_secret_file,
+)
 
 __all__ = ["Settings", "SettingsError"]
 
@@ -62,9 +70,26 @@ class Settings:
     http_port: int = 8000
     """``SERVICE_HTTP_PORT``: the port the REST API listens on (1-65535)."""
 
-    api_token: str | None = None
+    kafka_security: KafkaSecurity = PLAINTEXT
+    """``KAFKA_SECURITY_PROTOCOL`` and the ``KAFKA_SASL_*`` and ``KAFKA_SSL_*`` variables:
+    TLS and SASL for every Kafka client (see :func:`_kafka_security`). Its repr and
+    :meth:`describe` leave the secrets out."""
+
+    api_token: str | None = field(default=None, repr=False)
     """``SERVICE_API_TOKEN``: when set, every POST, PUT and DELETE needs
-    ``Authorization: Bearer <token>`` (401 otherwise). Reads stay open."""
+    ``Authorization: Bearer <token>`` (401 otherwise), and so do the data reads (the
+    pipelines' specs, history and tail) unless ``SERVICE_API_READ_OPEN``."""
+
+    api_read_open: bool = False
+    """``SERVICE_API_READ_OPEN``: ``true`` keeps the data reads open with a token set
+    (the behaviour before it covered them). Probes and ``/metrics`` are always open."""
+
+    http_tls_cert_file: str | None = None
+    """``SERVICE_HTTP_TLS_CERT_FILE``: PEM certificate (chain) the REST API serves HTTPS
+    with; with ``SERVICE_HTTP_TLS_KEY_FILE``. Unset: plain HTTP."""
+
+    http_tls_key_file: str | None = None
+    """``SERVICE_HTTP_TLS_KEY_FILE``: the PEM private key of ``SERVICE_HTTP_TLS_CERT_FILE``."""
 
     udf_modules: tuple[str, ...] = ()
     """``SERVICE_UDF_MODULES``: comma-separated module prefixes user functions
@@ -134,11 +159,35 @@ class Settings:
                 problems.append(f"{name}={raw!r}: {exc}")
                 return default
 
+        def read_secret(name: str) -> str | None:
+            """``NAME`` or the contents of the file ``NAME_FILE`` (a mounted container
+            secret; one trailing newline dropped), never both. Problems never show the
+            value."""
+            direct = env.get(name, "")
+            path = env.get(f"{name}_FILE", "").strip()
+            if direct.strip() and path:
+                problems.append(f"{name} and {name}_FILE: set one, not both")
+                return None
+            if not path:
+                return direct.strip() or None
+            try:
+                text = read_secret_file(path)
+            except (OSError, UnicodeDecodeError) as exc:
+                problems.append(f"{name}_FILE={path!r}: cannot read it ({type(exc).__name__})")
+                return None
+            if not text:
+                problems.append(f"{name}_FILE={path!r}: the file is empty")
+                return None
+            return text
+
         values: dict[str, Any] = {
             "kafka_bootstrap_servers": read("KAFKA_BOOTSTRAP_SERVERS", _parse_bootstrap, None),
             "http_host": read("SERVICE_HTTP_HOST", str, "0.0.0.0"),
             "http_port": read("SERVICE_HTTP_PORT", _int_between(1, 65535), 8000),
-            "api_token": read("SERVICE_API_TOKEN", str, None),
+            "api_token": read_secret("SERVICE_API_TOKEN"),
+            "api_read_open": read("SERVICE_API_READ_OPEN", _parse_bool, False),
+            "http_tls_cert_file": read("SERVICE_HTTP_TLS_CERT_FILE", _parse_file, None),
+            "http_tls_key_file": read("SERVICE_HTTP_TLS_KEY_FILE", _parse_file, None),
             "udf_modules": read("SERVICE_UDF_MODULES", _parse_modules, _NO_MODULES),
             "max_body_bytes": read(
                 "SERVICE_MAX_BODY_BYTES", _int_between(1024, 1 << 30), 1024 * 1024
@@ -166,15 +215,23 @@ class Settings:
         instance_id = read("SERVICE_INSTANCE_ID", _parse_instance_id, None)
         if instance_id is not None:
             values["instance_id"] = instance_id
+        if (values["http_tls_cert_file"] is None) != (values["http_tls_key_file"] is None):
+            problems.append(
+                "SERVICE_HTTP_TLS_CERT_FILE and SERVICE_HTTP_TLS_KEY_FILE: set both or neither"
+            )
+        values["kafka_security"] = _kafka_security(
+            read, read_secret, problems, embedded=values["kafka_bootstrap_servers"] is None
+        )
         if problems:
             raise SettingsError(problems)
         return cls(**values)
 
     def describe(self) -> dict[str, Any]:
-        """The settings for the start-up log line, with the token masked."""
+        """The settings for the start-up log line, with the token and secrets masked."""
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         if self.api_token is not None:
             out["api_token"] = "***"
+        out["kafka_security"] = self.kafka_security.describe()
         return out
 
     def session_timeout_ms(self, embedded_broker: bool) -> int:
@@ -201,6 +258,134 @@ def _int_between(low: int, high: int) -> Callable[[str], int]:
         return value
 
     return parse
+
+
+_KAFKA_SASL_VARS = ("KAFKA_SASL_MECHANISM", "KAFKA_SASL_USERNAME")
+_KAFKA_SSL_VARS = (
+    "KAFKA_SSL_CA_FILE",
+    "KAFKA_SSL_CERT_FILE",
+    "KAFKA_SSL_KEY_FILE",
+    "KAFKA_SSL_CHECK_HOSTNAME",
+)
+
+
+def _kafka_security(
+    read: Callable[[str, Callable[[str], Any], Any], Any],
+    read_secret: Callable[[str], str | None],
+    problems: list[str],
+    *,
+    embedded: bool,
+) -> KafkaSecurity:
+    """The Kafka client security from ``KAFKA_SECURITY_PROTOCOL``, ``KAFKA_SASL_*`` and
+    ``KAFKA_SSL_*``; every inconsistency is added to ``problems`` (a variable that the
+    protocol would ignore is one: a setting silently unused is a surprise in production).
+    """
+    protocol: str = read("KAFKA_SECURITY_PROTOCOL", _parse_protocol, "PLAINTEXT")
+    mechanism: str | None = read("KAFKA_SASL_MECHANISM", _parse_mechanism, None)
+    username: str | None = read("KAFKA_SASL_USERNAME", str, None)
+    password = read_secret("KAFKA_SASL_PASSWORD")
+    # A password from a file is read again at every connection (rotated in place).
+    password_file = read("KAFKA_SASL_PASSWORD_FILE", str, None)
+    ca_file: str | None = read("KAFKA_SSL_CA_FILE", _parse_file, None)
+    cert_file: str | None = read("KAFKA_SSL_CERT_FILE", _parse_file, None)
+    key_file: str | None = read("KAFKA_SSL_KEY_FILE", _parse_file, None)
+    key_password = read_secret("KAFKA_SSL_KEY_PASSWORD")
+    key_password_file = read("KAFKA_SSL_KEY_PASSWORD_FILE", str, None)
+    check_hostname: bool = read("KAFKA_SSL_CHECK_HOSTNAME", _parse_bool, True)
+    security = KafkaSecurity(
+        protocol=protocol,
+        sasl_mechanism=mechanism,
+        sasl_username=username,
+        sasl_password=None if password_file else password,
+        sasl_password_file=password_file if password is not None else None,
+        ssl_ca_file=ca_file,
+        ssl_cert_file=cert_file,
+        ssl_key_file=key_file,
+        ssl_key_password=None if key_password_file else key_password,
+        ssl_key_password_file=key_password_file if key_password is not None else None,
+        ssl_check_hostname=check_hostname,
+    )
+    given = {name for name in (*_KAFKA_SASL_VARS, *_KAFKA_SSL_VARS) if read(name, str, None)}
+    if password is not None:
+        given.add("KAFKA_SASL_PASSWORD")
+    if key_password is not None:
+        given.add("KAFKA_SSL_KEY_PASSWORD")
+    if embedded and protocol != "PLAINTEXT":
+        problems.append(
+            f"KAFKA_SECURITY_PROTOCOL={protocol}: needs KAFKA_BOOTSTRAP_SERVERS "
+            "(the embedded broker speaks PLAINTEXT only)"
+        )
+    if security.uses_sasl:
+        for name, value in (
+            ("KAFKA_SASL_MECHANISM", mechanism),
+            ("KAFKA_SASL_USERNAME", username),
+            ("KAFKA_SASL_PASSWORD", password),
+        ):
+            if value is None and not any(p.startswith(name) for p in problems):
+                problems.append(f"{name}: required with KAFKA_SECURITY_PROTOCOL={protocol}")
+    else:
+        unused = sorted(given & {*_KAFKA_SASL_VARS, "KAFKA_SASL_PASSWORD"})
+        if unused:
+            problems.append(
+                f"{', '.join(unused)}: only used with KAFKA_SECURITY_PROTOCOL=SASL_PLAINTEXT "
+                f"or SASL_SSL, not {protocol}"
+            )
+    if security.uses_ssl:
+        if (cert_file is None) != (key_file is None):
+            problems.append("KAFKA_SSL_CERT_FILE and KAFKA_SSL_KEY_FILE: set both or neither")
+        elif key_password is not None and key_file is None:
+            problems.append("KAFKA_SSL_KEY_PASSWORD: only used with KAFKA_SSL_KEY_FILE")
+        elif not any(p.startswith(("KAFKA_SSL", "KAFKA_SECURITY")) for p in problems):
+            try:
+                security.ssl_context()
+            except (OSError, ssl.SSLError) as exc:
+                # ssl's messages name the failing step (e.g. a wrong key password:
+                # "bad decrypt"), never a password.
+                problems.append(f"KAFKA_SSL_*: the files do not make a TLS context: {exc}")
+    else:
+        unused = sorted(given & {*_KAFKA_SSL_VARS, "KAFKA_SSL_KEY_PASSWORD"})
+        if unused:
+            problems.append(
+                f"{', '.join(unused)}: only used with KAFKA_SECURITY_PROTOCOL=SSL or "
+                f"SASL_SSL, not {protocol}"
+            )
+    return security
+
+
+def _parse_protocol(raw: str) -> str:
+    protocol = raw.upper()
+    if protocol not in SECURITY_PROTOCOLS:
+        raise ValueError(f"must be one of {', '.join(SECURITY_PROTOCOLS)}")
+    return protocol
+
+
+def _parse_mechanism(raw: str) -> str:
+    mechanism = raw.upper()
+    if mechanism == "OAUTHBEARER":
+        raise ValueError(
+            "OAUTHBEARER is not supported (see docs/configuration.md); "
+            f"use one of {', '.join(SASL_MECHANISMS)}"
+        )
+    if mechanism not in SASL_MECHANISMS:
+        raise ValueError(f"must be one of {', '.join(SASL_MECHANISMS)}")
+    return mechanism
+
+
+def _parse_bool(raw: str) -> bool:
+    value = raw.lower()
+    if value in ("true", "1", "yes"):
+        return True
+    if value in ("false", "0", "no"):
+        return False
+    raise ValueError("must be true or false")
+
+
+def _parse_file(raw: str) -> str:
+    if not os.path.isfile(raw):
+        raise ValueError("no such file")
+    if not os.access(raw, os.R_OK):
+        raise ValueError("not readable")
+    return raw
 
 
 def _parse_bootstrap(raw: str) -> str:

@@ -23,6 +23,7 @@ import pytest
 
 from service.runtime.kafka.embedded_broker import EmbeddedBroker
 from service.runtime.kafka.kafka_broker import KafkaBroker
+from tests.integration.secure_kafka import Pki, make_pki, mtls_broker, sasl_ssl_broker
 
 BROKERS = ("tansu", "kafka")
 
@@ -138,3 +139,27 @@ def kafka_broker(broker_name: str, request: pytest.FixtureRequest) -> Broker:
 @pytest.fixture
 def bootstrap_servers(kafka_broker: Broker) -> str:
     return kafka_broker.bootstrap_servers
+
+
+@pytest.fixture(scope="session")
+def kafka_pki(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Pki:
+    """A CA and certificates for the secure brokers (``tests/integration/secure_kafka.py``);
+    the tests that use them are skipped when ``--brokers`` leaves Apache Kafka out."""
+    if "kafka" not in selected_brokers(request.config):
+        pytest.skip("the secure brokers are Apache Kafka, which --brokers leaves out")
+    return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture(scope="session")
+def sasl_ssl_kafka(kafka_pki: Pki) -> Iterator[KafkaBroker]:
+    """Apache Kafka with one SASL_SSL listener (SCRAM) and the StandardAuthorizer; one per
+    session, started by the first test that needs it."""
+    with sasl_ssl_broker(kafka_pki) as broker:
+        yield broker
+
+
+@pytest.fixture(scope="session")
+def mtls_kafka(kafka_pki: Pki) -> Iterator[KafkaBroker]:
+    """Apache Kafka with one SSL listener that requires client certificates."""
+    with mtls_broker(kafka_pki) as broker:
+        yield broker

@@ -19,7 +19,7 @@ SERVICE = Path(__file__).resolve().parents[1] / "service"
 # service/runtime's sub-packages, lowest first: a package imports only those below it
 # (and observability, and the root modules every layer reads).
 RUNTIME_ORDER = ("kafka", "partition", "shuffle", "consumer_group", "lifecycle")
-RUNTIME_ROOT = ("definition", "factories", "settings")
+RUNTIME_ROOT = ("definition", "factories", "security", "settings")
 
 
 def modules() -> Iterator[tuple[str, Path]]:
@@ -158,3 +158,25 @@ def test_every_module_the_architecture_page_names_exists() -> None:
     named = set(re.findall(r"`((?:core|operators|runtime|pipeline_spec|api)/[\w/]+\.py)", page))
     assert named  # the page names modules this way
     assert sorted(p for p in named if not (SERVICE / p).is_file()) == []
+
+
+KAFKA_CLIENTS = {"AIOKafkaConsumer", "AIOKafkaProducer", "AIOKafkaAdminClient", "AIOKafkaClient"}
+
+
+def constructed_clients(path: Path) -> set[str]:
+    """The aiokafka client classes ``path`` calls (constructs), by name or attribute."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+            if name in KAFKA_CLIENTS:
+                found.add(name)
+    return found
+
+
+def test_only_the_cluster_makes_kafka_clients() -> None:
+    """Every Kafka client gets the security settings: only ``KafkaCluster`` constructs one."""
+    makers = {module for module, path in ALL if constructed_clients(path)}
+    assert makers == {"service.runtime.kafka.clients"}
+    assert constructed_clients(SERVICE / "runtime" / "kafka" / "clients.py") == KAFKA_CLIENTS

@@ -22,6 +22,8 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from service.api.middleware import (
+    DATA_READS,
+    MUTATING_METHODS,
     BearerTokenMiddleware,
     BodySizeLimitMiddleware,
     methods_served,
@@ -37,6 +39,7 @@ from service.api.routes import console, health, metrics, pipelines, schema
 from service.api.routes.deps import Services
 from service.api.store import PipelineStore, StoredPipeline, StoreError, StoreTimeout
 from service.pipeline_spec.schema import pipeline_schema, replacement_schema
+from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.kafka.embedded_broker import EmbeddedBroker
 from service.runtime.lifecycle.manager import Runtime
 from service.runtime.observability.history import History
@@ -51,7 +54,8 @@ _DESCRIPTION = """Event-time stream processing on Kafka with Apache Flink's sema
 
 Configure pipelines with `POST /pipelines` (the spec's JSON Schema is at
 `GET /schema/pipeline`). When `SERVICE_API_TOKEN` is set, every POST, PUT and DELETE needs
-`Authorization: Bearer <token>`.
+`Authorization: Bearer <token>`, and so do the reads of pipeline specs, history and the
+live tail (unless the service keeps reads open). Status, probes and metrics stay open.
 """
 
 
@@ -61,6 +65,7 @@ def runtime_settings(
     """The runtime's part of the service configuration."""
     return RuntimeSettings(
         bootstrap_servers=bootstrap_servers,
+        security=settings.kafka_security,
         checkpoint_interval_ms=settings.checkpoint_interval_ms,
         fetch_max_wait_ms=settings.kafka_fetch_max_wait_ms,
         session_timeout_ms=settings.session_timeout_ms(embedded_broker),
@@ -104,7 +109,9 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
     # Added last = outermost: the token is checked before the body is even counted.
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
     if settings.api_token:
-        app.add_middleware(BearerTokenMiddleware, token=settings.api_token)
+        app.add_middleware(
+            BearerTokenMiddleware, token=settings.api_token, read_open=settings.api_read_open
+        )
     app.openapi = lambda: _openapi(app, settings)  # type: ignore[method-assign]
     return app
 
@@ -131,8 +138,9 @@ async def _start(settings: Settings, runtime: Runtime | None, stack: AsyncExitSt
         if registry is not None:
             await registry.on_change(name, old, new)
 
+    cluster = KafkaCluster(bootstrap, settings.kafka_security)
     store = PipelineStore(
-        bootstrap,
+        cluster,
         settings.pipelines_topic,
         instance_id=settings.instance_id,
         on_change=on_change,
@@ -151,7 +159,7 @@ async def _start(settings: Settings, runtime: Runtime | None, stack: AsyncExitSt
         settings.pipelines_topic,
         bootstrap,
     )
-    return Services(settings, bootstrap, runtime, store, registry, history)
+    return Services(settings, cluster, runtime, store, registry, history)
 
 
 def _add_error_handlers(app: FastAPI) -> None:
@@ -214,10 +222,21 @@ def _openapi(app: FastAPI, settings: Settings) -> dict[str, Any]:
     _link_operations(doc)
     if settings.api_token:
         doc["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
-        for path in doc.get("paths", {}).values():
+        for template, path in doc.get("paths", {}).items():
             for method, operation in path.items():
-                if method.upper() in ("POST", "PUT", "PATCH", "DELETE"):
+                if method.upper() in MUTATING_METHODS or (
+                    method.upper() == "GET"
+                    and template in DATA_READS
+                    and not settings.api_read_open
+                ):
                     operation["security"] = [{"bearer": []}]
+                    operation.setdefault("responses", {}).setdefault(
+                        "401",
+                        {
+                            "description": "SERVICE_API_TOKEN is set and the bearer token "
+                            "is missing or wrong"
+                        },
+                    )
     app.openapi_schema = doc
     return doc
 

@@ -1,4 +1,5 @@
-"""Pure ASGI middlewares: the bearer token on mutating requests, and the body size limit.
+"""Pure ASGI middlewares: the bearer token on mutating requests and data reads, and the
+body size limit.
 
 Why plain ASGI rather than FastAPI dependencies: they must run before anything reads or
 parses the body, so an unauthenticated client gets 401 (not a 422 about its JSON) and an
@@ -13,12 +14,38 @@ import json
 from collections.abc import Sequence
 
 from starlette.exceptions import HTTPException
-from starlette.routing import BaseRoute, Match, Mount
+from starlette.routing import BaseRoute, Match, Mount, compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["BearerTokenMiddleware", "BodySizeLimitMiddleware", "BodyTooLarge", "methods_served"]
+__all__ = [
+    "DATA_READS",
+    "BearerTokenMiddleware",
+    "BodySizeLimitMiddleware",
+    "BodyTooLarge",
+    "is_data_read",
+    "methods_served",
+]
 
 MUTATING_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+READ_METHODS = frozenset({"GET", "HEAD"})
+
+DATA_READS = frozenset(
+    {
+        "/pipelines",
+        "/pipelines/{name}",
+        "/pipelines/{name}/history",
+        "/pipelines/{name}/tail",
+        "/history",
+    }
+)
+"""The routes whose GET shows what the pipelines are and what they produce: the specs
+(topics, functions, keys), the history and the tail (the records of the result, late
+and dead-letter topics). With a token they need it too, unless reads are kept open.
+Status, probes, ``/metrics``, the schema, the docs and the console's static files stay
+open: dashboards and probes read them, and the console must load to ask for the token.
+``tests/api/test_middleware.py`` checks that each is a GET route of the app."""
+
+_DATA_READ_PATTERNS = tuple(compile_path(template)[0] for template in sorted(DATA_READS))
 
 
 async def _send_json(
@@ -40,21 +67,32 @@ async def _send_json(
 
 
 class BearerTokenMiddleware:
-    """401 for a POST, PUT, PATCH or DELETE without ``Authorization: Bearer <token>``.
+    """401 for a POST, PUT, PATCH or DELETE without ``Authorization: Bearer <token>``,
+    and for a GET of a :data:`DATA_READS` route unless ``read_open``.
 
     The comparison is constant-time (``hmac.compare_digest`` on bytes), so response times
-    say nothing about how much of a guessed token was right. Reads stay open: status and
-    metrics are for dashboards and probes. A method no route serves at that path is left
-    to the router (404, or 405 with ``Allow``): it can change nothing, and a client learns
-    the methods of a path with or without the token, as the OpenAPI document says them.
+    say nothing about how much of a guessed token was right. Other reads stay open:
+    status and metrics are for dashboards and probes. A method no route serves at that
+    path is left to the router (404, or 405 with ``Allow``): it can change nothing, and a
+    client learns the methods of a path with or without the token, as the OpenAPI
+    document says them.
     """
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
+    def __init__(self, app: ASGIApp, token: str, read_open: bool = False) -> None:
         self.app = app
         self._expected = f"Bearer {token}".encode()
+        self._read_open = read_open
+
+    def _guarded(self, scope: Scope) -> bool:
+        method = scope["method"]
+        if method in MUTATING_METHODS:
+            return _routed(scope)
+        if method in READ_METHODS and not self._read_open:
+            return is_data_read(scope["path"])
+        return False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] in MUTATING_METHODS and _routed(scope):
+        if scope["type"] == "http" and self._guarded(scope):
             given = b""
             for name, value in scope["headers"]:
                 if name == b"authorization":
@@ -86,6 +124,11 @@ def methods_served(routes: Sequence[BaseRoute], scope: Scope, *, mounts: bool = 
             for route in routes
         )
     ]
+
+
+def is_data_read(path: str) -> bool:
+    """The path is one of :data:`DATA_READS` (matched as the router matches it)."""
+    return any(pattern.match(path) for pattern in _DATA_READ_PATTERNS)
 
 
 def _routed(scope: Scope) -> bool:

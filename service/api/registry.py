@@ -22,6 +22,7 @@ from service.pipeline_spec.models import PipelineSpec, validate_spec
 from service.runtime.consumer_group.changelog import delete_old_changelogs, delete_shuffle_topics
 from service.runtime.consumer_group.changelog import reset_state as reset_checkpointed_state
 from service.runtime.definition import PipelineDefinition, first_free_state_epoch
+from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.kafka.end_offsets import probe_end_offsets
 from service.runtime.kafka.topics import topic_names
 from service.runtime.kafka.transactions import transactions_unsupported
@@ -66,6 +67,7 @@ class PipelineRegistry:
     def __init__(self, store: PipelineStore, runtime: Runtime, settings: Settings) -> None:
         self._store = store
         self._runtime = runtime
+        self._cluster = KafkaCluster.of(runtime.settings)
         self._settings = settings
         self._timeout_s = settings.store_apply_timeout_ms / 1000
         self._running: set[str] = set()
@@ -99,7 +101,7 @@ class PipelineRegistry:
         outage)."""
         if spec.delivery != "exactly_once" or self._transactions_work:
             return
-        reason = await transactions_unsupported(self._runtime.settings.bootstrap_servers)
+        reason = await transactions_unsupported(self._cluster)
         if reason is None:
             self._transactions_work = True
             return
@@ -134,15 +136,14 @@ class PipelineRegistry:
                 self._timeout_s,
             )
         if epoch > 1:  # a re-created name: what its deleted predecessors left, as a reset
-            bootstrap = self._runtime.settings.bootstrap_servers
-            await delete_old_changelogs(bootstrap, replace(definition, state_epoch=epoch))
+            await delete_old_changelogs(self._cluster, replace(definition, state_epoch=epoch))
         return self.describe(stored)
 
     async def _first_epoch(self, name: str) -> int:
         """The state epoch a new pipeline starts in: past every epoch a deleted pipeline
         of this name left topics in (see :func:`first_free_state_epoch`)."""
         try:
-            topics = await topic_names(self._runtime.settings.bootstrap_servers)
+            topics = await topic_names(self._cluster)
         except Exception as exc:  # an answer without the topics could reuse an epoch
             raise StoreError(f"listing the broker's topics for pipeline {name!r}: {exc!r}") from exc
         return first_free_state_epoch(name, topics)
@@ -156,7 +157,7 @@ class PipelineRegistry:
             return None
         topics = spec.topics()
         try:
-            ends = await probe_end_offsets(self._runtime.settings.bootstrap_servers, topics)
+            ends = await probe_end_offsets(self._cluster, topics)
         except Exception as exc:  # the sessions read them themselves
             logger.warning("pipeline %r: end offsets not read: %r", spec.name, exc)
             return None
@@ -224,10 +225,9 @@ class PipelineRegistry:
         except SpecInvalid:
             return  # it never ran here; nothing of ours to drop
         definition = replace(definition, state_epoch=current.state_epoch)
-        bootstrap = self._runtime.settings.bootstrap_servers
-        await reset_checkpointed_state(bootstrap, definition)
+        await reset_checkpointed_state(self._cluster, definition)
         if definition.shuffle is not None:
-            await delete_shuffle_topics(bootstrap, definition)
+            await delete_shuffle_topics(self._cluster, definition)
 
     async def set_paused(self, name: str, paused: bool) -> dict[str, Any]:
         async with self._store.write_lock:

@@ -29,14 +29,22 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import KafkaError
+from aiokafka.admin import NewTopic
+from aiokafka.errors import KafkaConnectionError, KafkaError
+
+from service.runtime.kafka.access import (
+    AuthorizationError,
+    authorization_problem,
+    connection_problem,
+)
+from service.runtime.kafka.clients import KafkaCluster
 
 __all__ = ["ChangeHandler", "PipelineStore", "StoreError", "StoreTimeout", "StoredPipeline"]
 
 logger = logging.getLogger(__name__)
 
 _TOPIC_ALREADY_EXISTS = 36
+_TOPIC_AUTHORIZATION_FAILED = 29
 
 
 class StoreError(RuntimeError):
@@ -116,7 +124,7 @@ class PipelineStore:
 
     def __init__(
         self,
-        bootstrap_servers: str,
+        cluster: KafkaCluster,
         topic: str,
         *,
         instance_id: str,
@@ -125,7 +133,7 @@ class PipelineStore:
         fetch_max_wait_ms: int = 50,
         client_id: str = "clockwork-store",
     ) -> None:
-        self._bootstrap = bootstrap_servers
+        self._cluster = cluster
         self.topic = topic
         self._tp = TopicPartition(topic, 0)
         self._instance_id = instance_id
@@ -141,37 +149,76 @@ class PipelineStore:
         self._producer: AIOKafkaProducer | None = None
         self._consumer: AIOKafkaConsumer | None = None
         self._task: asyncio.Task[None] | None = None
+        self.problem: str | None = None
+        """Why the store cannot be used now (None: it can, or has not been tried)."""
         self.write_lock = asyncio.Lock()
         """Held by the registry around check-then-write, so one replica never races itself."""
 
     # -- lifecycle -------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Create the topic if missing, start the producer and the follower."""
-        await self._ensure_topic()
-        self._producer = AIOKafkaProducer(
-            bootstrap_servers=self._bootstrap,
-            client_id=f"{self._client_id}-{self._instance_id}",
-            acks="all",
-            linger_ms=0,
-        )
-        self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=self._bootstrap,
-            client_id=f"{self._client_id}-{self._instance_id}",
-            group_id=None,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            fetch_max_wait_ms=self._fetch_max_wait_ms,
-        )
+        """Create the topic if missing, start the producer and the follower.
+
+        A broker that cannot be used (unreachable, a rejected password or certificate, a
+        missing ACL) does not fail the start: :attr:`problem` says why (``/readyz``
+        shows it, one log line names it) and the store connects in the background,
+        with a backoff up to 30 s, until it can."""
+        follow = self._follow() if await self._connect() else self._connect_then_follow()
+        self._task = asyncio.create_task(follow, name=f"store-follower:{self.topic}")
+
+    async def _connect(self) -> bool:
+        """Try once; True when connected (the clients started, the follower positioned)."""
         try:
+            await self._ensure_topic()
+            self._producer = self._cluster.producer(
+                client_id=f"{self._client_id}-{self._instance_id}",
+                acks="all",
+                linger_ms=0,
+            )
+            self._consumer = self._cluster.consumer(
+                client_id=f"{self._client_id}-{self._instance_id}",
+                group_id=None,
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",
+                fetch_max_wait_ms=self._fetch_max_wait_ms,
+            )
             await self._producer.start()
             await self._consumer.start()
-        except KafkaError as exc:
-            await self.stop()
-            raise StoreError(f"cannot connect to the pipeline store: {exc}") from exc
-        self._consumer.assign([self._tp])
-        await self._consumer.seek_to_beginning(self._tp)
-        self._task = asyncio.create_task(self._follow(), name=f"store-follower:{self.topic}")
+            self._consumer.assign([self._tp])
+            await self._consumer.seek_to_beginning(self._tp)
+        except (KafkaError, StoreError, OSError) as exc:
+            await self._close_clients()
+            self._set_problem(await self._explain(exc))
+            return False
+        return True
+
+    async def _connect_then_follow(self) -> None:
+        backoff = 0.5
+        while not await self._connect():
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 30.0)
+        await self._follow()
+
+    async def _explain(self, exc: BaseException) -> str:
+        """What an operator can act on: the connection's cause (aiokafka says only
+        "Unable to bootstrap"), or the ACL the broker wants."""
+        if isinstance(exc, StoreError) and exc.__cause__ is not None:
+            exc = exc.__cause__
+        if isinstance(exc, KafkaConnectionError):
+            return await connection_problem(self._cluster) or str(exc)
+        found = authorization_problem(
+            exc, principal=self._cluster.security.principal, sources=(self.topic,)
+        )
+        return found or str(exc) or type(exc).__name__
+
+    def _set_problem(self, problem: str | None) -> None:
+        """Log a new problem, and its end, once (not at every retry)."""
+        if problem != self.problem:
+            if problem is not None:
+                logger.error("pipeline store %r not usable: %s", self.topic, problem)
+            else:
+                logger.info("pipeline store %r usable again", self.topic)
+        self.problem = problem
 
     async def stop(self) -> None:
         """Stop following and close the clients; the local pipelines are not touched."""
@@ -180,6 +227,9 @@ class PipelineStore:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        await self._close_clients()
+
+    async def _close_clients(self) -> None:
         consumer, self._consumer = self._consumer, None
         producer, self._producer = self._producer, None
         if consumer is not None:
@@ -188,9 +238,7 @@ class PipelineStore:
             await producer.stop()
 
     async def _ensure_topic(self) -> None:
-        admin = AIOKafkaAdminClient(
-            bootstrap_servers=self._bootstrap, client_id=f"{self._client_id}-admin"
-        )
+        admin = self._cluster.admin(client_id=f"{self._client_id}-admin")
         try:
             await admin.start()
             response = await admin.create_topics(
@@ -205,10 +253,14 @@ class PipelineStore:
             )
             for topic_error in getattr(response, "topic_errors", ()):
                 code = topic_error[1]
+                if code == _TOPIC_AUTHORIZATION_FAILED:
+                    raise AuthorizationError([self.topic], create=True)
                 if code not in (0, _TOPIC_ALREADY_EXISTS):
                     raise StoreError(
                         f"creating the pipeline store topic {self.topic!r}: {topic_error}"
                     )
+        except AuthorizationError:
+            raise
         except KafkaError as exc:
             if "TopicAlreadyExists" not in type(exc).__name__:
                 raise StoreError(
@@ -268,9 +320,11 @@ class PipelineStore:
             try:
                 batches = await consumer.getmany(self._tp, timeout_ms=500)
                 self._last_fetch_ok = time.monotonic()
+                self._set_problem(None)
                 backoff = 0.1
             except KafkaError as exc:
-                logger.warning("pipeline store follower: %s; retrying in %.1fs", exc, backoff)
+                self._set_problem(f"the follower cannot read: {await self._explain(exc)}")
+                logger.debug("pipeline store follower: %r; retrying in %.1fs", exc, backoff)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
                 continue
@@ -356,5 +410,5 @@ class PipelineStore:
     @staticmethod
     def _require(client: Any) -> Any:
         if client is None:
-            raise StoreError("the pipeline store is not started")
+            raise StoreError("the pipeline store is not connected")
         return client

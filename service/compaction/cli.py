@@ -22,6 +22,7 @@ from pyspark.sql import SparkSession
 from service.compaction.compactor import CompactionConfig, Compactor
 from service.compaction.errors import CompactionError
 from service.compaction.schemas import parse_result_schemas
+from service.compaction.security import REDACTED_OPTIONS, ClientSecurity, SecurityConfigError
 
 logger = logging.getLogger("service.compaction")
 
@@ -102,6 +103,10 @@ def build_session(master: str | None, conf: dict[str, str]) -> SparkSession:
     if master is not None:
         builder = builder.master(master)
     settings = {
+        # The Kafka secrets are options of the read (the executors need them): redact
+        # them where Spark shows options (plans, the UI), beside its default patterns.
+        "spark.redaction.regex": rf"(?i)secret|password|token|access[.]key|{REDACTED_OPTIONS}",
+        "spark.sql.redaction.options.regex": rf"(?i)url|{REDACTED_OPTIONS}",
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.sources.partitionOverwriteMode": "dynamic",
         **(
@@ -123,6 +128,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if not args.bootstrap_servers:
         raise SystemExit("--bootstrap-servers (or KAFKA_BOOTSTRAP_SERVERS) is required")
+    try:
+        security = ClientSecurity.from_env(os.environ)
+    except SecurityConfigError as exc:
+        raise SystemExit(str(exc)) from None
     topics = tuple(t.strip() for t in args.topics.split(",") if t.strip())
     if not topics:
         raise SystemExit("--topics: at least one topic")
@@ -138,6 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             max_records_per_file=args.max_records_per_file,
             client_options=_key_values(args.kafka_option, "--kafka-option"),
             fail_on_data_loss=not args.allow_data_loss,
+            security=security,
         )
     except CompactionError as exc:
         raise SystemExit(str(exc)) from exc

@@ -30,6 +30,7 @@ from service.compaction.kafka_source import read_kafka
 from service.compaction.offsets import OffsetStore, StoredOffsets
 from service.compaction.ranges import OffsetRange, end_offsets, plan_ranges
 from service.compaction.schemas import parse_result_schema
+from service.compaction.security import ClientSecurity
 from service.compaction.storage import Storage
 
 logger = logging.getLogger(__name__)
@@ -51,7 +52,11 @@ class CompactionConfig:
     max_records_per_split: int = 1_000_000
     max_records_per_file: int = 0
     client_options: Mapping[str, str] = field(default_factory=dict)
+    """librdkafka properties (also passed as ``kafka.<name>`` to Spark's source); they
+    win over :attr:`security`'s."""
     fail_on_data_loss: bool = True
+    security: ClientSecurity = field(default_factory=ClientSecurity)
+    """TLS and SASL for every client of the run (driver and executors, both sources)."""
 
 
 @dataclass(slots=True)
@@ -108,7 +113,9 @@ class Compactor:
         current high watermark."""
         stored = self.offsets.offsets(list(self.config.topics))
         marks = watermarks(
-            self.config.bootstrap_servers, self.config.topics, extra=self.config.client_options
+            self.config.bootstrap_servers,
+            self.config.topics,
+            extra={**self.config.security.librdkafka(), **self.config.client_options},
         )
         ranges = plan_ranges(stored, marks, fail_on_data_loss=self.config.fail_on_data_loss)
         total = sum(r.size for r in ranges)
@@ -127,6 +134,7 @@ class Compactor:
             source=self.config.source,
             max_records_per_split=self.config.max_records_per_split,
             client_options=self.config.client_options,
+            security=self.config.security,
         )
         parsed = job.parse_records(raw).persist(StorageLevel.MEMORY_AND_DISK)
         winners: DataFrame | None = None

@@ -21,6 +21,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from service.compaction.ranges import OffsetRange
+from service.compaction.security import ClientSecurity
 
 KAFKA_COLUMNS = (
     "topic string, partition int, offset long, key binary, value binary, timestamp timestamp"
@@ -119,18 +120,24 @@ def read_kafka(
     source: str = "python",
     max_records_per_split: int = 1_000_000,
     client_options: Mapping[str, str] | None = None,
+    security: ClientSecurity | None = None,
 ) -> DataFrame:
     """The records of ``ranges`` with :data:`KAFKA_COLUMNS`.
 
     ``source="python"`` uses :class:`KafkaRangeDataSource`; ``source="kafka"`` uses Spark's
     built-in source (needs ``spark-sql-kafka-0-10`` on the classpath, e.g. by
     ``--packages``), given the same ranges as ``startingOffsets`` / ``endingOffsets``.
-    ``client_options`` are client properties without the ``kafka.`` prefix.
+    ``client_options`` are client properties without the ``kafka.`` prefix; ``security``
+    adds TLS and SASL in each client's own property names (librdkafka for the Python
+    source, Java for Spark's).
     """
     ranges = [r for r in ranges if r.size > 0]
     if not ranges:
         return spark.createDataFrame([], KAFKA_COLUMNS)
-    options = {f"{KAFKA_OPTION_PREFIX}{k}": v for k, v in (client_options or {}).items()}
+    security = security or ClientSecurity()
+    secured = security.librdkafka() if source == "python" else security.java()
+    merged = {**secured, **(client_options or {})}
+    options = {f"{KAFKA_OPTION_PREFIX}{k}": v for k, v in merged.items()}
     options["kafka.bootstrap.servers"] = bootstrap_servers
     if source == "python":
         spark.dataSource.register(KafkaRangeDataSource)

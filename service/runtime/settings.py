@@ -8,10 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from service.runtime.security import PLAINTEXT, KafkaSecurity
+
 
 @dataclass(frozen=True, slots=True)
 class RuntimeSettings:
     bootstrap_servers: str
+    security: KafkaSecurity = PLAINTEXT
+    """TLS and SASL for every client (``KafkaCluster.of(settings)`` makes them)."""
     checkpoint_interval_ms: int = 5000
     """A partition's state and offset are made durable at least this often."""
     fetch_max_wait_ms: int = 20

@@ -9,7 +9,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from service.api.middleware import BearerTokenMiddleware, BodySizeLimitMiddleware
+from service.api.app import create_app
+from service.api.middleware import (
+    DATA_READS,
+    BearerTokenMiddleware,
+    BodySizeLimitMiddleware,
+    is_data_read,
+    methods_served,
+)
+from service.settings import Settings
 
 
 async def echo(request: Request) -> JSONResponse:
@@ -56,3 +64,21 @@ async def test_streamed_body_is_counted() -> None:
     async with client(app(limit=10)) as c:
         response = await c.post("/", content=chunks())
         assert response.status_code == 413
+
+
+def test_every_data_read_is_a_get_route_of_the_app() -> None:
+    """A renamed route must not fall out of the token's cover unnoticed, and every GET
+    under /pipelines but the status (progress, no records) is covered."""
+    app = create_app(Settings(kafka_bootstrap_servers="k:9092", api_token="t"))
+
+    def served(path: str) -> list[str]:
+        scope = {"type": "http", "method": "GET", "path": path, "root_path": "", "headers": []}
+        return methods_served(app.routes, scope, mounts=False)
+
+    for template in DATA_READS:
+        path = template.replace("{name}", "p-1")
+        assert "GET" in served(path), template
+        assert is_data_read(path)
+    for path in ("/pipelines/p-1/status", "/pipelines/p-1/x", "/metrics", "/readyz", "/ui/"):
+        assert not is_data_read(path), path
+    assert "GET" in served("/pipelines/p-1/status")

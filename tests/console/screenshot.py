@@ -18,6 +18,7 @@ from pathlib import Path
 import httpx
 
 from service.demo import ORDERS_TOPIC, demo_pipelines, produce_orders
+from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.kafka.embedded_broker import EmbeddedBroker
 from tests.api.server import app_settings, create_topic, running_app, wait_ready
 from tests.console.browser import chromium
@@ -38,7 +39,7 @@ async def take(target: Path, points: int) -> None:
                 response = await client.post("/pipelines", json=spec)
                 response.raise_for_status()
             stop = asyncio.Event()
-            orders = asyncio.create_task(produce_orders(bootstrap, 150.0, stop))
+            orders = asyncio.create_task(produce_orders(KafkaCluster(bootstrap), 150.0, stop))
             try:
                 async with chromium(width=1360, height=1150) as browser:
                     page = await browser.new_page()

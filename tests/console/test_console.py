@@ -203,13 +203,49 @@ async def test_create_watch_pause_resume_refuse_and_delete(
     assert (await service.client.get(f"/pipelines/{name}")).status_code == 404
 
 
-async def test_with_a_token_the_console_asks_once_and_reads_without(
+async def test_with_a_token_the_console_asks_for_it_before_it_shows_data(
+    bootstrap_servers: str, browser: Browser
+) -> None:
+    suffix = uuid.uuid4().hex[:8]
+    source, name = f"orders-{suffix}", f"secret-{suffix}"
+    await create_topic(bootstrap_servers, source, partitions=1)
+    settings = app_settings(bootstrap_servers, api_token="console-token")
+    auth = {"Authorization": "Bearer console-token"}
+    async with running_app(settings) as url:
+        async with httpx.AsyncClient(base_url=url, timeout=30, headers=auth) as client:
+            await wait_ready(client)
+            created = await client.post("/pipelines", json=window_spec(name, source))
+            assert created.status_code == 201, created.text
+        page = await browser.new_page()
+        # The list asks before it shows anything; a wrong token is asked again.
+        await page.goto(f"{url}/ui/")
+        await expect(page.locator("#token-dialog")).to_be_visible()
+        await expect(page.locator("#token-reason")).to_contain_text("to show its data")
+        await expect(page.locator(f'tr[data-pipeline="{name}"]')).to_have_count(0)
+        await page.locator("#token-input").fill("wrong")
+        await page.locator("#token-ok").click()
+        await expect(page.locator("#token-reason")).to_contain_text("refused")
+        await expect(page.locator(f'tr[data-pipeline="{name}"]')).to_have_count(0)
+        await page.locator("#token-input").fill("console-token")
+        await page.locator("#token-ok").click()
+        await expect(page.locator(f'tr[data-pipeline="{name}"]')).to_have_count(1)
+        await expect(page.locator("#token-dialog")).not_to_be_visible()
+
+        # The pipeline's page and its live tail (no EventSource: it cannot send the
+        # token) use it without asking again.
+        await page.goto(f"{url}/ui/#/pipelines/{name}")
+        await expect(page.locator("#tail-info")).to_contain_text("live:")
+        await expect(page.locator("#token-dialog")).not_to_be_visible()
+        await page.close()  # its live tail too, before the server stops
+
+
+async def test_with_a_token_and_open_reads_the_console_asks_once_for_changes(
     bootstrap_servers: str, browser: Browser
 ) -> None:
     suffix = uuid.uuid4().hex[:8]
     source, name = f"orders-{suffix}", f"guarded-{suffix}"
     await create_topic(bootstrap_servers, source, partitions=1)
-    settings = app_settings(bootstrap_servers, api_token="console-token")
+    settings = app_settings(bootstrap_servers, api_token="console-token", api_read_open=True)
     async with running_app(settings) as url:
         async with httpx.AsyncClient(base_url=url, timeout=30) as client:
             await wait_ready(client)

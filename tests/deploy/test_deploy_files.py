@@ -28,7 +28,7 @@ K8S = ROOT / "deploy" / "k8s"
 
 def _service_env_vars() -> set[str]:
     source = (ROOT / "service" / "settings.py").read_text()
-    return set(re.findall(r'read\(\s*"([A-Z0-9_]+)"', source))
+    return set(re.findall(r'read(?:_secret)?\(\s*"([A-Z0-9_]+)"', source))
 
 
 def _compose() -> dict[str, Any]:

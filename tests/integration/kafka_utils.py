@@ -10,8 +10,8 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import orjson
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.admin import NewTopic
 
 from service.runtime.definition import (
     PipelineDefinition,
@@ -21,10 +21,20 @@ from service.runtime.definition import (
     WatermarkSettings,
 )
 from service.runtime.factories import window_operator_factory
+from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.settings import RuntimeSettings
 
 Record = tuple[int, bytes | None, bytes | None, int | None]
 """``(partition, key, value, kafka timestamp)``."""
+
+
+Brokers = str | KafkaCluster
+"""Where the helpers connect: bootstrap servers (PLAINTEXT), or a cluster with its
+security (the secure-broker tests)."""
+
+
+def cluster_of(bootstrap: Brokers) -> KafkaCluster:
+    return bootstrap if isinstance(bootstrap, KafkaCluster) else KafkaCluster(bootstrap)
 
 
 def unique(prefix: str) -> str:
@@ -43,8 +53,8 @@ def runtime_settings(bootstrap: str, **overrides: Any) -> RuntimeSettings:
     return RuntimeSettings(**values)
 
 
-async def create_topic(bootstrap: str, name: str, partitions: int) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+async def create_topic(bootstrap: Brokers, name: str, partitions: int) -> None:
+    admin = cluster_of(bootstrap).admin()
     await admin.start()
     try:
         await admin.create_topics([NewTopic(name, partitions, 1)])
@@ -52,8 +62,8 @@ async def create_topic(bootstrap: str, name: str, partitions: int) -> None:
         await admin.close()
 
 
-async def partition_ids(bootstrap: str, topic: str) -> list[int]:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+async def partition_ids(bootstrap: Brokers, topic: str) -> list[int]:
+    admin = cluster_of(bootstrap).admin()
     await admin.start()
     try:
         (described,) = await admin.describe_topics([topic])
@@ -63,16 +73,14 @@ async def partition_ids(bootstrap: str, topic: str) -> list[int]:
 
 
 async def produce(
-    bootstrap: str, topic: str, records: Iterable[Record], max_batch_size: int = 16384
+    bootstrap: Brokers, topic: str, records: Iterable[Record], max_batch_size: int = 16384
 ) -> int:
     """Produce with the batch API, in order per partition; returns how many.
 
     ``max_batch_size`` bounds the record batches, and so the smallest unit a consumer
     fetches (a broker returns whole batches).
     """
-    producer = AIOKafkaProducer(
-        bootstrap_servers=bootstrap, linger_ms=0, max_batch_size=max_batch_size
-    )
+    producer = cluster_of(bootstrap).producer(linger_ms=0, max_batch_size=max_batch_size)
     await producer.start()
     count = 0
     try:
@@ -103,7 +111,7 @@ def json_record(
 
 
 async def read_topic(
-    bootstrap: str,
+    bootstrap: Brokers,
     topic: str,
     timeout_s: float = 10.0,
     isolation_level: str = "read_uncommitted",
@@ -111,8 +119,7 @@ async def read_topic(
     """Every record of ``topic`` up to the fetch high watermark, by partition and offset
     (none if the topic does not exist yet). ``read_committed`` reads to the high
     watermark too: it waits for the transactions open there to end."""
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
+    consumer = cluster_of(bootstrap).consumer(
         enable_auto_commit=False,
         fetch_max_wait_ms=20,
         isolation_level=isolation_level,
@@ -145,7 +152,7 @@ async def read_topic(
 
 
 async def read_json(
-    bootstrap: str, topic: str, isolation_level: str = "read_uncommitted"
+    bootstrap: Brokers, topic: str, isolation_level: str = "read_uncommitted"
 ) -> list[dict[str, Any]]:
     records = await read_topic(bootstrap, topic, isolation_level=isolation_level)
     return [orjson.loads(r.value) for r in records]

@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
+from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.kafka.topics import partition_counts, topic_names
 from tests.api.server import (
     TopicReader,
@@ -102,11 +103,13 @@ async def test_a_deleted_shuffled_pipeline_leaves_nothing_to_a_new_one_of_its_na
         await wait_until_ready(client)
 
         await run_to_its_end(client, bounded_spec(name, old_source))
-        assert f"clockwork.{name}.shuffle" in await topic_names(bootstrap_servers)
+        assert f"clockwork.{name}.shuffle" in await topic_names(KafkaCluster(bootstrap_servers))
         assert (await client.delete(f"/pipelines/{name}")).status_code == 204
 
         async def shuffle_topic_gone() -> bool:
-            return f"clockwork.{name}.shuffle" not in await topic_names(bootstrap_servers)
+            return f"clockwork.{name}.shuffle" not in await topic_names(
+                KafkaCluster(bootstrap_servers)
+            )
 
         await eventually(shuffle_topic_gone)
 
@@ -174,6 +177,7 @@ async def test_a_pipeline_re_created_wider_than_the_deleted_one_gets_a_state_epo
         (f"u{u}", 10) for u in range(5)
     ]
     widths = await partition_counts(
-        bootstrap_servers, [f"clockwork.{name}.changelog", f"clockwork.{name}.E1.changelog"]
+        KafkaCluster(bootstrap_servers),
+        [f"clockwork.{name}.changelog", f"clockwork.{name}.E1.changelog"],
     )
     assert widths == {f"clockwork.{name}.changelog": 2, f"clockwork.{name}.E1.changelog": 8}

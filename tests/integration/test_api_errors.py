@@ -64,7 +64,7 @@ async def test_422_lists_every_problem_with_its_path(bootstrap_servers: str) -> 
         assert (await client.post("/pipelines", json=[1, 2])).status_code == 422
 
 
-async def test_token_guards_mutations_only(bootstrap_servers: str) -> None:
+async def test_token_guards_mutations_and_data_reads(bootstrap_servers: str) -> None:
     source = f"in-{uuid.uuid4().hex[:8]}"
     await create_topic(bootstrap_servers, source, partitions=1)
     settings = app_settings(bootstrap_servers, api_token="s3cret-token")
@@ -84,14 +84,58 @@ async def test_token_guards_mutations_only(bootstrap_servers: str) -> None:
         auth = {"Authorization": "Bearer s3cret-token"}
         created = await client.post("/pipelines", json=spec(name, source), headers=auth)
         assert created.status_code == 201, created.text
-        assert (await client.get("/pipelines")).status_code == 200
-        assert (await client.get(f"/pipelines/{name}")).status_code == 200
+        # Every data read needs the token: specs, history, the tail (record contents).
+        reads = ["/pipelines", f"/pipelines/{name}", f"/pipelines/{name}/history", "/history"]
+        for path in [*reads, f"/pipelines/{name}/tail"]:
+            for headers in ({}, wrong):
+                refused = await client.get(path, headers=headers)
+                assert refused.status_code == 401, path
+                assert refused.headers["www-authenticate"].startswith("Bearer")
+            assert (await client.head(path)).status_code == 401, path
+        for path in reads:
+            assert (await client.get(path, headers=auth)).status_code == 200, path
+        async with client.stream("GET", f"/pipelines/{name}/tail", headers=auth) as tail:
+            assert tail.status_code == 200
+        # Probes, status, metrics and the schema stay open (dashboards, orchestrators).
+        for path in ("/healthz", "/readyz", "/metrics", f"/pipelines/{name}/status"):
+            assert (await client.get(path)).status_code == 200, path
+        assert (await client.get("/schema/pipeline")).status_code == 200
+        assert (await client.get("/ui/")).status_code == 200  # the console asks itself
         assert (await client.post(f"/pipelines/{name}/pause")).status_code == 401
         assert (await client.post(f"/pipelines/{name}/pause", headers=auth)).status_code == 200
         assert (await client.delete(f"/pipelines/{name}")).status_code == 401
         assert (await client.delete(f"/pipelines/{name}", headers=auth)).status_code == 204
         doc = (await client.get("/openapi.json")).json()
         assert doc["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
+        assert doc["paths"]["/pipelines"]["get"]["security"] == [{"bearer": []}]
+        for path in ("/pipelines", "/history", "/pipelines/{name}/history"):
+            assert "401" in doc["paths"][path]["get"]["responses"], path
+        assert "security" not in doc["paths"]["/pipelines/{name}/status"]["get"]
+
+
+async def test_reads_stay_open_with_read_open(bootstrap_servers: str) -> None:
+    """``SERVICE_API_READ_OPEN=true``: the token guards changes only, as before."""
+    source = f"in-{uuid.uuid4().hex[:8]}"
+    await create_topic(bootstrap_servers, source, partitions=1)
+    settings = app_settings(bootstrap_servers, api_token="s3cret-token", api_read_open=True)
+    async with (
+        running_app(settings) as url,
+        httpx.AsyncClient(base_url=url, timeout=30) as client,
+    ):
+        await wait_ready(client)
+        name = f"open-{uuid.uuid4().hex[:8]}"
+        assert (await client.post("/pipelines", json=spec(name, source))).status_code == 401
+        auth = {"Authorization": "Bearer s3cret-token"}
+        created = await client.post("/pipelines", json=spec(name, source), headers=auth)
+        assert created.status_code == 201, created.text
+        for path in ("/pipelines", f"/pipelines/{name}", f"/pipelines/{name}/history", "/history"):
+            assert (await client.get(path)).status_code == 200, path
+        async with client.stream("GET", f"/pipelines/{name}/tail") as tail:
+            assert tail.status_code == 200
+        assert (await client.delete(f"/pipelines/{name}")).status_code == 401
+        assert (await client.delete(f"/pipelines/{name}", headers=auth)).status_code == 204
+        doc = (await client.get("/openapi.json")).json()
+        assert "security" not in doc["paths"]["/pipelines"]["get"]
 
 
 async def test_413_over_the_body_limit(bootstrap_servers: str) -> None:

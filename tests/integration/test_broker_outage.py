@@ -9,6 +9,7 @@ import pytest
 from aiokafka import TopicPartition
 
 from service.runtime.consumer_group.changelog import read_changelog
+from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.kafka.embedded_broker import EmbeddedBroker
 from service.runtime.kafka.kafka_broker import KafkaBroker
 from service.runtime.lifecycle.manager import Runtime
@@ -144,7 +145,9 @@ async def test_a_kafka_restart_resumes_every_partition_from_its_checkpoint() -> 
             if len(windows(await read_json(bootstrap, f"{name}.out"))) < 8:
                 return False
             sources = [TopicPartition(topic, p) for p in range(2)]
-            state = await read_changelog(bootstrap, f"clockwork.{name}.changelog", sources)
+            state = await read_changelog(
+                KafkaCluster(bootstrap), f"clockwork.{name}.changelog", sources
+            )
             # every record is in a checkpoint: the open 20-29 s windows are in the state
             return all(s.meta is not None and s.meta["offset"] == 50 for s in state.values())
 

@@ -21,6 +21,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from service.runtime.consumer_group.changelog import RestoredPartition, read_changelog
+from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.kafka.topics import CHANGELOG_CONFIGS
 from service.runtime.lifecycle.manager import Runtime
 from tests.integration.kafka_utils import (
@@ -127,7 +128,7 @@ async def test_a_restore_after_compaction_reads_the_same_state(bootstrap_servers
                 produced[partition] += 1
 
             async def checkpointed() -> bool:
-                state = await read_changelog(bootstrap_servers, changelog, sources)
+                state = await read_changelog(KafkaCluster(bootstrap_servers), changelog, sources)
                 return all(
                     state[tp].meta is not None
                     and state[tp].meta["offset"] == produced[tp.partition]
@@ -142,7 +143,7 @@ async def test_a_restore_after_compaction_reads_the_same_state(bootstrap_servers
     offsets = sum(1 + max(r.offset for r in written if r.partition == p) for p in range(PARTITIONS))
     assert len(written) == offsets  # nothing compacted while the lag holds
     assert len(written) > 2 * ROUNDS * KEYS // PARTITIONS  # many superseded versions
-    before = await read_changelog(bootstrap_servers, changelog, sources)
+    before = await read_changelog(KafkaCluster(bootstrap_servers), changelog, sources)
     assert all(len(before[tp].entries) >= KEYS // PARTITIONS for tp in sources)
 
     await set_topic_configs(bootstrap_servers, changelog, {**quick, "min.compaction.lag.ms": "0"})
@@ -151,7 +152,7 @@ async def test_a_restore_after_compaction_reads_the_same_state(bootstrap_servers
         return len(await read_topic(bootstrap_servers, changelog)) <= offsets // 2
 
     await wait_until(compacted, timeout_s=60)
-    after = await read_changelog(bootstrap_servers, changelog, sources)
+    after = await read_changelog(KafkaCluster(bootstrap_servers), changelog, sources)
     assert after == before
     assert all(isinstance(after[tp], RestoredPartition) and not after[tp].repair for tp in sources)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewPartitions
 
+from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.kafka.topics import ensure_topics, partition_counts
 from tests.integration.kafka_utils import create_topic, unique, wait_until, window_definition
 
@@ -29,7 +30,9 @@ async def test_a_changelog_narrower_than_its_grown_source_is_grown(
     topic = f"{name}.in"
     await create_topic(bootstrap_servers, topic, 2)
     definition = window_definition(name, [topic], TUMBLING)
-    assert (await ensure_topics(bootstrap_servers, definition))[definition.changelog_topic] == 2
+    assert (await ensure_topics(KafkaCluster(bootstrap_servers), definition))[
+        definition.changelog_topic
+    ] == 2
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers)
     await admin.start()
     try:
@@ -38,10 +41,12 @@ async def test_a_changelog_narrower_than_its_grown_source_is_grown(
         await admin.close()
 
     async def source_grown() -> bool:  # the broker's metadata follows a moment later
-        return (await partition_counts(bootstrap_servers, [topic])) == {topic: 4}
+        return (await partition_counts(KafkaCluster(bootstrap_servers), [topic])) == {topic: 4}
 
     await wait_until(source_grown, timeout_s=30)
-    counts = await ensure_topics(bootstrap_servers, definition)
+    counts = await ensure_topics(KafkaCluster(bootstrap_servers), definition)
     assert counts[definition.changelog_topic] == 4
-    described = await partition_counts(bootstrap_servers, [definition.changelog_topic])
+    described = await partition_counts(
+        KafkaCluster(bootstrap_servers), [definition.changelog_topic]
+    )
     assert described == {definition.changelog_topic: 4}

@@ -106,7 +106,7 @@ async def pipeline_tail(name: Name, request: Request) -> StreamingResponse:
         raise HTTPException(429, f"{MAX_TAILS} live tails are open here already")
 
     async def events() -> AsyncIterator[str]:
-        async with TopicTail(found.bootstrap_servers, topics) as tail:
+        async with TopicTail(found.cluster, topics) as tail:
             yield _event("topics", topics)
             quiet_since = time.monotonic()
             async for batch in tail.batches():

@@ -12,6 +12,7 @@ from fastapi import HTTPException, Request
 
 from service.api.registry import PipelineRegistry
 from service.api.store import PipelineStore
+from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.lifecycle.manager import Runtime
 from service.runtime.observability.history import History
 from service.settings import Settings
@@ -22,7 +23,8 @@ class Services:
     """The running parts of one app instance."""
 
     settings: Settings
-    bootstrap_servers: str
+    cluster: KafkaCluster
+    """The broker and the security every client of a request (a tail) uses."""
     runtime: Runtime
     store: PipelineStore
     registry: PipelineRegistry

@@ -2,7 +2,8 @@
 
 ``/healthz`` only says the event loop answers (a restart would not fix anything else);
 ``/readyz`` says whether this replica should get traffic: the broker answers and every
-stored pipeline has been loaded.
+stored pipeline has been loaded; when not, ``reason`` says why (e.g. the TLS or SASL
+failure, or the missing ACL).
 """
 
 from __future__ import annotations
@@ -28,16 +29,25 @@ async def healthz() -> dict[str, str]:
 async def readyz(request: Request) -> JSONResponse:
     found = getattr(request.app.state, "services", None)
     checks: dict[str, Any]
+    reason: str | None = None
     if found is None:
         checks = {"started": False, "broker": False, "pipelines_loaded": False}
+        reason = "the service is starting or stopping"
     else:
         checks = {
             "started": True,
             "broker": found.store.reachable() and found.runtime.ready,
             "pipelines_loaded": found.store.loaded,
         }
+        # The cause an operator can act on (a rejected password, an untrusted
+        # certificate, a missing ACL); never a secret.
+        reason = found.runtime.broker_problem or found.store.problem
     ready = all(checks.values())
-    return JSONResponse(
-        {"status": "ready" if ready else "not ready", "checks": checks},
-        status_code=200 if ready else 503,
-    )
+    body: dict[str, Any] = {"status": "ready" if ready else "not ready", "checks": checks}
+    if not ready:
+        body["reason"] = reason or (
+            "the pipeline store is not read yet"
+            if checks["broker"]
+            else "the broker is not reachable"
+        )
+    return JSONResponse(body, status_code=200 if ready else 503)

@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka import TopicPartition
 
 from service.runtime.definition import PipelineDefinition, changelog_topic, shuffle_topic
 from service.runtime.kafka.batch_producer import BatchProducer
+from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.kafka.topics import partition_counts
 from service.runtime.partition.sinks import dumps
 
@@ -142,7 +142,7 @@ class _Reader:
 
 
 async def read_changelog(
-    bootstrap_servers: str,
+    cluster: KafkaCluster,
     changelog_topic: str,
     partitions: list[TopicPartition],
     isolation_level: str = "read_uncommitted",
@@ -161,8 +161,7 @@ async def read_changelog(
         return {}
     wanted = {entry_prefix(tp) for tp in partitions}
     log_parts = sorted({TopicPartition(changelog_topic, tp.partition) for tp in partitions})
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap_servers,
+    consumer = cluster.consumer(
         group_id=None,
         enable_auto_commit=False,
         auto_offset_reset="earliest",
@@ -200,7 +199,7 @@ async def read_changelog(
     return {tp: reader.result(entry_prefix(tp)) for tp in partitions}
 
 
-async def delete_old_changelogs(bootstrap_servers: str, definition: PipelineDefinition) -> None:
+async def delete_old_changelogs(cluster: KafkaCluster, definition: PipelineDefinition) -> None:
     """Delete the changelog and shuffle topics of the pipeline's state epochs before the
     previous one, best effort.
 
@@ -213,14 +212,14 @@ async def delete_old_changelogs(bootstrap_servers: str, definition: PipelineDefi
     """
     old = range(definition.state_epoch - 1)
     await _delete_topics(
-        bootstrap_servers,
+        cluster,
         definition.name,
         {changelog_topic(definition.name, e) for e in old}
         | {shuffle_topic(definition.name, e) for e in old},
     )
 
 
-async def delete_shuffle_topics(bootstrap_servers: str, definition: PipelineDefinition) -> None:
+async def delete_shuffle_topics(cluster: KafkaCluster, definition: PipelineDefinition) -> None:
     """Delete every shuffle topic of a deleted pipeline, best effort.
 
     What a deleted pipeline routed must not reach a new pipeline of the same name: its
@@ -228,14 +227,14 @@ async def delete_shuffle_topics(bootstrap_servers: str, definition: PipelineDefi
     with every position nulled by :func:`reset_state`: see there.)
     """
     await _delete_topics(
-        bootstrap_servers,
+        cluster,
         definition.name,
         {shuffle_topic(definition.name, e) for e in range(definition.state_epoch + 1)},
     )
 
 
-async def _delete_topics(bootstrap_servers: str, pipeline: str, topics: set[str]) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers, request_timeout_ms=15_000)
+async def _delete_topics(cluster: KafkaCluster, pipeline: str, topics: set[str]) -> None:
+    admin = cluster.admin(request_timeout_ms=15_000)
     try:
         await admin.start()
         doomed = sorted(topics & set(await admin.list_topics()))
@@ -248,7 +247,7 @@ async def _delete_topics(bootstrap_servers: str, pipeline: str, topics: set[str]
         await admin.close()
 
 
-async def reset_state(bootstrap_servers: str, definition: PipelineDefinition) -> None:
+async def reset_state(cluster: KafkaCluster, definition: PipelineDefinition) -> None:
     """Discard a pipeline's checkpointed state and positions (a replace that resets).
 
     Writes a null metadata record for every partition of each stage (the source's, and
@@ -259,16 +258,16 @@ async def reset_state(bootstrap_servers: str, definition: PipelineDefinition) ->
     effort.
     """
     if definition.state_epoch > 0:
-        await delete_old_changelogs(bootstrap_servers, definition)
+        await delete_old_changelogs(cluster, definition)
     # Both stages' positions: a shuffled pipeline's keyed stage checkpoints the shuffle
     # partitions under the same changelog. Topics that do not exist hold no position.
     stage_topics = list(definition.topics)
     if definition.shuffle is not None:
         stage_topics.append(definition.shuffle_topic)
-    counts = await partition_counts(bootstrap_servers, [definition.changelog_topic, *stage_topics])
+    counts = await partition_counts(cluster, [definition.changelog_topic, *stage_topics])
     if definition.changelog_topic not in counts:
         return  # nothing was ever checkpointed in this epoch
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap_servers, acks="all")
+    producer = cluster.producer(acks="all")
     try:
         await producer.start()  # inside: a failed start still needs its stop()
         batches = BatchProducer(producer)

@@ -65,6 +65,7 @@ from service.runtime.consumer_group.reporting import SessionReporter
 from service.runtime.consumer_group.stages import Stage, StageSession
 from service.runtime.definition import PipelineDefinition
 from service.runtime.kafka.batch_producer import BatchProducer
+from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.kafka.transactions import PartitionTransactions
 from service.runtime.partition.sinks import OutputSink
 from service.runtime.partition.task import PartitionTask
@@ -359,10 +360,12 @@ class Checkpointer:
         kept = await self._take_parked(new)
         kept_tps = {part.tp for part in kept}
         new = [tp for tp in new if tp not in kept_tps]
-        bootstrap = session.settings.bootstrap_servers
         restored = (
             await read_changelog(
-                bootstrap, definition.changelog_topic, new, definition.isolation_level
+                KafkaCluster.of(session.settings),
+                definition.changelog_topic,
+                new,
+                definition.isolation_level,
             )
             if new
             else {}

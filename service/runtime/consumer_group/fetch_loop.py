@@ -49,6 +49,7 @@ from service.runtime.consumer_group.watermark_emitter import WatermarkEmitter
 from service.runtime.definition import PipelineDefinition
 from service.runtime.kafka.batch_producer import BatchProducer
 from service.runtime.kafka.batch_reader import BatchReader
+from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.kafka.end_offsets import probe_end_offsets
 from service.runtime.kafka.interrupts import Interrupted
 from service.runtime.kafka.transactions import PartitionTransactions
@@ -478,7 +479,7 @@ class FetchLoop:
         consumer = session.consumer
         if not session.stage.reads_source:
             session.end_offsets = await probe_end_offsets(
-                session.settings.bootstrap_servers, session.stage.topics
+                KafkaCluster.of(session.settings), session.stage.topics
             )
         done = 0
         total = 0

@@ -29,11 +29,12 @@ import logging
 from collections import deque
 from dataclasses import dataclass, field
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import TopicPartition
 
 from service.operators.base import InputRecord
 from service.runtime.definition import PipelineDefinition
 from service.runtime.kafka.batch_reader import BatchReader
+from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.kafka.end_offsets import topic_partitions
 from service.runtime.partition.decoding import DeadLetter, RecordDecoder
 from service.runtime.settings import RuntimeSettings
@@ -119,8 +120,7 @@ class Prefetcher:
     async def _run(self) -> None:
         settings = self._settings
         definition = self.definition
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=settings.bootstrap_servers,
+        consumer = KafkaCluster.of(settings).consumer(
             group_id=definition.group_id,  # for the committed offsets; it never joins
             enable_auto_commit=False,
             auto_offset_reset=definition.start_from,

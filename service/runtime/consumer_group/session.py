@@ -23,7 +23,7 @@ import logging
 from collections.abc import Coroutine
 from typing import Any, Protocol, TypeVar
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import TopicPartition
 
 from service.core.alignment import WatermarkAlignment
 from service.core.time import Clock
@@ -37,6 +37,7 @@ from service.runtime.consumer_group.stages import Stage
 from service.runtime.consumer_group.watermark_emitter import WatermarkEmitter
 from service.runtime.definition import PipelineDefinition
 from service.runtime.kafka.batch_producer import BatchProducer, drop_unsent
+from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.kafka.end_offsets import probe_end_offsets
 from service.runtime.kafka.interrupts import Interrupted, Interruptible, abandon_join
 from service.runtime.kafka.topics import ensure_topics
@@ -140,14 +141,12 @@ class Session:
         settings = self.settings
         definition = self.definition
         stage = self.stage
-        counts = await ensure_topics(
-            settings.bootstrap_servers, definition, settings.replication_factor
-        )
+        cluster = KafkaCluster.of(settings)
+        counts = await ensure_topics(cluster, definition, settings.replication_factor)
         stage.prepare(self, counts)
         if definition.bounded and stage.reads_source:
             self.end_offsets = await self.bounded_ends()
-        self.producer = AIOKafkaProducer(
-            bootstrap_servers=settings.bootstrap_servers,
+        self.producer = cluster.producer(
             acks="all",
             linger_ms=0,
             max_batch_size=settings.max_batch_bytes,
@@ -166,8 +165,7 @@ class Session:
             self.transactions.by_partition if self.transactions is not None else None,
         )
         heartbeat = settings.heartbeat_interval_ms or max(100, settings.session_timeout_ms // 3)
-        self.consumer = AIOKafkaConsumer(
-            bootstrap_servers=settings.bootstrap_servers,
+        self.consumer = cluster.consumer(
             group_id=stage.group_id,
             enable_auto_commit=False,
             auto_offset_reset=stage.start_from,
@@ -268,7 +266,7 @@ class Session:
         pinned = self.definition.end_offsets
         if pinned is not None:
             return {TopicPartition(topic, p): end for topic, p, end in pinned}
-        return await probe_end_offsets(self.settings.bootstrap_servers, self.definition.topics)
+        return await probe_end_offsets(KafkaCluster.of(self.settings), self.definition.topics)
 
     async def stop_prefetch(self) -> Prefetcher | None:
         """Stop the prefetcher, if it runs; returns it (its records stay for the taking)."""

@@ -37,6 +37,7 @@ from service.operators.join.rows import Side
 from service.runtime.consumer_group.watermark_emitter import WatermarkEmitter
 from service.runtime.definition import PipelineDefinition, WatermarkSettings
 from service.runtime.kafka.batch_producer import BatchProducer
+from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.observability.metrics import RuntimeMetrics
 from service.runtime.partition.decoding import Decoder, RecordDecoder, TableDecoder
 from service.runtime.partition.partitioning_check import PartitioningCheck
@@ -310,7 +311,7 @@ class ShuffledStage(Stage):
             ]
         if self.trimmer is None:
             self.trimmer = ShuffleTrimmer(
-                session.settings.bootstrap_servers,
+                KafkaCluster.of(session.settings),
                 self.definition.name,
                 session.settings.shuffle_trim_interval_s,
                 session.metrics.shuffle_trims,

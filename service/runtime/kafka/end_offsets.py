@@ -19,6 +19,8 @@ from collections.abc import Iterable
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from service.runtime.kafka.clients import KafkaCluster
+
 _WAIT_MS = 5
 
 
@@ -46,11 +48,10 @@ async def topic_partitions(
 
 
 async def probe_end_offsets(
-    bootstrap_servers: str, topics: Iterable[str], timeout_s: float = 30.0
+    cluster: KafkaCluster, topics: Iterable[str], timeout_s: float = 30.0
 ) -> dict[TopicPartition, int]:
     """The end offset (fetch high watermark) of every partition of ``topics`` now."""
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap_servers,
+    consumer = cluster.consumer(
         group_id=None,
         enable_auto_commit=False,
         fetch_max_wait_ms=_WAIT_MS,

@@ -24,6 +24,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import struct
 import subprocess
 import tempfile
@@ -175,23 +176,30 @@ def _recv_exact(sock: socket.socket, size: int) -> bytes:
     return data
 
 
-def answers_api_versions(host: str, port: int, timeout_s: float = 1.0) -> bool:
+def answers_api_versions(
+    host: str, port: int, timeout_s: float = 1.0, ssl_context: ssl.SSLContext | None = None
+) -> bool:
     """Whether a Kafka broker at ``host:port`` answers ApiVersions v0 without error.
 
     A KRaft broker enables request processing only once it is unfenced and has caught up
     with the metadata, so an answer means clients can use it; a bound port alone does not
-    (the kernel accepts connections before Kafka reads them).
+    (the kernel accepts connections before Kafka reads them). ``ssl_context``: a TLS
+    listener (SSL or SASL_SSL; a SASL listener answers ApiVersions before authentication).
     """
     client_id = b"clockwork-probe"
     # Request header v1 (api_key 18 = ApiVersions, version 0, correlation id 7, client
     # id) and an empty v0 body.
     request = struct.pack(">hhih", 18, 0, 7, len(client_id)) + client_id
     try:
-        with socket.create_connection((host, port), timeout=timeout_s) as sock:
-            sock.settimeout(timeout_s)
-            sock.sendall(struct.pack(">i", len(request)) + request)
-            (size,) = struct.unpack(">i", _recv_exact(sock, 4))
-            answer = _recv_exact(sock, size)
+        with socket.create_connection((host, port), timeout=timeout_s) as raw:
+            sock = raw
+            if ssl_context is not None:
+                sock = ssl_context.wrap_socket(raw, server_hostname=host)
+            with sock:
+                sock.settimeout(timeout_s)
+                sock.sendall(struct.pack(">i", len(request)) + request)
+                (size,) = struct.unpack(">i", _recv_exact(sock, 4))
+                answer = _recv_exact(sock, size)
     except (OSError, ConnectionError, struct.error):
         return False
     correlation_id, error_code = struct.unpack(">ih", answer[:6])
@@ -233,6 +241,13 @@ class KafkaBroker:
     Usable as a context manager. Its data and log live in a temporary directory that
     :meth:`stop` removes; ``log_path`` keeps the broker's log elsewhere (and keeps it).
     ``settings`` override or extend :data:`BROKER_SETTINGS`.
+
+    ``protocol``: the security protocol of its one client listener (also the
+    inter-broker listener; the controller's stays PLAINTEXT on loopback). Anything but
+    PLAINTEXT needs its TLS and SASL properties in ``settings`` and, for the start-up
+    probe, ``probe_ssl_context`` (a TLS listener). ``scram_users`` (name -> password)
+    are created with both SCRAM mechanisms when the storage is formatted, as
+    ``kafka-storage format --add-scram`` does.
     """
 
     def __init__(
@@ -244,6 +259,9 @@ class KafkaBroker:
         classpath: str | None = None,
         log_path: str | None = None,
         log_level: str = "WARN",
+        protocol: str = "PLAINTEXT",
+        scram_users: Mapping[str, str] | None = None,
+        probe_ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.host = host
         self.port = port or free_port(host)
@@ -256,6 +274,9 @@ class KafkaBroker:
         self._log_level = log_level
         self._dir: Path | None = None
         self._process: subprocess.Popen[bytes] | None = None
+        self.protocol = protocol
+        self._scram_users = dict(scram_users or {})
+        self._probe_ssl_context = probe_ssl_context
 
     @property
     def bootstrap_servers(self) -> str:
@@ -274,16 +295,16 @@ class KafkaBroker:
 
     def server_properties(self, data_dir: Path) -> dict[str, str]:
         """The node's full configuration: listeners, KRaft quorum, storage, settings."""
-        host, port, cport = self.host, self.port, self.controller_port
+        host, port, cport, name = self.host, self.port, self.controller_port, self.protocol
         return {
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.voters": f"1@{host}:{cport}",
-            "listeners": f"PLAINTEXT://{host}:{port},CONTROLLER://{host}:{cport}",
-            "advertised.listeners": f"PLAINTEXT://{host}:{port}",
+            "listeners": f"{name}://{host}:{port},CONTROLLER://{host}:{cport}",
+            "advertised.listeners": f"{name}://{host}:{port}",
             "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "inter.broker.listener.name": name,
+            "listener.security.protocol.map": f"CONTROLLER:PLAINTEXT,{name}:{name}",
             "log.dirs": str(data_dir),
             **self.settings,
         }
@@ -335,7 +356,9 @@ class KafkaBroker:
                         f"Apache Kafka exited with code {self._process.returncode}: "
                         f"{self._log_tail()}"
                     )
-                if answers_api_versions(self.host, self.port, timeout_s=1.0):
+                if answers_api_versions(
+                    self.host, self.port, timeout_s=1.0, ssl_context=self._probe_ssl_context
+                ):
                     logger.info("Apache Kafka (KRaft) answering on %s", self.bootstrap_servers)
                     return self
                 time.sleep(0.05)
@@ -363,6 +386,12 @@ class KafkaBroker:
                 "--config",
                 str(config),
                 "--ignore-formatted",
+                *(
+                    arg
+                    for name, password in self._scram_users.items()
+                    for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512")
+                    for arg in ("--add-scram", f"{mechanism}=[name={name},password={password}]")
+                ),
             ],
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -23,7 +23,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
+from aiokafka import ConsumerRecord, TopicPartition
+
+from service.runtime.kafka.clients import KafkaCluster
 
 __all__ = ["TailBatch", "TopicTail", "open_tails"]
 
@@ -51,7 +53,7 @@ class TopicTail:
 
     def __init__(
         self,
-        bootstrap_servers: str,
+        cluster: KafkaCluster,
         topics: Mapping[str, str],
         *,
         backlog: int = 20,
@@ -65,8 +67,7 @@ class TopicTail:
         self.backlog = backlog
         self.max_batch = max_batch
         self.rediscover_s = rediscover_s
-        self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=bootstrap_servers,
+        self._consumer = cluster.consumer(
             group_id=None,
             enable_auto_commit=False,
             fetch_max_wait_ms=fetch_max_wait_ms,

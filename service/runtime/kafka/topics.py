@@ -18,10 +18,13 @@ import time
 from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic
 
 from service.runtime.definition import PipelineDefinition
+from service.runtime.kafka.access import AuthorizationError
+from service.runtime.kafka.clients import KafkaCluster
 
 logger = logging.getLogger(__name__)
 
 _TOPIC_ALREADY_EXISTS = 36
+_TOPIC_AUTHORIZATION_FAILED = 29
 
 SHUFFLE_CONFIGS = {
     "cleanup.policy": "delete",
@@ -45,13 +48,13 @@ class TopicError(RuntimeError):
 
 
 async def ensure_topics(
-    bootstrap_servers: str, definition: PipelineDefinition, replication_factor: int = 1
+    cluster: KafkaCluster, definition: PipelineDefinition, replication_factor: int = 1
 ) -> dict[str, int]:
     """Create the pipeline's missing output and changelog topics; return partition counts.
 
     The returned mapping covers the source topics, the output topics and the changelog.
     """
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers, request_timeout_ms=15_000)
+    admin = cluster.admin(request_timeout_ms=15_000)
     try:
         # start() inside: a start that fails half way (the broker went away) has
         # connections open, and only close() ends them (no unclosed transports).
@@ -89,6 +92,11 @@ async def ensure_topics(
                     for name, (partitions, configs) in wanted.items()
                 ]
             )
+            refused = [
+                n for n, code, *_ in response.topic_errors if code == _TOPIC_AUTHORIZATION_FAILED
+            ]
+            if refused:
+                raise AuthorizationError(refused, create=True)
             for name, code, *rest in response.topic_errors:
                 if code not in (0, _TOPIC_ALREADY_EXISTS):
                     raise TopicError(f"could not create topic {name}: error {code} {rest}")
@@ -154,9 +162,9 @@ async def _wait_described(
     return found
 
 
-async def topic_names(bootstrap_servers: str) -> set[str]:
+async def topic_names(cluster: KafkaCluster) -> set[str]:
     """Every topic the broker has."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers, request_timeout_ms=15_000)
+    admin = cluster.admin(request_timeout_ms=15_000)
     try:
         await admin.start()
         return set(await admin.list_topics())
@@ -164,9 +172,9 @@ async def topic_names(bootstrap_servers: str) -> set[str]:
         await admin.close()
 
 
-async def partition_counts(bootstrap_servers: str, topics: list[str]) -> dict[str, int]:
+async def partition_counts(cluster: KafkaCluster, topics: list[str]) -> dict[str, int]:
     """The partition counts of those of ``topics`` that exist."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers, request_timeout_ms=15_000)
+    admin = cluster.admin(request_timeout_ms=15_000)
     try:
         await admin.start()
         existing = set(await admin.list_topics())
@@ -176,8 +184,17 @@ async def partition_counts(bootstrap_servers: str, topics: list[str]) -> dict[st
 
 
 async def _partition_counts(admin: AIOKafkaAdminClient, topics: list[str]) -> dict[str, int]:
+    """Partition counts of those of ``topics`` that exist; :class:`AuthorizationError`
+    for any the broker will not describe to us (Kafka says so whether or not it exists,
+    so "does not exist" would mislead)."""
     counts: dict[str, int] = {}
+    refused = []
     for topic in await admin.describe_topics(topics):
-        if topic.get("error_code", 0) == 0:
+        code = topic.get("error_code", 0)
+        if code == 0:
             counts[topic["topic"]] = len(topic["partitions"])
+        elif code == _TOPIC_AUTHORIZATION_FAILED:
+            refused.append(topic["topic"])
+    if refused:
+        raise AuthorizationError(refused)
     return counts

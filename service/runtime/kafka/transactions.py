@@ -34,7 +34,9 @@ from dataclasses import dataclass
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.structs import OffsetAndMetadata
 
+from service.runtime.kafka.access import authorization_problem
 from service.runtime.kafka.batch_producer import BatchProducer, ProduceError, drop_unsent
+from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.settings import RuntimeSettings
 
 logger = logging.getLogger(__name__)
@@ -76,8 +78,7 @@ class PartitionTransactions:
 
     async def _open_one(self, tp: TopicPartition) -> None:
         settings = self._settings
-        producer = AIOKafkaProducer(
-            bootstrap_servers=settings.bootstrap_servers,
+        producer = KafkaCluster.of(settings).producer(
             acks="all",
             linger_ms=0,
             max_batch_size=settings.max_batch_bytes,
@@ -178,15 +179,14 @@ async def _send(producer: AIOKafkaProducer, topic: str, partition: int, records:
     return size
 
 
-async def transactions_unsupported(bootstrap_servers: str, timeout_s: float = 15.0) -> str | None:
+async def transactions_unsupported(cluster: KafkaCluster, timeout_s: float = 15.0) -> str | None:
     """Why the broker cannot run exactly-once delivery, or None if it can.
 
     Asked of the broker, not guessed from its name: a transactional producer starts
     (InitProducerId), runs one transaction and commits it.
     """
     probe = f"clockwork.probe.{uuid.uuid4().hex}"
-    producer = AIOKafkaProducer(
-        bootstrap_servers=bootstrap_servers,
+    producer = cluster.producer(
         transactional_id=probe,
         request_timeout_ms=int(timeout_s * 1000),
     )
@@ -198,7 +198,10 @@ async def transactions_unsupported(bootstrap_servers: str, timeout_s: float = 15
     except TimeoutError:
         return f"the broker did not start a transaction within {timeout_s:g} s"
     except Exception as exc:
-        return f"the broker refused a transaction: {exc!r}"
+        refused = authorization_problem(
+            exc, principal=cluster.security.principal, group_id="clockwork.probe"
+        )
+        return f"the broker refused a transaction: {refused or repr(exc)}"
     finally:
         with contextlib.suppress(Exception):
             await producer.stop()

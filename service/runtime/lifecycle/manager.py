@@ -20,6 +20,8 @@ from aiokafka import AIOKafkaClient
 from service.core.time import Clock, SystemClock
 from service.runtime.consumer_group.changelog import reset_state
 from service.runtime.definition import PipelineDefinition
+from service.runtime.kafka.access import connection_problem
+from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.lifecycle.pipeline_runner import PipelineRunner
 from service.runtime.observability.metrics import METRICS, RuntimeMetrics
 from service.runtime.observability.status import PipelineStatus, UnknownPipeline
@@ -46,6 +48,9 @@ class Runtime:
         self.metrics = metrics
         self._runners: dict[str, PipelineRunner] = {}
         self._broker_ready = False
+        self.broker_problem: str | None = "the broker was not asked yet"
+        """Why the last health check failed (None while :attr:`ready`): the cause an
+        operator can act on (an untrusted certificate, a rejected password, ...)."""
         self._broker_up = asyncio.Event()
         """Set while :attr:`ready`: runners wait on it after losing the broker."""
         self._health_task: asyncio.Task[None] | None = None
@@ -117,7 +122,7 @@ class Runtime:
         if runner is not None:
             await runner.stop()
         if reset_state_:
-            await reset_state(self.settings.bootstrap_servers, definition)
+            await reset_state(KafkaCluster.of(self.settings), definition)
         return self.start_pipeline(definition)
 
     def pause_pipeline(self, name: str) -> PipelineStatus:
@@ -160,8 +165,7 @@ class Runtime:
         try:
             async with asyncio.timeout(timeout_s):
                 if self._client is None:
-                    client = AIOKafkaClient(
-                        bootstrap_servers=self.settings.bootstrap_servers,
+                    client = KafkaCluster.of(self.settings).client(
                         request_timeout_ms=int(timeout_s * 1000),
                     )
                     try:
@@ -174,12 +178,16 @@ class Runtime:
                     await self._client.fetch_all_metadata()
             ready = True
         except Exception as exc:
-            if self._broker_ready:
-                logger.warning("broker not reachable: %r", exc)
             await self._close_client()
+            problem = await connection_problem(KafkaCluster.of(self.settings)) or repr(exc)
+            if problem != self.broker_problem:
+                # Once per cause, not at every check: the checks go on every interval.
+                logger.error("Kafka at %s not usable: %s", self.settings.bootstrap_servers, problem)
+            self.broker_problem = problem
             ready = False
         if ready and not self._broker_ready:
             logger.info("broker reachable at %s", self.settings.bootstrap_servers)
+            self.broker_problem = None
         lost = self._broker_ready and not ready
         self._broker_ready = ready
         if ready:

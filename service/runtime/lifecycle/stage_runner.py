@@ -24,6 +24,8 @@ from service.core.time import Clock
 from service.runtime.consumer_group.session import Session
 from service.runtime.consumer_group.stages import Stage
 from service.runtime.definition import PipelineDefinition
+from service.runtime.kafka.access import authorization_problem, connection_problem
+from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.observability.metrics import RuntimeMetrics
 from service.runtime.observability.status import PipelineState
 from service.runtime.settings import RuntimeSettings
@@ -124,6 +126,7 @@ class StageRunner:
         backoff = self.settings.restart_backoff_initial_s
         name = self.definition.name
         label = name if self.stage.name == "keyed" else f"{name} ({self.stage.name})"
+        last_reason: str | None = None
         while not self._stop.is_set():
             started = time.monotonic()
             session = Session(self)
@@ -134,19 +137,39 @@ class StageRunner:
                 await session.close(checkpoint=False)
                 raise
             except Exception as exc:
-                reason = f"{type(exc).__name__}: {exc}"
+                reason = (
+                    authorization_problem(
+                        exc,
+                        principal=self.settings.security.principal,
+                        sources=self.stage.topics,
+                        group_id=self.stage.group_id,
+                    )
+                    or f"{type(exc).__name__}: {exc}"
+                )
                 self._set_state(PipelineState.FAILED, reason)  # at once: closing can be slow
                 await self._close_failed(session)
                 if time.monotonic() - started > _HEALTHY_SESSION_S:
                     backoff = self.settings.restart_backoff_initial_s
                 self.restarts += 1
                 self.metrics.pipeline_restarts.labels(name).inc()
-                logger.warning(
-                    "pipeline %s failed (%s); restarting in %.1fs", label, reason, backoff
+                # The cause once, not at every restart while it lasts (a missing ACL).
+                logger.log(
+                    logging.DEBUG if reason == last_reason else logging.WARNING,
+                    "pipeline %s failed (%s); restarting in %.1fs",
+                    label,
+                    reason,
+                    backoff,
                 )
+                last_reason = reason
                 if await self._broker_down():
-                    logger.warning("pipeline %s: waiting for the broker", label)
-                    self._set_state(PipelineState.FAILED, f"{reason} (waiting for the broker)")
+                    # The status names the cause (a rejected password, an untrusted
+                    # certificate), not only aiokafka's "Unable to bootstrap".
+                    cause = await connection_problem(KafkaCluster.of(self.settings))
+                    waiting = (
+                        f"waiting for the broker: {cause}" if cause else "waiting for the broker"
+                    )
+                    logger.warning("pipeline %s: %s", label, waiting)
+                    self._set_state(PipelineState.FAILED, f"{reason} ({waiting})")
                     await self._wait_for_broker()
                     backoff = self.settings.restart_backoff_initial_s
                     continue

@@ -22,8 +22,10 @@ import time
 from collections.abc import Mapping
 
 from aiokafka import TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
+from aiokafka.admin import RecordsToDelete
 from prometheus_client import Counter
+
+from service.runtime.kafka.clients import KafkaCluster
 
 logger = logging.getLogger(__name__)
 
@@ -38,9 +40,9 @@ class ShuffleTrimmer:
     """Deletes the keyed stage's shuffle records below its committed offsets."""
 
     def __init__(
-        self, bootstrap_servers: str, pipeline: str, interval_s: float, trims: Counter
+        self, cluster: KafkaCluster, pipeline: str, interval_s: float, trims: Counter
     ) -> None:
-        self._bootstrap = bootstrap_servers
+        self._cluster = cluster
         self._pipeline = pipeline
         self._interval_s = interval_s
         self._trims = trims
@@ -72,7 +74,7 @@ class ShuffleTrimmer:
         }
 
     async def _trim(self, due: dict[TopicPartition, int]) -> None:
-        admin = AIOKafkaAdminClient(bootstrap_servers=self._bootstrap, request_timeout_ms=15_000)
+        admin = self._cluster.admin(request_timeout_ms=15_000)
         try:
             await admin.start()
             await admin.delete_records({tp: RecordsToDelete(o) for tp, o in due.items()})

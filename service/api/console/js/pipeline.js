@@ -1,7 +1,7 @@
 // One pipeline: its numbers, live charts, partitions grouped by stage, the live tail of
 // its result, late and dead-letter topics, its spec, and pause / resume / edit / delete.
 
-import { ApiError, confirmDialog, get, send } from "./api.js";
+import { ApiError, confirmDialog, get, openStream, send } from "./api.js";
 import { lineChart } from "./chart.js";
 import {
   appendSamples,
@@ -253,23 +253,22 @@ export async function renderPipeline(root, { name }) {
   }
 
   // The live tail: newest first, at most TAIL_KEEP records.
-  const source = new EventSource(`${path}/tail`);
   let shown = 0;
-  source.addEventListener("topics", (event) => {
-    const topics = JSON.parse(event.data);
-    tailInfo.textContent = `live: ${Object.entries(topics).map(([k, t]) => `${KINDS[k]} ${t}`).join(" · ")} (newest first, last ${TAIL_KEEP})`;
-    tailList.replaceChildren();
-    shown = 0;
-  });
-  source.addEventListener("records", (event) => {
-    const { records, skipped } = JSON.parse(event.data);
-    for (const record of records) tailList.prepend(tailRecord(record));
-    shown += records.length;
-    while (tailList.childElementCount > TAIL_KEEP) tailList.lastElementChild.remove();
-    if (skipped) tailList.prepend(el("p", { class: "skipped" }, `${fmtCount(skipped)} older records of that fetch not shown`));
-  });
-  source.addEventListener("error", () => {
-    tailInfo.textContent = "tail disconnected; reconnecting…";
+  const source = openStream(`${path}/tail`, {
+    topics(topics) {
+      tailInfo.textContent = `live: ${Object.entries(topics).map(([k, t]) => `${KINDS[k]} ${t}`).join(" · ")} (newest first, last ${TAIL_KEEP})`;
+      tailList.replaceChildren();
+      shown = 0;
+    },
+    records({ records, skipped }) {
+      for (const record of records) tailList.prepend(tailRecord(record));
+      shown += records.length;
+      while (tailList.childElementCount > TAIL_KEEP) tailList.lastElementChild.remove();
+      if (skipped) tailList.prepend(el("p", { class: "skipped" }, `${fmtCount(skipped)} older records of that fetch not shown`));
+    },
+    error(refused) {
+      tailInfo.textContent = refused ? "tail: no API token given" : "tail disconnected; reconnecting…";
+    },
   });
 
   let stopped = false;
