@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP_RUN  := $(VENV)/.installed-run
 STAMP_DEV  := $(VENV)/.installed-dev
 # Apache Kafka's jars for the tests and benchmarks (tests/kafka/pom.xml): cached in ~/.m2,
-# their classpath written here (git-ignored) for service/runtime/kafka/kafka_broker.py.
+# their classpath written here (git-ignored) for tests/kafka/kafka_broker.py.
 KAFKA_POM := tests/kafka/pom.xml
 KAFKA_CP  := tests/kafka/classpath.txt
 

@@ -16,7 +16,7 @@ to a 4-partition topic keyed by user. Then, in the same run and against the same
 The ratio of the two rates is the number to watch (target: at least 60%).
 Without ``--bootstrap`` a broker is started and stopped: ``--broker tansu`` (default)
 the embedded one, ``--broker kafka`` Apache Kafka 4 as the integration tests run it
-(one KRaft node from the jars ``make kafka`` resolves, ``service/runtime/kafka/kafka_broker.py``).
+(one KRaft node from the jars ``make kafka`` resolves, ``tests/kafka/kafka_broker.py``).
 
 ``--steps`` then runs the same pipeline again with steps (:data:`STEPS`: a filter, two
 computed fields and a projection) on the same topic, checked the same way, and reports
@@ -438,7 +438,7 @@ def main(argv: list[str] | None = None) -> int:
         report["broker"] = args.bootstrap
     else:
         from service.runtime.kafka.embedded_broker import EmbeddedBroker
-        from service.runtime.kafka.kafka_broker import KafkaBroker
+        from tests.kafka.kafka_broker import KafkaBroker
 
         with EmbeddedBroker() if args.broker == "tansu" else KafkaBroker() as broker:
             report = asyncio.run(bench(args, broker.bootstrap_servers))

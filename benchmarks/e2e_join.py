@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> None:
         asyncio.run(bench(args, args.bootstrap))
         return
     from service.runtime.kafka.embedded_broker import EmbeddedBroker
-    from service.runtime.kafka.kafka_broker import KafkaBroker
+    from tests.kafka.kafka_broker import KafkaBroker
 
     with EmbeddedBroker() if args.broker == "tansu" else KafkaBroker() as broker:
         asyncio.run(bench(args, broker.bootstrap_servers))

@@ -2,7 +2,7 @@
 
 A test that takes ``bootstrap_servers`` (or ``kafka_broker``) runs once per broker:
 ``test_x[tansu]`` on the embedded broker and ``test_x[kafka]`` on Apache Kafka 4 (one
-KRaft node from its Maven Central jars, ``service/runtime/kafka/kafka_broker.py``). Each
+KRaft node from its Maven Central jars, ``tests/kafka/kafka_broker.py``). Each
 broker is started once per session, when the first test needs it, and stopped at the
 end; tests use their own topic names.
 
@@ -22,7 +22,7 @@ from typing import Protocol
 import pytest
 
 from service.runtime.kafka.embedded_broker import EmbeddedBroker
-from service.runtime.kafka.kafka_broker import KafkaBroker
+from tests.kafka.kafka_broker import KafkaBroker
 from tests.integration.secure_kafka import Pki, make_pki, mtls_broker, sasl_ssl_broker
 
 BROKERS = ("tansu", "kafka")

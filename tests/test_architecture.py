@@ -18,8 +18,10 @@ SERVICE = Path(__file__).resolve().parents[1] / "service"
 
 # service/runtime's sub-packages, lowest first: a package imports only those below it
 # (and observability, and the root modules every layer reads).
-RUNTIME_ORDER = ("kafka", "partition", "shuffle", "consumer_group", "lifecycle")
-RUNTIME_ROOT = ("definition", "factories", "security", "settings")
+RUNTIME_ORDER = ("kafka", "partition", "shuffle", "pipeline_topics", "consumer_group", "lifecycle")
+RUNTIME_ROOT = ("definition", "factories", "security", "settings", "pipeline_topics.names")
+"""Read by every sub-package. ``pipeline_topics.names`` is the pipeline topics' room's
+pure half (what every topic and group is called), which the definition names them with."""
 
 
 def modules() -> Iterator[tuple[str, Path]]:
@@ -122,9 +124,70 @@ def test_compaction_stands_alone(module: str, path: Path) -> None:
     assert {n for n in service_imports(module, path) if not n.startswith(own)} == set()
 
 
+API_READS_OF_THE_RUNTIME = {
+    "service.runtime.lifecycle.manager": "the Runtime: starting, replacing, stopping pipelines",
+    "service.runtime.pipeline_topics.admin": "a pipeline's topics and state epochs",
+    "service.runtime.definition": "what the spec builds",
+    "service.runtime.settings": "the runtime's settings, from the service's",
+    "service.runtime.observability.status": "what the status shows",
+    "service.runtime.observability.history": "the status history",
+    "service.runtime.observability.metrics": "the registry /metrics serves",
+    "service.runtime.kafka.clients": "KafkaCluster: the store's and the console's clients",
+    "service.runtime.kafka.access": "why the store cannot use the cluster",
+    "service.runtime.kafka.transactions": "whether the broker runs transactions",
+    "service.runtime.kafka.tail": "the console's tail of the output topics",
+    "service.runtime.kafka.embedded_broker": "make run's embedded broker",
+}
+"""The only runtime modules the API may import: no session, stage, partition or
+operator wiring, and no topic naming (the pipeline's topics are the runtime's room)."""
+
+
+def runtime_module(name: str) -> str:
+    """The module an imported name lives in (``a.b.c.Name`` -> ``a.b.c``)."""
+    while name.rsplit(".", 1)[-1][:1].isupper() or not _is_module(name):
+        name = name.rsplit(".", 1)[0]
+    return name
+
+
+def _is_module(name: str) -> bool:
+    relative = Path(*name.split(".")[1:])
+    return (SERVICE / relative).with_suffix(".py").is_file() or (SERVICE / relative).is_dir()
+
+
+@pytest.mark.parametrize(("module", "path"), in_layer("api"))
+def test_the_api_reaches_the_runtime_only_through_its_entries(module: str, path: Path) -> None:
+    reached = {
+        runtime_module(n) for n in service_imports(module, path) if n.startswith("service.runtime")
+    }
+    assert reached - set(API_READS_OF_THE_RUNTIME) == set()
+
+
+def test_the_function_api_imports_only_the_core_and_the_operators() -> None:
+    names = service_imports("service.functions", SERVICE / "functions.py")
+    assert {n for n in names if not n.startswith(("service.core", "service.operators"))} == set()
+
+
+def test_the_settings_import_no_api_spec_or_session() -> None:
+    names = service_imports("service.settings", SERVICE / "settings.py")
+    allowed = ("service.core", "service.operators", "service.runtime.security")
+    assert {n for n in names if not n.startswith(allowed)} == set()
+
+
+def test_nothing_in_the_service_imports_the_demo() -> None:
+    importers = {m for m, p in ALL if "service.demo" in service_imports(m, p)}
+    assert importers <= {"service.demo"}
+
+
 def runtime_package(name: str) -> str | None:
     parts = name.split(".")
+    if parts[1:4] == ["runtime", "pipeline_topics", "names"]:
+        return "pipeline_topics.names"
     return parts[2] if len(parts) > 2 and parts[1] == "runtime" else None
+
+
+def test_the_topic_names_import_nothing_of_the_service() -> None:
+    path = SERVICE / "runtime" / "pipeline_topics" / "names.py"
+    assert service_imports("service.runtime.pipeline_topics.names", path) == set()
 
 
 @pytest.mark.parametrize(("module", "path"), in_layer("runtime"))

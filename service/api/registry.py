@@ -19,15 +19,12 @@ from pydantic import ValidationError
 from service.api.store import PipelineStore, StoredPipeline, StoreError
 from service.pipeline_spec.build import BuildError, build_definition
 from service.pipeline_spec.models import PipelineSpec, validate_spec
-from service.runtime.consumer_group.changelog import delete_old_changelogs, delete_shuffle_topics
-from service.runtime.consumer_group.changelog import reset_state as reset_checkpointed_state
-from service.runtime.definition import PipelineDefinition, first_free_state_epoch
+from service.runtime.definition import PipelineDefinition
 from service.runtime.kafka.clients import KafkaCluster
-from service.runtime.kafka.end_offsets import probe_end_offsets
-from service.runtime.kafka.topics import topic_names
 from service.runtime.kafka.transactions import transactions_unsupported
 from service.runtime.lifecycle.manager import Runtime
 from service.runtime.observability.status import UnknownPipeline
+from service.runtime.pipeline_topics.admin import PinnedEnds, PipelineTopics
 from service.settings import Settings
 
 __all__ = [
@@ -68,6 +65,7 @@ class PipelineRegistry:
         self._store = store
         self._runtime = runtime
         self._cluster = KafkaCluster.of(runtime.settings)
+        self._topics = PipelineTopics(self._cluster)
         self._settings = settings
         self._timeout_s = settings.store_apply_timeout_ms / 1000
         self._running: set[str] = set()
@@ -135,35 +133,19 @@ class PipelineRegistry:
                 ),
                 self._timeout_s,
             )
-        if epoch > 1:  # a re-created name: what its deleted predecessors left, as a reset
-            await delete_old_changelogs(self._cluster, replace(definition, state_epoch=epoch))
+        await self._topics.created(replace(definition, state_epoch=epoch))
         return self.describe(stored)
 
     async def _first_epoch(self, name: str) -> int:
-        """The state epoch a new pipeline starts in: past every epoch a deleted pipeline
-        of this name left topics in (see :func:`first_free_state_epoch`)."""
         try:
-            topics = await topic_names(self._cluster)
+            return await self._topics.first_free_epoch(name)
         except Exception as exc:  # an answer without the topics could reuse an epoch
             raise StoreError(f"listing the broker's topics for pipeline {name!r}: {exc!r}") from exc
-        return first_free_state_epoch(name, topics)
 
-    async def _ends(self, spec: PipelineSpec) -> tuple[tuple[str, int, int], ...] | None:
-        """Bounded input: where every source partition ends now, pinned in the store so
-        that every replica reads to the same offsets; None (each session reads them when
-        it starts) for unbounded input, or a source topic that does not exist yet. A
-        join's: every input's topics."""
-        if not spec.bounded:
-            return None
-        topics = spec.topics()
-        try:
-            ends = await probe_end_offsets(self._cluster, topics)
-        except Exception as exc:  # the sessions read them themselves
-            logger.warning("pipeline %r: end offsets not read: %r", spec.name, exc)
-            return None
-        if {tp.topic for tp in ends} != set(topics):
-            return None
-        return tuple(sorted((tp.topic, tp.partition, end) for tp, end in ends.items()))
+    async def _ends(self, spec: PipelineSpec) -> PinnedEnds | None:
+        """Bounded input (a join's: every input's topics): where it ends, pinned in the
+        store for every replica; None for unbounded input."""
+        return await self._topics.bounded_ends(spec.name, spec.topics()) if spec.bounded else None
 
     async def replace(self, name: str, raw: Any, *, reset_state: bool) -> dict[str, Any]:
         if isinstance(raw, Mapping) and "name" not in raw:
@@ -224,10 +206,7 @@ class PipelineRegistry:
             _, definition = self.parse(current.spec)
         except SpecInvalid:
             return  # it never ran here; nothing of ours to drop
-        definition = replace(definition, state_epoch=current.state_epoch)
-        await reset_checkpointed_state(self._cluster, definition)
-        if definition.shuffle is not None:
-            await delete_shuffle_topics(self._cluster, definition)
+        await self._topics.deleted(definition, current.state_epoch)
 
     async def set_paused(self, name: str, paused: bool) -> dict[str, Any]:
         async with self._store.write_lock:

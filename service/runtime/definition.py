@@ -8,14 +8,19 @@ replacement can keep the state (same ``state_fingerprint``).
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from service.core.time import Clock
 from service.operators.base import Operator
 from service.operators.steps import StepProgram
+from service.runtime.pipeline_topics.names import (
+    changelog_topic,
+    group_id,
+    keyed_group_id,
+    shuffle_topic,
+)
 
 OperatorFactory = Callable[[Clock], Operator]
 """Builds a fresh operator instance for one partition."""
@@ -161,7 +166,7 @@ class PipelineDefinition:
     @property
     def group_id(self) -> str:
         """One consumer group per pipeline and state epoch; every replica joins it."""
-        return f"clockwork.{self.name}{epoch_suffix(self.state_epoch)}"
+        return group_id(self.name, self.state_epoch)
 
     @property
     def changelog_topic(self) -> str:
@@ -176,39 +181,4 @@ class PipelineDefinition:
     @property
     def shuffle_group_id(self) -> str:
         """The keyed stage's consumer group when the pipeline shuffles."""
-        return f"{self.group_id}.keyed"
-
-
-def epoch_suffix(epoch: int) -> str:
-    """``""`` for epoch 0 (the names before epochs existed), else ``".E<epoch>"``.
-
-    Upper case on purpose: pipeline names are lower case, so no pipeline's own name
-    can end in ``.E1`` and collide with another pipeline's epoch.
-    """
-    return f".E{epoch}" if epoch > 0 else ""
-
-
-def changelog_topic(name: str, epoch: int) -> str:
-    """The changelog topic of pipeline ``name`` in state epoch ``epoch``."""
-    return f"clockwork.{name}{epoch_suffix(epoch)}.changelog"
-
-
-def shuffle_topic(name: str, epoch: int) -> str:
-    """The shuffle topic of pipeline ``name`` in state epoch ``epoch``."""
-    return f"clockwork.{name}{epoch_suffix(epoch)}.shuffle"
-
-
-def first_free_state_epoch(name: str, topics: Iterable[str]) -> int:
-    """The state epoch a pipeline created as ``name`` starts in, given the broker's topics.
-
-    One past the newest epoch that left a changelog or shuffle topic behind, else 0. A
-    deleted pipeline's changelog stays (a replica that has not followed the delete yet
-    may still checkpoint to it), so a new pipeline of the same name must not reuse its
-    epoch: it would inherit the old topic's partition count, which may be too narrow for
-    it and, on a broker that cannot add partitions, could never be fixed.
-    """
-    pattern = re.compile(
-        rf"clockwork\.{re.escape(name)}(?:\.E([1-9][0-9]*))?\.(?:changelog|shuffle)"
-    )
-    used = [int(m.group(1) or 0) for m in map(pattern.fullmatch, topics) if m is not None]
-    return max(used) + 1 if used else 0
+        return keyed_group_id(self.name, self.state_epoch)

@@ -46,7 +46,7 @@ class RuntimeSettings:
     """For created topics (aiokafka cannot ask for the broker's default); 3 in production."""
     shuffle_trim_interval_s: float = 30.0
     """How often at most the keyed stage of a shuffled pipeline deletes the shuffle
-    records it has checkpointed past (shuffle/trim.py)."""
+    records it has checkpointed past (pipeline_topics/trim.py)."""
     restart_backoff_initial_s: float = 0.5
     restart_backoff_max_s: float = 30.0
     broker_check_interval_s: float = 2.0

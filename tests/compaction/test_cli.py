@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from service.runtime.kafka.clients import KafkaCluster
-from service.runtime.kafka.kafka_broker import KafkaBroker
+from tests.kafka.kafka_broker import KafkaBroker
 from tests.integration.kafka_utils import create_topic as create_kafka_topic
 from tests.integration.kafka_utils import json_record
 from tests.integration.kafka_utils import produce as produce_records

@@ -19,7 +19,7 @@ import yaml
 from service.api.app import create_app
 from service.compaction.cli import parser as compaction_parser
 from service.demo import parse_args as demo_parse_args
-from service.runtime.kafka.kafka_broker import BROKER_SETTINGS, DEPLOYED_SETTINGS
+from tests.kafka.kafka_broker import BROKER_SETTINGS, DEPLOYED_SETTINGS
 from service.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]

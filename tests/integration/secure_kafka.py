@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from service.runtime.kafka.clients import KafkaCluster
-from service.runtime.kafka.kafka_broker import KafkaBroker, java_binary, read_classpath
+from tests.kafka.kafka_broker import KafkaBroker, java_binary, read_classpath
 from service.runtime.security import KafkaSecurity
 from service.settings import Settings
 

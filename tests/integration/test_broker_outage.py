@@ -11,7 +11,7 @@ from aiokafka import TopicPartition
 from service.runtime.consumer_group.changelog import read_changelog
 from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.kafka.embedded_broker import EmbeddedBroker
-from service.runtime.kafka.kafka_broker import KafkaBroker
+from tests.kafka.kafka_broker import KafkaBroker
 from service.runtime.lifecycle.manager import Runtime
 from service.runtime.observability.status import PipelineState
 from tests.integration.kafka_utils import (

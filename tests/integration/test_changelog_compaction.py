@@ -22,8 +22,8 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from service.runtime.consumer_group.changelog import RestoredPartition, read_changelog
 from service.runtime.kafka.clients import KafkaCluster
-from service.runtime.kafka.topics import CHANGELOG_CONFIGS
 from service.runtime.lifecycle.manager import Runtime
+from service.runtime.pipeline_topics.creation import CHANGELOG_CONFIGS
 from tests.integration.kafka_utils import (
     create_topic,
     json_record,

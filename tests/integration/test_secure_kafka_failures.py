@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from service.runtime.kafka.clients import KafkaCluster
-from service.runtime.kafka.kafka_broker import KafkaBroker
+from tests.kafka.kafka_broker import KafkaBroker
 from tests.api.server import eventually, running_app
 from tests.integration.kafka_utils import create_topic, json_record, produce, read_json
 from tests.integration.secure_kafka import (

@@ -6,7 +6,8 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewPartitions
 
 from service.runtime.kafka.clients import KafkaCluster
-from service.runtime.kafka.topics import ensure_topics, partition_counts
+from service.runtime.kafka.topics import partition_counts
+from service.runtime.pipeline_topics.creation import ensure_topics
 from tests.integration.kafka_utils import create_topic, unique, wait_until, window_definition
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]

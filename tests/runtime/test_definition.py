@@ -5,7 +5,11 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.runtime.definition import changelog_topic, first_free_state_epoch, shuffle_topic
+from service.runtime.pipeline_topics.names import (
+    changelog_topic,
+    first_free_state_epoch,
+    shuffle_topic,
+)
 
 names = st.from_regex(r"[a-z0-9._-]{1,12}", fullmatch=True)
 epochs = st.sets(st.integers(min_value=0, max_value=30), max_size=5)

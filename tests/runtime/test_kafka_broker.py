@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from service.runtime.kafka.kafka_broker import (
+from tests.kafka.kafka_broker import (
     DIR_PREFIX,
     KafkaBroker,
     _alive,
@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 _STARTER = """
 import time
-from service.runtime.kafka.kafka_broker import KafkaBroker
+from tests.kafka.kafka_broker import KafkaBroker
 broker = KafkaBroker().start()
 print(broker.port, broker.log_file.parent, flush=True)
 time.sleep(120)

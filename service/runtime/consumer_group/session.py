@@ -40,12 +40,12 @@ from service.runtime.kafka.batch_producer import BatchProducer, drop_unsent
 from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.kafka.end_offsets import probe_end_offsets
 from service.runtime.kafka.interrupts import Interrupted, Interruptible, abandon_join
-from service.runtime.kafka.topics import ensure_topics
 from service.runtime.kafka.transactions import PartitionTransactions
 from service.runtime.observability.metrics import RuntimeMetrics
 from service.runtime.observability.status import PartitionStatus
 from service.runtime.partition.sinks import OutputSink
 from service.runtime.partition.task import PartitionTask
+from service.runtime.pipeline_topics.creation import ensure_topics
 from service.runtime.settings import RuntimeSettings
 
 logger = logging.getLogger(__name__)

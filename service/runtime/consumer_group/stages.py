@@ -42,10 +42,10 @@ from service.runtime.observability.metrics import RuntimeMetrics
 from service.runtime.partition.decoding import Decoder, RecordDecoder, TableDecoder
 from service.runtime.partition.partitioning_check import PartitioningCheck
 from service.runtime.partition.task import PartitionTask
+from service.runtime.pipeline_topics.trim import ShuffleTrimmer
 from service.runtime.settings import RuntimeSettings
 from service.runtime.shuffle.reader import ShuffleDecoder
 from service.runtime.shuffle.task import ShuffledPartitionTask
-from service.runtime.shuffle.trim import ShuffleTrimmer
 from service.runtime.shuffle.writer import ShuffleWriter
 
 

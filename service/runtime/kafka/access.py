@@ -30,12 +30,9 @@ from aiokafka.errors import (
 )
 
 from service.runtime.kafka.clients import KafkaCluster
+from service.runtime.pipeline_topics.names import INTERNAL_PREFIX
 
 __all__ = ["AuthorizationError", "authorization_problem", "connection_problem"]
-
-INTERNAL_PREFIX = "clockwork."
-"""The service's own topics (changelogs, shuffle topics, the pipelines topic by
-default) start with it; see :mod:`service.runtime.definition`."""
 
 
 class AuthorizationError(KafkaError):  # type: ignore[misc]

@@ -1,12 +1,7 @@
-"""Creating a pipeline's output, shuffle and changelog topics, and learning partition counts.
+"""Topics on the cluster, for any caller: creating, growing, describing, listing.
 
-Output topics (results, late data, dead letters) get as many partitions as the widest
-source topic. A shuffled pipeline's shuffle topic gets the spec's count (default: that
-width too), ``cleanup.policy=delete`` (the keyed stage trims what it committed, where
-the broker can). The changelog gets as many as the widest of the source topics and the
-shuffle topic (source or shuffle partition ``p`` is checkpointed to changelog partition
-``p``), with ``cleanup.policy=compact`` so it keeps the newest value per state entry.
-An existing topic is left as it is.
+Below any pipeline: what a pipeline's topics are called and how they are laid out is
+``runtime/pipeline_topics``'s business; this module only talks to the broker.
 """
 
 from __future__ import annotations
@@ -17,7 +12,6 @@ import time
 
 from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic
 
-from service.runtime.definition import PipelineDefinition
 from service.runtime.kafka.access import AuthorizationError
 from service.runtime.kafka.clients import KafkaCluster
 
@@ -26,116 +20,50 @@ logger = logging.getLogger(__name__)
 _TOPIC_ALREADY_EXISTS = 36
 _TOPIC_AUTHORIZATION_FAILED = 29
 
-SHUFFLE_CONFIGS = {
-    "cleanup.policy": "delete",
-    # Never by time: a routed record keeps its source record's timestamp, which in a
-    # backfill is months old, so a time retention would delete closed segments the keyed
-    # stage has not read yet. The keyed stage deletes what it has checkpointed past
-    # (shuffle/trim.py), as Kafka Streams purges its repartition topics.
-    "retention.ms": "-1",
-}
-
-CHANGELOG_CONFIGS = {
-    "cleanup.policy": "compact",
-    # Compaction must not run between a crash and the next owner's repair of a
-    # checkpoint cut short (see changelog.py); an hour is far more than a restore takes.
-    "min.compaction.lag.ms": "3600000",
-}
-
 
 class TopicError(RuntimeError):
-    """A source topic is missing, or a topic could not be created."""
+    """A topic is missing, or could not be created or grown."""
 
 
-async def ensure_topics(
-    cluster: KafkaCluster, definition: PipelineDefinition, replication_factor: int = 1
-) -> dict[str, int]:
-    """Create the pipeline's missing output and changelog topics; return partition counts.
-
-    The returned mapping covers the source topics, the output topics and the changelog.
-    """
-    admin = cluster.admin(request_timeout_ms=15_000)
-    try:
-        # start() inside: a start that fails half way (the broker went away) has
-        # connections open, and only close() ends them (no unclosed transports).
-        await admin.start()
-        counts = await _partition_counts(admin, list(definition.topics))
-        missing = [t for t in definition.topics if not counts.get(t)]
-        if missing:
-            raise TopicError(f"source topic(s) do not exist: {', '.join(missing)}")
-        width = max(counts[t] for t in definition.topics)
-        sink = definition.sink
-        outputs = [sink.topic, sink.dead_letter_topic]
-        if sink.late_topic:
-            outputs.append(sink.late_topic)
-        existing = set(await admin.list_topics())
-        # name -> (partitions, configs)
-        wanted: dict[str, tuple[int, dict[str, str]]] = {
-            t: (width, {}) for t in outputs if t not in existing
-        }
-        shuffled = definition.shuffle is not None
-        shuffle_width = width
-        if definition.shuffle is not None:
-            shuffle_width = definition.shuffle.partitions or width
-            if definition.shuffle_topic in existing:
-                existing_counts = await _partition_counts(admin, [definition.shuffle_topic])
-                shuffle_width = existing_counts.get(definition.shuffle_topic, shuffle_width)
-            else:
-                wanted[definition.shuffle_topic] = (shuffle_width, SHUFFLE_CONFIGS)
-        changelog_width = max(width, shuffle_width)
-        if definition.changelog_topic not in existing:
-            wanted[definition.changelog_topic] = (changelog_width, CHANGELOG_CONFIGS)
-        if wanted:
-            response = await admin.create_topics(
-                [
-                    NewTopic(name, partitions, replication_factor, topic_configs=configs)
-                    for name, (partitions, configs) in wanted.items()
-                ]
-            )
-            refused = [
-                n for n, code, *_ in response.topic_errors if code == _TOPIC_AUTHORIZATION_FAILED
-            ]
-            if refused:
-                raise AuthorizationError(refused, create=True)
-            for name, code, *rest in response.topic_errors:
-                if code not in (0, _TOPIC_ALREADY_EXISTS):
-                    raise TopicError(f"could not create topic {name}: error {code} {rest}")
-            logger.info("pipeline %s: created topics %s", definition.name, sorted(wanted))
-        internal = [definition.changelog_topic]
-        if shuffled:
-            internal.append(definition.shuffle_topic)
-        counts.update(await _partition_counts(admin, [*outputs, *internal]))
-        counts.update(await _wait_described(admin, dict.fromkeys(wanted, 1), counts))
-        if counts.get(definition.changelog_topic, 0) < changelog_width:
-            counts[definition.changelog_topic] = await _grow_changelog(
-                admin, definition.changelog_topic, changelog_width
-            )
-        return counts
-    finally:
-        await admin.close()
+async def create_topics(
+    admin: AIOKafkaAdminClient,
+    wanted: dict[str, tuple[int, dict[str, str]]],
+    replication_factor: int,
+) -> None:
+    """Create ``wanted`` (name -> partitions, configs); one that exists already is
+    left as it is. :class:`AuthorizationError` names those the broker refused us."""
+    if not wanted:
+        return
+    response = await admin.create_topics(
+        [
+            NewTopic(name, partitions, replication_factor, topic_configs=configs)
+            for name, (partitions, configs) in wanted.items()
+        ]
+    )
+    refused = [n for n, code, *_ in response.topic_errors if code == _TOPIC_AUTHORIZATION_FAILED]
+    if refused:
+        raise AuthorizationError(refused, create=True)
+    for name, code, *rest in response.topic_errors:
+        if code not in (0, _TOPIC_ALREADY_EXISTS):
+            raise TopicError(f"could not create topic {name}: error {code} {rest}")
 
 
-async def _grow_changelog(admin: AIOKafkaAdminClient, topic: str, width: int) -> int:
-    """Add partitions to a changelog narrower than its pipeline needs; the new count.
+async def grow_topic(admin: AIOKafkaAdminClient, topic: str, width: int) -> int:
+    """Add partitions to ``topic`` up to ``width``; the count the broker then describes.
 
-    A source can be given more partitions under a running pipeline, which then finds
-    its changelog too narrow. (A re-created name is not such a case: it starts in a
-    state epoch of its own, with a new changelog.) Growing it is safe: a changelog
-    partition belongs to the stage partition of the same number, never to a hash of the
-    key, so the existing partitions keep their state and the new ones start empty.
+    Raises :class:`TopicError` when the broker refuses (Tansu cannot add partitions).
     """
     try:
         await admin.create_partitions({topic: NewPartitions(total_count=width)})
     except Exception as exc:
         raise TopicError(
-            f"changelog {topic} has fewer partitions than the source (or the shuffle) "
-            f"topic and could not be grown to {width}: {exc!r}"
+            f"topic {topic} could not be grown to {width} partitions: {exc!r}"
         ) from exc
-    logger.info("changelog %s grown to %d partitions", topic, width)
-    return (await _wait_described(admin, {topic: width}, {}))[topic]
+    logger.info("topic %s grown to %d partitions", topic, width)
+    return (await wait_described(admin, {topic: width}, {}))[topic]
 
 
-async def _wait_described(
+async def wait_described(
     admin: AIOKafkaAdminClient,
     at_least: dict[str, int],
     counts: dict[str, int],
@@ -157,7 +85,7 @@ async def _wait_described(
         if time.monotonic() > deadline:
             raise TopicError(f"topics not described within {timeout_s}s: {missing}")
         await asyncio.sleep(0.05)
-        found.update(await _partition_counts(admin, missing))
+        found.update(await described_partition_counts(admin, missing))
         missing = [t for t, n in at_least.items() if found[t] < n]
     return found
 
@@ -178,12 +106,14 @@ async def partition_counts(cluster: KafkaCluster, topics: list[str]) -> dict[str
     try:
         await admin.start()
         existing = set(await admin.list_topics())
-        return await _partition_counts(admin, [t for t in topics if t in existing])
+        return await described_partition_counts(admin, [t for t in topics if t in existing])
     finally:
         await admin.close()
 
 
-async def _partition_counts(admin: AIOKafkaAdminClient, topics: list[str]) -> dict[str, int]:
+async def described_partition_counts(
+    admin: AIOKafkaAdminClient, topics: list[str]
+) -> dict[str, int]:
     """Partition counts of those of ``topics`` that exist; :class:`AuthorizationError`
     for any the broker will not describe to us (Kafka says so whether or not it exists,
     so "does not exist" would mislead)."""

@@ -18,13 +18,13 @@ import logging
 from aiokafka import AIOKafkaClient
 
 from service.core.time import Clock, SystemClock
-from service.runtime.consumer_group.changelog import reset_state
 from service.runtime.definition import PipelineDefinition
 from service.runtime.kafka.access import connection_problem
 from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.lifecycle.pipeline_runner import PipelineRunner
 from service.runtime.observability.metrics import METRICS, RuntimeMetrics
 from service.runtime.observability.status import PipelineStatus, UnknownPipeline
+from service.runtime.pipeline_topics.admin import PipelineTopics
 from service.runtime.settings import RuntimeSettings
 
 logger = logging.getLogger(__name__)
@@ -122,7 +122,7 @@ class Runtime:
         if runner is not None:
             await runner.stop()
         if reset_state_:
-            await reset_state(KafkaCluster.of(self.settings), definition)
+            await PipelineTopics(KafkaCluster.of(self.settings)).reset(definition)
         return self.start_pipeline(definition)
 
     def pause_pipeline(self, name: str) -> PipelineStatus:

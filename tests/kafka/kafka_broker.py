@@ -42,7 +42,7 @@ logger = logging.getLogger(__name__)
 CLASSPATH_ENV = "CLOCKWORK_KAFKA_CLASSPATH"
 """A file holding the broker's Java classpath; default :data:`DEFAULT_CLASSPATH_FILE`."""
 
-DEFAULT_CLASSPATH_FILE = Path(__file__).resolve().parents[3] / "tests" / "kafka" / "classpath.txt"
+DEFAULT_CLASSPATH_FILE = Path(__file__).resolve().parent / "classpath.txt"
 
 DIR_PREFIX = "clockwork-kafka-"
 

@@ -8,7 +8,7 @@ most every ``RuntimeSettings.shuffle_trim_interval_s``). Only an accepted commit
 counts: the group fences a zombie owner's commit by its generation, so a trim never
 removes records that the partition's current owner restored to before them.
 
-This is the topic's only cleanup (``topics.SHUFFLE_CONFIGS`` has no time retention: a
+This is the topic's only cleanup (``creation.SHUFFLE_CONFIGS`` has no time retention: a
 backfill's old timestamps would delete unread records). A broker that refuses
 DeleteRecords (Tansu drops the connection) keeps every record; the trimmer then waits
 ``_RETRY_S`` before trying again, and says why in the log and the metric's outcome.
