@@ -22,8 +22,8 @@ from typing import Protocol
 import pytest
 
 from service.runtime.kafka.embedded_broker import EmbeddedBroker
-from tests.kafka.kafka_broker import KafkaBroker
 from tests.integration.secure_kafka import Pki, make_pki, mtls_broker, sasl_ssl_broker
+from tests.kafka.kafka_broker import KafkaBroker
 
 BROKERS = ("tansu", "kafka")
 

@@ -12,11 +12,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from service.runtime.kafka.clients import KafkaCluster
-from tests.kafka.kafka_broker import KafkaBroker
 from tests.integration.kafka_utils import create_topic as create_kafka_topic
 from tests.integration.kafka_utils import json_record
 from tests.integration.kafka_utils import produce as produce_records
 from tests.integration.secure_kafka import SECRETS, Pki, scram_env, scram_security
+from tests.kafka.kafka_broker import KafkaBroker
 
 from .conftest import IVY_SETTINGS, SPARK_KAFKA_PACKAGE, T0, create_topic, produce, record
 

@@ -19,8 +19,8 @@ import yaml
 from service.api.app import create_app
 from service.compaction.cli import parser as compaction_parser
 from service.demo import parse_args as demo_parse_args
-from tests.kafka.kafka_broker import BROKER_SETTINGS, DEPLOYED_SETTINGS
 from service.settings import Settings
+from tests.kafka.kafka_broker import BROKER_SETTINGS, DEPLOYED_SETTINGS
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "deploy" / "k8s"

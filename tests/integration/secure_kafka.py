@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from service.runtime.kafka.clients import KafkaCluster
-from tests.kafka.kafka_broker import KafkaBroker, java_binary, read_classpath
 from service.runtime.security import KafkaSecurity
 from service.settings import Settings
+from tests.kafka.kafka_broker import KafkaBroker, java_binary, read_classpath
 
 ADMIN_USER = "admin"
 ADMIN_PASSWORD = "admin-Secret-7f3a"

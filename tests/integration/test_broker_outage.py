@@ -11,7 +11,6 @@ from aiokafka import TopicPartition
 from service.runtime.consumer_group.changelog import read_changelog
 from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.kafka.embedded_broker import EmbeddedBroker
-from tests.kafka.kafka_broker import KafkaBroker
 from service.runtime.lifecycle.manager import Runtime
 from service.runtime.observability.status import PipelineState
 from tests.integration.kafka_utils import (
@@ -25,6 +24,7 @@ from tests.integration.kafka_utils import (
     wait_until,
     window_definition,
 )
+from tests.kafka.kafka_broker import KafkaBroker
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 

@@ -21,7 +21,6 @@ import httpx
 import pytest
 
 from service.runtime.kafka.clients import KafkaCluster
-from tests.kafka.kafka_broker import KafkaBroker
 from service.settings import Settings
 from tests.api.server import eventually, running_app, wait_ready
 from tests.integration.kafka_utils import create_topic, json_record, produce, read_json
@@ -37,6 +36,7 @@ from tests.integration.secure_kafka import (
     service_settings,
     spec,
 )
+from tests.kafka.kafka_broker import KafkaBroker
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 

@@ -15,7 +15,6 @@ import httpx
 import pytest
 
 from service.runtime.kafka.clients import KafkaCluster
-from tests.kafka.kafka_broker import KafkaBroker
 from tests.api.server import eventually, running_app
 from tests.integration.kafka_utils import create_topic, json_record, produce, read_json
 from tests.integration.secure_kafka import (
@@ -34,6 +33,7 @@ from tests.integration.secure_kafka import (
     service_settings,
     spec,
 )
+from tests.kafka.kafka_broker import KafkaBroker
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 

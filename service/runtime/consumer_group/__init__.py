@@ -2,8 +2,10 @@
 
 Why a group of its own: what a membership owns changes together with the group, on a
 join, a rebalance, a checkpoint or a stop; fetching, pausing, restoring and
-checkpointing must agree on it at every such moment, so they live side by side. Each
-part names what it uses of the session in a protocol of its own (``LoopSession``,
-``CheckpointSession``, ``RebalanceSession``, ``ReportSession``, ``StageSession``), so
-only :mod:`.session` knows them all, and nothing here imports it back.
+checkpointing must agree on it at every such moment, so they live side by side. Only
+:mod:`.assignment` adds partitions to a session or takes them out. Each part names what
+it uses of the session in a protocol of its own, extending :mod:`.views`'s
+``SessionBasics`` (``LoopSession``, ``CheckpointSession``, ``AssignmentSession``,
+``ReportSession``; ``StageSession`` for the stages), so only :mod:`.session` knows them
+all, and nothing here imports it back.
 """

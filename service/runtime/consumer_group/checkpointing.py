@@ -45,25 +45,25 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from aiokafka import TopicPartition
 from aiokafka.errors import CommitFailedError, IllegalStateError
 from aiokafka.structs import OffsetAndMetadata
 
-from service.core.time import MIN_TIMESTAMP, Clock
+from service.core.time import MIN_TIMESTAMP
 from service.runtime.consumer_group.changelog import (
     RestoredPartition,
     append_checkpoint,
     encode_checkpoint,
     read_changelog,
 )
-from service.runtime.consumer_group.pauses import PauseControl
 from service.runtime.consumer_group.prefetch import PendingInput, Prefetcher
 from service.runtime.consumer_group.reporting import SessionReporter
-from service.runtime.consumer_group.stages import Stage, StageSession
-from service.runtime.definition import PipelineDefinition
+from service.runtime.consumer_group.stages import StageSession
+from service.runtime.consumer_group.views import SessionBasics
 from service.runtime.kafka.batch_producer import BatchProducer
 from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.kafka.transactions import PartitionTransactions
@@ -85,19 +85,11 @@ def tp_label(tp: TopicPartition) -> str:
     return f"{tp.topic}/{tp.partition}"
 
 
-class CheckpointSession(StageSession, Protocol):
-    """What checkpoints and restores use of their session: its clients, where outputs
-    go, and what a restored partition joins (the partitions, pauses, pending input and
-    the watermark emitter); with the stage's view, as a restore builds partitions."""
+class CheckpointSession(StageSession, SessionBasics, Protocol):
+    """What checkpoints and restores use of their session: its clients and where outputs
+    go, with the stage's view, as a restore builds partitions. A restore hands what it
+    built to its caller (:meth:`Checkpointer.restore`): it never puts it in the session."""
 
-    @property
-    def name(self) -> str: ...
-    @property
-    def definition(self) -> PipelineDefinition: ...
-    @property
-    def stage(self) -> Stage: ...
-    @property
-    def clock(self) -> Clock: ...
     @property
     def consumer(self) -> Any: ...
     @property
@@ -109,15 +101,27 @@ class CheckpointSession(StageSession, Protocol):
     @property
     def reporter(self) -> SessionReporter: ...
     @property
-    def pauses(self) -> PauseControl: ...
-    @property
-    def partitions(self) -> dict[TopicPartition, PartitionTask]: ...
-    @property
-    def pending(self) -> dict[TopicPartition, PendingInput]: ...
-    @property
     def end_offsets(self) -> Mapping[TopicPartition, int]: ...
     def fail(self, exc: BaseException) -> None: ...
     async def stop_prefetch(self) -> Prefetcher | None: ...
+
+
+@dataclass(slots=True)
+class Restored:
+    """The partitions of one assignment, built and ready to join the session at once."""
+
+    kept: list[PartitionTask]
+    """Kept in memory since this member revoked them (no changelog read)."""
+    read: list[PartitionTask]
+    """Rebuilt from the changelog."""
+    prefetched: dict[TopicPartition, PendingInput]
+    """Records the prefetcher read during the join, per partition, to process first."""
+    repairs: list[tuple[PartitionTask, dict[str, Any]]] = field(default_factory=list)
+    """Entries of a checkpoint cut short, with their committed values to write back."""
+
+    @property
+    def ready(self) -> list[PartitionTask]:
+        return [*self.kept, *self.read]
 
 
 class Checkpointer:
@@ -343,15 +347,21 @@ class Checkpointer:
                 session.stage.committed({tp: o.offset for tp, o in offsets.items()})
         return size
 
-    async def restore(self, new: list[TopicPartition]) -> None:
-        """Rebuild ``new`` from the changelog and hand them to the loop."""
+    async def restore(self, new: list[TopicPartition], join: Callable[[Restored], None]) -> None:
+        """Rebuild ``new`` (from memory if parked and untouched since, else from the
+        changelog) and hand them to ``join``, all at once after the last await, so the
+        loop never sees half an assignment; then write back what a checkpoint cut short
+        left. Under the checkpoint lock: no checkpoint runs in between."""
         async with self.lock:
-            await self._restore(new)
+            started = time.perf_counter()
+            restored = await self._rebuild(new)
+            join(restored)
+            await self._repair(restored.repairs)
+            self._report_restore(restored, started)
 
-    async def _restore(self, new: list[TopicPartition]) -> None:
+    async def _rebuild(self, new: list[TopicPartition]) -> Restored:
         session = self.session
         name = session.name
-        started = time.perf_counter()
         definition = session.definition
         if session.transactions is not None:
             # First: fence the partitions' previous owners, so that nothing they have
@@ -372,12 +382,10 @@ class Checkpointer:
         )
         # The join is over: what the prefetcher read is taken below or dropped.
         prefetcher = await session.stop_prefetch()
-        prefetched: dict[TopicPartition, PendingInput] = {}
+        result = Restored(kept=kept, read=[], prefetched={})
         sink = session.sink
         assert sink is not None
         loop = asyncio.get_running_loop()
-        repairs: list[tuple[PartitionTask, dict[str, Any]]] = []
-        ready: list[PartitionTask] = list(kept)
         wall = int(time.time() * 1000)
         for tp in new:
             state = restored.get(tp) or RestoredPartition()
@@ -429,54 +437,42 @@ class Checkpointer:
                 else None
             )
             if pending is not None:
-                prefetched[tp] = pending
+                result.prefetched[tp] = pending
             if state.repair:
-                repairs.append((part, state.repair))
-            ready.append(part)
-        # All at once, after the last await: the loop never sees half an assignment.
-        now = session.clock.now_ms()
-        for part in ready:
-            # Records fetched before this point were skipped; the seek fetches them again.
-            pending = prefetched.get(part.tp)
-            if pending is None:
-                session.consumer.seek(part.tp, part.next_offset)
-            else:  # the prefetched records come first, then the consumer's from their end
-                session.consumer.seek(part.tp, pending.end)
-                session.pending[part.tp] = pending
-                session.pauses.draining.add(part.tp)
-            session.pauses.restoring.discard(part.tp)
-            session.partitions[part.tp] = part
-            session.emitter.combiner.assign(
-                part.tp, now, part.generator.current_watermark, part.operator.current_watermark
-            )
-            if part.finished:  # kept in memory after this member finished it
-                session.emitter.combiner.finish(part.tp)
-            part.timers.reschedule()
-        session.pauses.apply()
+                result.repairs.append((part, state.repair))
+            result.read.append(part)
+        return result
+
+    async def _repair(self, repairs: list[tuple[PartitionTask, dict[str, Any]]]) -> None:
+        """Entries of a checkpoint cut short: write their committed values back now
+        (with exactly-once, in the partition's first transaction)."""
+        session = self.session
+        topic = session.definition.changelog_topic
         for part, repair in repairs:
-            # Entries of a checkpoint cut short: write their committed values back now
-            # (with exactly-once, in the partition's first transaction).
             meta = self.meta(part, False)
             append_checkpoint(
                 session.batches_for(part.tp),
-                definition.changelog_topic,
+                topic,
                 part.partition,
                 encode_checkpoint(part.tp, repair, meta),
             )
         for batches in {session.batches_for(part.tp) for part, _ in repairs}:
             await batches.flush()
-        metrics = session.metrics
+
+    def _report_restore(self, restored: Restored, started: float) -> None:
+        name = self.session.name
+        metrics = self.session.metrics
         metrics.restore_seconds.labels(name).observe(time.perf_counter() - started)
-        if kept:
-            metrics.partitions_restored.labels(name, "memory").inc(len(kept))
-        if new:
-            metrics.partitions_restored.labels(name, "changelog").inc(len(new))
+        if restored.kept:
+            metrics.partitions_restored.labels(name, "memory").inc(len(restored.kept))
+        if restored.read:
+            metrics.partitions_restored.labels(name, "changelog").inc(len(restored.read))
         logger.info(
             "pipeline %s: assigned %s",
             name,
             ", ".join(
-                [tp_label(part.tp) + " (kept in memory)" for part in kept]
-                + [tp_label(tp) for tp in new]
+                [tp_label(part.tp) + " (kept in memory)" for part in restored.kept]
+                + [tp_label(part.tp) for part in restored.read]
             ),
         )
 

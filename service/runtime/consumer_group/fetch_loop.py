@@ -38,31 +38,28 @@ from aiokafka import TopicPartition
 from aiokafka.structs import OffsetAndMetadata
 
 from service.core.alignment import WatermarkAlignment
-from service.core.time import MIN_TIMESTAMP, Clock
+from service.core.time import MIN_TIMESTAMP
 from service.operators.base import InputRecord
 from service.runtime.consumer_group.checkpointing import Checkpointer
 from service.runtime.consumer_group.pauses import PauseControl
 from service.runtime.consumer_group.prefetch import Chunk, PendingInput
 from service.runtime.consumer_group.reporting import SessionReporter
-from service.runtime.consumer_group.stages import Stage
+from service.runtime.consumer_group.views import SessionBasics
 from service.runtime.consumer_group.watermark_emitter import WatermarkEmitter
-from service.runtime.definition import PipelineDefinition
 from service.runtime.kafka.batch_producer import BatchProducer
 from service.runtime.kafka.batch_reader import BatchReader
 from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.kafka.end_offsets import probe_end_offsets
 from service.runtime.kafka.interrupts import Interrupted
 from service.runtime.kafka.transactions import PartitionTransactions
-from service.runtime.observability.metrics import RuntimeMetrics
 from service.runtime.partition.decoding import DeadLetter
 from service.runtime.partition.sinks import OutputSink
 from service.runtime.partition.task import PartitionTask
-from service.runtime.settings import RuntimeSettings
 
 T = TypeVar("T")
 
 
-class LoopSession(Protocol):
+class LoopSession(SessionBasics, Protocol):
     """What the loop uses of its session: nearly all of it, as the loop is where the
     session's parts meet; the counters and bounded input's progress it keeps there."""
 
@@ -71,18 +68,6 @@ class LoopSession(Protocol):
     end_offsets: dict[TopicPartition, int]
     partitions_done: tuple[int, int]
 
-    @property
-    def name(self) -> str: ...
-    @property
-    def definition(self) -> PipelineDefinition: ...
-    @property
-    def settings(self) -> RuntimeSettings: ...
-    @property
-    def stage(self) -> Stage: ...
-    @property
-    def clock(self) -> Clock: ...
-    @property
-    def metrics(self) -> RuntimeMetrics: ...
     @property
     def stopping(self) -> asyncio.Event: ...
     @property

@@ -16,35 +16,23 @@ from aiokafka import TopicPartition
 
 from service.core.alignment import WatermarkAlignment
 from service.core.shuffle import ShuffleInput
-from service.core.time import MIN_TIMESTAMP, Clock
+from service.core.time import MIN_TIMESTAMP
 from service.operators.join.inputs import SidedJoin
 from service.operators.join.rows import Side
 from service.runtime.consumer_group.pauses import PauseControl
 from service.runtime.consumer_group.prefetch import PendingInput
-from service.runtime.consumer_group.stages import Stage
+from service.runtime.consumer_group.views import SessionBasics
 from service.runtime.consumer_group.watermark_emitter import WatermarkEmitter
-from service.runtime.definition import PipelineDefinition
-from service.runtime.observability.metrics import RuntimeMetrics
 from service.runtime.observability.status import PartitionStatus
 from service.runtime.partition.sinks import OutputSink
 from service.runtime.partition.task import PartitionTask
 from service.runtime.shuffle.writer import ShuffleWriter
 
 
-class ReportSession(Protocol):
+class ReportSession(SessionBasics, Protocol):
     """What the reporter reads of its session: the partitions and what holds them back,
     the combined watermark, and the sink, whose counts it takes."""
 
-    @property
-    def name(self) -> str: ...
-    @property
-    def definition(self) -> PipelineDefinition: ...
-    @property
-    def stage(self) -> Stage: ...
-    @property
-    def metrics(self) -> RuntimeMetrics: ...
-    @property
-    def clock(self) -> Clock: ...
     @property
     def partitions(self) -> Mapping[TopicPartition, PartitionTask]: ...
     @property

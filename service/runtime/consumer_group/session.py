@@ -4,11 +4,13 @@ A session starts the producer and the consumer (joining the group), runs the
 :class:`~service.runtime.consumer_group.fetch_loop.FetchLoop` until a stop or the end of
 bounded input, and closes: graceful (checkpoint every partition, then leave the group)
 unless it failed. Its parts, one concern each:
-:class:`~service.runtime.consumer_group.rebalance.RebalanceListener` (assign/revoke),
-:class:`~service.runtime.consumer_group.checkpointing.Checkpointer` (checkpoint and
-restore), :class:`~service.runtime.consumer_group.reporting.SessionReporter` (status and
-metrics), :class:`~service.runtime.consumer_group.pauses.PauseControl` (which partitions
-are fetched) and the
+:class:`~service.runtime.consumer_group.assignment.Assignment` (assign and revoke, which
+the group's :class:`~service.runtime.consumer_group.rebalance.RebalanceListener` calls),
+:class:`~service.runtime.consumer_group.checkpointing.Checkpointer` (checkpoint, and
+rebuild what is assigned),
+:class:`~service.runtime.consumer_group.reporting.SessionReporter` (status and metrics),
+:class:`~service.runtime.consumer_group.pauses.PauseControl` (which partitions are
+fetched) and the
 :class:`~service.runtime.consumer_group.watermark_emitter.WatermarkEmitter`.
 
 Any error of the loop, the producer, a timer or a checkpoint ends the session; the
@@ -27,6 +29,7 @@ from aiokafka import TopicPartition
 
 from service.core.alignment import WatermarkAlignment
 from service.core.time import Clock
+from service.runtime.consumer_group.assignment import Assignment
 from service.runtime.consumer_group.checkpointing import Checkpointer
 from service.runtime.consumer_group.fetch_loop import FetchLoop
 from service.runtime.consumer_group.pauses import PauseControl
@@ -132,6 +135,7 @@ class Session:
         """Bounded input, once finished: the partitions' status as they ended here."""
         self.reporter = SessionReporter(self)
         self.checkpointer = Checkpointer(self)
+        self.assignment = Assignment(self)
         self.loop = FetchLoop(self)
 
     # -- lifecycle -------------------------------------------------------------------
@@ -178,7 +182,7 @@ class Session:
             isolation_level=definition.isolation_level,
         )
         self.pauses.consumer = self.consumer
-        self.consumer.subscribe(list(stage.topics), listener=RebalanceListener(self))
+        self.consumer.subscribe(list(stage.topics), listener=RebalanceListener(self.assignment))
         if (
             settings.prefetch_max_records > 0
             and stage.prefetches
