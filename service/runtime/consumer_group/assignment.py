@@ -18,35 +18,21 @@ from typing import Any, Protocol
 
 from aiokafka import TopicPartition
 
-from service.core.alignment import WatermarkAlignment
 from service.runtime.consumer_group.checkpointing import Checkpointer, Restored, tp_label
-from service.runtime.consumer_group.pauses import PauseControl
-from service.runtime.consumer_group.prefetch import PendingInput
 from service.runtime.consumer_group.reporting import SessionReporter
-from service.runtime.consumer_group.views import SessionBasics
-from service.runtime.consumer_group.watermark_emitter import WatermarkEmitter
+from service.runtime.consumer_group.views import HeldPartitions, SessionBasics
 from service.runtime.kafka.transactions import PartitionTransactions
 from service.runtime.partition.task import PartitionTask
 
 logger = logging.getLogger(__name__)
 
 
-class AssignmentSession(SessionBasics, Protocol):
+class AssignmentSession(SessionBasics, HeldPartitions, Protocol):
     """What joining and leaving change of the session: the partitions it holds and
     every place a partition is in, with the checkpointer that saves and rebuilds them."""
 
     @property
     def consumer(self) -> Any: ...
-    @property
-    def partitions(self) -> dict[TopicPartition, PartitionTask]: ...
-    @property
-    def pending(self) -> dict[TopicPartition, PendingInput]: ...
-    @property
-    def pauses(self) -> PauseControl: ...
-    @property
-    def alignment(self) -> WatermarkAlignment[TopicPartition] | None: ...
-    @property
-    def emitter(self) -> WatermarkEmitter: ...
     @property
     def reporter(self) -> SessionReporter: ...
     @property

@@ -63,11 +63,9 @@ from service.runtime.consumer_group.changelog import (
 from service.runtime.consumer_group.prefetch import PendingInput, Prefetcher
 from service.runtime.consumer_group.reporting import SessionReporter
 from service.runtime.consumer_group.stages import StageSession
-from service.runtime.consumer_group.views import SessionBasics
+from service.runtime.consumer_group.views import SessionBasics, SessionClients
 from service.runtime.kafka.batch_producer import BatchProducer
 from service.runtime.kafka.clients import KafkaCluster
-from service.runtime.kafka.transactions import PartitionTransactions
-from service.runtime.partition.sinks import OutputSink
 from service.runtime.partition.task import PartitionTask
 
 logger = logging.getLogger(__name__)
@@ -85,19 +83,11 @@ def tp_label(tp: TopicPartition) -> str:
     return f"{tp.topic}/{tp.partition}"
 
 
-class CheckpointSession(StageSession, SessionBasics, Protocol):
+class CheckpointSession(StageSession, SessionBasics, SessionClients, Protocol):
     """What checkpoints and restores use of their session: its clients and where outputs
     go, with the stage's view, as a restore builds partitions. A restore hands what it
     built to its caller (:meth:`Checkpointer.restore`): it never puts it in the session."""
 
-    @property
-    def consumer(self) -> Any: ...
-    @property
-    def batches(self) -> BatchProducer | None: ...
-    @property
-    def transactions(self) -> PartitionTransactions | None: ...
-    @property
-    def sink(self) -> OutputSink | None: ...
     @property
     def reporter(self) -> SessionReporter: ...
     @property

@@ -37,29 +37,23 @@ from typing import Any, Protocol, TypeVar
 from aiokafka import TopicPartition
 from aiokafka.structs import OffsetAndMetadata
 
-from service.core.alignment import WatermarkAlignment
 from service.core.time import MIN_TIMESTAMP
 from service.operators.base import InputRecord
 from service.runtime.consumer_group.checkpointing import Checkpointer
-from service.runtime.consumer_group.pauses import PauseControl
 from service.runtime.consumer_group.prefetch import Chunk, PendingInput
 from service.runtime.consumer_group.reporting import SessionReporter
-from service.runtime.consumer_group.views import SessionBasics
-from service.runtime.consumer_group.watermark_emitter import WatermarkEmitter
-from service.runtime.kafka.batch_producer import BatchProducer
+from service.runtime.consumer_group.views import HeldPartitions, SessionBasics, SessionClients
 from service.runtime.kafka.batch_reader import BatchReader
 from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.kafka.end_offsets import probe_end_offsets
 from service.runtime.kafka.interrupts import Interrupted
-from service.runtime.kafka.transactions import PartitionTransactions
 from service.runtime.partition.decoding import DeadLetter
-from service.runtime.partition.sinks import OutputSink
 from service.runtime.partition.task import PartitionTask
 
 T = TypeVar("T")
 
 
-class LoopSession(SessionBasics, Protocol):
+class LoopSession(SessionBasics, SessionClients, HeldPartitions, Protocol):
     """What the loop uses of its session: nearly all of it, as the loop is where the
     session's parts meet; the counters and bounded input's progress it keeps there."""
 
@@ -71,25 +65,7 @@ class LoopSession(SessionBasics, Protocol):
     @property
     def stopping(self) -> asyncio.Event: ...
     @property
-    def consumer(self) -> Any: ...
-    @property
-    def batches(self) -> BatchProducer | None: ...
-    @property
-    def transactions(self) -> PartitionTransactions | None: ...
-    @property
-    def sink(self) -> OutputSink | None: ...
-    @property
-    def partitions(self) -> dict[TopicPartition, PartitionTask]: ...
-    @property
-    def pending(self) -> dict[TopicPartition, PendingInput]: ...
-    @property
     def finished_here(self) -> set[TopicPartition]: ...
-    @property
-    def pauses(self) -> PauseControl: ...
-    @property
-    def alignment(self) -> WatermarkAlignment[TopicPartition] | None: ...
-    @property
-    def emitter(self) -> WatermarkEmitter: ...
     @property
     def checkpointer(self) -> Checkpointer: ...
     @property
