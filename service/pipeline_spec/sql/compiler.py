@@ -62,6 +62,18 @@ _CLAUSES = {
 }
 
 
+_KEYWORDS = {
+    "having": "HAVING",
+    "order": "ORDER",
+    "limit": "LIMIT",
+    "offset": "OFFSET",
+    "qualify": "QUALIFY",
+    "windows": "WINDOW",
+    "distinct": "DISTINCT",
+}
+"""The keyword each refused clause starts with (where its problem is placed)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Compiled:
     """A compiled script: the spec and where each of its parts came from."""
@@ -175,7 +187,11 @@ def _query(
     for clause, message in _CLAUSES.items():
         if select.args.get(clause):
             node = select.args[clause]
-            comp.refuse(node if isinstance(node, exp.Expression) else select, number, message)
+            keyword = _KEYWORDS.get(clause)
+            if keyword is not None and isinstance(node, exp.Expression):
+                comp.refuse_clause(node, number, keyword, message)
+            else:
+                comp.refuse(node if isinstance(node, exp.Expression) else select, number, message)
     from_ = select.args.get("from_")
     if not isinstance(from_, exp.From):
         comp.refuse(select, number, "SELECT ... FROM a source (or a window of one)", "sql_missing")
@@ -206,25 +222,28 @@ def _query(
             "sql_unknown_source",
         )
     elif select.args.get("group"):
-        comp.refuse(
+        comp.refuse_clause(
             select.args["group"],
             number,
+            "GROUP",
             "GROUP BY without a window is an unbounded aggregate: its result changes with "
             "every record, which needs retractions; group by a window instead (FROM "
             "TUMBLE(source, ts, INTERVAL ...) ... GROUP BY key, window_start, window_end)",
             "sql_unbounded_aggregate",
         )
     elif any(isinstance(e, exp.AggFunc) for e in select.find_all(exp.AggFunc)):
-        comp.refuse(
+        comp.refuse_clause(
             select,
             number,
+            "SELECT",
             "an aggregate without a window is unbounded: aggregate over TUMBLE, HOP or SESSION",
             "sql_unbounded_aggregate",
         )
     else:
-        comp.refuse(
+        comp.refuse_clause(
             select,
             number,
+            "SELECT",
             "a SELECT without a window aggregate or a join has no operator to run: the "
             "spec has windows, joins and keyed process functions (filter and compute inside "
             "one of them)",

@@ -44,6 +44,19 @@ class Compilation:
         """Report a problem at ``node`` (compilation goes on, to find the others)."""
         self.problems.append(SqlProblem(self.at(node, statement), kind, message))
 
+    def refuse_clause(
+        self,
+        node: exp.Expr,
+        statement: int,
+        keyword: str,
+        message: str,
+        kind: str = "sql_unsupported",
+    ) -> None:
+        """Report a problem at the keyword that starts the clause ``node``."""
+        self.problems.append(
+            SqlProblem(self.text.at_keyword(node, statement, keyword), kind, message)
+        )
+
     def came_from(self, loc: Loc, node: exp.Expr | None, statement: int) -> None:
         """Note that the spec's part at ``loc`` was written from ``node``."""
         self.origins[loc] = self.at(node, statement)

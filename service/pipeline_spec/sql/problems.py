@@ -42,9 +42,10 @@ class SqlProblem:
     spec_loc: tuple[str | int, ...] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The problem as a 422 entry: FastAPI's ``loc``/``msg``/``type`` plus where."""
+        """The problem as a 422 entry: FastAPI's ``loc``/``msg``/``type`` (``loc`` in the
+        body: ``sql``, or ``name`` for the pipeline's name) plus where in the script."""
         return {
-            "loc": ["body", "sql"],
+            "loc": ["name"] if self.spec_loc == ("name",) else ["sql"],
             "msg": self.message,
             "type": self.type,
             "input": None,
@@ -103,6 +104,21 @@ class Text:
             if offsets:
                 return self.at_offset(min(offsets), statement)
         return self.statement_start(statement)
+
+    def at_keyword(self, node: exp.Expr, statement: int, keyword: str) -> Position:
+        """Where the clause ``node`` starts: its ``keyword`` (``GROUP``, ``ORDER``...),
+        the last one before its first part (sqlglot keeps no offset for clauses)."""
+        found = self.at_node(node, statement)
+        first = self._offset(found)
+        if 1 <= statement <= len(self.statement_starts):
+            start = self.statement_starts[statement - 1]
+            at = self.sql.upper().rfind(keyword.upper(), start, first + len(keyword))
+            if at >= 0:
+                return self.at_offset(at, statement)
+        return found
+
+    def _offset(self, position: Position) -> int:
+        return self._line_starts[position.line - 1] + position.column - 1
 
     def statement_start(self, statement: int) -> Position:
         """Where statement ``statement`` (1-based) starts; 1:1 for the script (0)."""

@@ -285,6 +285,7 @@ def _aggregations(
         for item in (group.expressions if isinstance(group, exp.Group) else ())
     }
     aggregations: dict[str, Any] = {}
+    before = len(comp.problems)
     for item in select.expressions:
         alias = item.alias if isinstance(item, exp.Alias) else None
         value = item.this if isinstance(item, exp.Alias) else item
@@ -322,7 +323,7 @@ def _aggregations(
                 "aggregate: a window's result is its key, its window and aggregates (an "
                 "expression over aggregates is not supported)",
             )
-    if not aggregations:
+    if not aggregations and len(comp.problems) == before:  # not when one was refused
         comp.refuse(
             select,
             statement,
