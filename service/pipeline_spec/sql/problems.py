@@ -95,7 +95,7 @@ class Text:
     def at_node(self, node: exp.Expr | None, statement: int) -> Position:
         """Where ``node`` starts: the first of its parts (in the order written) that
         carries a token offset; the statement's start when none does."""
-        if node is not None:
+        if isinstance(node, exp.Expr):  # sqlglot keeps flags (bools) where nodes may be
             offsets = [
                 int(meta["start"])
                 for sub in node.walk()

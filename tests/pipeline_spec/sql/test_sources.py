@@ -13,7 +13,8 @@ QUERY = (
 def test_source_options_compile_to_source_and_watermark_settings() -> None:
     spec = compiled(
         "CREATE SOURCE s (ts BIGINT, WATERMARK FOR ts AS ts - INTERVAL '500' MILLISECOND) WITH ("
-        "topic = 'a,b', start_from = 'latest', bounded = true, idle_timeout = INTERVAL '30' SECOND, "
+        "topic = 'a,b', start_from = 'latest', bounded = true, "
+        "idle_timeout = INTERVAL '30' SECOND, "
         "idle_advance = true, max_drift = '1 minute', watermark_interval = 0, "
         "timestamp_format = 'epoch_seconds');\n" + QUERY
     )

@@ -70,7 +70,8 @@ def test_session_compiles_to_a_session_assigner() -> None:
 def test_tumble_with_an_offset_compiles_to_offset_ms() -> None:
     spec = window_of(
         "INSERT INTO out SELECT window_start, window_end, COUNT(*) AS n "
-        "FROM TUMBLE(orders, ts, INTERVAL '1' DAY, INTERVAL '2' HOUR) GROUP BY window_start, window_end"
+        "FROM TUMBLE(orders, ts, INTERVAL '1' DAY, INTERVAL '2' HOUR) "
+        "GROUP BY window_start, window_end"
     )
     assert spec["operator"]["assigner"] == {  # type: ignore[index]
         "type": "tumbling",
@@ -103,7 +104,8 @@ def test_a_composite_group_key_is_one_field_joining_both_columns() -> None:
 def test_a_nested_field_group_key_is_a_dotted_key_path() -> None:
     spec = window_of(
         "INSERT INTO out SELECT payload.a.b, window_start, window_end, COUNT(*) AS n "
-        "FROM TUMBLE(orders, ts, INTERVAL '1' MINUTE) GROUP BY payload.a.b, window_start, window_end"
+        "FROM TUMBLE(orders, ts, INTERVAL '1' MINUTE) "
+        "GROUP BY payload.a.b, window_start, window_end"
     )
     assert spec["key"] == {"field": "payload.a.b"}
 
