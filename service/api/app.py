@@ -35,10 +35,10 @@ from service.api.registry import (
     SpecInvalid,
     StateIncompatible,
 )
-from service.api.routes import console, health, metrics, pipelines, schema
+from service.api.routes import console, health, metrics, pipelines, schema, sql
 from service.api.routes.deps import Services
 from service.api.store import PipelineStore, StoredPipeline, StoreError, StoreTimeout
-from service.pipeline_spec.schema import pipeline_schema, replacement_schema
+from service.pipeline_spec.schema import pipeline_schema, replacement_schema, sql_schemas
 from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.kafka.embedded_broker import EmbeddedBroker
 from service.runtime.lifecycle.manager import Runtime
@@ -101,6 +101,7 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
     app.state.settings = settings
     app.include_router(pipelines.router)
     app.include_router(schema.router)
+    app.include_router(sql.router)
     app.include_router(health.router)
     app.include_router(metrics.router)
     app.include_router(console.router)
@@ -219,6 +220,7 @@ def _openapi(app: FastAPI, settings: Settings) -> dict[str, Any]:
     spec_schema.pop("$schema", None)  # the document's dialect (3.1: 2020-12) applies
     schemas["PipelineSpec"] = spec_schema
     schemas["PipelineReplacement"] = replacement_schema(spec_schema)
+    schemas.update(sql_schemas())
     _link_operations(doc)
     if settings.api_token:
         doc["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from service.api.store import PipelineStore, StoredPipeline, StoreError
 from service.pipeline_spec.build import BuildError, build_definition
 from service.pipeline_spec.models import PipelineSpec, validate_spec
+from service.pipeline_spec.sql import SqlError, validate_sql
 from service.runtime.definition import PipelineDefinition
 from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.kafka.transactions import transactions_unsupported
@@ -93,6 +94,44 @@ class PipelineRegistry:
                 [{"loc": list(exc.loc), "msg": exc.msg, "type": "build_failed", "input": None}]
             ) from exc
 
+    def parse_body(
+        self, raw: Any, path_name: str | None = None
+    ) -> tuple[PipelineSpec, PipelineDefinition, str | None]:
+        """A request body, JSON spec or ``{"name", "sql"}``: validated and built, with the
+        script (None for a JSON spec). :class:`SpecInvalid` lists every problem, a
+        script's each at its statement, line and column."""
+        if not is_sql_body(raw):
+            return (*self.parse(raw), None)
+        name, sql = sql_body(raw, path_name)
+        try:
+            spec, compiled = validate_sql(name, sql, self._settings.udf_modules)
+        except SqlError as exc:
+            raise SpecInvalid([p.to_json() for p in exc.problems]) from exc
+        try:
+            return spec, build_definition(spec, self._settings.udf_modules), sql
+        except BuildError as exc:
+            problem = compiled.problem(exc.loc, exc.msg, "build_failed")
+            raise SpecInvalid([problem.to_json()]) from exc
+
+    def compile(self, raw: Any) -> dict[str, Any]:
+        """``POST /sql/compile``: the spec a script compiles to, validated and built as
+        for a create, and nothing created."""
+        if not is_sql_body(raw):
+            raise SpecInvalid(
+                [
+                    {
+                        "loc": ["sql"],
+                        "msg": "a JSON object with sql (and optionally name)",
+                        "type": "missing",
+                        "input": None,
+                    }
+                ]
+            )
+        if isinstance(raw, Mapping) and "name" not in raw:
+            raw = {**raw, "name": "compiled"}
+        spec, _, sql = self.parse_body(raw)
+        return {"name": spec.name, "spec": spec.to_json(), "sql": sql}
+
     async def check_broker(self, spec: PipelineSpec) -> None:
         """What the spec needs of the broker: transactions for exactly-once (asked of
         the broker once; a refusal is asked again next time, it may have been an
@@ -117,7 +156,7 @@ class PipelineRegistry:
     # -- operations (any replica) ----------------------------------------------------
 
     async def create(self, raw: Any) -> dict[str, Any]:
-        spec, definition = self.parse(raw)
+        spec, definition, sql = self.parse_body(raw)
         await self.check_broker(spec)
         async with self._store.write_lock:
             await self._store.sync(self._timeout_s)
@@ -130,6 +169,7 @@ class PipelineRegistry:
                     spec=spec.to_json(),
                     state_epoch=epoch,
                     end_offsets=await self._ends(spec),
+                    sql=sql,
                 ),
                 self._timeout_s,
             )
@@ -150,7 +190,7 @@ class PipelineRegistry:
     async def replace(self, name: str, raw: Any, *, reset_state: bool) -> dict[str, Any]:
         if isinstance(raw, Mapping) and "name" not in raw:
             raw = {**raw, "name": name}
-        spec, definition = self.parse(raw)
+        spec, definition, sql = self.parse_body(raw)
         if spec.name != name:
             raise SpecInvalid(
                 [
@@ -183,6 +223,7 @@ class PipelineRegistry:
                         spec=spec.to_json(),
                         state_epoch=current.state_epoch + (1 if reset_state else 0),
                         end_offsets=await self._ends(spec),
+                        sql=sql,
                     ),
                     self._timeout_s,
                 )
@@ -233,6 +274,7 @@ class PipelineRegistry:
         return {
             "name": stored.name,
             "spec": stored.spec,
+            "sql": stored.sql,
             "paused": stored.paused,
             "state_epoch": stored.state_epoch,
             "end_offsets": None
@@ -324,6 +366,50 @@ class PipelineRegistry:
         self._running.discard(name)
         with contextlib.suppress(UnknownPipeline):
             await self._runtime.stop_pipeline(name)
+
+
+SQL_BODY_KEYS = frozenset({"name", "sql"})
+
+
+def is_sql_body(raw: Any) -> bool:
+    """Whether a body is the SQL form (``{"name", "sql"}``) rather than a JSON spec."""
+    return isinstance(raw, Mapping) and "sql" in raw
+
+
+def sql_body(raw: Mapping[str, Any], path_name: str | None = None) -> tuple[str, str]:
+    """The name and script of a SQL body; :class:`SpecInvalid` for a malformed one."""
+    problems = [
+        {
+            "loc": [key],
+            "msg": "a SQL body has only name and sql",
+            "type": "extra_forbidden",
+            "input": None,
+        }
+        for key in raw
+        if key not in SQL_BODY_KEYS
+    ]
+    name, sql = raw.get("name", path_name), raw.get("sql")
+    if not isinstance(name, str):
+        problems.append(
+            {
+                "loc": ["name"],
+                "msg": "the pipeline's name, a string",
+                "type": "string_type",
+                "input": None,
+            }
+        )
+    if not isinstance(sql, str):
+        problems.append(
+            {
+                "loc": ["sql"],
+                "msg": "the pipeline's SQL script, a string",
+                "type": "string_type",
+                "input": None,
+            }
+        )
+    if problems or not isinstance(name, str) or not isinstance(sql, str):
+        raise SpecInvalid(problems)
+    return name, sql
 
 
 def _errors(exc: ValidationError) -> list[dict[str, Any]]:

@@ -69,6 +69,9 @@ class StoredPipeline:
     the spec was written, so every replica (and every restart) reads to the same ends."""
     updated_by: str = ""
     updated_at_ms: int = 0
+    sql: str | None = None
+    """The SQL script as written, when the pipeline was created or replaced from one
+    (the spec is what it compiled to, and what runs)."""
     offset: int = field(default=-1, compare=False)
     """Where in the store topic this version was written (-1 before it was)."""
 
@@ -81,6 +84,7 @@ class StoredPipeline:
                 "end_offsets": None if self.end_offsets is None else list(self.end_offsets),
                 "updated_by": self.updated_by,
                 "updated_at_ms": self.updated_at_ms,
+                **({} if self.sql is None else {"sql": self.sql}),
             },
             separators=(",", ":"),
         ).encode()
@@ -102,6 +106,7 @@ class StoredPipeline:
             else tuple((str(t), int(p), int(e)) for t, p, e in ends),
             updated_by=str(data.get("updated_by", "")),
             updated_at_ms=int(data.get("updated_at_ms", 0)),
+            sql=data["sql"] if isinstance(data.get("sql"), str) else None,
             offset=offset,
         )
 

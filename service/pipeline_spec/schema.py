@@ -36,10 +36,11 @@ from collections.abc import Iterable, Sequence
 from functools import cache
 from typing import Any
 
-from service.pipeline_spec.models import PipelineSpec
+from service.pipeline_spec.models import PIPELINE_NAME_PATTERN, PipelineSpec
 from service.pipeline_spec.rules import RULES, Rule
+from service.pipeline_spec.sql.parsing import MAX_SCRIPT
 
-__all__ = ["DRAFT", "assemble", "pipeline_schema", "replacement_schema"]
+__all__ = ["DRAFT", "assemble", "pipeline_schema", "replacement_schema", "sql_schemas"]
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -89,6 +90,40 @@ def replacement_schema(spec: JsonSchema) -> JsonSchema:
     body["description"] = "A pipeline spec; `name` may be left out (the path gives it)."
     body["required"] = [name for name in spec["required"] if name != "name"]
     return body
+
+
+def sql_schemas() -> dict[str, JsonSchema]:
+    """The SQL forms of a body (docs/sql.md): ``SqlPipeline`` (``POST /pipelines``),
+    ``SqlReplacement`` (``PUT``: the path names it) and ``SqlCompile`` (``POST
+    /sql/compile``). The script is a string here; what it must say, no JSON Schema can
+    state (the compiler answers 422 with each problem's statement, line and column)."""
+    name = {"type": "string", "pattern": PIPELINE_NAME_PATTERN}
+    sql = {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": MAX_SCRIPT,
+        "description": "The pipeline as SQL: CREATE SOURCE ...; INSERT INTO ... SELECT ...",
+    }
+
+    def body(title: str, required: list[str], description: str) -> JsonSchema:
+        return {
+            "title": title,
+            "description": description,
+            "type": "object",
+            "properties": {"name": name, "sql": sql},
+            "required": required,
+            "additionalProperties": False,
+        }
+
+    return {
+        "SqlPipeline": body("SqlPipeline", ["name", "sql"], "A pipeline written in SQL."),
+        "SqlReplacement": body(
+            "SqlReplacement", ["sql"], "A pipeline written in SQL; `name` may be left out."
+        ),
+        "SqlCompile": body(
+            "SqlCompile", ["sql"], "A script to compile; `name` names the spec (default: compiled)."
+        ),
+    }
 
 
 # -- the models' own checks, said where pydantic says them loosely --------------------

@@ -84,8 +84,14 @@ async def test_a_replacement_body_may_leave_the_name_out(
 ) -> None:
     doc = (await client.get("/openapi.json")).json()
     put = doc["paths"]["/pipelines/{name}"]["put"]["requestBody"]["content"]["application/json"]
-    assert put["schema"] == {"$ref": "#/components/schemas/PipelineReplacement"}
+    assert put["schema"] == {  # a JSON spec, or a SQL script (docs/sql.md)
+        "anyOf": [
+            {"$ref": "#/components/schemas/PipelineReplacement"},
+            {"$ref": "#/components/schemas/SqlReplacement"},
+        ]
+    }
     assert "name" not in doc["components"]["schemas"]["PipelineReplacement"]["required"]
+    assert doc["components"]["schemas"]["SqlReplacement"]["required"] == ["sql"]
 
     source = f"in-{uuid.uuid4().hex[:8]}"
     await create_topic(bootstrap_servers, source, partitions=1)

@@ -1,6 +1,8 @@
 """``/pipelines``: the REST resource of contract.md.
 
-Bodies are read as raw JSON and validated by :func:`service.pipeline_spec.models.validate_spec`
+Bodies (a JSON spec, or ``{"name", "sql"}``: a SQL script compiled to the spec, see
+docs/sql.md) are read as raw JSON and validated by
+:func:`service.pipeline_spec.models.validate_spec`
 (not by FastAPI's parameter binding), because the spec's rules need the service's
 allowed modules and must report every problem together; the OpenAPI document still shows
 the spec's schema (``openapi_extra``). Errors map to statuses in :mod:`service.api.app`.
@@ -24,19 +26,25 @@ router = APIRouter(prefix="/pipelines", tags=["pipelines"])
 Registry = Annotated[PipelineRegistry, Depends(registry)]
 
 
-def _body(schema: str) -> dict[str, Any]:
-    ref = {"$ref": f"#/components/schemas/{schema}"}
-    return {"requestBody": {"required": True, "content": {"application/json": {"schema": ref}}}}
+def request_body(*schemas: str) -> dict[str, Any]:
+    """An operation's JSON body: one of ``schemas`` (components of the document)."""
+    refs = [{"$ref": f"#/components/schemas/{schema}"} for schema in schemas]
+    schema = refs[0] if len(refs) == 1 else {"anyOf": refs}
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
 
 
-_SPEC_BODY = _body("PipelineSpec")
-_REPLACEMENT_BODY = _body("PipelineReplacement")
+_SPEC_BODY = request_body("PipelineSpec", "SqlPipeline")
+"""A JSON spec, or ``{"name", "sql"}`` (docs/sql.md)."""
+_REPLACEMENT_BODY = request_body("PipelineReplacement", "SqlReplacement")
 """``PUT``: the name may be left out (the path gives it)."""
 _ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"description": "no pipeline of that name"},
     401: {"description": "SERVICE_API_TOKEN is set and the bearer token is missing or wrong"},
     413: {"description": "the body is larger than SERVICE_MAX_BODY_BYTES"},
-    422: {"description": "every problem of the spec, each with its field path"},
+    422: {
+        "description": "every problem of the spec, each with its field path (of a SQL "
+        "script: each with its statement, line and column)"
+    },
     503: {"description": "the pipeline store is unreachable"},
     504: {"description": "this replica did not apply the change in time"},
 }
@@ -65,7 +73,7 @@ def _not_json(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON value")
 
 
-async def _json_body(request: Request) -> Any:
+async def json_body(request: Request) -> Any:
     raw = await request.body()
     try:
         return json.loads(raw, parse_float=_number, parse_constant=_not_json)
@@ -83,7 +91,7 @@ async def _json_body(request: Request) -> Any:
     responses={409: {"description": "a pipeline of that name exists"}, **_ERRORS},
 )
 async def create_pipeline(request: Request, pipelines: Registry) -> dict[str, Any]:
-    return await pipelines.create(await _json_body(request))
+    return await pipelines.create(await json_body(request))
 
 
 @router.get("", summary="List the pipelines")
@@ -113,7 +121,7 @@ async def replace_pipeline(
         bool, Query(description="Drop the pipeline's state when the change needs it.")
     ] = False,
 ) -> dict[str, Any]:
-    return await pipelines.replace(name, await _json_body(request), reset_state=reset_state)
+    return await pipelines.replace(name, await json_body(request), reset_state=reset_state)
 
 
 @router.delete("/{name}", status_code=204, summary="Stop and remove a pipeline", responses=_ERRORS)

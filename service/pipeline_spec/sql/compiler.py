@@ -1,0 +1,271 @@
+"""A pipeline script -> the JSON spec (the stored, canonical form), or every problem.
+
+The script is ``CREATE SOURCE`` statements (the inputs), optional ``CREATE SINK`` and
+``SET`` statements, and one ``INSERT INTO ... SELECT`` (the pipeline). Each statement
+kind is read by its own module (:mod:`.sources`, :mod:`.sink`, :mod:`.windows`,
+:mod:`.joins`, with :mod:`.expressions` for what becomes steps); this module dispatches
+the statements, refuses by name what the spec cannot run, and puts the spec together.
+
+Then :func:`validate_sql` runs the spec's own validation (every field check and rule of
+:mod:`service.pipeline_spec.rules`), so a SQL pipeline is held to exactly the rules a
+JSON one is, and places each of its problems at the statement, line and column the
+offending part of the spec was written from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+from sqlglot import exp
+
+from service.pipeline_spec.models import PipelineSpec, validate_spec
+
+from .context import Compilation, Loc
+from .joins import LOOKUP_UNSUPPORTED, compile_join
+from .parsing import parse_script
+from .problems import SqlError, SqlProblem, Text
+from .sink import Settings, SinkDecl, read_set, read_sink, sink_spec
+from .sources import Source, read_source
+from .windows import compile_window, window_call
+
+__all__ = ["Compiled", "compile_sql", "validate_sql"]
+
+_SPEC_ORDER = (
+    "name",
+    "source",
+    "inputs",
+    "steps",
+    "key",
+    "timestamp",
+    "watermark",
+    "operator",
+    "sink",
+    "delivery",
+)
+_CLAUSES = {
+    "having": "HAVING is not supported: a window's results are final and unfiltered "
+    "(filter them downstream, or filter the records with WHERE)",
+    "order": "ORDER BY is not supported: a stream has no end to sort up to (results come "
+    "per window, in watermark order)",
+    "limit": "LIMIT is not supported on a stream",
+    "offset": "OFFSET is not supported on a stream",
+    "qualify": "QUALIFY is not supported",
+    "windows": "a WINDOW clause (OVER windows) is not supported: use TUMBLE, HOP or SESSION",
+    "with_": "WITH (common table expressions) is not supported: one SELECT per pipeline",
+    "distinct": "SELECT DISTINCT is not supported (an updating result): use COUNT(DISTINCT x) "
+    "in a window",
+    "laterals": "LATERAL is not supported",
+    "prewhere": "PREWHERE is not supported",
+}
+
+
+_KEYWORDS = {
+    "having": "HAVING",
+    "order": "ORDER",
+    "limit": "LIMIT",
+    "offset": "OFFSET",
+    "qualify": "QUALIFY",
+    "windows": "WINDOW",
+    "distinct": "DISTINCT",
+}
+"""The keyword each refused clause starts with (where its problem is placed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Compiled:
+    """A compiled script: the spec and where each of its parts came from."""
+
+    sql: str
+    spec: dict[str, Any]
+    comp: Compilation
+
+    def problem(self, loc: Loc, message: str, kind: str) -> SqlProblem:
+        """A problem of the spec at ``loc``, placed where that part was written."""
+        path = ".".join(map(str, loc))
+        text = f"{message} (the spec's {path})" if path else message
+        return SqlProblem(self.comp.origin(loc), kind, text, loc)
+
+
+def compile_sql(name: str, sql: str) -> Compiled:
+    """The spec ``sql`` compiles to (named ``name``); :class:`SqlError` with every problem."""
+    if not isinstance(sql, str):
+        raise SqlError([SqlProblem(Text("").at_offset(0, 0), "sql_syntax", "sql is a string")])
+    comp = Compilation(Text(sql))
+    statements, problems = parse_script(comp.text)
+    comp.problems.extend(problems)
+    sources: dict[str, Source] = {}
+    sinks: dict[str, SinkDecl] = {}
+    settings = Settings()
+    inserts: list[tuple[exp.Insert, int]] = []
+    for statement in statements:
+        tree, number = statement.tree, statement.number
+        if isinstance(tree, exp.Create):
+            kind = str(tree.args.get("kind") or "").upper()
+            if kind in ("SOURCE", "TABLE"):
+                source = read_source(comp, tree, number)
+                if source is not None and source.name in sources:
+                    comp.refuse(
+                        source.node,
+                        number,
+                        f"source {source.name!r} is declared twice",
+                        "sql_duplicate",
+                    )
+                elif source is not None:
+                    sources[source.name] = source
+            elif kind == "SINK":
+                sink = read_sink(comp, tree, number)
+                if sink is not None:
+                    sinks[sink.name] = sink
+            else:
+                comp.refuse(
+                    tree,
+                    number,
+                    f"CREATE {kind} is not supported: a script declares "
+                    "sources (CREATE SOURCE), sinks (CREATE SINK) and one INSERT INTO",
+                )
+        elif isinstance(tree, exp.Set):
+            read_set(comp, tree, number, settings)
+        elif isinstance(tree, exp.Insert):
+            inserts.append((tree, number))
+        elif isinstance(tree, exp.Command):  # sqlglot's fallback for what it cannot read
+            comp.refuse(
+                tree,
+                number,
+                f"syntax error: {tree.name.upper()} ... is not understood "
+                "here (see docs/sql.md for the forms this service reads)",
+                "sql_syntax",
+            )
+        elif isinstance(tree, exp.Query):
+            comp.refuse(
+                tree, number, "a query alone writes nowhere: INSERT INTO <topic> SELECT ..."
+            )
+        else:
+            comp.refuse(tree, number, f"{tree.key.upper()} statements are not supported here")
+    if not inserts and not problems:
+        comp.refuse(
+            None,
+            0,
+            "the script has no INSERT INTO <topic> SELECT ...: that is the pipeline",
+            "sql_missing",
+        )
+    for insert, number in inserts[1:]:
+        comp.refuse(insert, number, "one INSERT INTO per script (a script is one pipeline)")
+    if inserts:
+        insert, number = inserts[0]
+        _query(comp, sources, sinks, settings, insert, number)
+    if "delivery" in settings.values:
+        comp.spec["delivery"] = settings.values["delivery"]
+        comp.origins[("delivery",)] = settings.at["delivery"]
+    if comp.problems:
+        raise SqlError(comp.problems)
+    spec = {"name": name, **comp.spec}
+    ordered = {key: spec[key] for key in _SPEC_ORDER if key in spec}
+    return Compiled(sql, ordered, comp)
+
+
+def _query(
+    comp: Compilation,
+    sources: dict[str, Source],
+    sinks: dict[str, SinkDecl],
+    settings: Settings,
+    insert: exp.Insert,
+    number: int,
+) -> None:
+    sink_spec(comp, insert, sinks, number)
+    select = insert.expression
+    if not isinstance(select, exp.Select):
+        what = type(select).__name__.upper() if isinstance(select, exp.Expression) else "nothing"
+        comp.refuse(
+            select if isinstance(select, exp.Expression) else insert,
+            number,
+            f"INSERT INTO ... SELECT: {what} is not supported here (one SELECT)",
+        )
+        return
+    for clause, message in _CLAUSES.items():
+        if select.args.get(clause):
+            node = select.args[clause]
+            keyword = _KEYWORDS.get(clause)
+            if keyword is not None and isinstance(node, exp.Expression):
+                comp.refuse_clause(node, number, keyword, message)
+            else:
+                comp.refuse(node if isinstance(node, exp.Expression) else select, number, message)
+    from_ = select.args.get("from_")
+    if not isinstance(from_, exp.From):
+        comp.refuse(select, number, "SELECT ... FROM a source (or a window of one)", "sql_missing")
+        return
+    joins = select.args.get("joins") or []
+    if joins:
+        compile_join(comp, sources, select, number, settings)
+        return
+    call = window_call(from_.this)
+    if call is not None:
+        if call.name.upper() in ("TUMBLE", "HOP", "SESSION"):
+            compile_window(comp, sources, select, call, number, settings)
+        else:
+            comp.refuse(
+                call,
+                number,
+                f"FROM {call.name}(...): the window functions are "
+                "TUMBLE, HOP and SESSION (CUMULATE is not supported)",
+            )
+        return
+    table = from_.this
+    if isinstance(table, exp.Table) and table.name and table.name not in sources:
+        comp.refuse(
+            table,
+            number,
+            f"unknown source {table.name!r}: declare it with CREATE "
+            f"SOURCE (declared: {', '.join(sources) or 'none'})",
+            "sql_unknown_source",
+        )
+    elif select.args.get("group"):
+        comp.refuse_clause(
+            select.args["group"],
+            number,
+            "GROUP",
+            "GROUP BY without a window is an unbounded aggregate: its result changes with "
+            "every record, which needs retractions; group by a window instead (FROM "
+            "TUMBLE(source, ts, INTERVAL ...) ... GROUP BY key, window_start, window_end)",
+            "sql_unbounded_aggregate",
+        )
+    elif any(isinstance(e, exp.AggFunc) for e in select.find_all(exp.AggFunc)):
+        comp.refuse_clause(
+            select,
+            number,
+            "SELECT",
+            "an aggregate without a window is unbounded: aggregate over TUMBLE, HOP or SESSION",
+            "sql_unbounded_aggregate",
+        )
+    else:
+        comp.refuse_clause(
+            select,
+            number,
+            "SELECT",
+            "a SELECT without a window aggregate or a join has no operator to run: the "
+            "spec has windows, joins and keyed process functions (filter and compute inside "
+            "one of them)",
+        )
+
+
+def validate_sql(
+    name: str, sql: str, allowed_modules: Sequence[str]
+) -> tuple[PipelineSpec, Compiled]:
+    """Compile and validate as any spec is: :class:`SqlError` with every problem of
+    either, each placed in the script."""
+    compiled = compile_sql(name, sql)
+    try:
+        spec = validate_spec(compiled.spec, allowed_modules)
+    except ValidationError as exc:
+        lookup = compiled.spec.get("operator", {}).get("kind") == "lookup"
+        problems = []
+        for err in exc.errors(include_url=False, include_context=False):
+            loc = tuple(err["loc"])
+            if lookup and loc == ("operator", "kind"):  # the spec does not take it (yet)
+                problems.append(compiled.problem(loc, LOOKUP_UNSUPPORTED, "sql_unsupported"))
+            else:
+                problems.append(compiled.problem(loc, err["msg"], err["type"]))
+        raise SqlError(problems) from exc
+    return spec, compiled

@@ -1,0 +1,327 @@
+"""Expressions of a query -> the steps' SQL expressions, with their columns checked.
+
+A query's expressions (``WHERE``, an aggregate's argument, a computed group key, a
+join's select item) become the text of a step (or of a join's ``select``), which the
+steps compiler (:mod:`service.operators.steps`) turns into code. This module resolves
+each column against the sources in scope (``o.amount`` through the alias ``o``,
+``payload.a.b`` as a path into the column ``payload``), refuses an unknown one, checks
+types where the columns declare them (a number compared with a string, ``SUM`` over a
+``VARCHAR``), and writes the expression in the steps' dialect, the columns rewritten to
+the record's field paths (or ``<input>.<path>`` in a join's select).
+
+Type checks are only where both sides are known: a column of a declared scalar type, a
+literal, a ``CAST``; an undeclared or structured value (``payload.a.b``) is not
+guessed at (the step checks it per record and sends a mismatch to the dead-letter topic).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from service.operators.steps import check_expression
+from service.operators.steps.compiler import StepsDialect
+
+from .context import Compilation
+from .sources import Source, family_of
+
+__all__ = ["Scope", "column_path", "describe", "family", "translate"]
+
+
+@dataclass(slots=True)
+class Scope:
+    """The sources a query reads, by name and by alias."""
+
+    names: dict[str, Source]
+    """Each source under its name and its alias (``FROM orders o``: both)."""
+    order: list[Source]
+    """Distinct sources, in the order of the FROM clause."""
+
+    def owner(self, column: str) -> list[Source]:
+        """The sources that declare ``column`` (every one that declares no columns)."""
+        return [s for s in self.order if s.declares(column)]
+
+
+def column_path(node: exp.Expression) -> tuple[str, ...] | None:
+    """The identifiers of ``a.b.c`` (a Column, or Dots beyond four parts)."""
+    if isinstance(node, exp.Column):
+        names: list[str] = []
+        for key in ("catalog", "db", "table", "this"):
+            part = node.args.get(key)
+            if part is None:
+                continue
+            if not isinstance(part, exp.Identifier):
+                return None
+            names.append(str(part.this))
+        return tuple(names)
+    if isinstance(node, exp.Dot):
+        head = column_path(node.this)
+        tail = node.expression
+        if head is None or not isinstance(tail, exp.Identifier):
+            return None
+        return (*head, str(tail.this))
+    return None
+
+
+def resolve(
+    comp: Compilation, scope: Scope, node: exp.Expression, statement: int
+) -> tuple[Source, tuple[str, ...]] | None:
+    """The source and field path a column reference names (None: reported)."""
+    path = column_path(node)
+    if not path:
+        comp.refuse(node, statement, f"{node.sql('risingwave')!r} is not a column reference")
+        return None
+    if len(path) > 1 and path[0] in scope.names:
+        source, rest = scope.names[path[0]], path[1:]
+        if not source.declares(rest[0]):
+            comp.refuse(
+                node,
+                statement,
+                f"unknown column {rest[0]!r} of {source.name!r} (it declares "
+                f"{', '.join(source.columns)})",
+                "sql_unknown_column",
+            )
+            return None
+        return source, rest
+    owners = scope.owner(path[0])
+    if len(owners) == 1:
+        return owners[0], path
+    if not owners:
+        known = sorted({c for s in scope.order for c in s.columns})
+        comp.refuse(
+            node,
+            statement,
+            f"unknown column {path[0]!r}"
+            + (f" (the sources declare {', '.join(known)})" if known else ""),
+            "sql_unknown_column",
+        )
+    else:
+        comp.refuse(
+            node,
+            statement,
+            f"column {path[0]!r} is ambiguous: qualify it with one of "
+            f"{', '.join(s.name for s in owners)}",
+            "sql_ambiguous_column",
+        )
+    return None
+
+
+_REFUSED: dict[type[exp.Expression], str] = {
+    exp.Subquery: "a subquery",
+    exp.Select: "a subquery",
+    exp.Exists: "EXISTS",
+    exp.Window: "an OVER window",
+    exp.Star: "*",
+}
+
+_STRING_FUNCS = (
+    "UPPER",
+    "LOWER",
+    "TRIM",
+    "LTRIM",
+    "RTRIM",
+    "SUBSTRING",
+    "SUBSTR",
+    "CONCAT",
+    "REPLACE",
+    "LEFT",
+    "RIGHT",
+)
+_NUMBER_FUNCS = (
+    "LENGTH",
+    "CHAR_LENGTH",
+    "ABS",
+    "ROUND",
+    "FLOOR",
+    "CEIL",
+    "CEILING",
+    "POWER",
+    "SQRT",
+    "LN",
+    "LOG10",
+    "EXP",
+    "MOD",
+    "SIGN",
+    "CARDINALITY",
+)
+
+
+def family(scope: Scope, node: exp.Expression) -> str | None:
+    """What ``node`` evaluates to, where that is known: ``number``, ``string``,
+    ``boolean``, ``timestamp``; None where it is not (NULL, structured, undeclared)."""
+    if isinstance(node, exp.Paren):
+        return family(scope, node.this)
+    if isinstance(node, exp.Literal):
+        return "string" if node.is_string else "number"
+    if isinstance(node, exp.Boolean):
+        return "boolean"
+    if isinstance(node, exp.Column | exp.Dot):
+        path = column_path(node)
+        if not path:
+            return None
+        if len(path) > 1 and path[0] in scope.names:
+            source, path = scope.names[path[0]], path[1:]
+        else:
+            owners = scope.owner(path[0])
+            if len(owners) != 1:
+                return None
+            source = owners[0]
+        column = source.columns.get(path[0])
+        if column is None or len(path) > 1 or column.family == "any":
+            return None
+        return column.family
+    if isinstance(node, exp.Cast):
+        to = node.args.get("to")
+        kind = family_of(to) if isinstance(to, exp.DataType) else "any"
+        return None if kind == "any" else kind
+    if isinstance(node, exp.Neg | exp.Add | exp.Sub | exp.Mul | exp.Div | exp.Mod):
+        return "number"
+    if isinstance(node, exp.DPipe | exp.Concat):
+        return "string"
+    if isinstance(
+        node,
+        exp.And
+        | exp.Or
+        | exp.Not
+        | exp.EQ
+        | exp.NEQ
+        | exp.LT
+        | exp.LTE
+        | exp.GT
+        | exp.GTE
+        | exp.Like
+        | exp.In
+        | exp.Between
+        | exp.Is,
+    ):
+        return "boolean"
+    if isinstance(node, exp.Case):
+        for branch in node.args.get("ifs") or ():
+            found = family(scope, branch.args["true"])
+            if found is not None:
+                return found
+        default = node.args.get("default")
+        return family(scope, default) if isinstance(default, exp.Expression) else None
+    if isinstance(node, exp.Func):
+        name = node.sql_name().upper() if not isinstance(node, exp.Anonymous) else node.name.upper()
+        if name in _STRING_FUNCS:
+            return "string"
+        if name in _NUMBER_FUNCS:
+            return "number"
+    return None
+
+
+def _check_types(comp: Compilation, scope: Scope, node: exp.Expression, statement: int) -> None:
+    """Report each operator applied to values of types it cannot take."""
+    for sub in node.walk():
+        if isinstance(sub, exp.EQ | exp.NEQ | exp.LT | exp.LTE | exp.GT | exp.GTE):
+            left, right = family(scope, sub.this), family(scope, sub.expression)
+            if left and right and left != right and "timestamp" not in (left, right):
+                comp.refuse(
+                    sub,
+                    statement,
+                    f"type mismatch: {_show(sub.this)} is {describe(scope, sub.this, left)} and "
+                    f"{_show(sub.expression)} is {describe(scope, sub.expression, right)}",
+                    "sql_type_mismatch",
+                )
+        elif isinstance(sub, exp.Add | exp.Sub | exp.Mul | exp.Div | exp.Mod | exp.Neg):
+            operands = [sub.this] if isinstance(sub, exp.Neg) else [sub.this, sub.expression]
+            for operand in operands:
+                kind = family(scope, operand)
+                if kind is not None and kind != "number":
+                    comp.refuse(
+                        operand,
+                        statement,
+                        f"type mismatch: arithmetic on {_show(operand)}, which is "
+                        f"{describe(scope, operand, kind)}",
+                        "sql_type_mismatch",
+                    )
+        elif isinstance(sub, exp.Like):
+            for operand in (sub.this, sub.expression):
+                kind = family(scope, operand)
+                if kind is not None and kind != "string":
+                    comp.refuse(
+                        operand,
+                        statement,
+                        f"type mismatch: LIKE takes strings, {_show(operand)} is "
+                        f"{describe(scope, operand, kind)}",
+                        "sql_type_mismatch",
+                    )
+
+
+def _show(node: exp.Expr) -> str:
+    text = node.sql("risingwave")
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def describe(scope: Scope, node: exp.Expression, kind: str) -> str:
+    """A column's declared type, else the family (``a number``)."""
+    path = column_path(node)
+    if path:
+        qualified = len(path) > 1 and path[0] in scope.names
+        sources = [scope.names[path[0]]] if qualified else scope.order
+        for source in sources:
+            column = source.columns.get(path[1] if qualified else path[0])
+            if column is not None:
+                return column.sql_type
+    return {"number": "a number", "string": "a string", "boolean": "a boolean"}.get(kind, kind)
+
+
+def translate(
+    comp: Compilation,
+    scope: Scope,
+    node: exp.Expression,
+    statement: int,
+    *,
+    qualified: bool = False,
+    what: str = "expression",
+) -> str | None:
+    """``node`` as a steps expression (None: its problems are reported).
+
+    ``qualified``: columns are written ``<source>.<path>`` (a join's select reads both
+    inputs so); otherwise as the record's path."""
+    before = len(comp.problems)
+    node = node.copy()  # rewritten in place below; the copy keeps the token offsets
+    for sub in node.walk():
+        refused = next((label for kind, label in _REFUSED.items() if isinstance(sub, kind)), None)
+        if refused is not None:
+            comp.refuse(sub, statement, f"{refused} is not supported in {what}")
+        elif isinstance(sub, exp.AggFunc):
+            comp.refuse(sub, statement, f"an aggregate ({_show(sub)}) is not allowed in {what}")
+    if len(comp.problems) > before:
+        return None
+    mapping: dict[int, tuple[str, ...]] = {}
+    for sub in node.walk():
+        if isinstance(sub, exp.Column | exp.Dot) and not isinstance(sub.parent, exp.Dot):
+            if isinstance(sub, exp.Dot) and column_path(sub) is None:
+                continue  # a Dot over something else (the steps compiler refuses it)
+            resolved = resolve(comp, scope, sub, statement)
+            if resolved is not None:
+                source, path = resolved
+                mapping[id(sub)] = (source.name, *path) if qualified else path
+    _check_types(comp, scope, node, statement)  # unknown columns have no type: no echo
+    if len(comp.problems) > before:
+        return None
+
+    def rewrite(sub: exp.Expression) -> exp.Expression:
+        path = mapping.get(id(sub))
+        return path_node(path) if path is not None else sub
+
+    text = node.transform(rewrite, copy=False).sql(dialect=StepsDialect, identify=True)
+    problems = check_expression(text)
+    for problem in problems:
+        comp.refuse(node, statement, f"{what}: {problem.message}", "sql_expression")
+    return None if problems else text
+
+
+def path_node(path: tuple[str, ...]) -> exp.Expression:
+    """A column reference to ``path`` (a Column for up to four parts, then Dots)."""
+    head = path[:4]
+    keys = ("catalog", "db", "table", "this")[4 - len(head) :]
+    node: exp.Expression = exp.Column(
+        **{key: exp.to_identifier(part) for key, part in zip(keys, head, strict=True)}
+    )
+    for part in path[4:]:
+        node = exp.Dot(this=node, expression=exp.to_identifier(part))
+    return node

@@ -1,0 +1,489 @@
+"""A join of two sources -> the spec's ``inputs`` and join operator.
+
+```sql
+-- interval join: rows whose times are within bounds of each other
+FROM orders o JOIN payments p
+  ON o.id = p.order_id AND p.ts BETWEEN o.ts - INTERVAL '1' MINUTE AND o.ts + INTERVAL '5' MINUTE
+-- window join: rows of the same window
+FROM TUMBLE(orders, ts, INTERVAL '1' MINUTE) o JOIN TUMBLE(payments, ts, INTERVAL '1' MINUTE) p
+  ON o.id = p.order_id AND o.window_start = p.window_start AND o.window_end = p.window_end
+-- temporal join: each order with the rate valid at its time
+FROM orders o LEFT JOIN rates FOR SYSTEM_TIME AS OF o.ts AS r ON o.currency = r.currency
+```
+
+The ``ON`` clause is a conjunction of equalities between the two sides (the join key:
+one pair is each input's ``key.field``, several are joined into ``_sql_key``) and, for
+an interval join, the time bounds (``BETWEEN`` or two comparisons of the time columns).
+Any other condition is refused by name: the operators match on the key and time only.
+A ``WHERE`` condition over one side becomes that input's filter step; one over both is
+refused (it would filter the joined rows, which the operator does not do). The select
+list becomes the join's ``select`` (``o.amount`` reads ``orders.amount``), ``SELECT *``
+the default ``{"left", "right"}`` record. ``FOR SYSTEM_TIME AS OF PROCTIME()`` is a
+lookup join, compiled to ``kind: "lookup"``, which the spec may not take yet (then the
+spec's validation says so).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlglot import exp
+
+from .context import Compilation
+from .expressions import Scope, column_path, translate
+from .options import OptionError, duration_ms
+from .sink import Settings
+from .sources import Source
+from .windows import KEY_FIELD, _assigner, _window_source, window_call
+
+__all__ = ["LOOKUP_UNSUPPORTED", "compile_join"]
+
+LOOKUP_UNSUPPORTED = "lookup joins (FOR SYSTEM_TIME AS OF PROCTIME()) are not supported yet"
+_HOWS = {"": "inner", "INNER": "inner", "LEFT": "left", "RIGHT": "right", "FULL": "full"}
+_COMPARE = (exp.EQ, exp.LT, exp.LTE, exp.GT, exp.GTE)
+
+
+@dataclass(slots=True)
+class _Side:
+    """One input of the join as the compiler reads it."""
+
+    source: Source
+    alias: str
+    node: exp.Expression
+    assigner: dict[str, Any] | None = None
+    keys: list[exp.Expression] = field(default_factory=list)
+    filters: list[exp.Expression] = field(default_factory=list)
+
+
+def compile_join(
+    comp: Compilation,
+    sources: dict[str, Source],
+    select: exp.Select,
+    statement: int,
+    settings: Settings,
+) -> None:
+    """Write the two-input join of ``select`` into the spec."""
+    joins = select.args.get("joins") or []
+    if len(joins) > 1:
+        comp.refuse(joins[1], statement, "one join per pipeline (two inputs)")
+        return
+    join: exp.Join = joins[0]
+    for clause in ("group", "having"):
+        if select.args.get(clause):
+            comp.refuse(
+                select.args[clause],
+                statement,
+                "aggregating a join's rows is not supported: a pipeline is one operator (the join)",
+            )
+    if join.args.get("using"):
+        comp.refuse(join, statement, "JOIN ... USING is not supported: write ON a.k = b.k")
+        return
+    left = _side(comp, sources, select.args["from_"].this, statement)
+    right = _side(comp, sources, join.this, statement)
+    if left is None or right is None:
+        return
+    if left.source is right.source:
+        comp.refuse(
+            join.this,
+            statement,
+            "a source joined with itself is not supported (the two inputs read different topics)",
+        )
+        return
+    how = _how(comp, join, statement)
+    version = join.this.args.get("version") if isinstance(join.this, exp.Table) else None
+    kind = "interval"
+    if isinstance(version, exp.Version):
+        kind = _temporal_kind(comp, version, left, statement)
+    elif left.assigner is not None or right.assigner is not None:
+        kind = "window"
+    if (left.assigner is None) != (right.assigner is None) and kind != "temporal":
+        comp.refuse(
+            join, statement, "a window join joins two windows (TUMBLE or HOP on both sides)"
+        )
+        return
+    scope = Scope({}, [left.source, right.source])
+    for side in (left, right):
+        scope.names[side.source.name] = side.source
+        scope.names[side.alias] = side.source
+    between = _on(comp, scope, join.args.get("on"), left, right, kind, statement)
+    _where(comp, scope, select.args.get("where"), left, right, statement)
+    if len(comp.problems):
+        return
+    operator: dict[str, Any] = {
+        "type": "join",
+        "kind": kind,
+        "how": how,
+        "left": left.source.name,
+        "right": right.source.name,
+    }
+    if kind == "interval":
+        if between is None:
+            comp.refuse(join.args.get("on") or join, statement, _INTERVAL_USAGE)
+            return
+        operator["between"] = {"lower_ms": between[0], "upper_ms": between[1]}
+    if kind == "window":
+        if left.assigner != right.assigner:
+            comp.refuse(
+                join, statement, "a window join's two windows are the same (size, slide, offset)"
+            )
+            return
+        if left.assigner is not None and left.assigner["type"] not in ("tumbling", "sliding"):
+            comp.refuse(left.node, statement, "a window join takes TUMBLE or HOP windows")
+            return
+        operator["assigner"] = left.assigner
+    if "allowed_lateness" in settings.values:
+        operator["allowed_lateness_ms"] = settings.values["allowed_lateness"]
+        comp.origins[("operator", "allowed_lateness_ms")] = settings.at["allowed_lateness"]
+    projection = _select(comp, scope, select, statement)
+    if projection:
+        operator["select"] = projection
+    comp.spec["inputs"] = {
+        side.source.name: _input(comp, scope, side, statement) for side in (left, right)
+    }
+    comp.spec["operator"] = operator
+    comp.came_from(("operator",), join, statement)
+    comp.came_from(("operator", "how"), join, statement)
+
+
+_INTERVAL_USAGE = (
+    "an interval join bounds the two times: ON a.k = b.k AND b.ts BETWEEN a.ts - INTERVAL "
+    "'...' <unit> AND a.ts + INTERVAL '...' <unit> (the time columns are the WATERMARK "
+    "columns); or join two windows, or FOR SYSTEM_TIME AS OF a.ts (temporal)"
+)
+
+
+def _side(
+    comp: Compilation, sources: dict[str, Source], node: exp.Expression, statement: int
+) -> _Side | None:
+    call = window_call(node)
+    alias = node.alias if isinstance(node, exp.Table) else ""
+    if call is not None:
+        if call.name.upper() not in ("TUMBLE", "HOP", "SESSION"):
+            comp.refuse(call, statement, f"{call.name}(...) is not a window function here")
+            return None
+        source = _window_source(comp, sources, call, statement)
+        assigner = _assigner(comp, call, statement)
+        if source is None or assigner is None:
+            return None
+        return _Side(source, alias or source.name, node, assigner)
+    if not isinstance(node, exp.Table) or not node.name or node.args.get("db"):
+        comp.refuse(node, statement, "a join's side is a source or a window of one (no subquery)")
+        return None
+    source = sources.get(node.name)
+    if source is None:
+        comp.refuse(
+            node,
+            statement,
+            f"unknown source {node.name!r}: declare it with CREATE "
+            f"SOURCE (declared: {', '.join(sources) or 'none'})",
+            "sql_unknown_source",
+        )
+        return None
+    if source.time_column is None:
+        comp.refuse(
+            node,
+            statement,
+            f"a join runs on event time: source {source.name!r} needs a WATERMARK",
+            "sql_no_watermark",
+        )
+        return None
+    return _Side(source, alias or source.name, node)
+
+
+def _how(comp: Compilation, join: exp.Join, statement: int) -> str:
+    side = str(join.args.get("side") or "").upper()
+    kind = str(join.args.get("kind") or "").upper()
+    if kind in ("CROSS", "SEMI", "ANTI", "NATURAL") or join.args.get("method"):
+        comp.refuse(
+            join,
+            statement,
+            f"{kind or join.args.get('method')} JOIN is not supported "
+            "(INNER, LEFT, RIGHT and FULL joins)",
+        )
+        return "inner"
+    return _HOWS.get(side, "inner")
+
+
+def _temporal_kind(comp: Compilation, version: exp.Version, left: _Side, statement: int) -> str:
+    at = version.expression
+    if isinstance(at, exp.Anonymous | exp.Func) and (
+        (at.name if isinstance(at, exp.Anonymous) else at.sql_name()).upper() == "PROCTIME"
+    ):
+        return "lookup"
+    path = column_path(at) if isinstance(at, exp.Column) else None
+    if (
+        path is None
+        or path[-1] != left.source.time_column
+        or (len(path) == 2 and path[0] not in (left.alias, left.source.name))
+    ):
+        comp.refuse(
+            at,
+            statement,
+            "FOR SYSTEM_TIME AS OF <left>.<its WATERMARK column> "
+            "(event time) or PROCTIME() (a lookup)",
+        )
+    return "temporal"
+
+
+def _conjuncts(node: exp.Expression) -> list[exp.Expression]:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.And):
+        return [*_conjuncts(node.this), *_conjuncts(node.expression)]
+    return [node]
+
+
+def _side_of(scope: Scope, node: exp.Expression, left: _Side, right: _Side) -> set[str]:
+    """Which sides (``left``/``right``) the columns of ``node`` read."""
+    found: set[str] = set()
+    for column in node.find_all(exp.Column):
+        path = column_path(column) or ()
+        if len(path) > 1 and path[0] in (left.alias, left.source.name):
+            found.add("left")
+        elif len(path) > 1 and path[0] in (right.alias, right.source.name):
+            found.add("right")
+        else:
+            owners = scope.owner(path[0]) if path else []
+            if len(owners) == 1:
+                found.add("left" if owners[0] is left.source else "right")
+            else:
+                found.add("?")
+    return found
+
+
+def _time_of(node: exp.Expression, side: _Side) -> bool:
+    path = column_path(node) if isinstance(node, exp.Column) else None
+    if path is None or side.source.time_column is None:
+        return False
+    if len(path) == 2:
+        return path[0] in (side.alias, side.source.name) and path[1] == side.source.time_column
+    return False
+
+
+def _offset(node: exp.Expression, side: _Side) -> int | None:
+    """``side.ts`` (0), ``side.ts + INTERVAL`` or ``side.ts - INTERVAL``, in ms."""
+    if _time_of(node, side):
+        return 0
+    if isinstance(node, exp.Add | exp.Sub) and _time_of(node.this, side):
+        try:
+            ms = duration_ms(node.expression)
+        except OptionError:
+            return None
+        return ms if isinstance(node, exp.Add) else -ms
+    return None
+
+
+def _on(
+    comp: Compilation,
+    scope: Scope,
+    on: exp.Expression | None,
+    left: _Side,
+    right: _Side,
+    kind: str,
+    statement: int,
+) -> tuple[int, int] | None:
+    """Keys into the sides; the interval bounds ``(lower, upper)`` of ``r.ts - l.ts``."""
+    if on is None:
+        comp.refuse(None, statement, "a join needs ON <left key> = <right key>")
+        return None
+    lower: int | None = None
+    upper: int | None = None
+    windows_named: set[str] = set()
+    for cond in _conjuncts(on):
+        bounds = _bounds(cond, left, right)
+        if bounds is not None:
+            lo, hi = bounds
+            lower = lo if lo is not None else lower
+            upper = hi if hi is not None else upper
+            continue
+        if isinstance(cond, exp.EQ) and kind == "window":
+            names = {(column_path(n) or ("",))[-1] for n in (cond.this, cond.expression)}
+            if len(names) == 1 and names <= {"window_start", "window_end"}:
+                windows_named |= names
+                continue
+        if isinstance(cond, exp.EQ):
+            sides = (
+                _side_of(scope, cond.this, left, right),
+                _side_of(scope, cond.expression, left, right),
+            )
+            if sides == ({"left"}, {"right"}):
+                left.keys.append(cond.this)
+                right.keys.append(cond.expression)
+                continue
+            if sides == ({"right"}, {"left"}):
+                left.keys.append(cond.expression)
+                right.keys.append(cond.this)
+                continue
+        comp.refuse(
+            cond,
+            statement,
+            f"join condition {cond.sql('risingwave')!r} is not supported: ON takes equalities "
+            "of a left and a right column (the key)"
+            + (
+                ", the time bounds"
+                if kind == "interval"
+                else " and window_start/window_end equalities"
+                if kind == "window"
+                else ""
+            )
+            + "; filter one side with WHERE",
+            "sql_join_condition",
+        )
+    if not left.keys:
+        comp.refuse(
+            on,
+            statement,
+            "a join needs an equality of a left and a right column (its key) in ON",
+            "sql_join_condition",
+        )
+    if kind == "window" and windows_named != {"window_start", "window_end"}:
+        comp.refuse(
+            on,
+            statement,
+            "a window join matches rows of the same window: ON ... AND "
+            "a.window_start = b.window_start AND a.window_end = b.window_end",
+            "sql_join_condition",
+        )
+    if kind != "interval" and (lower is not None or upper is not None):
+        comp.refuse(
+            on,
+            statement,
+            f"time bounds are for interval joins, not {kind} joins",
+            "sql_join_condition",
+        )
+    if lower is None or upper is None:
+        return None
+    return lower, upper
+
+
+def _bounds(
+    cond: exp.Expression, left: _Side, right: _Side
+) -> tuple[int | None, int | None] | None:
+    """``(lower, upper)`` of ``r.ts - l.ts`` that ``cond`` states (None: no time bound)."""
+    if isinstance(cond, exp.Between):
+        low, high = cond.args.get("low"), cond.args.get("high")
+        if not isinstance(low, exp.Expression) or not isinstance(high, exp.Expression):
+            return None
+        if _time_of(cond.this, right):
+            lo, hi = _offset(low, left), _offset(high, left)
+            if lo is not None and hi is not None:
+                return lo, hi
+        if _time_of(cond.this, left):
+            lo, hi = _offset(low, right), _offset(high, right)
+            if lo is not None and hi is not None:  # l in [r+lo, r+hi]: r - l in [-hi, -lo]
+                return -hi, -lo
+        return None
+    if isinstance(cond, exp.GT | exp.GTE | exp.LT | exp.LTE):
+        a, b = cond.this, cond.expression
+        if isinstance(cond, exp.LT | exp.LTE):  # a <= b  as  b >= a
+            a, b = b, a
+        # now: a >= b
+        if _time_of(a, right) and (off := _offset(b, left)) is not None:
+            return off, None  # r >= l + off
+        if _time_of(b, right) and (off := _offset(a, left)) is not None:
+            return None, off  # l + off >= r
+        if _time_of(a, left) and (off := _offset(b, right)) is not None:
+            return None, -off  # l >= r + off: r - l <= -off
+        if _time_of(b, left) and (off := _offset(a, right)) is not None:
+            return -off, None  # r + off >= l: r - l >= -off
+    return None
+
+
+def _where(
+    comp: Compilation,
+    scope: Scope,
+    where: exp.Expression | None,
+    left: _Side,
+    right: _Side,
+    statement: int,
+) -> None:
+    if not isinstance(where, exp.Where):
+        return
+    for cond in _conjuncts(where.this):
+        sides = _side_of(scope, cond, left, right)
+        if sides == {"left"}:
+            left.filters.append(cond)
+        elif sides == {"right"}:
+            right.filters.append(cond)
+        else:
+            comp.refuse(
+                cond,
+                statement,
+                f"WHERE {cond.sql('risingwave')!r} reads both sides "
+                "(or no column): a join's WHERE filters one input at a time",
+            )
+
+
+def _input(comp: Compilation, scope: Scope, side: _Side, statement: int) -> dict[str, Any]:
+    source = side.source
+    own = Scope({source.name: source, side.alias: source}, [source])
+    steps: list[dict[str, Any]] = []
+    at = ("inputs", source.name)
+    for cond in side.filters:
+        text = translate(comp, own, cond, statement, what="WHERE")
+        if text is not None:
+            comp.came_from((*at, "steps", len(steps)), cond, statement)
+            steps.append({"filter": text})
+    key: dict[str, Any]
+    paths = [column_path(k) for k in side.keys]
+    if len(side.keys) == 1 and paths[0] is not None:
+        path = paths[0]
+        if len(path) > 1 and path[0] in (side.alias, source.name):
+            path = path[1:]
+        translate(comp, own, side.keys[0], statement, what="the join key")
+        key = {"field": ".".join(path)}
+    else:
+        texts = [translate(comp, own, k, statement, what="the join key") for k in side.keys]
+        parts = [f"CAST({t} AS VARCHAR)" for t in texts if t is not None]
+        comp.came_from((*at, "steps", len(steps)), side.keys[0] if side.keys else None, statement)
+        steps.append({"set": {KEY_FIELD: " || '|' || ".join(parts) or "''"}})
+        key = {"field": KEY_FIELD}
+    if source.shuffle_partitions is not None:
+        key["shuffle_partitions"] = source.shuffle_partitions
+    section: dict[str, Any] = {"source": source.source}
+    if steps:
+        section["steps"] = steps
+    section["key"] = key
+    section["timestamp"] = source.timestamp
+    section["watermark"] = source.watermark
+    comp.came_from(at, source.node, source.statement)
+    comp.came_from((*at, "source"), source.node, source.statement)
+    comp.came_from((*at, "key"), side.keys[0] if side.keys else None, statement)
+    comp.came_from((*at, "watermark"), source.watermark_node, source.statement)
+    comp.came_from((*at, "timestamp"), source.watermark_node, source.statement)
+    return section
+
+
+def _select(comp: Compilation, scope: Scope, select: exp.Select, statement: int) -> dict[str, str]:
+    """The join's ``select``: output name -> expression over ``<input>.<path>``."""
+    out: dict[str, str] = {}
+    items = select.expressions
+    if len(items) == 1 and isinstance(items[0], exp.Star):
+        return out
+    for item in items:
+        value = item.this if isinstance(item, exp.Alias) else item
+        if isinstance(value, exp.Star) or (
+            isinstance(value, exp.Column) and isinstance(value.this, exp.Star)
+        ):
+            comp.refuse(item, statement, "* with other items: name each output, or SELECT * alone")
+            continue
+        name = item.alias if isinstance(item, exp.Alias) else None
+        if name is None:
+            path = column_path(value)
+            if path is None:
+                comp.refuse(
+                    item, statement, "an expression in a join's select needs a name: ... AS name"
+                )
+                continue
+            name = path[-1]
+        if name in out:
+            comp.refuse(
+                item, statement, f"two outputs are named {name!r}: alias one", "sql_duplicate"
+            )
+            continue
+        text = translate(comp, scope, value, statement, qualified=True, what="a join's select")
+        if text is not None:
+            out[name] = text
+            comp.came_from(("operator", "select", name), item, statement)
+    return out

@@ -1,0 +1,295 @@
+"""``CREATE SOURCE`` (or Flink's ``CREATE TABLE``) -> one input of the spec: its source,
+timestamp, watermark and the key its producers partition by.
+
+```sql
+CREATE SOURCE orders (
+  order_id VARCHAR, "user" VARCHAR, amount DOUBLE, ts BIGINT,
+  WATERMARK FOR ts AS ts - INTERVAL '2' SECOND
+) WITH (topic = 'orders', timestamp_format = 'epoch_millis', partitioned_by = 'user');
+```
+
+The columns are what the records' JSON holds: their types let the compiler refuse a
+comparison of a number with a string, and their names an unknown column; a source
+declared without columns is read as it comes (nothing to check). The ``WATERMARK`` is
+the event time: ``ts - INTERVAL 'n' UNIT`` is a bounded out-of-orderness of ``n``,
+``ts`` alone a bound of 0; without one the source has no event time, and a window or a
+join over it is refused (the compiler says which).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlglot import exp
+
+from .context import Compilation
+from .options import OptionError, duration_ms, options_of, scalar
+
+__all__ = ["Column", "Source", "read_source"]
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """A declared column: its SQL type as written and its family (what the steps'
+    values are: ``number``, ``string``, ``boolean``, ``timestamp``; ``any`` for
+    structured values, whose fields are read as paths)."""
+
+    name: str
+    sql_type: str
+    family: str
+
+
+@dataclass(slots=True)
+class Source:
+    """One declared source, as the rest of the compiler reads it."""
+
+    name: str
+    statement: int
+    node: exp.Expression
+    columns: dict[str, Column] = field(default_factory=dict)
+    time_column: str | None = None
+    """The ``WATERMARK FOR`` column (the event time); None: no watermark."""
+    source: dict[str, Any] = field(default_factory=dict)
+    timestamp: dict[str, Any] = field(default_factory=dict)
+    watermark: dict[str, Any] = field(default_factory=dict)
+    partitioned_by: str | None = None
+    shuffle_partitions: int | None = None
+    watermark_node: exp.Expression | None = None
+
+    def declares(self, column: str) -> bool:
+        """Whether ``column`` is a column of this source (any, if it declares none)."""
+        return not self.columns or column in self.columns
+
+
+_NUMBER = {
+    "INT",
+    "INTEGER",
+    "BIGINT",
+    "SMALLINT",
+    "TINYINT",
+    "DOUBLE",
+    "FLOAT",
+    "REAL",
+    "DECIMAL",
+    "NUMERIC",
+    "UBIGINT",
+    "UINT",
+    "USMALLINT",
+    "UTINYINT",
+    "BIGDECIMAL",
+}
+_STRING = {"VARCHAR", "CHAR", "TEXT", "NCHAR", "NVARCHAR", "STRING", "BPCHAR"}
+_BOOLEAN = {"BOOLEAN"}
+_TIMESTAMP = {"TIMESTAMP", "TIMESTAMPTZ", "TIMESTAMPLTZ", "TIMESTAMP_S", "TIMESTAMP_MS", "DATETIME"}
+_TIMESTAMP_FORMATS = ("epoch_millis", "epoch_seconds", "iso8601")
+_IGNORED = ("connector", "value.format")
+"""Flink's ``CREATE TABLE`` options that say what this service always is (Kafka, JSON)."""
+
+SOURCE_OPTIONS = (
+    "topic",
+    "format",
+    "timestamp_format",
+    "partitioned_by",
+    "start_from",
+    "bounded",
+    "idle_timeout",
+    "idle_advance",
+    "max_drift",
+    "watermark_interval",
+    "shuffle_partitions",
+)
+
+
+def family_of(data_type: exp.DataType) -> str:
+    name = data_type.this.name if hasattr(data_type.this, "name") else str(data_type.this)
+    if name in _NUMBER:
+        return "number"
+    if name in _STRING:
+        return "string"
+    if name in _BOOLEAN:
+        return "boolean"
+    if name in _TIMESTAMP:
+        return "timestamp"
+    return "any"
+
+
+def read_source(comp: Compilation, create: exp.Create, statement: int) -> Source | None:
+    """The source a ``CREATE SOURCE``/``CREATE TABLE`` declares (None: too broken to use;
+    its problems are reported)."""
+    target = create.this
+    table = target.this if isinstance(target, exp.Schema) else target
+    if not isinstance(table, exp.Table) or not table.name:
+        comp.refuse(create, statement, "CREATE SOURCE needs a name", "sql_syntax")
+        return None
+    source = Source(table.name, statement, table)
+    if isinstance(target, exp.Schema):
+        for item in target.expressions:
+            _declare(comp, source, item, statement)
+    _options(comp, source, create.args.get("properties"), statement)
+    if not source.source.get("topics"):
+        comp.refuse(
+            table,
+            statement,
+            f"source {source.name!r} names no topic: add WITH (topic = '...')",
+            "sql_missing",
+        )
+    return source
+
+
+def _declare(comp: Compilation, source: Source, item: exp.Expression, statement: int) -> None:
+    if isinstance(item, exp.ColumnDef):
+        kind = item.args.get("kind")
+        family = family_of(kind) if isinstance(kind, exp.DataType) else "any"
+        sql_type = kind.sql("risingwave") if isinstance(kind, exp.DataType) else "ANY"
+        if item.name in source.columns:
+            comp.refuse(item, statement, f"column {item.name!r} is declared twice", "sql_duplicate")
+        source.columns[item.name] = Column(item.name, sql_type, family)
+        for constraint in item.args.get("constraints") or ():
+            comp.refuse(constraint, statement, "column constraints are not supported")
+    elif isinstance(item, exp.WatermarkColumnConstraint):
+        _watermark(comp, source, item, statement)
+    else:
+        comp.refuse(
+            item,
+            statement,
+            f"{item.sql('risingwave')!r}: a source declares columns and one WATERMARK",
+        )
+
+
+def _watermark(
+    comp: Compilation, source: Source, item: exp.WatermarkColumnConstraint, statement: int
+) -> None:
+    column, expression = item.this, item.expression
+    if source.time_column is not None:
+        comp.refuse(item, statement, "a source has one WATERMARK")
+        return
+    if not isinstance(column, exp.Column) or column.table:
+        comp.refuse(item, statement, "WATERMARK FOR names one column of the source")
+        return
+    name = column.name
+    declared = source.columns.get(name)
+    if declared is None:
+        comp.refuse(
+            column,
+            statement,
+            f"WATERMARK FOR {name}: no column {name!r} is declared",
+            "sql_unknown_column",
+        )
+        return
+    if declared.family not in ("number", "timestamp", "string"):
+        comp.refuse(
+            column,
+            statement,
+            f"the event time column {name!r} is {declared.sql_type}: "
+            "it is a number (epoch) or a TIMESTAMP",
+            "sql_type_mismatch",
+        )
+    delay: int | None = None
+    if isinstance(expression, exp.Column) and expression.name == name and not expression.table:
+        delay = 0
+    elif (
+        isinstance(expression, exp.Sub)
+        and isinstance(expression.this, exp.Column)
+        and expression.this.name == name
+        and isinstance(expression.expression, exp.Interval)
+    ):
+        try:
+            delay = duration_ms(expression.expression)
+        except OptionError as exc:
+            comp.refuse(expression.expression, statement, f"the watermark's delay is {exc}")
+            return
+    if delay is None or delay < 0:
+        comp.refuse(
+            expression,
+            statement,
+            f"WATERMARK FOR {name} AS {name} - INTERVAL '...' <unit> (a bounded delay) or AS "
+            f"{name}: other watermark expressions are not supported",
+        )
+        return
+    source.time_column = name
+    source.watermark_node = item
+    source.timestamp = {"field": name, "format": _default_format(declared.family)}
+    source.watermark = {"strategy": "bounded_out_of_orderness", "max_out_of_orderness_ms": delay}
+
+
+def _default_format(family: str) -> str:
+    return "epoch_millis" if family == "number" else "iso8601"
+
+
+def _options(
+    comp: Compilation, source: Source, properties: exp.Expression | None, statement: int
+) -> None:
+    source.source = {"topics": [], "format": "json"}
+    for option in options_of(properties):
+        try:
+            _option(source, option.name, option.node)
+        except UnknownOption:
+            comp.refuse(
+                option.node,
+                statement,
+                f"unknown option {option.name!r}: a source takes {', '.join(SOURCE_OPTIONS)}",
+                "sql_option",
+            )
+        except OptionError as exc:
+            comp.refuse(option.node, statement, f"{option.name} takes {exc}", "sql_option")
+
+
+def _option(source: Source, name: str, node: exp.Expression) -> None:
+    if name in _IGNORED or name.startswith("properties."):
+        return
+    if name in ("topic", "topics"):
+        source.source["topics"] = [t.strip() for t in _text(node).split(",") if t.strip()]
+    elif name in ("format", "value.format"):
+        if _text(node).lower() != "json":
+            raise OptionError("'json' (the only format the service reads)")
+    elif name == "timestamp_format":
+        fmt = _text(node).lower()
+        if fmt not in _TIMESTAMP_FORMATS:
+            raise OptionError(" or ".join(repr(f) for f in _TIMESTAMP_FORMATS))
+        if source.timestamp:  # the columns (and the WATERMARK) are read before WITH
+            source.timestamp["format"] = fmt
+    elif name == "partitioned_by":
+        source.partitioned_by = _text(node)
+    elif name in ("start_from", "scan.startup.mode"):
+        start = _text(node).lower().removesuffix("-offset")
+        if start not in ("earliest", "latest"):
+            raise OptionError("'earliest' or 'latest'")
+        source.source["start_from"] = start
+    elif name == "bounded":
+        source.source["bounded"] = _bool(node)
+    elif name == "idle_timeout":
+        source.watermark["idle_timeout_ms"] = duration_ms(node)
+    elif name == "idle_advance":
+        source.watermark["idle_advance"] = _bool(node)
+    elif name == "max_drift":
+        source.watermark["max_drift_ms"] = duration_ms(node)
+    elif name == "watermark_interval":
+        source.watermark["interval_ms"] = duration_ms(node)
+    elif name == "shuffle_partitions":
+        value = scalar(node)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise OptionError("a number of partitions")
+        source.shuffle_partitions = value
+    else:
+        raise UnknownOption(name)
+
+
+class UnknownOption(OptionError):
+    """An option name a source does not take."""
+
+
+def _text(node: exp.Expression) -> str:
+    value = scalar(node)
+    if not isinstance(value, str):
+        raise OptionError("a string")
+    return value
+
+
+def _bool(node: exp.Expression) -> bool:
+    value = scalar(node)
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    if not isinstance(value, bool):
+        raise OptionError("TRUE or FALSE")
+    return value

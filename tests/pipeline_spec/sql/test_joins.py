@@ -1,0 +1,105 @@
+"""Joins compile to the inputs and the join operator of the kind their form names."""
+
+from __future__ import annotations
+
+from .scripts import ORDERS, PAYMENTS, RATES, compiled, only_problem, where
+
+
+def test_between_bounds_compile_to_an_interval_join_with_inputs_and_select() -> None:
+    spec = compiled(
+        ORDERS
+        + PAYMENTS
+        + "INSERT INTO paid SELECT o.order_id, p.paid AS paid, p.ts - o.ts AS delay "
+        "FROM orders o LEFT JOIN payments p ON o.order_id = p.order_id "
+        "AND p.ts BETWEEN o.ts - INTERVAL '1' MINUTE AND o.ts + INTERVAL '5' MINUTE "
+        "WHERE o.amount > 10 AND p.paid > 0"
+    )
+    assert spec["operator"] == {
+        "type": "join",
+        "kind": "interval",
+        "how": "left",
+        "left": "orders",
+        "right": "payments",
+        "between": {"lower_ms": -60000, "upper_ms": 300000},
+        "select": {
+            "order_id": "`orders`.`order_id`",
+            "paid": "`payments`.`paid`",
+            "delay": "`payments`.`ts` - `orders`.`ts`",
+        },
+    }
+    assert spec["inputs"]["orders"] == {
+        "source": {"topics": ["orders"], "format": "json"},
+        "steps": [{"filter": "`amount` > 10"}],
+        "key": {"field": "order_id"},
+        "timestamp": {"field": "ts", "format": "epoch_millis"},
+        "watermark": {"strategy": "bounded_out_of_orderness", "max_out_of_orderness_ms": 2000},
+    }
+    assert spec["inputs"]["payments"]["steps"] == [{"filter": "`paid` > 0"}]
+
+
+def test_two_time_comparisons_compile_to_the_same_interval_bounds() -> None:
+    spec = compiled(
+        ORDERS
+        + PAYMENTS
+        + "INSERT INTO paid SELECT * FROM orders o JOIN payments p ON o.order_id = p.order_id "
+        "AND p.ts >= o.ts AND o.ts + INTERVAL '1' HOUR >= p.ts"
+    )
+    assert spec["operator"]["between"] == {"lower_ms": 0, "upper_ms": 3_600_000}
+    assert "select" not in spec["operator"]
+
+
+def test_two_windows_joined_on_their_bounds_compile_to_a_window_join() -> None:
+    spec = compiled(
+        ORDERS
+        + PAYMENTS
+        + "INSERT INTO paid SELECT * FROM TUMBLE(orders, ts, INTERVAL '1' MINUTE) o "
+        "FULL JOIN TUMBLE(payments, ts, INTERVAL '1' MINUTE) p ON o.order_id = p.order_id "
+        "AND o.window_start = p.window_start AND o.window_end = p.window_end"
+    )
+    assert spec["operator"] == {
+        "type": "join",
+        "kind": "window",
+        "how": "full",
+        "left": "orders",
+        "right": "payments",
+        "assigner": {"type": "tumbling", "size_ms": 60000},
+    }
+
+
+def test_for_system_time_as_of_the_left_time_compiles_to_a_temporal_join() -> None:
+    spec = compiled(
+        ORDERS.replace("region VARCHAR", "currency VARCHAR")
+        + RATES
+        + "INSERT INTO eur SELECT o.order_id, o.amount * r.rate AS eur FROM orders o "
+        "LEFT JOIN rates FOR SYSTEM_TIME AS OF o.ts AS r ON o.currency = r.currency"
+    )
+    assert spec["operator"]["kind"] == "temporal"
+    assert spec["operator"]["how"] == "left"
+    assert spec["inputs"]["orders"]["key"] == {"field": "currency"}
+    assert spec["inputs"]["rates"]["key"] == {"field": "currency"}
+
+
+def test_as_of_proctime_is_a_lookup_join_refused_while_the_spec_has_none() -> None:
+    sql = (
+        ORDERS.replace("region VARCHAR", "currency VARCHAR")
+        + RATES
+        + "INSERT INTO eur SELECT o.order_id FROM orders o "
+        "JOIN rates FOR SYSTEM_TIME AS OF PROCTIME() AS r ON o.currency = r.currency"
+    )
+    problem = only_problem(sql)
+    assert "lookup joins" in problem.message and "not supported yet" in problem.message
+    assert (problem.at.statement, problem.at.line) == (3, where(sql, "INSERT")[0])
+
+
+def test_several_key_equalities_compile_to_one_composite_key_per_input() -> None:
+    spec = compiled(
+        ORDERS
+        + PAYMENTS.replace("paid DOUBLE", "paid DOUBLE, region VARCHAR")
+        + "INSERT INTO paid SELECT * FROM orders o JOIN payments p ON o.order_id = p.order_id "
+        "AND o.region = p.region AND p.ts BETWEEN o.ts AND o.ts + INTERVAL '1' MINUTE"
+    )
+    for name in ("orders", "payments"):
+        assert spec["inputs"][name]["key"] == {"field": "_sql_key"}
+        assert spec["inputs"][name]["steps"] == [
+            {"set": {"_sql_key": "CAST(`order_id` AS VARCHAR) || '|' || CAST(`region` AS VARCHAR)"}}
+        ]

@@ -1,0 +1,73 @@
+"""CREATE SOURCE compiles to the source, timestamp and watermark sections it declares."""
+
+from __future__ import annotations
+
+from .scripts import compiled
+
+QUERY = (
+    "INSERT INTO out SELECT window_start, window_end, COUNT(*) AS n "
+    "FROM TUMBLE(s, ts, INTERVAL '1' MINUTE) GROUP BY window_start, window_end"
+)
+
+
+def test_source_options_compile_to_source_and_watermark_settings() -> None:
+    spec = compiled(
+        "CREATE SOURCE s (ts BIGINT, WATERMARK FOR ts AS ts - INTERVAL '500' MILLISECOND) WITH ("
+        "topic = 'a,b', start_from = 'latest', bounded = true, "
+        "idle_timeout = INTERVAL '30' SECOND, "
+        "idle_advance = true, max_drift = '1 minute', watermark_interval = 0, "
+        "timestamp_format = 'epoch_seconds');\n" + QUERY
+    )
+    assert spec["source"] == {
+        "topics": ["a", "b"],
+        "format": "json",
+        "start_from": "latest",
+        "bounded": True,
+    }
+    assert spec["timestamp"] == {"field": "ts", "format": "epoch_seconds"}
+    assert spec["watermark"] == {
+        "strategy": "bounded_out_of_orderness",
+        "max_out_of_orderness_ms": 500,
+        "idle_timeout_ms": 30000,
+        "idle_advance": True,
+        "max_drift_ms": 60000,
+        "interval_ms": 0,
+    }
+
+
+def test_watermark_as_the_column_itself_is_a_bound_of_zero() -> None:
+    spec = compiled(
+        "CREATE SOURCE s (ts BIGINT, WATERMARK FOR ts AS ts) WITH (topic = 'a');\n" + QUERY
+    )
+    assert spec["watermark"] == {
+        "strategy": "bounded_out_of_orderness",
+        "max_out_of_orderness_ms": 0,
+    }
+
+
+def test_a_timestamp_column_is_read_as_iso8601() -> None:
+    spec = compiled(
+        "CREATE SOURCE s (ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) "
+        "WITH (topic = 'a');\n" + QUERY
+    )
+    assert spec["timestamp"] == {"field": "ts", "format": "iso8601"}
+
+
+def test_flink_create_table_with_quoted_options_is_a_source() -> None:
+    spec = compiled(
+        "CREATE TABLE s (ts BIGINT, WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) WITH ("
+        "'connector' = 'kafka', 'topic' = 'a', 'format' = 'json', "
+        "'scan.startup.mode' = 'earliest-offset', 'properties.bootstrap.servers' = 'k:9092');\n"
+        + QUERY
+    )
+    assert spec["source"] == {"topics": ["a"], "format": "json", "start_from": "earliest"}
+
+
+def test_shuffle_partitions_go_to_the_key() -> None:
+    spec = compiled(
+        "CREATE SOURCE s (k VARCHAR, ts BIGINT, WATERMARK FOR ts AS ts) "
+        "WITH (topic = 'a', shuffle_partitions = 8);\n"
+        "INSERT INTO out SELECT k, window_start, window_end, COUNT(*) AS n "
+        "FROM TUMBLE(s, ts, INTERVAL '1' MINUTE) GROUP BY k, window_start, window_end"
+    )
+    assert spec["key"] == {"field": "k", "shuffle_partitions": 8}
