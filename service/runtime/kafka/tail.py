@@ -81,8 +81,14 @@ class TopicTail:
         self._complete = False
 
     async def __aenter__(self) -> TopicTail:
-        await self._consumer.start()
+        # Open from before the start: a start that fails or is cancelled (the client
+        # left, the service stops) has connections too, and only stop() ends them.
         _OPEN.add(self)
+        try:
+            await self._consumer.start()
+        except BaseException:
+            await self.close()
+            raise
         return self
 
     async def __aexit__(self, *exc: object) -> None:
