@@ -152,10 +152,10 @@ class PipelineRegistry:
         """Bounded input: where every source partition ends now, pinned in the store so
         that every replica reads to the same offsets; None (each session reads them when
         it starts) for unbounded input, or a source topic that does not exist yet. A
-        join's: every input's topics."""
+        join's: every input's topics (a lookup join's table is never bounded)."""
         if not spec.bounded:
             return None
-        topics = spec.topics()
+        topics = spec.stream_topics()
         try:
             ends = await probe_end_offsets(self._cluster, topics)
         except Exception as exc:  # the sessions read them themselves
