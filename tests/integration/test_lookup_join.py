@@ -94,8 +94,10 @@ async def test_a_bounded_lookup_join_enriches_every_order_with_the_loaded_table(
     await topics(bootstrap_servers, name)
     table = [customer(i % 3, f"c{i}", f"name{i}") for i in range(10)]
     table += [customer(1, "c1", "renamed"), customer(0, "c9", None)]  # c9 is deleted
+    table.append((2, b"c5", b"{not json", None))  # a dead letter, named as the table's
     await produce(bootstrap_servers, f"{name}.customers", table)
     orders = [order(n, f"c{n % 12}") for n in range(60)]  # c10 and c11 are no customers
+    orders.append(json_record(0, None, {"ts": BASE, "n": 99}))  # no customer: a dead letter
     await produce(bootstrap_servers, f"{name}.orders", orders)
     registry = CollectorRegistry()
     status = await run_to_finish(bootstrap_servers, lookup_definition(name, bounded=True), registry)
@@ -112,7 +114,11 @@ async def test_a_bounded_lookup_join_enriches_every_order_with_the_loaded_table(
     labels = {"pipeline": name, "input": "customers"}
     assert registry.get_sample_value("clockwork_lookup_table_rows", labels) == 9.0
     assert registry.get_sample_value("clockwork_lookup_table_loaded", labels) == 1.0
-    assert await read_topic(bootstrap_servers, f"{name}.dlq") == []
+    dead = await read_topic(bootstrap_servers, f"{name}.dlq")
+    assert sorted(
+        (headers["clockwork.reason"], headers["clockwork.input"])
+        for headers in (dict(r.headers) for r in dead)
+    ) == [(b"decode_error", b"customers"), (b"missing_key", b"orders")]
 
 
 async def test_a_table_update_is_seen_by_the_orders_after_it_and_max_rows_fails(
