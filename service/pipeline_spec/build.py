@@ -260,26 +260,7 @@ def _join_definition(spec: PipelineSpec, inputs: dict[str, InputSpec]) -> Pipeli
     except (JoinConfigError, ConfigError, TypeError, ValueError) as exc:
         raise BuildError(("operator",), str(exc)) from exc
     first = inputs[op.left].source  # the rules make the inputs agree on what they share
-    if op.kind == "lookup":
-        # One keyed stage over the left input, no shuffle: every replica holds the table.
-        return PipelineDefinition(
-            name=spec.name,
-            topics=left.topics,
-            sink=_sink(spec),
-            operator_factory=factory,
-            key_field=left.key_field,
-            steps=left.steps,
-            timestamp=left.timestamp,
-            watermark=left.watermark,
-            start_from=first.start_from,
-            bounded=first.bounded,
-            delivery=spec.delivery,
-            spec=spec.to_json(),
-            state_fingerprint=state_fingerprint(spec),
-            inputs=(left, right),
-            lookup=True,
-        )
-    return PipelineDefinition(
+    definition = PipelineDefinition(
         name=spec.name,
         topics=(*left.topics, *right.topics),
         sink=_sink(spec),
@@ -293,6 +274,10 @@ def _join_definition(spec: PipelineSpec, inputs: dict[str, InputSpec]) -> Pipeli
         state_fingerprint=state_fingerprint(spec),
         inputs=(left, right),
     )
+    if op.kind != "lookup":
+        return definition
+    # One keyed stage over the left input, no shuffle: every replica holds the table.
+    return replace(definition.as_input(0), shuffle=None, lookup=True)
 
 
 def _input_settings(name: str, spec: InputSpec) -> InputSettings:

@@ -33,9 +33,9 @@ from tests.integration.test_joins import (
     BASE,
     BOUND_MS,
     INTERVAL_LEFT,
+    bounded_inputs,
     interval_left,
     join_definition,
-    orders_and_payments,
     pair_of,
     run_join,
 )
@@ -188,15 +188,9 @@ async def test_a_replica_joining_mid_join_leaves_every_row_once_after_dedupe(
     them, handed over through their checkpoints); both finish the bounded input. After
     de-duplication by id, exactly the reference's rows."""
     name = unique("joinrebal")
-    orders, payments = orders_and_payments(13)
-    await create_topic(bootstrap_servers, f"{name}.orders", 2)
-    await create_topic(bootstrap_servers, f"{name}.payments", 3)
-    order_records = [json_record(o["n"] % 2, o["order_id"], o) for o in orders]
-    payment_records = [json_record(p["n"] % 3, p["order"], p) for p in payments]
-    ends = [[f"{name}.orders", p, sum(1 for r in order_records if r[0] == p)] for p in range(2)]
-    ends += [
-        [f"{name}.payments", p, sum(1 for r in payment_records if r[0] == p)] for p in range(3)
-    ]
+    orders, payments, order_records, payment_records, ends = await bounded_inputs(
+        bootstrap_servers, name, 13
+    )
     first_orders, first_payments = len(order_records) * 2 // 5, len(payment_records) * 2 // 5
     options = {"bounded": ends, "join": INTERVAL_LEFT}
     with replicas(bootstrap_servers, name, f"{name}.orders", tmp_path, 1, **options) as (first,):
@@ -241,15 +235,9 @@ async def test_a_skewed_input_holds_the_join_back_until_it_catches_up(
     time): the join's watermark is the payments', so no order is emitted padded while
     its payments may still come; once they do, exactly the reference's rows."""
     name = unique("joinskew")
-    orders, payments = orders_and_payments(17)
-    await create_topic(bootstrap_servers, f"{name}.orders", 2)
-    await create_topic(bootstrap_servers, f"{name}.payments", 3)
-    order_records = [json_record(o["n"] % 2, o["order_id"], o) for o in orders]
-    payment_records = [json_record(p["n"] % 3, p["order"], p) for p in payments]
-    ends = [[f"{name}.orders", p, sum(1 for r in order_records if r[0] == p)] for p in range(2)]
-    ends += [
-        [f"{name}.payments", p, sum(1 for r in payment_records if r[0] == p)] for p in range(3)
-    ]
+    orders, payments, order_records, payment_records, ends = await bounded_inputs(
+        bootstrap_servers, name, 17
+    )
     options = {"bounded": ends, "join": INTERVAL_LEFT}
     with replicas(bootstrap_servers, name, f"{name}.orders", tmp_path, 1, **options) as (one,):
         await produce(bootstrap_servers, f"{name}.orders", order_records)

@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from service.core.time import Clock, ManualClock
 from service.operators.join.factory import build_join_operator
 from service.operators.join.lookup import (
     SOURCE_BITS,
@@ -133,15 +132,3 @@ def test_built_from_the_spec() -> None:
         build_join_operator(
             PIPELINE, {"kind": "lookup", "how": "full", "max_rows": 1}, INPUTS, False
         )
-
-
-def test_the_factory_builds_over_the_table_it_is_given() -> None:
-    from service.runtime.factories import LookupJoinFactory, join_operator_factory
-
-    factory = join_operator_factory(PIPELINE, {"kind": "lookup", "max_rows": 5}, INPUTS, False)
-    assert isinstance(factory, LookupJoinFactory)
-    table = factory.table()
-    clock: Clock = ManualClock(0)
-    op = factory.build(clock, table, 3)
-    assert isinstance(op, LookupJoinOperator) and op.table is table
-    assert factory(clock) is not op
