@@ -35,7 +35,11 @@ BASE = 1_700_000_000_000
 
 
 def lookup_definition(
-    name: str, how: str = "left", max_rows: int = 100, bounded: bool = False
+    name: str,
+    how: str = "left",
+    max_rows: int = 100,
+    bounded: bool = False,
+    delivery: str = "at_least_once",
 ) -> PipelineDefinition:
     spec = validate_spec(
         {
@@ -60,6 +64,7 @@ def lookup_definition(
                 "select": {"n": "orders.n", "who": "customers.name"},
             },
             "sink": {"topic": f"{name}.out", "dead_letter_topic": f"{name}.dlq"},
+            "delivery": delivery,
         },
         (),
     )
@@ -184,3 +189,24 @@ async def test_a_table_update_is_seen_by_the_orders_after_it_and_max_rows_fails(
         assert len(await read_json(bootstrap_servers, f"{name}.out")) == 5
     finally:
         await runtime.shutdown()
+
+
+@pytest.mark.requires_broker("transactions")
+async def test_an_exactly_once_lookup_join_commits_every_row_once(
+    bootstrap_servers: str,
+) -> None:
+    """With ``exactly_once`` each left partition commits its rows in its transactions;
+    the table is read ``read_committed``: a read_committed reader sees each row once."""
+    name = unique("lookupeos")
+    await topics(bootstrap_servers, name)
+    await produce(
+        bootstrap_servers,
+        f"{name}.customers",
+        [customer(i % 3, f"c{i}", f"n{i}") for i in range(5)],
+    )
+    await produce(bootstrap_servers, f"{name}.orders", [order(n, f"c{n % 6}") for n in range(40)])
+    definition = lookup_definition(name, how="inner", bounded=True, delivery="exactly_once")
+    await run_to_finish(bootstrap_servers, definition)
+    rows = await read_json(bootstrap_servers, f"{name}.out", "read_committed")
+    assert joined(rows) == {n: f"n{n % 6}" for n in range(40) if n % 6 != 5}
+    assert len(rows) == len({r["id"] for r in rows}) == len(joined(rows))
