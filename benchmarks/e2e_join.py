@@ -1,7 +1,7 @@
 """End-to-end join benchmark: Kafka in, a join through the shuffle, Kafka out, bounded.
 
 ``python -m benchmarks.e2e_join [--events N] [--broker tansu|kafka | --bootstrap
-HOST:PORT] [--kind interval|window|temporal]``
+HOST:PORT] [--kind interval|window|temporal|lookup]``
 
 The standard workload's events (``benchmarks/workload.py``) become the orders, one per
 event, each with an order id of its own, produced keyed by user as in every e2e run;
@@ -14,7 +14,9 @@ same two topics:
 2. the join: orders joined with payments by order id (interval ``left`` 0..60 s; a
    tumbling 60 s ``inner`` window join; or a ``left`` temporal join), both inputs
    routed through the shuffle, timed from start to ``finished``, every output row
-   checked against the generated pairs.
+   checked against the generated pairs. ``lookup``: a ``left`` lookup join with the
+   payments as the table (keyed by order id), read whole before the orders start; no
+   shuffle; timed from start (the table's read included) to ``finished``.
 
 Prints the records per second of both and their ratio (the issue's target: at least 0.5).
 """
@@ -55,6 +57,7 @@ OPERATORS: dict[str, dict[str, Any]] = {
         "assigner": {"type": "tumbling", "size_ms": 60_000},
     },
     "temporal": {"type": "join", "kind": "temporal", "how": "left"},
+    "lookup": {"type": "join", "kind": "lookup", "how": "left", "max_rows": 100_000_000},
 }
 W1 = {
     "type": "window",
@@ -113,6 +116,24 @@ def definition(name: str, kind: str, orders: str, payments: str) -> Any:
         )
 
     operator = OPERATORS[kind]
+    if kind == "lookup":  # the payments as a table keyed by the Kafka key (the order id)
+        left = side("orders", orders, "ts")
+        table = InputSettings(name="payments", topics=(payments,), table=True)
+        return PipelineDefinition(
+            name=name,
+            topics=(orders,),
+            sink=SinkSettings(topic=f"{name}.out", dead_letter_topic=f"{name}.dlq"),
+            operator_factory=join_operator_factory(
+                name, operator, ("orders", "payments"), late_output=False
+            ),
+            key_field=left.key_field,
+            timestamp=left.timestamp,
+            inputs=(left, table),
+            lookup=True,
+            bounded=True,
+            watermark=watermark,
+            spec={"operator": operator},
+        )
     return PipelineDefinition(
         name=name,
         topics=(orders, payments),
@@ -180,7 +201,7 @@ def check(kind: str, rows: list[dict[str, Any]], truth: dict[str, tuple[int, int
             for order, (ts, paid) in truth.items()
             if paid is not None and ts // 60_000 == paid // 60_000
         }
-    elif kind == "interval":
+    elif kind in ("interval", "lookup"):  # lookup: the whole table is there first
         want = {order: paid for order, (_, paid) in truth.items()}
     else:  # temporal: the payment is the version only from its own time on
         want = {

@@ -183,9 +183,12 @@ class PipelineRegistry:
             raise StoreError(f"listing the broker's topics for pipeline {name!r}: {exc!r}") from exc
 
     async def _ends(self, spec: PipelineSpec) -> PinnedEnds | None:
-        """Bounded input (a join's: every input's topics): where it ends, pinned in the
-        store for every replica; None for unbounded input."""
-        return await self._topics.bounded_ends(spec.name, spec.topics()) if spec.bounded else None
+        """Bounded input (a join's: every input's topics; a lookup join's table is never
+        bounded): where it ends, pinned in the store for every replica; None for
+        unbounded input."""
+        if not spec.bounded:
+            return None
+        return await self._topics.bounded_ends(spec.name, spec.stream_topics())
 
     async def replace(self, name: str, raw: Any, *, reset_state: bool) -> dict[str, Any]:
         if isinstance(raw, Mapping) and "name" not in raw:

@@ -117,7 +117,11 @@ def _join_shaping(spec: PipelineSpec, inputs: dict[str, InputSpec]) -> dict[str,
             for name, spec_in in inputs.items()
         },
         "operator": spec.operator.model_dump(mode="json"),
-        "shards": f"shuffle:{_shuffle_partitions(inputs)}",
+        "shards": (
+            "source"  # a lookup join's state is per left partition (the table is read again)
+            if isinstance(spec.operator, JoinOperator) and spec.operator.kind == "lookup"
+            else f"shuffle:{_shuffle_partitions(inputs)}"
+        ),
     }
 
 
@@ -241,7 +245,7 @@ def _join_definition(spec: PipelineSpec, inputs: dict[str, InputSpec]) -> Pipeli
     if sides[0] == sides[1] or not set(sides) <= inputs.keys():
         raise BuildError(("operator",), "left and right name the two inputs")
     left, right = (_input_settings(name, inputs[name]) for name in sides)
-    if op.kind == "temporal":  # a versioned table: a null value deletes its Kafka key
+    if op.kind in ("temporal", "lookup"):  # a table: a null value deletes its Kafka key
         right = replace(right, table=True)
     try:
         factory = join_operator_factory(
@@ -256,7 +260,7 @@ def _join_definition(spec: PipelineSpec, inputs: dict[str, InputSpec]) -> Pipeli
     except (JoinConfigError, ConfigError, TypeError, ValueError) as exc:
         raise BuildError(("operator",), str(exc)) from exc
     first = inputs[op.left].source  # the rules make the inputs agree on what they share
-    return PipelineDefinition(
+    definition = PipelineDefinition(
         name=spec.name,
         topics=(*left.topics, *right.topics),
         sink=_sink(spec),
@@ -270,6 +274,10 @@ def _join_definition(spec: PipelineSpec, inputs: dict[str, InputSpec]) -> Pipeli
         state_fingerprint=state_fingerprint(spec),
         inputs=(left, right),
     )
+    if op.kind != "lookup":
+        return definition
+    # One keyed stage over the left input, no shuffle: every replica holds the table.
+    return replace(definition.as_input(0), shuffle=None, lookup=True)
 
 
 def _input_settings(name: str, spec: InputSpec) -> InputSettings:

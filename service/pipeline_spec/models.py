@@ -113,6 +113,8 @@ names the input in late records' headers and metrics, so an identifier, lower ca
 
 MAX_MS = MAX_DURATION_MS
 PositiveMs = Annotated[int, Field(gt=0, le=MAX_MS)]
+MAX_LOOKUP_ROWS = 100_000_000
+"""A lookup table's ``max_rows`` at most (every replica holds the table in memory)."""
 NonNegativeMs = Annotated[int, Field(ge=0, le=MAX_MS)]
 OffsetMs = Annotated[int, Field(ge=-MAX_MS, le=MAX_MS)]
 
@@ -371,7 +373,7 @@ class JoinOperator(_Model):
     input is the join key."""
 
     type: Literal["join"]
-    kind: Literal["interval", "window", "temporal"]
+    kind: Literal["interval", "window", "temporal", "lookup"]
     how: Literal["inner", "left", "right", "full", "semi", "anti"] = "inner"
     """Which rows besides the matches; each kind takes some (the rules say which)."""
     left: InputName
@@ -381,7 +383,11 @@ class JoinOperator(_Model):
     assigner: JoinAssigner | None = None
     """``window`` only, and required there."""
     allowed_lateness_ms: NonNegativeMs = 0
-    """How long past ``W`` a row still joins (``window``: with ``how: inner`` only)."""
+    """How long past ``W`` a row still joins (``window``: with ``how: inner`` only;
+    ``lookup``: nothing is late, leave it out)."""
+    max_rows: Annotated[int, Field(ge=1, le=MAX_LOOKUP_ROWS)] | None = None
+    """``lookup`` only, and required there: the most keys its table may hold in memory
+    (on every replica); one more fails the pipeline."""
     select: Annotated[dict[OutputName, Expression], Field(min_length=1, max_length=256)] | None = (
         None
     )
@@ -482,6 +488,16 @@ class PipelineSpec(_Model):
     def topics(self) -> list[str]:
         """Every topic the pipeline reads, of every input."""
         return [topic for source in self.sources() for topic in source.topics]
+
+    def stream_topics(self) -> list[str]:
+        """The topics its consumer group reads (bounded input ends there): every topic
+        but a lookup join's table, which each replica reads apart."""
+        op = self.operator
+        if isinstance(op, JoinOperator) and op.kind == "lookup" and self.inputs is not None:
+            table = self.inputs.get(op.right)
+            if table is not None:
+                return [t for t in self.topics() if t not in table.source.topics]
+        return self.topics()
 
     @property
     def bounded(self) -> bool:

@@ -357,8 +357,9 @@ def _inputs_agree(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem
     """Both inputs bounded or neither, from the same start, with one idleness timeout,
     idle advance and drift bound (reported at the second input)."""
     inputs = _inputs(spec)
-    if len(inputs) != 2:
-        return
+    op = _join(spec)
+    if len(inputs) != 2 or (op is not None and op.get("kind") == "lookup"):
+        return  # a lookup table is read apart from the stream (_lookup_table_input)
     (first, a), (second, b) = inputs
     for section, name, default in _RUN_TOGETHER:
         part_a, part_b = _obj(a.get(section, {})), _obj(b.get(section, {}))
@@ -972,6 +973,7 @@ JOIN_HOWS: Mapping[str, tuple[str, ...]] = {
     "interval": ("inner", "left", "right", "full"),
     "window": ("inner", "left", "right", "full", "semi", "anti"),
     "temporal": ("inner", "left"),
+    "lookup": ("inner", "left"),
 }
 """The ``how`` each join kind takes (Flink's: a temporal join keeps every left row or
 only the matched ones; semi and anti only where a window bounds "never matched")."""
@@ -1139,6 +1141,94 @@ def _window_join_lateness(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator
             f"a window join with how {how!r} emits rows that a late partner could "
             "contradict: allowed_lateness_ms only with how 'inner'",
             lateness,
+        )
+
+
+@rule(
+    reports={"missing", "max_rows_unused"},
+    schema=Fragment(
+        "JoinOperator",
+        {
+            "if": _equals("kind", "lookup"),
+            "then": _present("max_rows", "integer"),
+            "else": {"properties": {"max_rows": False}},
+        },
+    ),
+)
+def _lookup_max_rows(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    """A lookup join says how many rows its table may hold; no other kind takes it."""
+    yield from _kind_field(
+        spec,
+        "lookup",
+        "max_rows",
+        "max_rows_unused",
+        "a lookup join needs max_rows: the most keys its table may hold in memory on "
+        "every replica (one more fails the pipeline)",
+    )
+
+
+@rule(
+    reports={"lateness_not_for_lookup"},
+    schema=Fragment(
+        "JoinOperator",
+        {
+            "if": _equals("kind", "lookup"),
+            "then": {"properties": {"allowed_lateness_ms": {"const": 0}}},
+        },
+    ),
+)
+def _lookup_no_lateness(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    """A lookup join joins each left row at once: nothing is late."""
+    op = _join(spec)
+    if op is None or op.get("kind") != "lookup":
+        return
+    lateness = _int(op.get("allowed_lateness_ms"))
+    if lateness:
+        yield Problem(
+            ("operator", "allowed_lateness_ms"),
+            "lateness_not_for_lookup",
+            "a lookup join joins each left row when it arrives (processing time): "
+            "nothing is late, leave allowed_lateness_ms out",
+            lateness,
+        )
+
+
+@rule(
+    reports={"lookup_table_bounded", "lookup_table_from_latest"},
+    beyond_schema={
+        "lookup_table_bounded": "the table is the input that right names, which no JSON "
+        "Schema can follow",
+        "lookup_table_from_latest": "the table is the input that right names, which no "
+        "JSON Schema can follow",
+    },
+)
+def _lookup_table_input(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    """A lookup join's table (its right input) is read whole and followed live: never
+    bounded, never from the latest offset."""
+    op = _join(spec)
+    inputs = _obj(spec.get("inputs"))
+    if op is None or op.get("kind") != "lookup" or inputs is None:
+        return
+    right = _str(op.get("right"))
+    if right is None:
+        return
+    section = _obj(inputs.get(right))
+    source = _obj(section.get("source")) if section is not None else None
+    if source is None:
+        return
+    if source.get("bounded") is True:
+        yield Problem(
+            ("inputs", right, "source", "bounded"),
+            "lookup_table_bounded",
+            "a lookup table is followed live, never bounded (bound the left input alone)",
+            True,
+        )
+    if source.get("start_from") == "latest":
+        yield Problem(
+            ("inputs", right, "source", "start_from"),
+            "lookup_table_from_latest",
+            "a lookup table is read whole, from its beginning: leave start_from out",
+            "latest",
         )
 
 

@@ -124,7 +124,13 @@ class PipelineDefinition:
     """Equal fingerprints mean a replaced spec can keep the checkpointed state."""
     inputs: tuple[InputSettings, InputSettings] | None = None
     """A join's left and right input; ``topics`` is then every input's topics, and the
-    pipeline runs through the shuffle (both inputs routed to the join's key)."""
+    pipeline runs through the shuffle (both inputs routed to the join's key); but see
+    ``lookup``."""
+    lookup: bool = False
+    """A lookup join: the right input (``inputs[1]``) is a table every replica reads
+    whole, outside the consumer group; ``topics``, ``key_field``, ``steps``,
+    ``timestamp`` and ``watermark`` are the left input's, read by one keyed stage
+    without a shuffle."""
     state_epoch: int = 0
     """Bumped by every ``reset_state`` replacement (the pipeline store keeps it). Each
     epoch has its own consumer group and changelog, so a reset starts afresh on every
@@ -152,6 +158,11 @@ class PipelineDefinition:
             timestamp=settings.timestamp,
             watermark=settings.watermark,
         )
+
+    @property
+    def lookup_table(self) -> InputSettings | None:
+        """A lookup join's table input; None for any other pipeline."""
+        return self.inputs[1] if self.lookup and self.inputs is not None else None
 
     @property
     def exactly_once(self) -> bool:

@@ -14,9 +14,10 @@ from typing import Any, cast
 
 from service.core.time import Clock, SystemClock
 from service.operators.base import Operator
-from service.operators.join.factory import build_join_operator
+from service.operators.join.factory import build_join_operator, max_rows
+from service.operators.join.lookup import LookupTable
 from service.operators.join.projection import compile_projection
-from service.operators.join.rows import both_sides
+from service.operators.join.rows import Projection, both_sides
 from service.operators.process import build_process_operator
 from service.operators.window import WindowFunction, build_window_operator
 from service.runtime.definition import OperatorFactory
@@ -69,13 +70,49 @@ def join_operator_factory(
 ) -> OperatorFactory:
     """A factory of join operators for the spec's ``"operator"`` object (``"type":
     "join"``); the ``select`` is compiled once, and one instance built eagerly so that a
-    bad spec fails here."""
+    bad spec fails here. A lookup join's is a :class:`LookupJoinFactory`."""
     spec = dict(operator_spec)
     select = spec.get("select")
     project = both_sides if select is None else compile_projection(select, inputs)
+    if spec.get("kind") == "lookup":
+        return LookupJoinFactory(pipeline, spec, inputs, project)
 
     def build(clock: Clock) -> Operator:
         return cast(Operator, build_join_operator(pipeline, spec, inputs, late_output, project))
 
     build(SystemClock())
     return build
+
+
+class LookupJoinFactory:
+    """A lookup join's operators: each over the table the runtime keeps for the pipeline
+    on this replica (one :meth:`table`, read by its table reader) and numbered by the
+    left partition it reads. Called with a clock alone (what any operator factory is),
+    it builds one over a new, empty table: a check that the spec builds, nothing more."""
+
+    def __init__(
+        self,
+        pipeline: str,
+        spec: dict[str, Any],
+        inputs: tuple[str, str],
+        project: Projection,
+    ) -> None:
+        self.pipeline = pipeline
+        self.spec = spec
+        self.inputs = inputs
+        self.project = project
+        self.max_rows = max_rows(spec)
+        self(SystemClock())
+
+    def table(self) -> LookupTable:
+        """A new, empty table for this join."""
+        return LookupTable(self.inputs[1], self.max_rows)
+
+    def build(self, clock: Clock, table: LookupTable, source: int) -> Operator:
+        operator = build_join_operator(
+            self.pipeline, self.spec, self.inputs, False, self.project, table, source
+        )
+        return cast(Operator, operator)
+
+    def __call__(self, clock: Clock) -> Operator:
+        return self.build(clock, self.table(), 0)

@@ -82,7 +82,8 @@ def _source_topics(spec: dict[str, Any]) -> list[Any] | None:
 
 def meets_the_join_rules_no_schema_states(spec: dict[str, Any]) -> bool:
     """``left`` and ``right`` name two different inputs; ``lower_ms <= upper_ms``; the
-    inputs agree on what they share. (``select`` and the inputs' topics: see the caller
+    inputs agree on what they share; a lookup join's table is neither bounded nor read
+    from ``latest``. (``select`` and the inputs' topics: see the caller
     and :func:`with_valid_expressions`.)"""
     operator, inputs = spec.get("operator"), spec.get("inputs")
     if not isinstance(operator, dict) or operator.get("type") != "join":
@@ -100,6 +101,12 @@ def meets_the_join_rules_no_schema_states(spec: dict[str, Any]) -> bool:
             }
             if len(values) > 1:
                 return False
+        table = inputs[right] if operator.get("kind") == "lookup" else None
+        source = table.get("source") if isinstance(table, dict) else None
+        if isinstance(source, dict) and (
+            source.get("bounded") is True or source.get("start_from") == "latest"
+        ):
+            return False  # a lookup table is followed live, from its beginning
     between = operator.get("between")
     if isinstance(between, dict):
         lower, upper = _number(between.get("lower_ms")), _number(between.get("upper_ms"))

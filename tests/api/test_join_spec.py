@@ -243,3 +243,55 @@ def test_every_problem_of_a_join_spec_in_one_answer() -> None:
         ("operator.between.lower_ms", "lower_above_upper"),
         ("operator.select.who", "invalid_select"),
     ]
+
+
+def lookup_spec() -> dict[str, Any]:
+    """Orders enriched with the customers table (issue 31 point 4): valid."""
+    spec = join_spec()
+    spec["inputs"]["payments"]["source"] = {"topics": ["customers"]}
+    spec["operator"] = {
+        "type": "join",
+        "kind": "lookup",
+        "how": "left",
+        "left": "orders",
+        "right": "payments",
+        "max_rows": 1000,
+    }
+    return spec
+
+
+def test_a_lookup_join_reads_the_left_in_one_stage_and_the_table_apart() -> None:
+    spec = lookup_spec()
+    spec["inputs"]["orders"]["source"]["bounded"] = True  # the table stays unbounded
+    parsed, definition = registry().parse(spec)
+    assert parsed.stream_topics() == ["orders"]
+    assert definition.lookup and definition.shuffle is None
+    assert definition.topics == ("orders",) and definition.key_field == "order_id"
+    assert definition.bounded
+    table = definition.lookup_table
+    assert table is not None and table.table and table.topics == ("customers",)
+
+
+def test_lookup_join_rules() -> None:
+    def change(s: dict[str, Any]) -> None:
+        s["operator"].pop("max_rows")
+        s["operator"].update(how="full", allowed_lateness_ms=5)
+        s["inputs"]["payments"]["source"].update(bounded=True, start_from="latest")
+
+    assert problems(edited_lookup(change)) == [
+        ("operator.how", "how_not_for_kind"),
+        ("operator.max_rows", "missing"),
+        ("operator.allowed_lateness_ms", "lateness_not_for_lookup"),
+        ("inputs.payments.source.bounded", "lookup_table_bounded"),
+        ("inputs.payments.source.start_from", "lookup_table_from_latest"),
+    ]
+    over = edited_lookup(lambda s: s["operator"].update(max_rows=0))
+    assert problems(over) == [("operator.max_rows", "greater_than_equal")]
+    interval = edited(lambda s: s["operator"].update(max_rows=5))
+    assert problems(interval) == [("operator.max_rows", "max_rows_unused")]
+
+
+def edited_lookup(change: Any) -> dict[str, Any]:
+    spec = lookup_spec()
+    change(spec)
+    return spec

@@ -34,6 +34,8 @@ NO_SCHEMA_RULES = frozenset(
         "invalid_select",
         "input_topics_overlap",
         "inputs_disagree",
+        "lookup_table_bounded",
+        "lookup_table_from_latest",
         "invalid_expression",
         "slide_greater_than_size",
         "offset_out_of_range",

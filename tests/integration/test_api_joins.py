@@ -21,7 +21,7 @@ from tests.api.server import (
     running_app,
     wait_ready,
 )
-from tests.integration.kafka_utils import read_topic
+from tests.integration.kafka_utils import read_json, read_topic
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -177,3 +177,69 @@ async def test_a_bad_join_spec_is_one_422_with_every_problem_at_its_path(
         (["body", "operator", "between", "lower_ms"], "lower_above_upper"),
         (["body", "operator", "select", "who"], "invalid_select"),
     ]
+
+
+async def test_a_bounded_lookup_join_over_the_api_pins_the_left_ends_and_finishes(
+    bootstrap_servers: str,
+) -> None:
+    """A lookup join created over the API: the end offsets are pinned over the orders
+    alone (the table is never bounded), the pipeline finishes when the orders are read,
+    every order enriched with its customer, and status shows the table loaded."""
+    name = f"enrich-{uuid.uuid4().hex[:8]}"
+    await create_topic(bootstrap_servers, f"{name}.orders", partitions=2)
+    await create_topic(bootstrap_servers, f"{name}.customers", partitions=2)
+    await produce(
+        bootstrap_servers,
+        f"{name}.customers",
+        [(f"c{i}", {"name": f"name{i}"}) for i in range(4)],
+    )
+    orders = [{"customer": f"c{n % 5}", "ts": BASE + n, "n": n} for n in range(30)]
+    await produce(bootstrap_servers, f"{name}.orders", [(o["customer"], o) for o in orders])
+    spec = {
+        "name": name,
+        "inputs": {
+            "orders": {
+                "source": {"topics": [f"{name}.orders"], "bounded": True},
+                "key": {"field": "customer"},
+                "timestamp": {"field": "ts"},
+            },
+            "customers": {"source": {"topics": [f"{name}.customers"]}},
+        },
+        "operator": {
+            "type": "join",
+            "kind": "lookup",
+            "how": "left",
+            "left": "orders",
+            "right": "customers",
+            "max_rows": 10,
+            "select": {"n": "orders.n", "who": "customers.name"},
+        },
+        "sink": {"topic": f"{name}.out"},
+    }
+    async with (
+        running_app(app_settings(bootstrap_servers)) as url,
+        httpx.AsyncClient(base_url=url, timeout=30) as client,
+    ):
+        await wait_ready(client)
+        created = await client.post("/pipelines", json=spec)
+        assert created.status_code == 201, created.text
+        ends = created.json()["end_offsets"]
+        assert {topic for topic, _, _ in ends} == {f"{name}.orders"}
+
+        async def finished() -> Any:
+            status = (await client.get(f"/pipelines/{name}/status")).json()
+            assert status["state"] != "failed", status
+            return status if status["state"] == "finished" else None
+
+        status = await eventually(finished, timeout_s=60)
+        assert status["lookup_table"] == {
+            "input": "customers",
+            "rows": 4,
+            "max_rows": 10,
+            "loaded": True,
+            "updates": 4,
+        }
+    rows = await read_json(bootstrap_servers, f"{name}.out")
+    assert {r["value"]["n"]: r["value"]["who"] for r in rows} == {
+        o["n"]: (None if o["customer"] == "c4" else f"name{o['customer'][1:]}") for o in orders
+    }

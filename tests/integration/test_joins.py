@@ -94,6 +94,22 @@ def orders_and_payments(seed: int) -> tuple[list[dict[str, Any]], list[dict[str,
     return orders, payments
 
 
+async def bounded_inputs(bootstrap: str, name: str, seed: int) -> tuple[Any, ...]:
+    """The topics of :func:`orders_and_payments` (2 and 3 partitions), not produced yet:
+    ``(orders, payments, order records, payment records, end offsets)``, the ends as a
+    worker's ``bounded`` option takes them (what the API pins)."""
+    orders, payments = orders_and_payments(seed)
+    await create_topic(bootstrap, f"{name}.orders", 2)
+    await create_topic(bootstrap, f"{name}.payments", 3)
+    order_records = [json_record(o["n"] % 2, o["order_id"], o) for o in orders]
+    payment_records = [json_record(p["n"] % 3, p["order"], p) for p in payments]
+    ends = [[f"{name}.orders", p, sum(1 for r in order_records if r[0] == p)] for p in range(2)]
+    ends += [
+        [f"{name}.payments", p, sum(1 for r in payment_records if r[0] == p)] for p in range(3)
+    ]
+    return orders, payments, order_records, payment_records, ends
+
+
 async def run_join(bootstrap: str, operator: dict[str, Any]) -> tuple[list[dict[str, Any]], Any]:
     name = unique("join")
     orders, payments = orders_and_payments(7)
@@ -243,15 +259,9 @@ async def run_with_a_killed_replica(
     """Returns every row a read_committed reader sees, checked against the reference
     after de-duplication by id."""
     name = unique("joinkill")
-    orders, payments = orders_and_payments(11)
-    await create_topic(bootstrap_servers, f"{name}.orders", 2)
-    await create_topic(bootstrap_servers, f"{name}.payments", 3)
-    order_records = [json_record(o["n"] % 2, o["order_id"], o) for o in orders]
-    payment_records = [json_record(p["n"] % 3, p["order"], p) for p in payments]
-    ends = [[f"{name}.orders", p, sum(1 for r in order_records if r[0] == p)] for p in range(2)]
-    ends += [
-        [f"{name}.payments", p, sum(1 for r in payment_records if r[0] == p)] for p in range(3)
-    ]
+    orders, payments, order_records, payment_records, ends = await bounded_inputs(
+        bootstrap_servers, name, 11
+    )
     first_orders, first_payments = len(order_records) * 2 // 5, len(payment_records) * 2 // 5
     options = {"bounded": ends, "join": INTERVAL_LEFT, "delivery": delivery}
     with replicas(bootstrap_servers, name, f"{name}.orders", tmp_path, 2, **options) as pair:

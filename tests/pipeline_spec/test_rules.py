@@ -90,6 +90,14 @@ def window_join(**operator: Any) -> dict[str, Any]:
     return spec
 
 
+def lookup_join(**operator: Any) -> dict[str, Any]:
+    """A lookup join of ``a`` with the table ``b``, with ``operator`` changed."""
+    spec = join(kind="lookup", how="inner")
+    del spec["operator"]["between"]
+    spec["operator"].update({"max_rows": 10, **operator})
+    return spec
+
+
 def input_(name: str, **values: Any) -> Callable[[dict[str, Any]], Any]:
     """An edit of input ``name``: its sections updated with ``values``."""
     return lambda s: s["inputs"][name].update(values)
@@ -150,6 +158,7 @@ EXAMPLES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
                 edit(join(), input_("a", watermark={"idle_timeout_ms": 5, "interval_ms": 0})),
                 input_("b", watermark={"idle_timeout_ms": 5}),
             ),
+            edit(lookup_join(), input_("a", source={"topics": ["in.a"], "bounded": True})),
         ],
     ),
     "inputs_are_shuffled": (
@@ -213,6 +222,30 @@ EXAMPLES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
             window_join(allowed_lateness_ms=5),
             window_join(how="semi", allowed_lateness_ms=0),
             join(allowed_lateness_ms=5),
+        ],
+    ),
+    "lookup_max_rows": (
+        [
+            edit(lookup_join(), lambda s: s["operator"].pop("max_rows")),
+            join(max_rows=5),
+        ],
+        [lookup_join(), join()],
+    ),
+    "lookup_no_lateness": (
+        [lookup_join(allowed_lateness_ms=5)],
+        [lookup_join(allowed_lateness_ms=0), join(allowed_lateness_ms=5)],
+    ),
+    "lookup_table_input": (
+        [
+            edit(lookup_join(), input_("b", source={"topics": ["in.b"], "bounded": True})),
+            edit(lookup_join(), input_("b", source={"topics": ["in.b"], "start_from": "latest"})),
+        ],
+        [
+            edit(lookup_join(), input_("a", source={"topics": ["in.a"], "bounded": True})),
+            edit(
+                edit(join(), input_("a", source={"topics": ["in.a"], "start_from": "latest"})),
+                input_("b", source={"topics": ["in.b"], "start_from": "latest"}),
+            ),
         ],
     ),
     "join_select": (

@@ -1,6 +1,6 @@
 """A join operator from the pipeline spec's ``"operator"`` object (``"type": "join"``).
 
-``kind`` picks the operator (``interval``, ``window``, ``temporal``), ``how`` the rows
+``kind`` picks the operator (``interval``, ``window``, ``temporal``, ``lookup``), ``how`` the rows
 besides the matches, ``select`` the output fields (none: ``{"left", "right"}``). The
 spec layer validates the object first (every problem at its path); this builder raises
 :class:`~service.operators.join.rows.JoinConfigError` or
@@ -14,6 +14,7 @@ from typing import Any
 
 from service.operators.join.inputs import TwoInputOperator
 from service.operators.join.interval import IntervalJoinOperator
+from service.operators.join.lookup import LookupJoinOperator, LookupTable
 from service.operators.join.projection import compile_projection
 from service.operators.join.rows import How, JoinConfigError, Projection, both_sides
 from service.operators.join.temporal import TemporalJoinOperator
@@ -21,7 +22,7 @@ from service.operators.join.window import WindowJoinOperator
 from service.operators.window.assigners import SlidingAssigner, TumblingAssigner
 from service.operators.window.errors import WindowConfigError
 
-KINDS = ("interval", "window", "temporal")
+KINDS = ("interval", "window", "temporal", "lookup")
 
 
 def build_join_operator(
@@ -30,8 +31,12 @@ def build_join_operator(
     inputs: tuple[str, str],
     late_output: bool,
     project: Projection | None = None,
+    table: LookupTable | None = None,
+    source: int = 0,
 ) -> TwoInputOperator:
-    """``project``: the compiled ``select`` when the caller built it once already."""
+    """``project``: the compiled ``select`` when the caller built it once already.
+    ``table`` and ``source`` (a lookup join's): the replica's table (None: a new, empty
+    one, as a check that the spec builds) and the left partition's number."""
     kind = spec.get("kind")
     try:
         how = How(spec.get("how", "inner"))
@@ -73,4 +78,16 @@ def build_join_operator(
         return WindowJoinOperator(pipeline, how, assigner, lateness, project, inputs, late_output)
     if kind == "temporal":
         return TemporalJoinOperator(pipeline, how, lateness, project, inputs, late_output)
+    if kind == "lookup":
+        if table is None:
+            table = LookupTable(inputs[1], max_rows(spec))
+        return LookupJoinOperator(pipeline, how, table, project, inputs, source)
     raise JoinConfigError(f"unknown join kind {kind!r} (one of {', '.join(KINDS)})")
+
+
+def max_rows(spec: Mapping[str, Any]) -> int:
+    """A lookup join's ``max_rows`` (required: the spec's rules say so)."""
+    value = spec.get("max_rows")
+    if type(value) is not int or value < 1:
+        raise JoinConfigError(f"a lookup join needs max_rows, a positive integer, not {value!r}")
+    return value

@@ -23,31 +23,17 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-from service.core.time import MIN_TIMESTAMP
-from service.operators.base import Collector, InputRecord, OperatorGauges
-from service.operators.join.projection import RowEmitter
-from service.operators.join.rows import (
-    How,
-    JoinConfigError,
-    Projection,
-    Side,
-    both_sides,
-    is_late,
-    send_late,
-)
-
-SNAPSHOT_VERSION = 1
-META_ENTRY = "meta"
-PREFIXES = ("l:", "r:")
-"""A checkpoint entry per key and side: ``l:<key>`` or ``r:<key>``, plus ``meta``."""
+from service.operators.base import InputRecord, OperatorGauges
+from service.operators.join.base import JoinOperator
+from service.operators.join.checkpoint import parse_side_entry, side_entry
+from service.operators.join.rows import How, JoinConfigError, Projection, Side, both_sides, is_late
 
 Row = list[Any]
-"""``[ts, position, value, matched]``: a list, so ``matched`` is set in place."""
-
-_NO_COUNTS: dict[str, tuple[int, int, int]] = {}
+"""``[ts, position, value, matched]``: a list, so ``matched`` is set in place. The
+checkpoint holds one entry per key and side (``l:<key>``, ``r:<key>``)."""
 
 
 class _Rows:
@@ -75,7 +61,7 @@ class _Rows:
         return self.rows[bisect_left(times, low) : bisect_right(times, high)]
 
 
-class IntervalJoinOperator:
+class IntervalJoinOperator(JoinOperator):
     """One partition's interval join (see the module docstring)."""
 
     kind = "interval"
@@ -95,36 +81,17 @@ class IntervalJoinOperator:
             raise JoinConfigError(f"an interval join is inner, left, right or full, not {how}")
         if lower_ms > upper_ms:
             raise JoinConfigError(f"lower_ms {lower_ms} is above upper_ms {upper_ms}")
-        if allowed_lateness_ms < 0:
-            raise JoinConfigError("allowed_lateness_ms must not be negative")
-        self._pipeline = pipeline
-        self.how = how
+        super().__init__(pipeline, how, allowed_lateness_ms, project, inputs, late_output)
         self.lower = lower_ms
         self.upper = upper_ms
-        self.lateness = allowed_lateness_ms
-        self._project = project
-        self.inputs = inputs
-        self.late_output = late_output
         self._pads = (how.pads(Side.LEFT), how.pads(Side.RIGHT))
         # cleanup time = ts + this, per side
         self._keep = (upper_ms + allowed_lateness_ms, -lower_ms + allowed_lateness_ms)
         self._sides: tuple[dict[str, _Rows], dict[str, _Rows]] = ({}, {})
         self._expiry: list[tuple[int, int, str]] = []  # (cleanup time, side, key)
         self._dirty: set[tuple[int, str]] = set()
-        self._watermark = MIN_TIMESTAMP
-        self.collector = Collector()
-        self._emit = RowEmitter(self.collector, project, pipeline, self.kind).emit
 
     # -- input ----------------------------------------------------------------------------
-    def process_left(self, records: Sequence[InputRecord]) -> None:
-        self._process(Side.LEFT, records)
-
-    def process_right(self, records: Sequence[InputRecord]) -> None:
-        self._process(Side.RIGHT, records)
-
-    def process_batch(self, records: Sequence[InputRecord]) -> None:
-        raise TypeError("a join takes its inputs through process_left and process_right")
-
     def _process(self, side: Side, records: Sequence[InputRecord]) -> None:
         watermark = self._watermark
         lateness = self.lateness
@@ -178,15 +145,7 @@ class IntervalJoinOperator:
         else:
             self._emit(key, ts, None, None, position, value)
 
-    def _late(self, side: Side, key: str, ts: int, source: Any) -> None:
-        collector = self.collector
-        send_late(collector, self.late_output, source, key, ts, self._watermark, self.inputs[side])
-
     # -- time -----------------------------------------------------------------------------
-    @property
-    def current_watermark(self) -> int:
-        return self._watermark
-
     def advance_watermark(self, watermark: int) -> None:
         """Drop every row whose cleanup time is at or below ``watermark``, emitting the
         unmatched ones of an outer side padded."""
@@ -217,12 +176,6 @@ class IntervalJoinOperator:
         else:
             del self._sides[side][key]
 
-    def advance_processing_time(self, now: int) -> None:
-        return None
-
-    def next_processing_time(self) -> int | None:
-        return None
-
     # -- numbers --------------------------------------------------------------------------
     def rows_held(self, side: Side) -> int:
         """Rows kept for ``side`` (``clockwork_join_state_rows``); O(keys)."""
@@ -234,58 +187,29 @@ class IntervalJoinOperator:
             event_timers=len(self._expiry), processing_timers=0, windows_open=0, keys=len(keys)
         )
 
-    def timer_counts(self) -> dict[str, tuple[int, int, int]]:
-        return _NO_COUNTS
+    # -- checkpoint hooks -----------------------------------------------------------------
+    def _pieces(self) -> Iterator[tuple[int, str]]:
+        return ((side, key) for side in (0, 1) for key in self._sides[side])
 
-    # -- snapshots ------------------------------------------------------------------------
-    def _encode(self, side: int, key: str) -> list[Row] | None:
+    def _entry(self, piece: tuple[int, str]) -> str:
+        return side_entry(*piece)
+
+    def _encode(self, piece: tuple[int, str]) -> list[Row] | None:
+        side, key = piece
         rows = self._sides[side].get(key)
         return None if rows is None else [list(row) for row in rows.rows]
 
-    def snapshot(self) -> dict[str, Any]:
-        entries: dict[str, Any] = {
-            PREFIXES[side] + key: self._encode(side, key)
-            for side in (0, 1)
-            for key in self._sides[side]
-        }
-        entries[META_ENTRY] = self._meta()
-        return entries
-
-    def restore(self, snapshot: dict[str, Any]) -> None:
+    def _clear(self) -> None:
         self._sides = ({}, {})
         self._expiry = []
-        self._dirty = set()
-        self._watermark = MIN_TIMESTAMP
-        self.restore_changes(snapshot.items())
 
-    def snapshot_changes(self) -> dict[str, Any]:
-        changes: dict[str, Any] = {
-            PREFIXES[side] + key: self._encode(side, key) for side, key in self._dirty
-        }
-        self._dirty.clear()
-        changes[META_ENTRY] = self._meta()
-        return changes
-
-    def _meta(self) -> dict[str, Any]:
-        return {"version": SNAPSHOT_VERSION, "watermark": self._watermark}
-
-    def restore_changes(self, entries: Iterable[tuple[str, Any]]) -> None:
-        newest = dict(entries)
-        meta = newest.pop(META_ENTRY, None)
-        if meta is not None:
-            if meta.get("version") != SNAPSHOT_VERSION:
-                raise JoinConfigError(f"unknown join checkpoint version {meta.get('version')!r}")
-            self._watermark = int(meta["watermark"])
-        for name, value in newest.items():
-            side = 0 if name.startswith(PREFIXES[0]) else 1 if name.startswith(PREFIXES[1]) else -1
-            if side < 0:
-                raise JoinConfigError(f"unknown join checkpoint entry {name!r}")
-            key = name[len(PREFIXES[side]) :]
-            if value is None:
-                self._sides[side].pop(key, None)
-                continue
-            rows = _Rows()
-            for ts, position, row_value, matched in value:
-                rows.add([int(ts), int(position), row_value, bool(matched)])
-            self._sides[side][key] = rows
-            heapq.heappush(self._expiry, (rows.times[0] + self._keep[side], side, key))
+    def _restore_entry(self, name: str, value: Any) -> None:
+        side, key = parse_side_entry(name)
+        if value is None:
+            self._sides[side].pop(key, None)
+            return
+        rows = _Rows()
+        for ts, position, row_value, matched in value:
+            rows.add([int(ts), int(position), row_value, bool(matched)])
+        self._sides[side][key] = rows
+        heapq.heappush(self._expiry, (rows.times[0] + self._keep[side], side, key))

@@ -21,31 +21,18 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_right
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-from service.core.time import MIN_TIMESTAMP
-from service.operators.base import Collector, InputRecord, OperatorGauges
-from service.operators.join.projection import RowEmitter
-from service.operators.join.rows import (
-    How,
-    JoinConfigError,
-    Projection,
-    Side,
-    both_sides,
-    is_late,
-    send_late,
-)
-
-SNAPSHOT_VERSION = 1
-META_ENTRY = "meta"
-PREFIXES = ("l:", "r:")
-"""A checkpoint entry per key: ``l:<key>`` (left rows waiting), ``r:<key>`` (versions)."""
+from service.operators.base import InputRecord, OperatorGauges
+from service.operators.join.base import JoinOperator
+from service.operators.join.checkpoint import parse_side_entry, side_entry
+from service.operators.join.rows import How, JoinConfigError, Projection, Side, both_sides, is_late
 
 Row = tuple[int, int, Any]
-"""``(ts, position, value)``; a version's value None is a tombstone."""
-
-_NO_COUNTS: dict[str, tuple[int, int, int]] = {}
+"""``(ts, position, value)``; a version's value None is a tombstone. The checkpoint
+holds one entry per key and side: ``l:<key>`` (left rows waiting), ``r:<key>``
+(versions)."""
 
 
 class _Timeline:
@@ -74,7 +61,7 @@ class _Timeline:
         del self.rows[:count]
 
 
-class TemporalJoinOperator:
+class TemporalJoinOperator(JoinOperator):
     """One partition's temporal join (see the module docstring)."""
 
     kind = "temporal"
@@ -90,40 +77,28 @@ class TemporalJoinOperator:
     ) -> None:
         if how not in (How.INNER, How.LEFT):
             raise JoinConfigError(f"a temporal join is inner or left, not {how}")
-        if allowed_lateness_ms < 0:
-            raise JoinConfigError("allowed_lateness_ms must not be negative")
-        self._pipeline = pipeline
-        self.how = how
-        self.lateness = allowed_lateness_ms
-        self._project = project
-        self.inputs = inputs
-        self.late_output = late_output
+        super().__init__(pipeline, how, allowed_lateness_ms, project, inputs, late_output)
         self._waiting: dict[str, _Timeline] = {}
         self._versions: dict[str, _Timeline] = {}
         self._due: list[tuple[int, str]] = []  # (time of a key's first waiting row, key)
         self._prunable: list[tuple[int, str]] = []  # (when a key's oldest version can go, key)
         self._dirty: set[tuple[int, str]] = set()
-        self._watermark = MIN_TIMESTAMP
-        self.collector = Collector()
-        self._emit = RowEmitter(self.collector, project, pipeline, self.kind).emit
 
     # -- input ----------------------------------------------------------------------------
-    def process_left(self, records: Sequence[InputRecord]) -> None:
+    def _process(self, side: Side, records: Sequence[InputRecord]) -> None:
+        if side is Side.LEFT:
+            self._process_left(records)
+        else:
+            self._process_right(records)
+
+    def _process_left(self, records: Sequence[InputRecord]) -> None:
         watermark = self._watermark
         lateness = self.lateness
         waiting = self._waiting
         dirty = self._dirty
         for key, ts, value, position, source in records:
             if is_late(ts, watermark, lateness):
-                send_late(
-                    self.collector,
-                    self.late_output,
-                    source,
-                    key,
-                    ts,
-                    watermark,
-                    self.inputs[Side.LEFT],
-                )
+                self._late(Side.LEFT, key, ts, source)
                 continue
             rows = waiting.get(key)
             if rows is None:
@@ -135,7 +110,7 @@ class TemporalJoinOperator:
             if ts <= watermark:  # allowed-late: its time has come
                 self._fire(key, rows, watermark)
 
-    def process_right(self, records: Sequence[InputRecord]) -> None:
+    def _process_right(self, records: Sequence[InputRecord]) -> None:
         versions = self._versions
         dirty = self._dirty
         for key, ts, value, position, _ in records:
@@ -146,14 +121,7 @@ class TemporalJoinOperator:
             dirty.add((Side.RIGHT, key))
             self._schedule_prune(key, rows)
 
-    def process_batch(self, records: Sequence[InputRecord]) -> None:
-        raise TypeError("a join takes its inputs through process_left and process_right")
-
     # -- time -----------------------------------------------------------------------------
-    @property
-    def current_watermark(self) -> int:
-        return self._watermark
-
     def advance_watermark(self, watermark: int) -> None:
         """Join every waiting left row at or below ``watermark``, in time order per key,
         then drop the versions no left row can ask for any more."""
@@ -223,12 +191,6 @@ class TemporalJoinOperator:
         elif versions.rows[0][2] is None:
             heapq.heappush(self._prunable, (times[0], key))
 
-    def advance_processing_time(self, now: int) -> None:
-        return None
-
-    def next_processing_time(self) -> int | None:
-        return None
-
     # -- numbers --------------------------------------------------------------------------
     def rows_held(self, side: Side) -> int:
         """Left rows waiting, or versions kept of the table; O(keys)."""
@@ -243,61 +205,34 @@ class TemporalJoinOperator:
             keys=len(self._waiting.keys() | self._versions.keys()),
         )
 
-    def timer_counts(self) -> dict[str, tuple[int, int, int]]:
-        return _NO_COUNTS
+    # -- checkpoint hooks -----------------------------------------------------------------
+    def _pieces(self) -> Iterator[tuple[int, str]]:
+        return (
+            (side, key) for side, held in ((0, self._waiting), (1, self._versions)) for key in held
+        )
 
-    # -- snapshots ------------------------------------------------------------------------
-    def _encode(self, side: int, key: str) -> list[list[Any]] | None:
+    def _entry(self, piece: tuple[int, str]) -> str:
+        return side_entry(*piece)
+
+    def _encode(self, piece: tuple[int, str]) -> list[list[Any]] | None:
+        side, key = piece
         rows = (self._waiting if side == Side.LEFT else self._versions).get(key)
         return None if rows is None else [list(row) for row in rows.rows]
 
-    def snapshot(self) -> dict[str, Any]:
-        entries: dict[str, Any] = {
-            PREFIXES[side] + key: self._encode(side, key)
-            for side, held in ((0, self._waiting), (1, self._versions))
-            for key in held
-        }
-        entries[META_ENTRY] = self._meta()
-        return entries
-
-    def restore(self, snapshot: dict[str, Any]) -> None:
+    def _clear(self) -> None:
         self._waiting, self._versions = {}, {}
         self._due, self._prunable = [], []
-        self._dirty = set()
-        self._watermark = MIN_TIMESTAMP
-        self.restore_changes(snapshot.items())
 
-    def snapshot_changes(self) -> dict[str, Any]:
-        changes: dict[str, Any] = {
-            PREFIXES[side] + key: self._encode(side, key) for side, key in self._dirty
-        }
-        self._dirty.clear()
-        changes[META_ENTRY] = self._meta()
-        return changes
-
-    def _meta(self) -> dict[str, Any]:
-        return {"version": SNAPSHOT_VERSION, "watermark": self._watermark}
-
-    def restore_changes(self, entries: Iterable[tuple[str, Any]]) -> None:
-        newest = dict(entries)
-        meta = newest.pop(META_ENTRY, None)
-        if meta is not None:
-            if meta.get("version") != SNAPSHOT_VERSION:
-                raise JoinConfigError(f"unknown join checkpoint version {meta.get('version')!r}")
-            self._watermark = int(meta["watermark"])
-        for name, value in newest.items():
-            side = 0 if name.startswith(PREFIXES[0]) else 1 if name.startswith(PREFIXES[1]) else -1
-            if side < 0:
-                raise JoinConfigError(f"unknown join checkpoint entry {name!r}")
-            key = name[len(PREFIXES[side]) :]
-            held = self._waiting if side == Side.LEFT else self._versions
-            if value is None:
-                held.pop(key, None)
-                continue
-            rows = held[key] = _Timeline()
-            for ts, position, row_value in value:
-                rows.add((int(ts), int(position), row_value), replace=False)
-            if side == Side.LEFT:
-                heapq.heappush(self._due, (rows.times[0], key))
-            else:
-                self._schedule_prune(key, rows)
+    def _restore_entry(self, name: str, value: Any) -> None:
+        side, key = parse_side_entry(name)
+        held = self._waiting if side is Side.LEFT else self._versions
+        if value is None:
+            held.pop(key, None)
+            return
+        rows = held[key] = _Timeline()
+        for ts, position, row_value in value:
+            rows.add((int(ts), int(position), row_value), replace=False)
+        if side is Side.LEFT:
+            heapq.heappush(self._due, (rows.times[0], key))
+        else:
+            self._schedule_prune(key, rows)

@@ -24,33 +24,22 @@ there.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
 from service.core.time import MIN_TIMESTAMP
-from service.operators.base import Collector, InputRecord, OperatorGauges
-from service.operators.join.projection import RowEmitter
-from service.operators.join.rows import (
-    How,
-    JoinConfigError,
-    Projection,
-    Side,
-    Window,
-    both_sides,
-    send_late,
-)
+from service.operators.base import InputRecord, OperatorGauges
+from service.operators.join.base import JoinOperator
+from service.operators.join.rows import How, JoinConfigError, Projection, Side, Window, both_sides
 
-SNAPSHOT_VERSION = 1
-META_ENTRY = "meta"
 WINDOW_PREFIX = "w:"
-"""A checkpoint entry per window and key: ``w:<start>:<end>:<key>``, plus ``meta``."""
+"""A checkpoint entry per window and key: ``w:<start>:<end>:<key>``."""
 
 Row = tuple[int, int, Any]
 """``(ts, position, value)``."""
 
 _FIRE = 0
 _CLEANUP = 1
-_NO_COUNTS: dict[str, tuple[int, int, int]] = {}
 
 
 class Assigner(Protocol):
@@ -59,7 +48,7 @@ class Assigner(Protocol):
     def assign(self, timestamp: int) -> list[Window]: ...
 
 
-class WindowJoinOperator:
+class WindowJoinOperator(JoinOperator):
     """One partition's window join (see the module docstring)."""
 
     kind = "window"
@@ -76,37 +65,18 @@ class WindowJoinOperator:
     ) -> None:
         if getattr(assigner, "merging", False):
             raise JoinConfigError("a window join takes tumbling or sliding windows")
-        if allowed_lateness_ms < 0:
-            raise JoinConfigError("allowed_lateness_ms must not be negative")
         if allowed_lateness_ms and how is not How.INNER:
             raise JoinConfigError(
                 f"a {how} window join takes no allowed lateness: what it emits for a row "
                 "without partner could be contradicted by a partner arriving later"
             )
-        self._pipeline = pipeline
-        self.how = how
+        super().__init__(pipeline, how, allowed_lateness_ms, project, inputs, late_output)
         self._assigner = assigner
-        self.lateness = allowed_lateness_ms
-        self._project = project
-        self.inputs = inputs
-        self.late_output = late_output
         self._windows: dict[Window, dict[str, tuple[list[Row], list[Row]]]] = {}
         self._timers: list[tuple[int, int, Window]] = []  # (time, _FIRE | _CLEANUP, window)
         self._dirty: set[tuple[Window, str]] = set()
-        self._watermark = MIN_TIMESTAMP
-        self.collector = Collector()
-        self._emit = RowEmitter(self.collector, project, pipeline, self.kind).emit
 
     # -- input ----------------------------------------------------------------------------
-    def process_left(self, records: Sequence[InputRecord]) -> None:
-        self._process(Side.LEFT, records)
-
-    def process_right(self, records: Sequence[InputRecord]) -> None:
-        self._process(Side.RIGHT, records)
-
-    def process_batch(self, records: Sequence[InputRecord]) -> None:
-        raise TypeError("a join takes its inputs through process_left and process_right")
-
     def _process(self, side: Side, records: Sequence[InputRecord]) -> None:
         watermark = self._watermark
         lateness = self.lateness
@@ -134,15 +104,7 @@ class WindowJoinOperator:
                 if max_ts <= watermark:  # fired already (allowed lateness, inner only)
                     self._pairs_with(side, key, window, row, sides[1 - side])
             if not taken:
-                send_late(
-                    self.collector,
-                    self.late_output,
-                    source,
-                    key,
-                    ts,
-                    watermark,
-                    self.inputs[side],
-                )
+                self._late(side, key, ts, source)
 
     def _schedule(self, window: Window) -> None:
         max_ts = window[1] - 1
@@ -152,10 +114,6 @@ class WindowJoinOperator:
             heapq.heappush(self._timers, (max_ts + self.lateness, _CLEANUP, window))
 
     # -- time -----------------------------------------------------------------------------
-    @property
-    def current_watermark(self) -> int:
-        return self._watermark
-
     def advance_watermark(self, watermark: int) -> None:
         """Fire every window whose ``max_ts`` is at or below ``watermark``, in time order,
         and drop the windows past their cleanup time."""
@@ -213,12 +171,6 @@ class WindowJoinOperator:
             window,
         )
 
-    def advance_processing_time(self, now: int) -> None:
-        return None
-
-    def next_processing_time(self) -> int | None:
-        return None
-
     # -- numbers --------------------------------------------------------------------------
     def rows_held(self, side: Side) -> int:
         """Rows kept for ``side``, counted once per window they are in; O(windows x keys)."""
@@ -233,70 +185,42 @@ class WindowJoinOperator:
             keys=len(keys),
         )
 
-    def timer_counts(self) -> dict[str, tuple[int, int, int]]:
-        return _NO_COUNTS
+    # -- checkpoint hooks -----------------------------------------------------------------
+    def _pieces(self) -> Iterator[tuple[Window, str]]:
+        return ((window, key) for window, keys in self._windows.items() for key in keys)
 
-    # -- snapshots ------------------------------------------------------------------------
-    def _entry(self, window: Window, key: str) -> str:
-        return f"{WINDOW_PREFIX}{window[0]}:{window[1]}:{key}"
+    def _entry(self, piece: tuple[Window, str]) -> str:
+        (start, end), key = piece
+        return f"{WINDOW_PREFIX}{start}:{end}:{key}"
 
-    def _encode(self, window: Window, key: str) -> list[list[list[Any]]] | None:
+    def _encode(self, piece: tuple[Window, str]) -> list[list[list[Any]]] | None:
+        window, key = piece
         sides = self._windows.get(window, {}).get(key)
         if sides is None:
             return None
         return [[list(row) for row in rows] for rows in sides]
 
-    def snapshot(self) -> dict[str, Any]:
-        entries: dict[str, Any] = {
-            self._entry(window, key): self._encode(window, key)
-            for window, keys in self._windows.items()
-            for key in keys
-        }
-        entries[META_ENTRY] = self._meta()
-        return entries
-
-    def restore(self, snapshot: dict[str, Any]) -> None:
+    def _clear(self) -> None:
         self._windows = {}
         self._timers = []
-        self._dirty = set()
-        self._watermark = MIN_TIMESTAMP
-        self.restore_changes(snapshot.items())
 
-    def snapshot_changes(self) -> dict[str, Any]:
-        changes: dict[str, Any] = {
-            self._entry(window, key): self._encode(window, key) for window, key in self._dirty
-        }
-        self._dirty.clear()
-        changes[META_ENTRY] = self._meta()
-        return changes
-
-    def _meta(self) -> dict[str, Any]:
-        return {"version": SNAPSHOT_VERSION, "watermark": self._watermark}
-
-    def restore_changes(self, entries: Iterable[tuple[str, Any]]) -> None:
-        newest = dict(entries)
-        meta = newest.pop(META_ENTRY, None)
-        if meta is not None:
-            if meta.get("version") != SNAPSHOT_VERSION:
-                raise JoinConfigError(f"unknown join checkpoint version {meta.get('version')!r}")
-            self._watermark = int(meta["watermark"])
-        for name, value in newest.items():
-            if not name.startswith(WINDOW_PREFIX):
-                raise JoinConfigError(f"unknown join checkpoint entry {name!r}")
-            start, end, key = name[len(WINDOW_PREFIX) :].split(":", 2)
-            window = (int(start), int(end))
-            keys = self._windows.get(window)
-            if value is None:
-                if keys is not None:
-                    keys.pop(key, None)
-                    if not keys:
-                        del self._windows[window]
-                continue
-            if keys is None:
-                keys = self._windows[window] = {}
-                self._schedule(window)
-            lefts, rights = value
-            keys[key] = (
-                [(int(ts), int(pos), v) for ts, pos, v in lefts],
-                [(int(ts), int(pos), v) for ts, pos, v in rights],
-            )
+    def _restore_entry(self, name: str, value: Any) -> None:
+        if not name.startswith(WINDOW_PREFIX):
+            raise JoinConfigError(f"unknown join checkpoint entry {name!r}")
+        start, end, key = name[len(WINDOW_PREFIX) :].split(":", 2)
+        window = (int(start), int(end))
+        keys = self._windows.get(window)
+        if value is None:
+            if keys is not None:
+                keys.pop(key, None)
+                if not keys:
+                    del self._windows[window]
+            return
+        if keys is None:
+            keys = self._windows[window] = {}
+            self._schedule(window)
+        lefts, rights = value
+        keys[key] = (
+            [(int(ts), int(pos), v) for ts, pos, v in lefts],
+            [(int(ts), int(pos), v) for ts, pos, v in rights],
+        )

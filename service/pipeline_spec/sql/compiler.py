@@ -24,7 +24,7 @@ from sqlglot import exp
 from service.pipeline_spec.models import PipelineSpec, validate_spec
 
 from .context import Compilation, Loc
-from .joins import LOOKUP_UNSUPPORTED, compile_join
+from .joins import compile_join
 from .parsing import parse_script
 from .problems import SqlError, SqlProblem, Text
 from .sink import Settings, SinkDecl, read_set, read_sink, sink_spec
@@ -259,13 +259,9 @@ def validate_sql(
     try:
         spec = validate_spec(compiled.spec, allowed_modules)
     except ValidationError as exc:
-        lookup = compiled.spec.get("operator", {}).get("kind") == "lookup"
-        problems = []
-        for err in exc.errors(include_url=False, include_context=False):
-            loc = tuple(err["loc"])
-            if lookup and loc == ("operator", "kind"):  # the spec does not take it (yet)
-                problems.append(compiled.problem(loc, LOOKUP_UNSUPPORTED, "sql_unsupported"))
-            else:
-                problems.append(compiled.problem(loc, err["msg"], err["type"]))
+        problems = [
+            compiled.problem(tuple(err["loc"]), err["msg"], err["type"])
+            for err in exc.errors(include_url=False, include_context=False)
+        ]
         raise SqlError(problems) from exc
     return spec, compiled

@@ -19,8 +19,8 @@ A ``WHERE`` condition over one side becomes that input's filter step; one over b
 refused (it would filter the joined rows, which the operator does not do). The select
 list becomes the join's ``select`` (``o.amount`` reads ``orders.amount``), ``SELECT *``
 the default ``{"left", "right"}`` record. ``FOR SYSTEM_TIME AS OF PROCTIME()`` is a
-lookup join, compiled to ``kind: "lookup"``, which the spec may not take yet (then the
-spec's validation says so).
+lookup join, compiled to ``kind: "lookup"`` with the table source's ``max_rows`` (its
+``WITH`` option: how many rows every replica may hold; required).
 """
 
 from __future__ import annotations
@@ -37,9 +37,7 @@ from .sink import Settings
 from .sources import Source
 from .windows import KEY_FIELD, _assigner, _window_source, window_call
 
-__all__ = ["LOOKUP_UNSUPPORTED", "compile_join"]
-
-LOOKUP_UNSUPPORTED = "lookup joins (FOR SYSTEM_TIME AS OF PROCTIME()) are not supported yet"
+__all__ = ["compile_join"]
 _HOWS = {"": "inner", "INNER": "inner", "LEFT": "left", "RIGHT": "right", "FULL": "full"}
 _COMPARE = (exp.EQ, exp.LT, exp.LTE, exp.GT, exp.GTE)
 
@@ -132,6 +130,16 @@ def compile_join(
             comp.refuse(left.node, statement, "a window join takes TUMBLE or HOP windows")
             return
         operator["assigner"] = left.assigner
+    if kind == "lookup":
+        if right.source.max_rows is None:
+            comp.refuse(
+                right.source.node,
+                right.source.statement,
+                f"a lookup join's table {right.source.name} needs WITH (max_rows = N) on its "
+                "CREATE SOURCE: the most rows every replica may hold in memory",
+            )
+            return
+        operator["max_rows"] = right.source.max_rows
     if "allowed_lateness" in settings.values:
         operator["allowed_lateness_ms"] = settings.values["allowed_lateness"]
         comp.origins[("operator", "allowed_lateness_ms")] = settings.at["allowed_lateness"]

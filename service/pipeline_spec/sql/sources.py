@@ -55,6 +55,8 @@ class Source:
     watermark: dict[str, Any] = field(default_factory=dict)
     partitioned_by: str | None = None
     shuffle_partitions: int | None = None
+    max_rows: int | None = None
+    """A lookup join's table: the most rows it may hold (the spec's ``max_rows``)."""
     watermark_node: exp.Expression | None = None
 
     def declares(self, column: str) -> bool:
@@ -98,6 +100,7 @@ SOURCE_OPTIONS = (
     "max_drift",
     "watermark_interval",
     "shuffle_partitions",
+    "max_rows",
 )
 
 
@@ -271,6 +274,11 @@ def _option(source: Source, name: str, node: exp.Expression) -> None:
         if not isinstance(value, int) or isinstance(value, bool):
             raise OptionError("a number of partitions")
         source.shuffle_partitions = value
+    elif name == "max_rows":
+        value = scalar(node)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise OptionError("a number of rows")
+        source.max_rows = value
     else:
         raise UnknownOption(name)
 

@@ -148,6 +148,11 @@ class Session:
         cluster = KafkaCluster.of(settings)
         counts = await ensure_topics(cluster, definition, settings.replication_factor)
         stage.prepare(self, counts)
+        try:
+            await self.interruptible(stage.ready(self))
+        except Interrupted:
+            await self.close(checkpoint=False)
+            return False
         if definition.bounded and stage.reads_source:
             self.end_offsets = await self.bounded_ends()
         self.producer = cluster.producer(

@@ -13,9 +13,13 @@ as two (semantics.md section 8), each with a consumer group of its own:
   shuffle partition, its watermark the minimum of the markers
   (:class:`~service.core.shuffle.ShuffleInput`).
 
+A lookup join runs as one stage too, :class:`LookupStage`: a keyed stage over the left
+input's partitions, each joined against the table this replica reads whole
+(``table_reader.py``), never shuffled.
+
 A :class:`~service.runtime.consumer_group.session.Session` runs one stage; everything
 else about it (the fetch loop, checkpoints, rebalances, restores) is the same for all
-three.
+of them.
 """
 
 from __future__ import annotations
@@ -33,9 +37,12 @@ from service.core.time import Clock
 from service.core.watermarks import WatermarkGenerator, make_generator
 from service.operators.base import Operator
 from service.operators.join.inputs import SidedJoin, TwoInputOperator
+from service.operators.join.lookup import LookupTable
 from service.operators.join.rows import Side
+from service.runtime.consumer_group.table_reader import TableReader
 from service.runtime.consumer_group.watermark_emitter import WatermarkEmitter
 from service.runtime.definition import PipelineDefinition, WatermarkSettings
+from service.runtime.factories import LookupJoinFactory
 from service.runtime.kafka.batch_producer import BatchProducer
 from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.observability.metrics import RuntimeMetrics
@@ -63,6 +70,7 @@ class StageSession(Protocol):
     @property
     def emitter(self) -> WatermarkEmitter: ...
     def batches_for(self, tp: TopicPartition) -> BatchProducer: ...
+    def abort(self, exc: BaseException) -> None: ...
 
 
 class Stage:
@@ -97,6 +105,10 @@ class Stage:
 
     def prepare(self, session: StageSession, counts: dict[str, int]) -> None:
         """Once per session, with the partition counts of the pipeline's topics."""
+
+    async def ready(self, session: StageSession) -> None:
+        """Once per session, after :meth:`prepare` and before it reads anything or joins
+        its group; an error fails the session."""
 
     def decoder(self) -> RecordDecoder:
         """The decoder a session shares between its partitions."""
@@ -152,6 +164,57 @@ class KeyedStage(Stage):
     def input_check(self, tp: TopicPartition) -> PartitioningCheck | None:
         partitioner = self.partitioners.get(tp.topic)
         return None if partitioner is None else PartitioningCheck(partitioner, tp.partition)
+
+
+class LookupStage(KeyedStage):
+    """A lookup join: the left input per source partition, each partition's operator
+    over the table this replica holds whole (:class:`TableReader`, one per pipeline on
+    the replica, kept across sessions). A session reads nothing before the table is
+    loaded; a reader that fails (``max_rows`` exceeded, a topic gone) ends the session
+    with its reason, and the next session reads the table again from the start."""
+
+    def __init__(self, definition: PipelineDefinition) -> None:
+        super().__init__(definition)
+        factory = definition.operator_factory
+        if not isinstance(factory, LookupJoinFactory):
+            raise TypeError("a lookup join's operator factory is a LookupJoinFactory")
+        self.factory = factory
+        self.reader: TableReader | None = None
+        self.sources: dict[TopicPartition, int] = {}
+
+    @property
+    def table(self) -> LookupTable | None:
+        """The table in use (None before the first session)."""
+        return self.reader.table if self.reader is not None else None
+
+    def prepare(self, session: StageSession, counts: dict[str, int]) -> None:
+        super().prepare(session, counts)
+        self.sources = {tp: n for n, tp in enumerate(source_numbers(self.definition, counts))}
+
+    async def ready(self, session: StageSession) -> None:
+        reader = self.reader
+        if reader is None or reader.failed is not None:
+            if reader is not None:
+                await reader.close()
+            reader = TableReader(
+                KafkaCluster.of(session.settings),
+                session.settings,
+                self.definition,
+                self.factory.table(),
+                session.metrics,
+            )
+            self.reader = reader
+            reader.start()
+        reader.on_failure = session.abort
+        await reader.wait_loaded()
+
+    def operator(self, session: StageSession, tp: TopicPartition, clock: Clock) -> Operator:
+        assert self.reader is not None  # ready() made it
+        return self.factory.build(clock, self.reader.table, self.sources[tp])
+
+    async def close(self) -> None:
+        if self.reader is not None:
+            await self.reader.close()
 
 
 def source_numbers(
@@ -328,6 +391,8 @@ class ShuffledStage(Stage):
 
 def stages_of(definition: PipelineDefinition) -> list[Stage]:
     """The stages ``definition`` runs as."""
+    if definition.lookup:
+        return [LookupStage(definition)]
     if definition.shuffle is None:
         return [KeyedStage(definition)]
     return [RouteStage(definition), ShuffledStage(definition)]

@@ -27,12 +27,13 @@ from aiokafka import TopicPartition
 
 from service.core.time import Clock, SystemClock
 from service.runtime.consumer_group.reporting import SessionReporter
-from service.runtime.consumer_group.stages import stages_of
+from service.runtime.consumer_group.stages import LookupStage, stages_of
 from service.runtime.consumer_group.watermark_emitter import WatermarkEmitter
 from service.runtime.definition import PipelineDefinition
 from service.runtime.lifecycle.stage_runner import BrokerUnavailable, StageRunner
 from service.runtime.observability.metrics import METRICS, RuntimeMetrics
 from service.runtime.observability.status import (
+    LookupTableStatus,
     PartitionStatus,
     PipelineState,
     PipelineStatus,
@@ -289,4 +290,14 @@ class PipelineRunner:
             partitions_finished=done if total else None,
             partitions_total=total or None,
             stages=tuple(stages) if len(stages) > 1 else (),
+            lookup_table=self._lookup_table(),
+        )
+
+    def _lookup_table(self) -> LookupTableStatus | None:
+        stage = self.stages[0].stage
+        table = stage.table if isinstance(stage, LookupStage) else None
+        if table is None:
+            return None
+        return LookupTableStatus(
+            table.input, len(table), table.max_rows, table.loaded, table.updates
         )

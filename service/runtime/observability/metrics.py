@@ -52,6 +52,8 @@ class RuntimeMetrics:
     alignment_resumes: Counter
     windows_open: Gauge
     join_state_rows: Gauge
+    lookup_table_rows: Gauge
+    lookup_table_loaded: Gauge
     keys: Gauge
     consumer_lag: Gauge
     checkpoint_seconds: Histogram
@@ -256,6 +258,19 @@ def build_metrics(registry: CollectorRegistry) -> RuntimeMetrics:
             [*_P, "input"],
             registry=r,
         ),
+        lookup_table_rows=Gauge(
+            "clockwork_lookup_table_rows",
+            "Rows (keys) of a lookup join's table held in memory on this replica.",
+            [*_P, "input"],
+            registry=r,
+        ),
+        lookup_table_loaded=Gauge(
+            "clockwork_lookup_table_loaded",
+            "1 once this replica has read a lookup join's table whole (the left input "
+            "waits for it), else 0.",
+            [*_P, "input"],
+            registry=r,
+        ),
         consumer_lag=Gauge(
             "clockwork_consumer_lag_records",
             "High watermark (read_committed: last stable offset) minus the next offset to process.",
@@ -425,6 +440,8 @@ METRIC_NAMES: tuple[str, ...] = (
     "clockwork_windows_open",
     "clockwork_keys",
     "clockwork_join_state_rows",
+    "clockwork_lookup_table_rows",
+    "clockwork_lookup_table_loaded",
     "clockwork_consumer_lag_records",
     "clockwork_checkpoint_duration_seconds",
     "clockwork_checkpoint_entries_total",

@@ -127,6 +127,29 @@ class StageStatus:
 
 
 @dataclass(frozen=True, slots=True)
+class LookupTableStatus:
+    """A lookup join's table on this replica."""
+
+    input: str
+    rows: int
+    """Keys held now."""
+    max_rows: int
+    loaded: bool
+    """The topic was read whole (the left input waits until then)."""
+    updates: int
+    """Table records applied since the table was last read from the start."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "input": self.input,
+            "rows": self.rows,
+            "max_rows": self.max_rows,
+            "loaded": self.loaded,
+            "updates": self.updates,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class PipelineStatus:
     """One pipeline on this replica."""
 
@@ -155,6 +178,8 @@ class PipelineStatus:
     """Bounded input: partitions of the whole pipeline."""
     stages: tuple[StageStatus, ...] = ()
     """A pipeline with a keyed shuffle: its two stages (``route``, ``shuffled``)."""
+    lookup_table: LookupTableStatus | None = None
+    """A lookup join's table on this replica (None before its first read starts)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -171,4 +196,9 @@ class PipelineStatus:
             "partitions_total": self.partitions_total,
             "partitions": [p.to_dict() for p in self.partitions],
             **({"stages": [s.to_dict() for s in self.stages]} if self.stages else {}),
+            **(
+                {"lookup_table": self.lookup_table.to_dict()}
+                if self.lookup_table is not None
+                else {}
+            ),
         }

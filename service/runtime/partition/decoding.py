@@ -75,6 +75,19 @@ def _key_text(raw: Any) -> str | None:
     return None
 
 
+def kafka_key(record: Any, missing: str = "record has no Kafka key") -> str | DeadLetter:
+    """A record's Kafka key as text, or the dead letter that says why it has none
+    (``missing``: the detail for a record without a key)."""
+    raw_key = record.key
+    if raw_key is None:
+        return DeadLetter(record, None, REASON_MISSING_KEY, missing)
+    try:
+        text: str = raw_key.decode()
+    except UnicodeDecodeError:
+        return DeadLetter(record, None, REASON_INVALID_KEY, "Kafka key is not UTF-8")
+    return text
+
+
 def build_extractor(definition: PipelineDefinition) -> TimestampExtractor:
     settings = definition.timestamp
     if settings.source == "kafka":
@@ -137,47 +150,18 @@ class RecordDecoder:
     def _decode(
         self, records: Sequence[Any], inputs: list[InputRecord], failed: list[DeadLetter]
     ) -> None:
-        extract = self._extract
-        get_key = self._key_getter
-        append = inputs.append
+        finish = self._finish
         loads = _loads
         for record in records:
-            raw_value = record.value
             try:
-                value = loads(raw_value)
+                value = loads(record.value)
             except _JSONDecodeError as exc:
                 failed.append(DeadLetter(record, None, REASON_DECODE, str(exc)))
                 continue
             except TypeError:  # a null value (tombstone)
                 failed.append(DeadLetter(record, None, REASON_DECODE, "record has no value"))
                 continue
-            if get_key is None:
-                raw_key = record.key
-                if raw_key is None:
-                    failed.append(
-                        DeadLetter(record, None, REASON_MISSING_KEY, "record has no Kafka key")
-                    )
-                    continue
-                try:
-                    key = raw_key.decode()
-                except UnicodeDecodeError:
-                    failed.append(
-                        DeadLetter(record, None, REASON_INVALID_KEY, "Kafka key is not UTF-8")
-                    )
-                    continue
-            else:
-                raw = get_key(value)
-                key = raw if type(raw) is str else self._other_key(raw)
-                if key is None:
-                    reason, detail = self._key_problem(value, raw)
-                    failed.append(DeadLetter(record, None, reason, detail))
-                    continue
-            try:
-                timestamp = extract(value, record.timestamp)
-            except TimestampError as exc:
-                failed.append(DeadLetter(record, key, REASON_BAD_TIMESTAMP, exc.reason))
-                continue
-            append((key, timestamp, value, record.offset, record))
+            finish(record, value, record.offset, inputs, failed)
 
     def _decode_steps(
         self, records: Sequence[Any], inputs: list[InputRecord], failed: list[DeadLetter]
@@ -254,20 +238,13 @@ class RecordDecoder:
     ) -> None:
         """Key and timestamp one decoded (and stepped) value, at position ``at``."""
         get_key = self._key_getter
+        key: str | None
         if get_key is None:
-            raw_key = record.key
-            if raw_key is None:
-                failed.append(
-                    DeadLetter(record, None, REASON_MISSING_KEY, "record has no Kafka key")
-                )
+            found = kafka_key(record)
+            if isinstance(found, DeadLetter):
+                failed.append(found)
                 return
-            try:
-                key = raw_key.decode()
-            except UnicodeDecodeError:
-                failed.append(
-                    DeadLetter(record, None, REASON_INVALID_KEY, "Kafka key is not UTF-8")
-                )
-                return
+            key = found
         else:
             raw = get_key(value)
             key = raw if type(raw) is str else self._other_key(raw)
@@ -318,16 +295,9 @@ class TableDecoder:
             if index > start:
                 self._inner.decode(records[start:index], inputs, failed)
             start = index + 1
-            raw_key = record.key
-            if raw_key is None:
-                failed.append(DeadLetter(record, None, REASON_MISSING_KEY, "tombstone without key"))
-                continue
-            try:
-                key = raw_key.decode()
-            except UnicodeDecodeError:
-                failed.append(
-                    DeadLetter(record, None, REASON_INVALID_KEY, "Kafka key is not UTF-8")
-                )
+            key = kafka_key(record, "tombstone without key")
+            if isinstance(key, DeadLetter):
+                failed.append(key)
                 continue
             at = position(record.offset) if self._positioned else record.offset
             inputs.append((key, record.timestamp, None, at, record))

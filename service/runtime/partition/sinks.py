@@ -40,7 +40,8 @@ HEADER_WATERMARK = "clockwork.watermark"
 HEADER_TIMESTAMP = "clockwork.timestamp"
 HEADER_SOURCE = "clockwork.source"
 HEADER_INPUT = "clockwork.input"
-"""A join's late row: the input it came to."""
+"""A join's late row or dead letter: the input it came to (a dead letter of a
+join's own, say a ``select`` that failed on a pair, belongs to both and names none)."""
 
 REASON_LATE = "late"
 _ERROR_LIMIT = 1000
@@ -70,6 +71,7 @@ class OutputSink:
         "_batches",
         "_dead_letter_parts",
         "_dead_letter_topic",
+        "_inputs",
         "_late_parts",
         "_late_topic",
         "_name",
@@ -105,6 +107,12 @@ class OutputSink:
         self.results_sent = 0
         self.late_sent = 0
         self.dead_lettered: dict[str, int] = {}
+        self._inputs: dict[str, bytes] = {
+            topic: settings.name.encode()
+            for settings in definition.inputs or ()
+            for topic in settings.topics
+        }
+        """A join's: the input each source topic belongs to."""
 
     def send_open(self) -> None:
         """Queue the open batches for sending now (after a timer wake-up)."""
@@ -253,6 +261,9 @@ class OutputSink:
         headers.append((HEADER_REASON, reason.encode()))
         headers.append((HEADER_ERROR, error[:_ERROR_LIMIT].encode("utf-8", "replace")))
         headers.extend(extra)
+        input_name = self._inputs.get(tp.topic)
+        if input_name is not None:
+            headers.append((HEADER_INPUT, input_name))
         if raw_key is None and raw_value is None:
             raw_value = b""
         self._batches_of(tp).append(

@@ -79,7 +79,20 @@ def test_for_system_time_as_of_the_left_time_compiles_to_a_temporal_join() -> No
     assert spec["inputs"]["rates"]["key"] == {"field": "currency"}
 
 
-def test_as_of_proctime_is_a_lookup_join_refused_while_the_spec_has_none() -> None:
+def test_as_of_proctime_compiles_to_a_lookup_join_bounded_by_the_tables_max_rows() -> None:
+    spec = compiled(
+        ORDERS.replace("region VARCHAR", "currency VARCHAR")
+        + RATES.replace("topic = 'rates'", "topic = 'rates', max_rows = 1000")
+        + "INSERT INTO eur SELECT o.order_id, r.rate FROM orders o "
+        "LEFT JOIN rates FOR SYSTEM_TIME AS OF PROCTIME() AS r ON o.currency = r.currency"
+    )
+    operator = spec["operator"]
+    assert (operator["kind"], operator["how"], operator["max_rows"]) == ("lookup", "left", 1000)
+    assert (operator["left"], operator["right"]) == ("orders", "rates")
+    assert spec["inputs"]["rates"]["key"] == {"field": "currency"}
+
+
+def test_a_lookup_join_without_the_tables_max_rows_is_refused_at_the_table() -> None:
     sql = (
         ORDERS.replace("region VARCHAR", "currency VARCHAR")
         + RATES
@@ -87,8 +100,8 @@ def test_as_of_proctime_is_a_lookup_join_refused_while_the_spec_has_none() -> No
         "JOIN rates FOR SYSTEM_TIME AS OF PROCTIME() AS r ON o.currency = r.currency"
     )
     problem = only_problem(sql)
-    assert "lookup joins" in problem.message and "not supported yet" in problem.message
-    assert (problem.at.statement, problem.at.line) == (3, where(sql, "INSERT")[0])
+    assert "max_rows" in problem.message and "rates" in problem.message
+    assert (problem.at.statement, problem.at.line) == (2, where(sql, "rates (")[0])
 
 
 def test_several_key_equalities_compile_to_one_composite_key_per_input() -> None:
