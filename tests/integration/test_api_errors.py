@@ -209,8 +209,13 @@ async def test_404_409_probes_schema_and_docs(bootstrap_servers: str) -> None:
         doc = (await client.get("/openapi.json")).json()
         assert "/pipelines/{name}/status" in doc["paths"]
         body = doc["paths"]["/pipelines"]["post"]["requestBody"]["content"]["application/json"]
-        assert body["schema"] == {"$ref": "#/components/schemas/PipelineSpec"}
-        assert "PipelineSpec" in doc["components"]["schemas"]
+        assert body["schema"] == {  # a JSON spec, or a SQL script (docs/sql.md)
+            "anyOf": [
+                {"$ref": "#/components/schemas/PipelineSpec"},
+                {"$ref": "#/components/schemas/SqlPipeline"},
+            ]
+        }
+        assert {"PipelineSpec", "SqlPipeline"} <= set(doc["components"]["schemas"])
         assert (await client.get("/docs")).status_code == 200
 
 
