@@ -102,6 +102,15 @@ class Settings:
     """``SERVICE_PIPELINES_TOPIC``: the compacted topic holding the pipeline specs;
     created (1 partition, ``cleanup.policy=compact``) when missing."""
 
+    members_topic: str = "clockwork.members"
+    """``SERVICE_MEMBERS_TOPIC``: the compacted topic where every replica publishes what it
+    runs, so that any replica shows the whole pipeline (created like the pipelines
+    topic)."""
+
+    status_publish_interval_ms: int = 2000
+    """``SERVICE_STATUS_PUBLISH_INTERVAL_MS``: how often each replica publishes its status
+    to the members topic (how fresh another replica's view of it is)."""
+
     topic_replication: int = 1
     """``SERVICE_TOPIC_REPLICATION``: replication factor of the topics the service creates
     (the pipelines topic, changelogs, result topics); use 3 on a production cluster."""
@@ -193,6 +202,10 @@ class Settings:
                 "SERVICE_MAX_BODY_BYTES", _int_between(1024, 1 << 30), 1024 * 1024
             ),
             "pipelines_topic": read("SERVICE_PIPELINES_TOPIC", _parse_topic, "clockwork.pipelines"),
+            "members_topic": read("SERVICE_MEMBERS_TOPIC", _parse_topic, "clockwork.members"),
+            "status_publish_interval_ms": read(
+                "SERVICE_STATUS_PUBLISH_INTERVAL_MS", _int_between(100, 600_000), 2000
+            ),
             "topic_replication": read("SERVICE_TOPIC_REPLICATION", _int_between(1, 32), 1),
             "checkpoint_interval_ms": read(
                 "SERVICE_CHECKPOINT_INTERVAL_MS", _int_between(10, 3_600_000), 5000

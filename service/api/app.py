@@ -2,9 +2,11 @@
 
 Start order (the lifespan): the embedded broker when ``KAFKA_BOOTSTRAP_SERVERS`` is
 unset, the runtime (broker health check), the pipeline store follower (which starts the
-stored pipelines through the registry). Stop order is the reverse: stop following the
-store, stop every pipeline gracefully (checkpoint, commit, leave the group), stop the
-broker. All of it shares uvicorn's event loop: one process, one loop.
+stored pipelines through the registry), the history and the member board (this
+replica's reports for the whole-pipeline view). Stop order is the reverse: say goodbye
+on the member board, stop following the store, stop every pipeline gracefully
+(checkpoint, commit, leave the group), stop the broker. All of it shares uvicorn's
+event loop: one process, one loop.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from service.api.members import MemberBoard
 from service.api.middleware import (
     DATA_READS,
     MUTATING_METHODS,
@@ -35,7 +38,7 @@ from service.api.registry import (
     SpecInvalid,
     StateIncompatible,
 )
-from service.api.routes import console, health, metrics, pipelines, schema, sql
+from service.api.routes import cluster, console, health, metrics, pipelines, schema, sql
 from service.api.routes.deps import Services
 from service.api.store import PipelineStore, StoredPipeline, StoreError, StoreTimeout
 from service.pipeline_spec.schema import pipeline_schema, replacement_schema, sql_schemas
@@ -103,6 +106,7 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
     app.include_router(schema.router)
     app.include_router(sql.router)
     app.include_router(health.router)
+    app.include_router(cluster.router)
     app.include_router(metrics.router)
     app.include_router(console.router)
     console.mount_static(app)
@@ -154,13 +158,24 @@ async def _start(settings: Settings, runtime: Runtime | None, stack: AsyncExitSt
     history = History(runtime)
     history.start()
     stack.push_async_callback(history.stop)
+    members = MemberBoard(
+        cluster,
+        settings.members_topic,
+        settings.instance_id,
+        registry.local_statuses,
+        interval_s=settings.status_publish_interval_ms / 1000,
+        replication_factor=settings.topic_replication,
+        fetch_max_wait_ms=settings.kafka_fetch_max_wait_ms,
+    )
+    members.start()
+    stack.push_async_callback(members.stop)
     logger.info(
         "clockwork %s serving; pipelines from %r on %s",
         settings.instance_id,
         settings.pipelines_topic,
         bootstrap,
     )
-    return Services(settings, cluster, runtime, store, registry, history)
+    return Services(settings, cluster, runtime, store, registry, history, members)
 
 
 def _add_error_handlers(app: FastAPI) -> None:

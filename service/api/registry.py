@@ -269,8 +269,13 @@ class PipelineRegistry:
         return [self.describe(p) for p in self._store.all()]
 
     def status(self, name: str) -> dict[str, Any]:
+        """The pipeline on this replica (its part of the whole)."""
         self._require(name)
         return self._status(name)
+
+    def local_statuses(self) -> dict[str, dict[str, Any]]:
+        """This replica's status of every stored pipeline (what it reports to the others)."""
+        return {p.name: self._status(p.name) for p in self._store.all()}
 
     def describe(self, stored: StoredPipeline) -> dict[str, Any]:
         """The pipeline as the API shows it: the stored spec and its status here."""

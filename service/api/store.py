@@ -243,36 +243,9 @@ class PipelineStore:
             await producer.stop()
 
     async def _ensure_topic(self) -> None:
-        admin = self._cluster.admin(client_id=f"{self._client_id}-admin")
-        try:
-            await admin.start()
-            response = await admin.create_topics(
-                [
-                    NewTopic(
-                        self.topic,
-                        num_partitions=1,
-                        replication_factor=self._replication,
-                        topic_configs={"cleanup.policy": "compact"},
-                    )
-                ]
-            )
-            for topic_error in getattr(response, "topic_errors", ()):
-                code = topic_error[1]
-                if code == _TOPIC_AUTHORIZATION_FAILED:
-                    raise AuthorizationError([self.topic], create=True)
-                if code not in (0, _TOPIC_ALREADY_EXISTS):
-                    raise StoreError(
-                        f"creating the pipeline store topic {self.topic!r}: {topic_error}"
-                    )
-        except AuthorizationError:
-            raise
-        except KafkaError as exc:
-            if "TopicAlreadyExists" not in type(exc).__name__:
-                raise StoreError(
-                    f"creating the pipeline store topic {self.topic!r}: {exc}"
-                ) from exc
-        finally:
-            await admin.close()
+        await ensure_compacted_topic(
+            self._cluster, self.topic, self._replication, f"{self._client_id}-admin"
+        )
 
     # -- reading ---------------------------------------------------------------------
 
@@ -417,3 +390,37 @@ class PipelineStore:
         if client is None:
             raise StoreError("the pipeline store is not connected")
         return client
+
+
+async def ensure_compacted_topic(
+    cluster: KafkaCluster, topic: str, replication_factor: int, client_id: str
+) -> None:
+    """Create ``topic`` (one partition, compacted) unless it exists: the service's own
+    topics that every replica follows (the pipeline store, the members' reports).
+    :class:`AuthorizationError` when the broker refuses us; :class:`StoreError` else."""
+    admin = cluster.admin(client_id=client_id)
+    try:
+        await admin.start()
+        response = await admin.create_topics(
+            [
+                NewTopic(
+                    topic,
+                    num_partitions=1,
+                    replication_factor=replication_factor,
+                    topic_configs={"cleanup.policy": "compact"},
+                )
+            ]
+        )
+        for topic_error in getattr(response, "topic_errors", ()):
+            code = topic_error[1]
+            if code == _TOPIC_AUTHORIZATION_FAILED:
+                raise AuthorizationError([topic], create=True)
+            if code not in (0, _TOPIC_ALREADY_EXISTS):
+                raise StoreError(f"creating the topic {topic!r}: {topic_error}")
+    except AuthorizationError:
+        raise
+    except KafkaError as exc:
+        if "TopicAlreadyExists" not in type(exc).__name__:
+            raise StoreError(f"creating the topic {topic!r}: {exc}") from exc
+    finally:
+        await admin.close()

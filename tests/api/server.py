@@ -24,12 +24,16 @@ from service.settings import Settings
 
 
 def app_settings(bootstrap_servers: str, **overrides: Any) -> Settings:
-    """Settings for one test: its own store topic, Tansu-friendly Kafka timings."""
+    """Settings for one test: its own store and members topics, Tansu-friendly Kafka
+    timings."""
+    suffix = uuid.uuid4().hex[:8]
     base = Settings(
         kafka_bootstrap_servers=bootstrap_servers,
         http_host="127.0.0.1",
         http_port=free_port(),
-        pipelines_topic=f"clockwork.pipelines.test-{uuid.uuid4().hex[:8]}",
+        pipelines_topic=f"clockwork.pipelines.test-{suffix}",
+        members_topic=f"clockwork.members.test-{suffix}",
+        status_publish_interval_ms=300,
         checkpoint_interval_ms=300,
         kafka_session_timeout_ms=2000,
         kafka_fetch_max_wait_ms=20,

@@ -11,6 +11,7 @@ import sys
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -23,10 +24,19 @@ from tests.api.server import app_settings, create_topic, eventually, running_app
 pytestmark = pytest.mark.integration
 
 
+@dataclass(frozen=True, slots=True)
+class ServiceProcess:
+    url: str
+    instance_id: str
+    process: asyncio.subprocess.Process
+
+
 @asynccontextmanager
-async def service_process(settings: Settings) -> AsyncIterator[str]:
-    """``python -m service`` with ``settings`` as its environment; SIGTERM at the end."""
+async def service_process(settings: Settings) -> AsyncIterator[ServiceProcess]:
+    """``python -m service`` with ``settings`` as its environment; SIGTERM at the end
+    (unless the test killed it)."""
     port = free_port()
+    instance_id = f"replica-{uuid.uuid4().hex[:6]}"
     env = {
         **os.environ,
         "KAFKA_BOOTSTRAP_SERVERS": settings.kafka_bootstrap_servers or "",
@@ -36,7 +46,9 @@ async def service_process(settings: Settings) -> AsyncIterator[str]:
         "SERVICE_CHECKPOINT_INTERVAL_MS": str(settings.checkpoint_interval_ms),
         "KAFKA_SESSION_TIMEOUT_MS": str(settings.kafka_session_timeout_ms),
         "KAFKA_FETCH_MAX_WAIT_MS": str(settings.kafka_fetch_max_wait_ms),
-        "SERVICE_INSTANCE_ID": f"replica-{uuid.uuid4().hex[:6]}",
+        "SERVICE_INSTANCE_ID": instance_id,
+        "SERVICE_MEMBERS_TOPIC": settings.members_topic,
+        "SERVICE_STATUS_PUBLISH_INTERVAL_MS": str(settings.status_publish_interval_ms),
         "SERVICE_STORE_APPLY_TIMEOUT_MS": str(settings.store_apply_timeout_ms),
         "SERVICE_LOG_LEVEL": "WARNING",
     }
@@ -44,7 +56,7 @@ async def service_process(settings: Settings) -> AsyncIterator[str]:
         sys.executable, "-m", "service", env=env, stdin=asyncio.subprocess.DEVNULL
     )
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield ServiceProcess(f"http://127.0.0.1:{port}", instance_id, process)
     finally:
         if process.returncode is None:
             process.send_signal(signal.SIGTERM)
@@ -82,8 +94,8 @@ async def test_two_replicas_share_pipelines_and_a_restart_reloads_them(
     ):
         await wait_ready(a)
         async with (
-            service_process(settings) as url_b,
-            httpx.AsyncClient(base_url=url_b, timeout=30) as b,
+            service_process(settings) as replica_b,
+            httpx.AsyncClient(base_url=replica_b.url, timeout=30) as b,
         ):
             await wait_ready(b, timeout_s=60)
             assert (await a.post("/pipelines", json=spec(name, source))).status_code == 201
@@ -98,7 +110,7 @@ async def test_two_replicas_share_pipelines_and_a_restart_reloads_them(
             async def partitions_split() -> bool:
                 counts = []
                 for client in (a, b):
-                    status = (await client.get(f"/pipelines/{name}/status")).json()
+                    status = (await client.get(f"/pipelines/{name}/status?scope=local")).json()
                     counts.append(len(status["partitions"]))
                 return sum(counts) == 2
 
@@ -115,8 +127,8 @@ async def test_two_replicas_share_pipelines_and_a_restart_reloads_them(
 
         # B is gone; a new B reads the store from the beginning and runs the pipeline.
         async with (
-            service_process(settings) as url_b2,
-            httpx.AsyncClient(base_url=url_b2, timeout=30) as b2,
+            service_process(settings) as replica_b2,
+            httpx.AsyncClient(base_url=replica_b2.url, timeout=30) as b2,
         ):
             await wait_ready(b2, timeout_s=60)
             reloaded = (await b2.get(f"/pipelines/{name}")).json()
@@ -130,3 +142,64 @@ async def test_two_replicas_share_pipelines_and_a_restart_reloads_them(
                 return (await b2.get(f"/pipelines/{name}")).status_code == 404
 
             await eventually(gone_on_b2)
+
+
+def held(status: dict[str, Any]) -> dict[int, tuple[str, bool]]:
+    """Partition -> (owner, lost), as a whole-pipeline status shows them; each once."""
+    numbers = [p["partition"] for p in status["partitions"]]
+    assert len(numbers) == len(set(numbers)), status["partitions"]
+    return {
+        p["partition"]: (p["owner"]["member"], p["owner"]["lost"]) for p in status["partitions"]
+    }
+
+
+async def test_either_replica_shows_the_whole_pipeline_and_after_a_kill_the_survivor_holds_it(
+    bootstrap_servers: str,
+) -> None:
+    source = f"events-{uuid.uuid4().hex[:8]}"
+    await create_topic(bootstrap_servers, source, partitions=2)
+    settings = app_settings(bootstrap_servers, store_apply_timeout_ms=60000)
+    name = f"dedupe-{uuid.uuid4().hex[:8]}"
+    async with (
+        running_app(settings) as url_a,
+        httpx.AsyncClient(base_url=url_a, timeout=30) as a,
+    ):
+        await wait_ready(a)
+        async with (
+            service_process(settings) as replica_b,
+            httpx.AsyncClient(base_url=replica_b.url, timeout=30) as b,
+        ):
+            await wait_ready(b, timeout_s=60)
+            assert (await a.post("/pipelines", json=spec(name, source))).status_code == 201
+            split = {settings.instance_id, replica_b.instance_id}
+
+            async def both_show_the_split() -> bool:
+                views = [
+                    held((await client.get(f"/pipelines/{name}/status")).json())
+                    for client in (a, b)
+                ]
+                owners = {owner for owner, _ in views[0].values()}
+                return views[0] == views[1] and set(views[0]) == {0, 1} and owners == split
+
+            await eventually(both_show_the_split, timeout_s=60)
+
+            replica_b.process.kill()  # -9: no goodbye on the members topic
+            await replica_b.process.wait()
+
+            async def survivor_holds_all() -> bool:
+                whole = (await a.get(f"/pipelines/{name}/status")).json()
+                return held(whole) == {
+                    0: (settings.instance_id, False),
+                    1: (settings.instance_id, False),
+                }
+
+            await eventually(survivor_holds_all, timeout_s=60)
+
+            async def b_is_lost() -> bool:
+                members = (await a.get("/cluster")).json()["members"]
+                return {m["member"]: m["lost"] for m in members} == {
+                    settings.instance_id: False,
+                    replica_b.instance_id: True,
+                }
+
+            await eventually(b_is_lost, timeout_s=60)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from fastapi import HTTPException, Request
 
+from service.api.members import MemberBoard
 from service.api.registry import PipelineRegistry
 from service.api.store import PipelineStore
 from service.runtime.kafka.clients import KafkaCluster
@@ -30,6 +31,8 @@ class Services:
     registry: PipelineRegistry
     history: History
     """The console's short history of every pipeline here (charts)."""
+    members: MemberBoard
+    """Every replica's reports: the whole pipeline from any replica."""
 
 
 def services(request: Request) -> Services:
@@ -41,3 +44,10 @@ def services(request: Request) -> Services:
 
 def registry(request: Request) -> PipelineRegistry:
     return services(request).registry
+
+
+def lost_after_ms(found: Services) -> int:
+    """When a member's last report makes it lost: the group's session timeout (by then
+    the group has moved its partitions) and two publish intervals."""
+    interval_ms = found.settings.status_publish_interval_ms
+    return found.runtime.settings.session_timeout_ms + 2 * interval_ms

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Annotated, Any
+import time
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 
+from service.api.pipeline_view import whole_pipeline_status
 from service.api.registry import PipelineRegistry
-from service.api.routes.deps import registry
+from service.api.routes.deps import lost_after_ms, registry, services
 from service.pipeline_spec.models import PIPELINE_NAME_PATTERN
 
 router = APIRouter(prefix="/pipelines", tags=["pipelines"])
@@ -142,8 +144,27 @@ async def resume_pipeline(name: Name, pipelines: Registry) -> dict[str, Any]:
 
 @router.get(
     "/{name}/status",
-    summary="State and per-partition progress on this replica",
+    summary="State and per-partition progress: of the whole pipeline, or of this replica",
     responses=_ERRORS,
 )
-async def pipeline_status(name: Name, pipelines: Registry) -> dict[str, Any]:
-    return pipelines.status(name)
+async def pipeline_status(
+    name: Name,
+    request: Request,
+    pipelines: Registry,
+    scope: Annotated[
+        Literal["pipeline", "local"],
+        Query(
+            description="pipeline: every partition of every member, each with its owner "
+            "(from the members' reports); local: this replica's part only"
+        ),
+    ] = "pipeline",
+) -> dict[str, Any]:
+    local = pipelines.status(name)
+    if scope == "local":
+        return {**local, "scope": "local"}
+    found = services(request)
+    now = int(time.time() * 1000)
+    reports = [found.members.me(now, local), *found.members.reports_of(name)]
+    whole = whole_pipeline_status(name, reports, now, lost_after_ms(found))
+    assert whole is not None  # this replica's own report is there
+    return whole

@@ -39,6 +39,11 @@ function partitionRow(p) {
     el("td", { class: "num" }, fmtCount(p.keys)),
     el("td", { class: "num" }, fmtCount(p.records_in)),
     el("td", { class: "num" }, p.last_checkpoint_ms ? fmtTime(p.last_checkpoint_ms) : "–"),
+    el(
+      "td",
+      { dataset: { field: "owner" }, class: p.owner && p.owner.lost ? "lost" : "" },
+      p.owner ? `${p.owner.member}${p.owner.lost ? " (lost)" : ""}` : "–",
+    ),
   );
 }
 
@@ -52,9 +57,9 @@ function partitionTables(status) {
     groups.get(stage).push(p);
   }
   for (const name of stages.keys()) if (!groups.has(name)) groups.set(name, []);
-  if (groups.size === 0) return [el("p", { class: "empty" }, "No partitions assigned on this replica yet.")];
+  if (groups.size === 0) return [el("p", { class: "empty" }, "No partitions assigned yet.")];
   const head = ["partition", "offset", "end", "lag", "watermark", "delivered", "", "timers (event / proc.)",
-    "windows", "keys", "records in", "last checkpoint"];
+    "windows", "keys", "records in", "last checkpoint", "owner"];
   return [...groups.entries()].map(([name, parts]) => {
     const stage = stages.get(name);
     return el(
@@ -224,8 +229,14 @@ export async function renderPipeline(root, { name }) {
 
   async function refresh() {
     const query = since === null ? "" : `?since_ms=${since}`;
-    const [fresh, history] = await Promise.all([get(path), get(`${path}/history${query}`)]);
-    described = fresh;
+    // The whole pipeline (every replica's partitions, each with its owner), not only
+    // this replica's part that the pipeline's own resource carries.
+    const [fresh, whole, history] = await Promise.all([
+      get(path),
+      get(`${path}/status`),
+      get(`${path}/history${query}`),
+    ]);
+    described = { ...fresh, status: whole };
     appendSamples(samples, history.samples);
     if (history.samples.length) since = history.samples[history.samples.length - 1].at_ms;
     draw();

@@ -1,0 +1,222 @@
+"""Every replica's report of what it runs, on a compacted topic every replica follows.
+
+As Kafka Connect's status topic: each member (a replica; a worker, once there are
+several per replica) publishes, every ``interval_s``, its local status of every pipeline
+it runs (key ``<member>/<pipeline>``) and a heartbeat listing them (key ``<member>/``);
+a pipeline it stops running gets a tombstone, and a member that stops gracefully
+tombstones everything it published. Every member follows the topic from its start and
+keeps the newest record per key, so any replica can answer for the whole pipeline
+(:mod:`service.api.pipeline_view`).
+
+Best effort by design: the reports are a view, never a decision. A broker that cannot be
+used leaves the view with this replica's own status only (the board retries with a
+backoff); nothing waits for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import orjson
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from service.api.pipeline_view import MemberReport
+from service.api.store import ensure_compacted_topic
+from service.runtime.kafka.clients import KafkaCluster
+
+__all__ = ["MemberBoard"]
+
+logger = logging.getLogger(__name__)
+
+LocalStatus = Callable[[], Mapping[str, Mapping[str, Any]]]
+"""This replica's status of every pipeline it runs, by name (JSON-ready dicts)."""
+
+
+class MemberBoard:
+    """Publishes this member's reports and follows everyone's."""
+
+    def __init__(
+        self,
+        cluster: KafkaCluster,
+        topic: str,
+        member: str,
+        local: LocalStatus,
+        *,
+        worker: int = 0,
+        interval_s: float = 2.0,
+        replication_factor: int = 1,
+        fetch_max_wait_ms: int = 50,
+    ) -> None:
+        self._cluster = cluster
+        self.topic = topic
+        self.member = member
+        self.host = socket.gethostname()
+        self.worker = worker
+        self._local = local
+        self.interval_s = interval_s
+        self._replication = replication_factor
+        self._fetch_max_wait_ms = fetch_max_wait_ms
+        self._tp = TopicPartition(topic, 0)
+        self._reports: dict[str, MemberReport] = {}
+        """Newest record per key, this member's own included."""
+        self._published: set[str] = set()
+        """Pipelines this member has a live report of on the topic."""
+        self._producer: AIOKafkaProducer | None = None
+        self._consumer: AIOKafkaConsumer | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    # -- what the view reads -----------------------------------------------------------
+
+    def me(self, now_ms: int, status: Mapping[str, Any] | None = None) -> MemberReport:
+        """This member as a report published now (its live status, not its last record)."""
+        return MemberReport(self.member, self.host, self.worker, now_ms, status)
+
+    def reports_of(self, pipeline: str) -> list[MemberReport]:
+        """The other members' newest reports of ``pipeline``."""
+        return [
+            r
+            for r in self._reports.values()
+            if r.member != self.member and r.status is not None and r.status.get("name") == pipeline
+        ]
+
+    def reports(self) -> list[MemberReport]:
+        """Every other member's newest report of every pipeline."""
+        return [r for r in self._reports.values() if r.member != self.member and r.status]
+
+    def heartbeats(self) -> list[MemberReport]:
+        """Every other member's newest heartbeat."""
+        return [r for r in self._reports.values() if r.member != self.member and not r.status]
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(
+            self._run(), name=f"member-board:{self.topic}"
+        )
+
+    async def stop(self, timeout_s: float = 5.0) -> None:
+        """Stop publishing; tombstone what this member published (best effort, within
+        ``timeout_s``: a member that cannot say goodbye shows as lost, then forgotten)."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        producer = self._producer
+        if producer is not None:
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(timeout_s):
+                    for pipeline in [*self._published, ""]:
+                        await producer.send(self.topic, None, key=self._key(pipeline))
+                    await producer.flush()
+        await self._close()
+
+    async def _run(self) -> None:
+        backoff = 0.5
+        while True:
+            try:
+                await self._connect()
+                follow = asyncio.create_task(self._follow())
+                try:
+                    while True:
+                        await self._publish()
+                        backoff = 0.5
+                        await asyncio.sleep(self.interval_s)
+                finally:
+                    follow.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await follow
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                logger.info("member reports on %r not usable now: %r", self.topic, exc)
+                await self._close()
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 30.0)
+
+    async def _connect(self) -> None:
+        await ensure_compacted_topic(
+            self._cluster, self.topic, self._replication, f"clockwork-members-{self.member}"
+        )
+        self._producer = self._cluster.producer(
+            client_id=f"clockwork-members-{self.member}", acks=1, linger_ms=0
+        )
+        self._consumer = self._cluster.consumer(
+            client_id=f"clockwork-members-{self.member}",
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=self._fetch_max_wait_ms,
+        )
+        await self._producer.start()  # a failed start still needs its stop: see _close
+        await self._consumer.start()
+        self._consumer.assign([self._tp])
+        await self._consumer.seek_to_beginning(self._tp)
+
+    async def _close(self) -> None:
+        consumer, self._consumer = self._consumer, None
+        producer, self._producer = self._producer, None
+        if consumer is not None:
+            with contextlib.suppress(Exception):
+                await consumer.stop()
+        if producer is not None:
+            with contextlib.suppress(Exception):
+                await producer.stop()
+
+    # -- publishing and following ---------------------------------------------------------
+
+    def _key(self, pipeline: str) -> bytes:
+        return f"{self.member}/{pipeline}".encode()
+
+    async def _publish(self) -> None:
+        producer = self._producer
+        assert producer is not None
+        now = int(time.time() * 1000)
+        local = dict(self._local())
+        identity = {"member": self.member, "host": self.host, "worker": self.worker}
+        for name, status in local.items():
+            value = {**identity, "published_ms": now, "status": status}
+            await producer.send(self.topic, orjson.dumps(value), key=self._key(name))
+        for gone in self._published - set(local):
+            await producer.send(self.topic, None, key=self._key(gone))
+        beat = {**identity, "published_ms": now, "pipelines": sorted(local)}
+        await producer.send(self.topic, orjson.dumps(beat), key=self._key(""))
+        await producer.flush()
+        self._published = set(local)
+
+    async def _follow(self) -> None:
+        consumer = self._consumer
+        assert consumer is not None
+        while True:
+            batches = await consumer.getmany(self._tp, timeout_ms=500)
+            for records in batches.values():
+                for record in records:
+                    self._apply(record.key, record.value)
+
+    def _apply(self, key: bytes | None, value: bytes | None) -> None:
+        if key is None:
+            return
+        text = key.decode("utf-8", "replace")
+        if value is None:
+            self._reports.pop(text, None)
+            return
+        try:
+            data = orjson.loads(value)
+            report = MemberReport(
+                member=str(data["member"]),
+                host=str(data.get("host", "")),
+                worker=int(data.get("worker", 0)),
+                published_ms=int(data["published_ms"]),
+                status=data.get("status"),
+                pipelines=tuple(data.get("pipelines", ())),
+            )
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            logger.debug("member report %r not read", text)
+            return
+        self._reports[text] = report
