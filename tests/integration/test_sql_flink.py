@@ -2,10 +2,10 @@
 gives the same rows in Clockwork (through the broker, over the REST API, as a user runs
 it) and in Flink SQL (PyFlink's local MiniCluster), compared row for row.
 
-The forms: a tumbling, a hopping and a session window aggregate, an interval (left) join
-and an event-time temporal (left) join. The events of each case come from a seeded
-generator plus hand-placed probes at the edges the two engines could disagree on: a
-record one millisecond from a window's watermark (Flink SQL's watermark is the
+The forms: a tumbling, a hopping and a session window aggregate, an interval (left) join,
+an event-time temporal (left) join and a tumbling window (full) join. The events of each
+case come from a seeded generator plus hand-placed probes at the edges the two engines
+could disagree on: a record one millisecond from a window's watermark (Flink SQL's watermark is the
 ``WATERMARK`` expression itself, ``max(ts) - n``), a tie at a window's last millisecond
 under ``WATERMARK FOR ts AS ts``, a session that closes before a record that would have
 extended it, join bounds hit exactly and missed by one millisecond, a rate version
@@ -99,9 +99,10 @@ class Case:
     name: str
     inputs: tuple[Input, ...]
     query: str
-    """The ``SELECT``, with ``{window}`` where a window aggregate names its window."""
-    windows: tuple[str, str] = ("", "")
-    """The window function as Clockwork and as Flink write it."""
+    """The ``SELECT``, with ``{window}`` (or the names of :attr:`windows`) where it names
+    a window table function."""
+    windows: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Each window function of the query as Clockwork and as Flink write it."""
     key: str = ""
     """A window aggregate's group key: the column of the result record's ``key``."""
     flink_differs: dict[str, str] = field(default_factory=dict)
@@ -110,13 +111,12 @@ class Case:
 
     def clockwork_sql(self, topics: dict[str, str], sink: str) -> str:
         sources = ";\n".join(i.clockwork(topics[i.name]) for i in self.inputs)
-        query = self.query.format(window=self.windows[0])
+        query = self.query.format(**{k: cw for k, (cw, _) in self.windows.items()})
         return f'{sources};\nINSERT INTO "{sink}"\n{query};'
 
     def flink_sql(self, paths: dict[str, Path]) -> tuple[list[str], str]:
-        return [i.flink(paths[i.name]) for i in self.inputs], self.query.format(
-            window=self.windows[1]
-        )
+        query = self.query.format(**{k: flink for k, (_, flink) in self.windows.items()})
+        return [i.flink(paths[i.name]) for i in self.inputs], query
 
 
 def _orders(seed: int, probes: list[tuple[str, int]]) -> list[dict[str, Any]]:
@@ -158,10 +158,12 @@ TUMBLING = Case(
     "MIN(amount) AS lo, MAX(amount) AS hi, AVG(amount) AS mean, AVG(qty) AS mean_qty, "
     "COUNT(DISTINCT product) AS products FROM {window} WHERE qty > 1 "
     "GROUP BY customer, window_start, window_end",
-    (
-        "TUMBLE(orders, ts, INTERVAL '10' SECOND)",
-        "TABLE(TUMBLE(TABLE orders, DESCRIPTOR(ts), INTERVAL '10' SECOND))",
-    ),
+    {
+        "window": (
+            "TUMBLE(orders, ts, INTERVAL '10' SECOND)",
+            "TABLE(TUMBLE(TABLE orders, DESCRIPTOR(ts), INTERVAL '10' SECOND))",
+        )
+    },
     key="customer",
     flink_differs={"mean_qty": "int"},
 )
@@ -182,10 +184,12 @@ HOPPING = Case(
     ),
     "SELECT customer, window_start, window_end, COUNT(*) AS n, SUM(qty) AS q "
     "FROM {window} GROUP BY customer, window_start, window_end",
-    (
-        "HOP(orders, ts, INTERVAL '5' SECOND, INTERVAL '15' SECOND)",
-        "TABLE(HOP(TABLE orders, DESCRIPTOR(ts), INTERVAL '5' SECOND, INTERVAL '15' SECOND))",
-    ),
+    {
+        "window": (
+            "HOP(orders, ts, INTERVAL '5' SECOND, INTERVAL '15' SECOND)",
+            "TABLE(HOP(TABLE orders, DESCRIPTOR(ts), INTERVAL '5' SECOND, INTERVAL '15' SECOND))",
+        )
+    },
     key="customer",
 )
 
@@ -207,10 +211,13 @@ SESSIONS = Case(
     ),
     "SELECT customer, window_start, window_end, COUNT(*) AS n, SUM(qty) AS q "
     "FROM {window} GROUP BY customer, window_start, window_end",
-    (
-        "SESSION(orders, ts, INTERVAL '3' SECOND)",
-        "TABLE(SESSION(TABLE orders PARTITION BY customer, DESCRIPTOR(ts), INTERVAL '3' SECOND))",
-    ),
+    {
+        "window": (
+            "SESSION(orders, ts, INTERVAL '3' SECOND)",
+            "TABLE(SESSION(TABLE orders PARTITION BY customer, DESCRIPTOR(ts), "
+            "INTERVAL '3' SECOND))",
+        )
+    },
     key="customer",
 )
 
@@ -302,7 +309,22 @@ TEMPORAL_JOIN = Case(
     "ON o.currency = r.currency",
 )
 
-CASES = (TUMBLING, HOPPING, SESSIONS, INTERVAL_JOIN, TEMPORAL_JOIN)
+WINDOW_JOIN = Case(
+    "window-join",
+    INTERVAL_JOIN.inputs,
+    "SELECT o.order_id AS order_id, p.order_id AS paid_order, o.amount AS amount, "
+    "p.paid AS paid FROM {orders} o FULL JOIN {payments} p ON o.order_id = p.order_id "
+    "AND o.window_start = p.window_start AND o.window_end = p.window_end",
+    {
+        name: (
+            f"TUMBLE({name}, ts, INTERVAL '5' SECOND)",
+            f"(SELECT * FROM TABLE(TUMBLE(TABLE {name}, DESCRIPTOR(ts), INTERVAL '5' SECOND)))",
+        )
+        for name in ("orders", "payments")
+    },
+)
+
+CASES = (TUMBLING, HOPPING, SESSIONS, INTERVAL_JOIN, TEMPORAL_JOIN, WINDOW_JOIN)
 
 Row = tuple[Any, ...]
 
