@@ -21,7 +21,7 @@ $(STAMP_RUN): pyproject.toml | $(PY)
 	touch $@
 
 $(STAMP_DEV): pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet -e '.[dev,spark]'
+	$(PY) -m pip install --quiet -e '.[dev,spark,flink]'
 	touch $@ $(STAMP_RUN)
 
 $(KAFKA_CP): $(KAFKA_POM)

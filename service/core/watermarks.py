@@ -79,6 +79,7 @@ class BoundedOutOfOrderness:
 
     @property
     def max_out_of_orderness_ms(self) -> int:
+        """``B``; -1 for :class:`StrictlyAscending` (its watermark is ``max_ts``)."""
         return self._bound
 
     def on_event(self, timestamp: int, value: Any) -> None:
@@ -135,6 +136,19 @@ class Ascending(BoundedOutOfOrderness):
 
     def __init__(self) -> None:
         super().__init__(0)
+
+
+class StrictlyAscending(BoundedOutOfOrderness):
+    """Timestamps only grow within a partition: ``W = max_ts``, so a record with the
+    newest timestamp seen so far is late. Flink SQL's ``WATERMARK FOR ts AS ts``
+    ("strictly ascending timestamps" in Flink's docs); the bound of the derivation is -1.
+    """
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        super().__init__(0)
+        self._bound = -1
 
 
 class Punctuated:
@@ -204,7 +218,7 @@ class Punctuated:
         self._watermark = int(snapshot["watermark"])
 
 
-STRATEGIES = ("bounded_out_of_orderness", "ascending", "punctuated")
+STRATEGIES = ("bounded_out_of_orderness", "ascending", "strictly_ascending", "punctuated")
 
 
 def make_generator(
@@ -223,6 +237,12 @@ def make_generator(
         if bound:
             raise ConfigError("strategy 'ascending' takes no max_out_of_orderness_ms (it is 0)")
         generator = Ascending()
+    elif strategy == "strictly_ascending":
+        if bound:
+            raise ConfigError(
+                "strategy 'strictly_ascending' takes no max_out_of_orderness_ms (W = max_ts)"
+            )
+        generator = StrictlyAscending()
     elif strategy == "punctuated":
         if field is None:
             raise ConfigError("strategy 'punctuated' needs a field")

@@ -230,9 +230,9 @@ class TimestampSpec(_Model):
 class WatermarkSpec(_Model):
     """How each partition's watermark is generated and how often they are combined."""
 
-    strategy: Literal["bounded_out_of_orderness", "ascending", "punctuated"] = (
-        "bounded_out_of_orderness"
-    )
+    strategy: Literal[
+        "bounded_out_of_orderness", "ascending", "strictly_ascending", "punctuated"
+    ] = "bounded_out_of_orderness"
     max_out_of_orderness_ms: NonNegativeMs = 0
     field: FieldPath | None = None
     """``punctuated`` only: the payload field carrying the watermark."""

@@ -554,14 +554,17 @@ def _punctuated_problems(at: Loc, wm: Mapping[str, Any]) -> Iterator[Problem]:
         {
             "if": {
                 "required": ["strategy"],
-                "properties": {"strategy": {"enum": ["ascending", "punctuated"]}},
+                "properties": {
+                    "strategy": {"enum": ["ascending", "strictly_ascending", "punctuated"]}
+                },
             },
             "then": {"properties": {"max_out_of_orderness_ms": {"const": 0}}},
         },
     ),
 )
 def _bound_only_when_out_of_order(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
-    """Ascending and punctuated watermarks have no out-of-orderness bound."""
+    """Ascending (strictly or not) and punctuated watermarks have no out-of-orderness
+    bound."""
     for at, wm in _watermarks(spec):
         yield from _bound_problems(at, wm)
 
@@ -569,11 +572,11 @@ def _bound_only_when_out_of_order(spec: Mapping[str, Any], _: Sequence[str]) -> 
 def _bound_problems(at: Loc, wm: Mapping[str, Any]) -> Iterator[Problem]:
     strategy = _strategy(wm)
     bound = _int(wm.get("max_out_of_orderness_ms"))
-    if strategy == "ascending" and bound:
+    if strategy in ("ascending", "strictly_ascending") and bound:
         yield Problem(
             (*at, "max_out_of_orderness_ms"),
             "watermark_bound_with_ascending",
-            "ascending timestamps have no out-of-orderness bound: use "
+            f"{strategy.replace('_', ' ')} timestamps have no out-of-orderness bound: use "
             "bounded_out_of_orderness or leave it out",
             bound,
         )

@@ -43,9 +43,9 @@ class WatermarkSettings:
     (``tests/pipeline_spec/test_build.py``), copied field for field by the spec's build, so a new
     watermark setting is declared in the model and read here, and nowhere else."""
 
-    strategy: Literal["bounded_out_of_orderness", "ascending", "punctuated"] = (
-        "bounded_out_of_orderness"
-    )
+    strategy: Literal[
+        "bounded_out_of_orderness", "ascending", "strictly_ascending", "punctuated"
+    ] = "bounded_out_of_orderness"
     max_out_of_orderness_ms: int = 0
     field: str | None = None
     interval_ms: int = 200

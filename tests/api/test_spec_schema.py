@@ -148,6 +148,12 @@ REFUSED_BY_BOTH: dict[str, dict[str, Any]] = {
         window(),
         lambda s: s.update(watermark={"strategy": "ascending", "max_out_of_orderness_ms": 5}),
     ),
+    "strictly ascending with a bound": edit(
+        window(),
+        lambda s: s.update(
+            watermark={"strategy": "strictly_ascending", "max_out_of_orderness_ms": 1}
+        ),
+    ),
     "punctuated with a bound": edit(
         window(),
         lambda s: s.update(
@@ -209,6 +215,9 @@ ACCEPTED_BY_BOTH: dict[str, dict[str, Any]] = {
         window(), lambda s: s.update(watermark={"strategy": "punctuated", "field": "wm"})
     ),
     "kafka timestamp": edit(window(), lambda s: s.update(timestamp={"source": "kafka"})),
+    "strictly ascending": edit(
+        window(), lambda s: s.update(watermark={"strategy": "strictly_ascending"})
+    ),
     "ascending with bound 0": edit(
         window(),
         lambda s: s.update(watermark={"strategy": "ascending", "max_out_of_orderness_ms": 0}),

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from service.core.alignment import WatermarkAlignment
 from service.core.errors import ConfigError
 from service.core.time import MIN_TIMESTAMP
-from service.core.watermarks import BoundedOutOfOrderness
+from service.core.watermarks import BoundedOutOfOrderness, StrictlyAscending
 
 
 def stamped(*timestamps: int) -> list[tuple[str, int, Any]]:
@@ -96,7 +96,7 @@ def test_negative_max_drift_is_refused() -> None:
 @settings(max_examples=300, deadline=None)
 @given(
     drift=st.integers(0, 50),
-    bound=st.integers(0, 20),
+    bound=st.integers(-1, 20),
     streams=st.lists(
         st.lists(st.integers(0, 400), min_size=1, max_size=30), min_size=2, max_size=4
     ),
@@ -109,9 +109,12 @@ def test_taking_records_as_admitted_keeps_every_partition_within_the_bound_and_n
     a partition whose input is exhausted leaves the minimum (bounded input finishes it,
     unbounded input turns it idle). Every record is taken with its partition at most
     ``drift`` ahead of the others' minimum (once they all have a watermark); and however
-    the turns fall, the partitions always take all their input (no deadlock)."""
+    the turns fall, the partitions always take all their input (no deadlock). A bound of
+    -1 is the strictly ascending generator (``W = max_ts``)."""
     alignment: WatermarkAlignment[int] = WatermarkAlignment(drift)
-    generators = [BoundedOutOfOrderness(bound) for _ in streams]
+    generators = [
+        BoundedOutOfOrderness(bound) if bound >= 0 else StrictlyAscending() for _ in streams
+    ]
     records = [stamped(*s) for s in streams]
     taken = [0] * len(streams)
 

@@ -14,6 +14,7 @@ from service.core.watermarks import (
     Ascending,
     BoundedOutOfOrderness,
     Punctuated,
+    StrictlyAscending,
     WatermarkGenerator,
     make_generator,
 )
@@ -50,6 +51,27 @@ def test_ascending_watermark_is_max_ts_minus_one() -> None:
     gen.on_event(1000, {})
     assert gen.current_watermark == 999
     assert gen.max_out_of_orderness_ms == 0
+
+
+def test_strictly_ascending_watermark_is_max_ts_so_a_tie_with_the_newest_is_late() -> None:
+    """Flink SQL's ``WATERMARK FOR ts AS ts``: ``W = max_ts``."""
+    gen = StrictlyAscending()
+    assert gen.current_watermark == MIN_TIMESTAMP
+    gen.on_event(1000, {})
+    assert gen.current_watermark == 1000
+    gen.on_event(400, {})
+    assert gen.current_watermark == 1000
+    assert gen.watermark_after(1001, {}) == 1001
+    assert gen.max_out_of_orderness_ms == -1
+
+
+def test_strictly_ascending_admits_up_to_the_first_record_past_the_limit() -> None:
+    gen = StrictlyAscending()
+    gen.on_event(10, {})
+    records = [(None, ts, {}) for ts in (12, 15, 16, 30, 31)]
+    # W before each: 10, 12, 15, 16, 30: the record at 16 carries W past 15, the last.
+    assert gen.admit(records, 0, 15) == 3
+    assert gen.admit(records, 0, 9) == 0
 
 
 def test_punctuated_watermark_is_the_largest_field_value_seen() -> None:
@@ -97,8 +119,8 @@ def test_punctuated_float_is_floored() -> None:
 
 @pytest.mark.parametrize(
     "factory",
-    [lambda: BoundedOutOfOrderness(5), Ascending, lambda: Punctuated("wm")],
-    ids=["bounded", "ascending", "punctuated"],
+    [lambda: BoundedOutOfOrderness(5), Ascending, StrictlyAscending, lambda: Punctuated("wm")],
+    ids=["bounded", "ascending", "strictly_ascending", "punctuated"],
 )
 def test_generator_snapshot_restore_continues_identically(
     factory: Callable[[], WatermarkGenerator],
@@ -136,6 +158,7 @@ def test_make_generator_builds_each_strategy() -> None:
     assert isinstance(bounded, BoundedOutOfOrderness)
     assert bounded.max_out_of_orderness_ms == 2000
     assert isinstance(make_generator("ascending"), Ascending)
+    assert isinstance(make_generator("strictly_ascending"), StrictlyAscending)
     punctuated = make_generator("punctuated", field="wm")
     assert isinstance(punctuated, Punctuated)
     assert punctuated.field == "wm"
@@ -150,6 +173,8 @@ def test_make_generator_builds_each_strategy() -> None:
         (("punctuated", 5, "wm"), "takes no max_out_of_orderness_ms"),
         (("ascending", 5), "takes no max_out_of_orderness_ms"),
         (("ascending", 0, "wm"), "takes no field"),
+        (("strictly_ascending", 1), "takes no max_out_of_orderness_ms"),
+        (("strictly_ascending", 0, "wm"), "takes no field"),
         (("bounded_out_of_orderness", 0, "wm"), "takes no field"),
         (("bounded_out_of_orderness", -1), "must be an int >= 0"),
         (("bounded_out_of_orderness", True), "must be an int >= 0"),

@@ -282,10 +282,12 @@ EXAMPLES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
     "bound_only_when_out_of_order": (
         [
             with_("watermark", strategy="ascending", max_out_of_orderness_ms=5),
+            with_("watermark", strategy="strictly_ascending", max_out_of_orderness_ms=1),
             with_("watermark", strategy="punctuated", field="wm", max_out_of_orderness_ms=5),
         ],
         [
             with_("watermark", strategy="ascending", max_out_of_orderness_ms=0),
+            with_("watermark", strategy="strictly_ascending"),
             with_("watermark", max_out_of_orderness_ms=5),
         ],
     ),

@@ -26,7 +26,7 @@ from sqlglot import exp
 from .context import Compilation
 from .options import OptionError, duration_ms, options_of, scalar
 
-__all__ = ["Column", "Source", "read_source"]
+__all__ = ["Column", "Source", "read_source", "watermark_of_delay"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,7 +213,22 @@ def _watermark(
     source.time_column = name
     source.watermark_node = item
     source.timestamp = {"field": name, "format": _default_format(declared.family)}
-    source.watermark = {"strategy": "bounded_out_of_orderness", "max_out_of_orderness_ms": delay}
+    source.watermark = watermark_of_delay(delay)
+
+
+def watermark_of_delay(delay_ms: int) -> dict[str, Any]:
+    """The spec's watermark for ``WATERMARK FOR ts AS ts - <delay_ms>``, as Flink SQL means it.
+
+    Flink SQL's watermark is the expression itself over the largest timestamp seen:
+    ``W = max_ts - n`` (its ``WatermarkAssignerOperator`` keeps the maximum of the
+    expression's values). The spec's bounded out-of-orderness ``B`` is Flink's DataStream
+    one, ``W = max_ts - B - 1``, so ``n`` is ``B = n - 1``; ``AS ts`` (``W = max_ts``,
+    Flink's "strictly ascending") is a strategy of its own, as no ``B >= 0`` gives it.
+    Checked row for row against Flink SQL (tests/integration/test_sql_flink.py).
+    """
+    if delay_ms == 0:
+        return {"strategy": "strictly_ascending"}
+    return {"strategy": "bounded_out_of_orderness", "max_out_of_orderness_ms": delay_ms - 1}
 
 
 def _default_format(family: str) -> str:

@@ -32,7 +32,7 @@ def test_between_bounds_compile_to_an_interval_join_with_inputs_and_select() -> 
         "steps": [{"filter": "`amount` > 10"}],
         "key": {"field": "order_id"},
         "timestamp": {"field": "ts", "format": "epoch_millis"},
-        "watermark": {"strategy": "bounded_out_of_orderness", "max_out_of_orderness_ms": 2000},
+        "watermark": {"strategy": "bounded_out_of_orderness", "max_out_of_orderness_ms": 1999},
     }
     assert spec["inputs"]["payments"]["steps"] == [{"filter": "`paid` > 0"}]
 

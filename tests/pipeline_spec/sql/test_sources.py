@@ -27,7 +27,7 @@ def test_source_options_compile_to_source_and_watermark_settings() -> None:
     assert spec["timestamp"] == {"field": "ts", "format": "epoch_seconds"}
     assert spec["watermark"] == {
         "strategy": "bounded_out_of_orderness",
-        "max_out_of_orderness_ms": 500,
+        "max_out_of_orderness_ms": 499,
         "idle_timeout_ms": 30000,
         "idle_advance": True,
         "max_drift_ms": 60000,
@@ -35,14 +35,26 @@ def test_source_options_compile_to_source_and_watermark_settings() -> None:
     }
 
 
-def test_watermark_as_the_column_itself_is_a_bound_of_zero() -> None:
+def test_a_watermark_delay_of_n_is_flink_sqls_max_minus_n_a_bound_of_n_minus_1() -> None:
+    """Flink SQL's watermark is ``max_ts - n``; the spec's bound B gives ``max_ts - B - 1``
+    (Flink's DataStream bounded out-of-orderness), so the script's n is B = n - 1."""
+    for delay, bound in (("INTERVAL '2' SECOND", 1999), ("INTERVAL '1' MILLISECOND", 0)):
+        spec = compiled(
+            f"CREATE SOURCE s (ts BIGINT, WATERMARK FOR ts AS ts - {delay}) "
+            "WITH (topic = 'a');\n" + QUERY
+        )
+        assert spec["watermark"] == {
+            "strategy": "bounded_out_of_orderness",
+            "max_out_of_orderness_ms": bound,
+        }
+
+
+def test_watermark_as_the_column_itself_is_strictly_ascending_as_in_flink_sql() -> None:
+    """``AS ts`` is ``W = max_ts`` in Flink SQL: a tie with the newest record is late."""
     spec = compiled(
         "CREATE SOURCE s (ts BIGINT, WATERMARK FOR ts AS ts) WITH (topic = 'a');\n" + QUERY
     )
-    assert spec["watermark"] == {
-        "strategy": "bounded_out_of_orderness",
-        "max_out_of_orderness_ms": 0,
-    }
+    assert spec["watermark"] == {"strategy": "strictly_ascending"}
 
 
 def test_a_timestamp_column_is_read_as_iso8601() -> None:

@@ -26,7 +26,7 @@ GROUP BY "user", window_start, window_end;
         ],
         "key": {"field": "user", "partitioned": True},
         "timestamp": {"field": "ts", "format": "epoch_millis"},
-        "watermark": {"strategy": "bounded_out_of_orderness", "max_out_of_orderness_ms": 2000},
+        "watermark": {"strategy": "bounded_out_of_orderness", "max_out_of_orderness_ms": 1999},
         "operator": {
             "type": "window",
             "assigner": {"type": "tumbling", "size_ms": 60000},
