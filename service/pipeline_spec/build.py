@@ -34,6 +34,7 @@ from service.pipeline_spec.models import (
     InputSpec,
     JoinOperator,
     KeyedProcessOperator,
+    MapOperator,
     PipelineSpec,
     Step,
     TimestampSpec,
@@ -50,6 +51,7 @@ from service.runtime.definition import (
     WatermarkSettings,
 )
 from service.runtime.factories import (
+    MapOperatorFactory,
     join_operator_factory,
     process_operator_factory,
     window_operator_factory,
@@ -72,6 +74,9 @@ def state_fingerprint(spec: PipelineSpec) -> str:
     """Equal for two specs whose checkpointed state is interchangeable."""
     if spec.inputs is not None:
         return _digest(_join_shaping(spec, spec.inputs))
+    if isinstance(spec.operator, MapOperator):
+        # No state but the input positions: any other change goes on from them.
+        return _digest({"topics": sorted(spec.topics()), "operator": {"type": "map"}})
     shaping: dict[str, Any] = {
         "topics": sorted(spec.topics()),
         "key": spec.key.field if spec.key is not None else None,
@@ -207,6 +212,7 @@ def build_definition(spec: PipelineSpec, allowed_modules: Sequence[str]) -> Pipe
     if spec.source is None:  # the rules refuse it; belt and braces
         raise BuildError(("source",), "a pipeline reads a source, or a join's two inputs")
     factory = _operator_factory(spec, tuple(allowed_modules))
+    stateless = isinstance(spec.operator, MapOperator)
     steps = _steps(spec.steps, ())
     _check_watermark(spec.watermark, ("watermark",))
     return PipelineDefinition(
@@ -215,12 +221,13 @@ def build_definition(spec: PipelineSpec, allowed_modules: Sequence[str]) -> Pipe
         sink=_sink(spec),
         operator_factory=factory,
         key_field=spec.key.field if spec.key is not None else None,
+        # A map keeps no state: its key only names the outputs, nothing is brought together.
         shuffle=(
             ShuffleSettings(partitions=spec.key.shuffle_partitions)
-            if spec.key is not None and not spec.key.partitioned
+            if spec.key is not None and not spec.key.partitioned and not stateless
             else None
         ),
-        key_partitioned=spec.key is not None and spec.key.partitioned,
+        key_partitioned=spec.key is not None and spec.key.partitioned and not stateless,
         steps=steps,
         timestamp=_timestamp(spec.timestamp),
         # Field for field: the runtime's settings mirror the model, name for name
@@ -361,6 +368,8 @@ def _operator_factory(spec: PipelineSpec, allowed: tuple[str, ...]) -> OperatorF
     function = None
     if isinstance(op, WindowOperator) and op.function is not None:
         function = _window_function(op.function, allowed)  # a BuildError of its own
+    if isinstance(op, MapOperator):
+        return MapOperatorFactory(spec.name, op.fields)
     try:
         if isinstance(op, KeyedProcessOperator):
             return process_operator_factory(spec.name, op.function, op.params, allowed)

@@ -62,6 +62,7 @@ __all__ = [
     "JoinOperator",
     "KeySpec",
     "KeyedProcessOperator",
+    "MapOperator",
     "OperatorSpec",
     "PipelineSpec",
     "ProcessingTimeTrigger",
@@ -395,8 +396,20 @@ class JoinOperator(_Model):
     NULL); without it the output is ``{"left": ..., "right": ...}``."""
 
 
+class MapOperator(_Model):
+    """No state: every record, after the steps, is a result at once (a SQL ``SELECT``
+    without a window or a join). The key only names the outputs: nothing is shuffled."""
+
+    type: Literal["map"]
+    fields: Annotated[list[OutputName], Field(min_length=1, max_length=256)] | None = None
+    """The result keeps only these top-level fields, in this order (missing: null),
+    chosen after the key and timestamp are read, so the time field may be left out;
+    omitted: the whole record."""
+
+
 OperatorSpec = Annotated[
-    WindowOperator | KeyedProcessOperator | JoinOperator, Field(discriminator="type")
+    WindowOperator | KeyedProcessOperator | JoinOperator | MapOperator,
+    Field(discriminator="type"),
 ]
 
 

@@ -18,6 +18,7 @@ from service.operators.join.factory import build_join_operator, max_rows
 from service.operators.join.lookup import LookupTable
 from service.operators.join.projection import compile_projection
 from service.operators.join.rows import Projection, both_sides
+from service.operators.map import MapOperator
 from service.operators.process import build_process_operator
 from service.operators.window import WindowFunction, build_window_operator
 from service.runtime.definition import OperatorFactory
@@ -116,3 +117,26 @@ class LookupJoinFactory:
 
     def __call__(self, clock: Clock) -> Operator:
         return self.build(clock, self.table(), 0)
+
+
+class PerPartitionFactory:
+    """A factory whose operators are told the partition they serve (``topic/partition``):
+    the stage builds them with :meth:`for_partition`. Called with a clock alone, as any
+    operator factory, it builds one for no partition: a check that the spec builds."""
+
+    def for_partition(self, clock: Clock, partition: str) -> Operator:
+        raise NotImplementedError
+
+    def __call__(self, clock: Clock) -> Operator:
+        return self.for_partition(clock, "-")
+
+
+class MapOperatorFactory(PerPartitionFactory):
+    """Stateless map operators: their output ids name the partition read."""
+
+    def __init__(self, pipeline: str, fields: Sequence[str] | None = None) -> None:
+        self.pipeline = pipeline
+        self.fields = tuple(fields) if fields is not None else None
+
+    def for_partition(self, clock: Clock, partition: str) -> Operator:
+        return MapOperator(self.pipeline, partition, self.fields)

@@ -33,6 +33,8 @@ def expected_examples() -> list[dict[str, Any]]:
         operator = spec["operator"]
         if operator["type"] == "join":
             kind = f"{operator['kind']} {operator.get('how', 'inner')}"
+        elif operator["type"] == "map":
+            kind = "stateless"
         else:
             kind = operator.get("assigner", {}).get("type") or operator["function"]
         examples.append(

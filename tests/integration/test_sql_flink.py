@@ -324,7 +324,15 @@ WINDOW_JOIN = Case(
     },
 )
 
-CASES = (TUMBLING, HOPPING, SESSIONS, INTERVAL_JOIN, TEMPORAL_JOIN, WINDOW_JOIN)
+SELECT = Case(
+    "select",
+    # Every record passes at once (no state: nothing is late), filtered and computed.
+    (Input("orders", ORDER_COLUMNS, "customer", "ts - INTERVAL '2' SECOND", _orders(7, [])),),
+    "SELECT customer, product, amount * qty AS spent, qty FROM orders "
+    "WHERE qty > 2 AND amount < 40",
+)
+
+CASES = (TUMBLING, HOPPING, SESSIONS, INTERVAL_JOIN, TEMPORAL_JOIN, WINDOW_JOIN, SELECT)
 
 Row = tuple[Any, ...]
 
@@ -347,7 +355,7 @@ def _clockwork_row(case: Case, columns: list[str], record: dict[str, Any]) -> Ro
             "window_end": record["window"]["end"],
             **record["result"],
         }
-    else:  # a join row: the select list is its value
+    else:  # a join row, or a plain select's record: the select list is its value
         found = record["value"]
     for column, how in case.flink_differs.items():
         if how == "int":  # Flink's AVG of integers is an integer, truncated

@@ -160,3 +160,35 @@ def test_the_join_fingerprint_changes_with_what_the_state_is() -> None:
         spec = orders_paid()
         change(spec)
         assert state_fingerprint(validate_spec(spec, ())) != same
+
+
+def _map_spec(**changes: Any) -> dict[str, Any]:
+    return {
+        "name": "big-orders",
+        "source": {"topics": ["orders"]},
+        "key": {"field": "user"},
+        "timestamp": {"field": "ts"},
+        "steps": [{"filter": "amount > 10"}],
+        "operator": {"type": "map"},
+        "sink": {"topic": "big-orders"},
+        **changes,
+    }
+
+
+def test_a_map_pipeline_never_shuffles_its_key_only_names_the_outputs() -> None:
+    definition = build_definition(validate_spec(_map_spec(), ()), ())
+    assert definition.shuffle is None
+    assert definition.key_partitioned is False
+    assert definition.key_field == "user"
+
+
+def test_a_map_pipelines_state_is_its_input_positions_alone() -> None:
+    before = state_fingerprint(validate_spec(_map_spec(), ()))
+    changed = _map_spec(
+        steps=[{"filter": "amount > 100"}, {"select": ["user"]}],
+        key={"field": "region"},
+        timestamp={"field": "paid_at"},
+    )
+    assert state_fingerprint(validate_spec(changed, ())) == before
+    other_topic = _map_spec(source={"topics": ["orders", "refunds"]})
+    assert state_fingerprint(validate_spec(other_topic, ())) != before

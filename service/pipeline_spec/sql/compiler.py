@@ -27,6 +27,7 @@ from .context import Compilation, Loc
 from .joins import compile_join
 from .parsing import parse_script
 from .problems import SqlError, SqlProblem, Text
+from .selects import compile_select
 from .sink import Settings, SinkDecl, read_set, read_sink, sink_spec
 from .sources import Source, read_source
 from .windows import compile_window, window_call
@@ -239,15 +240,10 @@ def _query(
             "an aggregate without a window is unbounded: aggregate over TUMBLE, HOP or SESSION",
             "sql_unbounded_aggregate",
         )
+    elif isinstance(table, exp.Table) and table.name:
+        compile_select(comp, sources[table.name], select, number)
     else:
-        comp.refuse_clause(
-            select,
-            number,
-            "SELECT",
-            "a SELECT without a window aggregate or a join has no operator to run: the "
-            "spec has windows, joins and keyed process functions (filter and compute inside "
-            "one of them)",
-        )
+        comp.refuse(select, number, "SELECT ... FROM a source (or a window of one)", "sql_missing")
 
 
 def validate_sql(

@@ -42,7 +42,7 @@ from service.operators.join.rows import Side
 from service.runtime.consumer_group.table_reader import TableReader
 from service.runtime.consumer_group.watermark_emitter import WatermarkEmitter
 from service.runtime.definition import PipelineDefinition, WatermarkSettings
-from service.runtime.factories import LookupJoinFactory
+from service.runtime.factories import LookupJoinFactory, PerPartitionFactory
 from service.runtime.kafka.batch_producer import BatchProducer
 from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.observability.metrics import RuntimeMetrics
@@ -127,7 +127,10 @@ class Stage:
         return session.decoder
 
     def operator(self, session: StageSession, tp: TopicPartition, clock: Clock) -> Operator:
-        return self.definition.operator_factory(clock)
+        factory = self.definition.operator_factory
+        if isinstance(factory, PerPartitionFactory):
+            return factory.for_partition(clock, f"{tp.topic}/{tp.partition}")
+        return factory(clock)
 
     @property
     def task(self) -> type[PartitionTask]:

@@ -120,9 +120,14 @@ def test_every_problem_of_every_statement_comes_together_in_order() -> None:
     ]
 
 
-def test_a_select_without_window_or_join_has_no_operator() -> None:
-    sql = ORDERS + "INSERT INTO out SELECT order_id, amount * 2 AS twice FROM orders"
-    assert_at(sql, "SELECT", 2, "sql_unsupported", "no operator to run")
+def test_a_plain_select_names_each_computed_column() -> None:
+    sql = ORDERS + "INSERT INTO out SELECT order_id, amount * 2 FROM orders"
+    assert_at(sql, "amount * 2", 2, "sql_unsupported", "AS <name>")
+
+
+def test_a_plain_select_takes_a_column_once() -> None:
+    sql = ORDERS + "INSERT INTO out SELECT order_id, amount AS order_id FROM orders"
+    assert_at(sql, "amount AS order_id", 2, "sql_unsupported", "selected twice")
 
 
 def test_a_script_without_insert_is_refused() -> None:

@@ -1,0 +1,75 @@
+"""A plain ``SELECT ... FROM source [WHERE ...]``: no window, no join, no aggregate.
+
+Compiles to the stateless ``map`` operator: ``WHERE`` becomes a ``filter`` step, the
+select list a ``set`` step (every computed or renamed column, each expression reading
+the record as it came) and the operator's ``fields``, the listed columns in that order
+(kept after the timestamp is read, so the time column may be left out); ``SELECT *``
+keeps the whole record. Each record is a result at once, with
+the source's timestamp; the Kafka key stays the source record's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlglot import exp
+
+from .context import Compilation
+from .expressions import Scope, column_path, translate
+from .sources import Source
+
+__all__ = ["compile_select"]
+
+
+def compile_select(comp: Compilation, source: Source, select: exp.Select, statement: int) -> None:
+    """Write the map pipeline of ``select`` over ``source`` into the spec."""
+    scope = Scope({source.name: source}, [source])
+    alias = select.args["from_"].this.alias
+    if alias:
+        scope.names[alias] = source
+    steps: list[dict[str, Any]] = []
+    where = select.args.get("where")
+    if isinstance(where, exp.Where):
+        text = translate(comp, scope, where.this, statement, what="WHERE")
+        if text is not None:
+            comp.came_from(("steps", len(steps)), where.this, statement)
+            steps.append({"filter": text})
+    computed: dict[str, str] = {}
+    kept: list[str] = []
+    whole = False
+    for item in select.expressions:
+        if isinstance(item, exp.Star):
+            whole = True
+            continue
+        node = item.this if isinstance(item, exp.Alias) else item
+        path = column_path(node) if isinstance(node, exp.Column | exp.Dot) else None
+        name = item.alias if isinstance(item, exp.Alias) else (path[-1] if path else None)
+        if not name:
+            comp.refuse(item, statement, f"name the computed column: {item.sql()} AS <name>")
+            continue
+        if name in kept:
+            comp.refuse(item, statement, f"the column {name!r} is selected twice")
+            continue
+        text = translate(comp, scope, node, statement, what="SELECT")
+        if text is None:
+            continue
+        kept.append(name)
+        if text != f"`{name}`":  # not the record's own top-level field of that name
+            computed[name] = text
+    if whole and kept:
+        comp.refuse(select, statement, "SELECT * with other columns: list them, or only *")
+        return
+    if computed:
+        comp.came_from(("steps", len(steps)), select, statement)
+        steps.append({"set": computed})
+    spec = comp.spec
+    spec["source"] = source.source
+    comp.came_from(("source",), source.node, source.statement)
+    if steps:
+        spec["steps"] = steps
+    if source.timestamp:
+        spec["timestamp"] = source.timestamp
+    if source.watermark:
+        spec["watermark"] = source.watermark
+    spec["operator"] = {"type": "map", "fields": kept} if kept else {"type": "map"}
+    comp.came_from(("operator",), select, statement)
