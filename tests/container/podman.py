@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -105,11 +104,9 @@ class Container:
         """SIGKILL: no shutdown at all."""
         podman("kill", "--signal", "KILL", self.name)
 
-    def stop(self, grace_s: int) -> float:
-        """SIGTERM (the image's STOPSIGNAL), SIGKILL after ``grace_s``; seconds it took."""
-        start = time.monotonic()
+    def stop(self, grace_s: int) -> None:
+        """SIGTERM (the image's STOPSIGNAL), SIGKILL after ``grace_s``."""
         podman("stop", "--time", str(grace_s), self.name, timeout_s=grace_s + 30)
-        return time.monotonic() - start
 
     def wait(self, timeout_s: float) -> int:
         """Wait until it exits; its exit code."""
@@ -123,12 +120,14 @@ def running(
     env_vars: Mapping[str, str] | None = None,
     options: Sequence[str] = (),
     command: Sequence[str] = (),
+    writable_tmp: bool = False,
 ) -> Iterator[Container]:
-    """``podman run -d`` on the host's network with a read-only root filesystem (podman
-    mounts tmpfs on /tmp, /var/tmp and /run); removed at the end, running or not."""
+    """``podman run -d`` on the host's network with a read-only root filesystem; removed
+    at the end, running or not. Nothing is writable, as under Kubernetes'
+    ``readOnlyRootFilesystem``, unless ``writable_tmp`` (tmpfs on /tmp, /var/tmp, /run)."""
     container = Container(f"clockwork-test-{uuid.uuid4().hex[:10]}")
     args = ["run", "--detach", "--name", container.name, "--label", f"{LABEL}={SESSION}"]
-    args += ["--network", "host", "--read-only"]
+    args += ["--network", "host", "--read-only", f"--read-only-tmpfs={str(writable_tmp).lower()}"]
     for key, value in (env_vars or {}).items():
         args += ["--env", f"{key}={value}"]
     try:

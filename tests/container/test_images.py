@@ -74,8 +74,9 @@ async def ready(url: str, container: Container, timeout_s: float = 60) -> float:
 
 
 def assert_stops_gracefully(container: Container) -> None:
-    took = container.stop(GRACE_S)
-    assert took < GRACE_S, f"not stopped by SIGTERM within {GRACE_S} s"
+    """SIGTERM, SIGKILL after the grace period: the exit code tells which ended it (137,
+    128 + SIGKILL, would be the grace period running out)."""
+    container.stop(GRACE_S)
     # uvicorn re-raises SIGTERM after its graceful shutdown: 143 is 128 + SIGTERM.
     assert container.exit_code() in (0, 143), container.logs()[-3000:]
     assert "Application shutdown complete" in container.logs()
@@ -273,9 +274,9 @@ async def test_the_compaction_image_compacts_a_result_topic(
         "--conf=spark.sql.shuffle.partitions=2",
         "--conf=spark.ui.enabled=false",
     ]
-    with running(
-        images["compaction"], options=["--volume", f"{tables}:/data/tables"], command=args
-    ) as job:
+    # Spark needs a writable /tmp (its local dir), as the CronJob's pod has.
+    volume = ["--volume", f"{tables}:/data/tables"]
+    with running(images["compaction"], options=volume, command=args, writable_tmp=True) as job:
         code = job.wait(timeout_s=300)
         logs = job.logs()
     assert code == 0, logs[-3000:]
