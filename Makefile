@@ -9,7 +9,7 @@ STAMP_DEV  := $(VENV)/.installed-dev
 KAFKA_POM := tests/kafka/pom.xml
 KAFKA_CP  := tests/kafka/classpath.txt
 
-.PHONY: run test lint typecheck unit kafka bench bench-peers clean screenshot console-vendor
+.PHONY: run test lint typecheck unit kafka bench bench-peers clean screenshot console-vendor image
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -49,7 +49,19 @@ lint: $(STAMP_DEV)
 typecheck: $(STAMP_DEV)
 	$(VENV)/bin/mypy
 
-test: lint typecheck kafka $(CHROMIUM)
+# The images are built with podman from Debian's packages (no container engine or
+# registry needed: deploy/image/build.sh); the container tests (tests/container) build
+# them once per content hash. Installed here when missing, as root or through sudo.
+CONTAINER_TOOLS := /usr/bin/podman /usr/bin/mmdebstrap /usr/sbin/runc
+$(CONTAINER_TOOLS):
+	$$( [ "$$(id -u)" -eq 0 ] || echo sudo ) sh -c 'apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y podman buildah runc mmdebstrap uidmap fuse-overlayfs slirp4netns'
+
+# The service and compaction images, tagged :latest and :<content hash>; a second run
+# with nothing changed builds nothing. PYTHON_IMAGE=... picks the base.
+image: $(CONTAINER_TOOLS)
+	PYTHON_IMAGE="$(PYTHON_IMAGE)" deploy/image/build.sh
+
+test: lint typecheck kafka $(CHROMIUM) $(CONTAINER_TOOLS)
 	$(VENV)/bin/pytest -q
 
 # docs/console.png, the README's picture of the console: the browser tests' helper runs
