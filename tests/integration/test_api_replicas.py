@@ -70,6 +70,42 @@ async def service_process(settings: Settings) -> AsyncIterator[ServiceProcess]:
             assert code in (0, -signal.SIGTERM), code
 
 
+async def two_partitions(bootstrap_servers: str) -> tuple[str, str, Settings]:
+    """A new source topic of two partitions, a pipeline name, and the replicas' settings.
+
+    Stopping a pipeline waits for its group's rebalance to settle, which can take
+    several session timeouts while replicas come and go: hence the long apply timeout.
+    """
+    source = f"events-{uuid.uuid4().hex[:8]}"
+    await create_topic(bootstrap_servers, source, partitions=2)
+    settings = app_settings(bootstrap_servers, store_apply_timeout_ms=60000)
+    return source, f"dedupe-{uuid.uuid4().hex[:8]}", settings
+
+
+@asynccontextmanager
+async def in_process_replica(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    """A replica in this process, ready; a client of its API."""
+    async with (
+        running_app(settings) as url,
+        httpx.AsyncClient(base_url=url, timeout=30) as client,
+    ):
+        await wait_ready(client)
+        yield client
+
+
+@asynccontextmanager
+async def process_replica(
+    settings: Settings,
+) -> AsyncIterator[tuple[ServiceProcess, httpx.AsyncClient]]:
+    """A replica as its own ``python -m service`` process, ready; a client of its API."""
+    async with (
+        service_process(settings) as replica,
+        httpx.AsyncClient(base_url=replica.url, timeout=30) as client,
+    ):
+        await wait_ready(client, timeout_s=60)
+        yield replica, client
+
+
 def spec(name: str, source: str) -> dict[str, Any]:
     return {
         "name": name,
@@ -82,22 +118,9 @@ def spec(name: str, source: str) -> dict[str, Any]:
 async def test_two_replicas_share_pipelines_and_a_restart_reloads_them(
     bootstrap_servers: str,
 ) -> None:
-    source = f"events-{uuid.uuid4().hex[:8]}"
-    await create_topic(bootstrap_servers, source, partitions=2)
-    # Stopping a pipeline waits for its group's rebalance to settle, which can take
-    # several session timeouts while replicas come and go.
-    settings = app_settings(bootstrap_servers, store_apply_timeout_ms=60000)
-    name = f"dedupe-{uuid.uuid4().hex[:8]}"
-    async with (
-        running_app(settings) as url_a,
-        httpx.AsyncClient(base_url=url_a, timeout=30) as a,
-    ):
-        await wait_ready(a)
-        async with (
-            service_process(settings) as replica_b,
-            httpx.AsyncClient(base_url=replica_b.url, timeout=30) as b,
-        ):
-            await wait_ready(b, timeout_s=60)
+    source, name, settings = await two_partitions(bootstrap_servers)
+    async with in_process_replica(settings) as a:
+        async with process_replica(settings) as (_, b):
             assert (await a.post("/pipelines", json=spec(name, source))).status_code == 201
 
             async def on_b() -> dict[str, Any] | None:
@@ -126,11 +149,7 @@ async def test_two_replicas_share_pipelines_and_a_restart_reloads_them(
             await eventually(paused_on_a)
 
         # B is gone; a new B reads the store from the beginning and runs the pipeline.
-        async with (
-            service_process(settings) as replica_b2,
-            httpx.AsyncClient(base_url=replica_b2.url, timeout=30) as b2,
-        ):
-            await wait_ready(b2, timeout_s=60)
+        async with process_replica(settings) as (_, b2):
             reloaded = (await b2.get(f"/pipelines/{name}")).json()
             assert reloaded["paused"] is True
             assert [p["name"] for p in (await b2.get("/pipelines")).json()] == [name]
@@ -156,50 +175,37 @@ def held(status: dict[str, Any]) -> dict[int, tuple[str, bool]]:
 async def test_either_replica_shows_the_whole_pipeline_and_after_a_kill_the_survivor_holds_it(
     bootstrap_servers: str,
 ) -> None:
-    source = f"events-{uuid.uuid4().hex[:8]}"
-    await create_topic(bootstrap_servers, source, partitions=2)
-    settings = app_settings(bootstrap_servers, store_apply_timeout_ms=60000)
-    name = f"dedupe-{uuid.uuid4().hex[:8]}"
-    async with (
-        running_app(settings) as url_a,
-        httpx.AsyncClient(base_url=url_a, timeout=30) as a,
-    ):
-        await wait_ready(a)
-        async with (
-            service_process(settings) as replica_b,
-            httpx.AsyncClient(base_url=replica_b.url, timeout=30) as b,
-        ):
-            await wait_ready(b, timeout_s=60)
-            assert (await a.post("/pipelines", json=spec(name, source))).status_code == 201
-            split = {settings.instance_id, replica_b.instance_id}
+    source, name, settings = await two_partitions(bootstrap_servers)
+    async with in_process_replica(settings) as a, process_replica(settings) as (replica_b, b):
+        assert (await a.post("/pipelines", json=spec(name, source))).status_code == 201
+        split = {settings.instance_id, replica_b.instance_id}
 
-            async def both_show_the_split() -> bool:
-                views = [
-                    held((await client.get(f"/pipelines/{name}/status")).json())
-                    for client in (a, b)
-                ]
-                owners = {owner for owner, _ in views[0].values()}
-                return views[0] == views[1] and set(views[0]) == {0, 1} and owners == split
+        async def both_show_the_split() -> bool:
+            views = [
+                held((await client.get(f"/pipelines/{name}/status")).json()) for client in (a, b)
+            ]
+            owners = {owner for owner, _ in views[0].values()}
+            return views[0] == views[1] and set(views[0]) == {0, 1} and owners == split
 
-            await eventually(both_show_the_split, timeout_s=60)
+        await eventually(both_show_the_split, timeout_s=60)
 
-            replica_b.process.kill()  # -9: no goodbye on the members topic
-            await replica_b.process.wait()
+        replica_b.process.kill()  # -9: no goodbye on the members topic
+        await replica_b.process.wait()
 
-            async def survivor_holds_all() -> bool:
-                whole = (await a.get(f"/pipelines/{name}/status")).json()
-                return held(whole) == {
-                    0: (settings.instance_id, False),
-                    1: (settings.instance_id, False),
-                }
+        async def survivor_holds_all() -> bool:
+            whole = (await a.get(f"/pipelines/{name}/status")).json()
+            return held(whole) == {
+                0: (settings.instance_id, False),
+                1: (settings.instance_id, False),
+            }
 
-            await eventually(survivor_holds_all, timeout_s=60)
+        await eventually(survivor_holds_all, timeout_s=60)
 
-            async def b_is_lost() -> bool:
-                members = (await a.get("/cluster")).json()["members"]
-                return {m["member"]: m["lost"] for m in members} == {
-                    settings.instance_id: False,
-                    replica_b.instance_id: True,
-                }
+        async def b_is_lost() -> bool:
+            members = (await a.get("/cluster")).json()["members"]
+            return {m["member"]: m["lost"] for m in members} == {
+                settings.instance_id: False,
+                replica_b.instance_id: True,
+            }
 
-            await eventually(b_is_lost, timeout_s=60)
+        await eventually(b_is_lost, timeout_s=60)

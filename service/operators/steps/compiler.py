@@ -197,7 +197,7 @@ class _Generator:
         return handler(self, node, depth + 1)
 
     def column(self, node: exp.Expression, depth: int) -> str:
-        parts = _path(node)
+        parts = column_path(node)
         if parts is None:
             return self.problem(node, "not a field path")
         for part in parts:
@@ -517,7 +517,7 @@ def _arg(node: exp.Expression, key: str) -> exp.Expression:
     return child
 
 
-def _path(node: exp.Expression) -> tuple[str, ...] | None:
+def column_path(node: exp.Expression) -> tuple[str, ...] | None:
     """The identifiers of a column reference ``a.b.c`` (sqlglot spreads them over a
     Column's catalog, db, table and name, and Dot nodes beyond four parts)."""
     if isinstance(node, exp.Column):
@@ -531,7 +531,7 @@ def _path(node: exp.Expression) -> tuple[str, ...] | None:
             names.append(str(part.this))
         return tuple(names)
     if isinstance(node, exp.Dot):
-        head = _path(node.this)
+        head = column_path(node.this)
         tail = node.expression
         if head is None or not isinstance(tail, exp.Identifier):
             return None

@@ -17,16 +17,17 @@ guessed at (the step checks it per record and sends a mismatch to the dead-lette
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from sqlglot import exp
 
 from service.operators.steps import check_expression
-from service.operators.steps.compiler import StepsDialect
+from service.operators.steps.compiler import StepsDialect, column_path
 
 from .context import Compilation
 from .sources import Source, family_of
 
-__all__ = ["Scope", "column_path", "describe", "family", "translate"]
+__all__ = ["Scope", "column_path", "describe", "family", "one_source_query", "translate"]
 
 
 @dataclass(slots=True)
@@ -41,27 +42,6 @@ class Scope:
     def owner(self, column: str) -> list[Source]:
         """The sources that declare ``column`` (every one that declares no columns)."""
         return [s for s in self.order if s.declares(column)]
-
-
-def column_path(node: exp.Expression) -> tuple[str, ...] | None:
-    """The identifiers of ``a.b.c`` (a Column, or Dots beyond four parts)."""
-    if isinstance(node, exp.Column):
-        names: list[str] = []
-        for key in ("catalog", "db", "table", "this"):
-            part = node.args.get(key)
-            if part is None:
-                continue
-            if not isinstance(part, exp.Identifier):
-                return None
-            names.append(str(part.this))
-        return tuple(names)
-    if isinstance(node, exp.Dot):
-        head = column_path(node.this)
-        tail = node.expression
-        if head is None or not isinstance(tail, exp.Identifier):
-            return None
-        return (*head, str(tail.this))
-    return None
 
 
 def resolve(
@@ -325,3 +305,22 @@ def path_node(path: tuple[str, ...]) -> exp.Expression:
     for part in path[4:]:
         node = exp.Dot(this=node, expression=exp.to_identifier(part))
     return node
+
+
+def one_source_query(
+    comp: Compilation, source: Source, select: exp.Select, statement: int
+) -> tuple[Scope, list[dict[str, Any]]]:
+    """The scope of a query over one source (its name and the FROM's alias) and the
+    steps its ``WHERE`` becomes (a ``filter``; none without a WHERE)."""
+    scope = Scope({source.name: source}, [source])
+    alias = select.args["from_"].this.alias
+    if alias:
+        scope.names[alias] = source
+    steps: list[dict[str, Any]] = []
+    where = select.args.get("where")
+    if isinstance(where, exp.Where):
+        text = translate(comp, scope, where.this, statement, what="WHERE")
+        if text is not None:
+            comp.came_from(("steps", len(steps)), where.this, statement)
+            steps.append({"filter": text})
+    return scope, steps

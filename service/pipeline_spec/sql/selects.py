@@ -10,12 +10,10 @@ the source's timestamp; the Kafka key stays the source record's.
 
 from __future__ import annotations
 
-from typing import Any
-
 from sqlglot import exp
 
 from .context import Compilation
-from .expressions import Scope, column_path, translate
+from .expressions import column_path, one_source_query, translate
 from .sources import Source
 
 __all__ = ["compile_select"]
@@ -23,17 +21,7 @@ __all__ = ["compile_select"]
 
 def compile_select(comp: Compilation, source: Source, select: exp.Select, statement: int) -> None:
     """Write the map pipeline of ``select`` over ``source`` into the spec."""
-    scope = Scope({source.name: source}, [source])
-    alias = select.args["from_"].this.alias
-    if alias:
-        scope.names[alias] = source
-    steps: list[dict[str, Any]] = []
-    where = select.args.get("where")
-    if isinstance(where, exp.Where):
-        text = translate(comp, scope, where.this, statement, what="WHERE")
-        if text is not None:
-            comp.came_from(("steps", len(steps)), where.this, statement)
-            steps.append({"filter": text})
+    scope, steps = one_source_query(comp, source, select, statement)
     computed: dict[str, str] = {}
     kept: list[str] = []
     whole = False

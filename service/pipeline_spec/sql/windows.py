@@ -31,7 +31,7 @@ from typing import Any
 from sqlglot import exp
 
 from .context import Compilation
-from .expressions import Scope, column_path, describe, family, translate
+from .expressions import Scope, column_path, describe, family, one_source_query, translate
 from .sink import Settings
 from .sources import Source
 
@@ -80,17 +80,7 @@ def compile_window(
     assigner = _assigner(comp, call, statement)
     if source is None or assigner is None:
         return
-    scope = Scope({source.name: source}, [source])
-    alias = select.args["from_"].this.alias
-    if alias:
-        scope.names[alias] = source
-    steps: list[dict[str, Any]] = []
-    where = select.args.get("where")
-    if isinstance(where, exp.Where):
-        text = translate(comp, scope, where.this, statement, what="WHERE")
-        if text is not None:
-            comp.came_from(("steps", len(steps)), where.this, statement)
-            steps.append({"filter": text})
+    scope, steps = one_source_query(comp, source, select, statement)
     computed: dict[str, str] = {}
     key = _group_key(comp, scope, source, select, statement, computed)
     aggregations = _aggregations(comp, scope, select, statement, computed, key)
