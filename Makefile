@@ -9,7 +9,7 @@ STAMP_DEV  := $(VENV)/.installed-dev
 KAFKA_POM := tests/kafka/pom.xml
 KAFKA_CP  := tests/kafka/classpath.txt
 
-.PHONY: run test lint typecheck unit kafka bench bench-peers clean screenshot console-vendor image
+.PHONY: run test lint typecheck unit kafka bench bench-peers bench-nexmark clean screenshot console-vendor image
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -93,6 +93,10 @@ bench: $(STAMP_DEV)
 
 bench-peers: $(STAMP_DEV)
 	$(PY) -m benchmarks.peers.run
+
+# The Nexmark queries Clockwork's SQL runs, in Clockwork and Flink SQL side by side (#33).
+bench-nexmark: $(STAMP_DEV)
+	$(PY) -m benchmarks.nexmark.bench
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -364,16 +364,6 @@ def _clockwork_row(case: Case, columns: list[str], record: dict[str, Any]) -> Ro
 
 
 @pytest.fixture(scope="session")
-def flink() -> Iterator[FlinkSql]:
-    """The session's one Flink SQL process (and JVM)."""
-    process = FlinkSql()
-    try:
-        yield process
-    finally:
-        process.close()
-
-
-@pytest.fixture(scope="session")
 def flink_answers(
     flink: FlinkSql, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, tuple[list[str], list[Row]]]]:

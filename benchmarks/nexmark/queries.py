@@ -1,0 +1,113 @@
+"""The Nexmark queries Clockwork's SQL runs, and the same queries in Flink SQL (#33).
+
+Each query is a script under ``sql/`` (what a user posts to ``/pipelines``), reading the
+generator's topics ``nexmark.person``, ``nexmark.auction``, ``nexmark.bid``
+(:mod:`benchmarks.nexmark.generate`) and writing ``nexmark.<query>``; :func:`script`
+renames those topics for a run. Beside it, the query as Flink SQL writes it (its window
+table functions) over tables of the same events, and which result column is the
+record's ``key``.
+
+The queries of q0-q8 that Clockwork's SQL cannot express are listed in :data:`MISSING`
+with what each needs; they are not approximated here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+SQL = Path(__file__).resolve().parent / "sql"
+
+COLUMNS = {
+    "person": "id BIGINT, name VARCHAR, emailAddress VARCHAR, creditCard VARCHAR, "
+    "city VARCHAR, state VARCHAR, extra VARCHAR",
+    "auction": "id BIGINT, itemName VARCHAR, description VARCHAR, initialBid BIGINT, "
+    "reserve BIGINT, expires BIGINT, seller BIGINT, category BIGINT, extra VARCHAR",
+    "bid": "auction BIGINT, bidder BIGINT, price BIGINT, extra VARCHAR",
+}
+"""Each table's columns besides its time column ``dateTime``."""
+
+
+@dataclass(frozen=True)
+class Query:
+    name: str
+    tables: tuple[str, ...]
+    flink: str
+    """The ``SELECT`` in Flink SQL, over tables named as the generator's kinds."""
+    key: str = ""
+    """The result column that is a window result's ``key`` (``""``: no key, ``all``)."""
+
+    @property
+    def path(self) -> Path:
+        return SQL / f"{self.name}.sql"
+
+
+def script(query: Query, prefix: str) -> str:
+    """The query's script reading ``<prefix>.<kind>`` and writing ``<prefix>.<query>``."""
+    return (
+        query.path.read_text()
+        .replace("'nexmark.", f"'{prefix}.")
+        .replace('"nexmark.', f'"{prefix}.')
+    )
+
+
+def flink_table(kind: str, path: Path) -> str:
+    """Flink's table of one kind's events from a JSON-lines file, its ``dateTime`` a
+    ``TIMESTAMP_LTZ(3)`` computed from the epoch milliseconds in ``dateTime_ms`` (quoted:
+    Flink's parser takes a bare ``dateTime`` for its keyword), the watermark Nexmark's
+    (nexmark-flink's DDL): 4 s of out-of-orderness."""
+    return (
+        f"CREATE TABLE {kind} ({COLUMNS[kind]}, dateTime_ms BIGINT, "
+        f"`dateTime` AS TO_TIMESTAMP_LTZ(dateTime_ms, 3), "
+        f"WATERMARK FOR `dateTime` AS `dateTime` - INTERVAL '4' SECOND) "
+        f"WITH ('connector' = 'filesystem', 'path' = '{path}', 'format' = 'json')"
+    )
+
+
+QUERIES = (
+    Query(
+        "q5_bids",
+        ("bid",),
+        "SELECT auction, COUNT(*) AS num, window_start, window_end FROM TABLE(HOP(TABLE bid, "
+        "DESCRIPTOR(`dateTime`), INTERVAL '2' SECOND, INTERVAL '10' SECOND)) "
+        "GROUP BY auction, window_start, window_end",
+        key="auction",
+    ),
+    Query(
+        "q7_max_price",
+        ("bid",),
+        "SELECT MAX(price) AS maxprice, window_start, window_end FROM TABLE(TUMBLE(TABLE bid, "
+        "DESCRIPTOR(`dateTime`), INTERVAL '10' SECOND)) GROUP BY window_start, window_end",
+    ),
+    Query(
+        "q11",
+        ("bid",),
+        "SELECT bidder, COUNT(*) AS bid_count, window_start, window_end FROM TABLE(SESSION("
+        "TABLE bid PARTITION BY bidder, DESCRIPTOR(`dateTime`), INTERVAL '10' SECOND)) "
+        "GROUP BY bidder, window_start, window_end",
+        key="bidder",
+    ),
+)
+
+MISSING = {
+    "q0": "pass-through: a SELECT with neither window nor join (a stateless operator)",
+    "q1": "currency conversion: a stateless SELECT (a stateless operator)",
+    "q2": "selection (WHERE MOD(auction, 123) = 0): a stateless SELECT, and MOD",
+    "q3": "auction joined with person on seller = id: a regular (unbounded) inner join; "
+    "the interval, window, temporal and lookup joins each answer another question",
+    "q4": "average closing price per category: a regular join with a time condition, "
+    "MAX per auction, then AVG over those: an updating (retracting) aggregate and a "
+    "second stage",
+    "q5": "hot items: its first stage runs (q5_bids); the auctions with the most bids "
+    "per window need a second aggregate over the first's results joined back to them "
+    "(a pipeline reading another's results, and a join of results)",
+    "q6": "average selling price by seller: an OVER window (ROWS 10 PRECEDING) on "
+    "q4's updating join",
+    "q7": "highest bid: its first stage runs (q7_max_price); the bids at that price need "
+    "a subquery joined back to the bids, or an aggregate returning the row with the "
+    "maximum (MAX_BY / ARG_MAX)",
+    "q8": "new users: a window join of person and auction per 10 s, but of each side's "
+    "GROUP BY (distinct persons, distinct sellers): the SQL lacks subqueries and semi "
+    "joins (the JSON spec's window join has how = semi), and a window join cannot "
+    "select window_start",
+}
