@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,8 @@ Row = tuple[Any, ...]
 
 
 def _cell(value: Any) -> Any:
+    if isinstance(value, Decimal):  # Flink's 0.908 * price; Clockwork's is a double
+        value = float(value)
     return round(value, 6) if isinstance(value, float) else value
 
 
@@ -73,6 +76,8 @@ def _flink_rows(
 
 
 def _clockwork_row(query: Query, columns: list[str], record: dict[str, Any]) -> Row:
+    if "window" not in record:  # a plain select's record: the selected columns
+        return tuple(_cell(record["value"][c]) for c in columns)
     assert (record["fire"], record["seq"]) == ("on_time", 0), record
     found = {
         "window_start": record["window"]["start"],
