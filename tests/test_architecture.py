@@ -18,7 +18,16 @@ SERVICE = Path(__file__).resolve().parents[1] / "service"
 
 # service/runtime's sub-packages, lowest first: a package imports only those below it
 # (and observability, and the root modules every layer reads).
-RUNTIME_ORDER = ("kafka", "partition", "shuffle", "pipeline_topics", "consumer_group", "lifecycle")
+RUNTIME_ORDER = (
+    "formats",
+    "schema_registry",
+    "kafka",
+    "partition",
+    "shuffle",
+    "pipeline_topics",
+    "consumer_group",
+    "lifecycle",
+)
 RUNTIME_ROOT = ("definition", "factories", "security", "settings", "pipeline_topics.names")
 """Read by every sub-package. ``pipeline_topics.names`` is the pipeline topics' room's
 pure half (what every topic and group is called), which the definition names them with."""
@@ -169,7 +178,13 @@ def test_the_function_api_imports_only_the_core_and_the_operators() -> None:
 
 def test_the_settings_import_no_api_spec_or_session() -> None:
     names = service_imports("service.settings", SERVICE / "settings.py")
-    allowed = ("service.core", "service.operators", "service.runtime.security")
+    # runtime.settings: plain frozen data (the schema registry's settings), like security
+    allowed = (
+        "service.core",
+        "service.operators",
+        "service.runtime.security",
+        "service.runtime.settings",
+    )
     assert {n for n in names if not n.startswith(allowed)} == set()
 
 

@@ -41,6 +41,7 @@ from service.pipeline_spec.models import (
     WindowOperator,
 )
 from service.runtime.definition import (
+    FormatSettings,
     InputSettings,
     OperatorFactory,
     PipelineDefinition,
@@ -227,6 +228,12 @@ def build_definition(spec: PipelineSpec, allowed_modules: Sequence[str]) -> Pipe
         # (tests/pipeline_spec/test_build.py), so a new watermark setting needs no line here.
         watermark=WatermarkSettings(**spec.watermark.model_dump()),
         start_from=spec.source.start_from,
+        format=FormatSettings(
+            kind=spec.source.format,
+            avro_schema=(
+                json.dumps(spec.source.avro_schema) if spec.source.avro_schema is not None else None
+            ),
+        ),
         bounded=spec.source.bounded,
         delivery=spec.delivery,
         spec=spec.to_json(),

@@ -77,6 +77,10 @@ class SessionRunner(Protocol):
     def joined(self) -> None:
         """The session joined its group: the stage runs, or is paused."""
 
+    def waiting(self, reason: str | None) -> None:
+        """The stage waits for something outside it (the schema registry), shown with
+        ``reason`` in its status; None: it goes on."""
+
 
 class Session:
     """One consumer-group membership of a pipeline: its clients and partitions."""
@@ -193,6 +197,7 @@ class Session:
             and stage.prefetches
             and stage.watermark.interval_ms > 0  # per-record mode: no batches to take
             and self.alignment is None  # alignment paces partitions batch by batch
+            and self.decoder.schemas is None  # the fetch loop resolves registry ids first
         ):
             self.prefetcher = Prefetcher(
                 settings, definition, self.decoder, settings.prefetch_max_records
@@ -283,6 +288,10 @@ class Session:
         if prefetcher is not None:
             await prefetcher.stop()
         return prefetcher
+
+    def waiting(self, reason: str | None) -> None:
+        """The loop waits for something outside the session (``reason``); None: no more."""
+        self.runner.waiting(reason)
 
     async def interruptible(self, awaitable: Coroutine[Any, Any, T]) -> T:
         """Await ``awaitable`` so that :meth:`interrupt` can cancel it (:class:`Interrupted`)."""
