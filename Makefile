@@ -9,7 +9,7 @@ STAMP_DEV  := $(VENV)/.installed-dev
 KAFKA_POM := tests/kafka/pom.xml
 KAFKA_CP  := tests/kafka/classpath.txt
 
-.PHONY: run test lint typecheck unit kafka bench bench-peers clean screenshot console-vendor
+.PHONY: run test lint typecheck unit kafka registry bench bench-peers clean screenshot console-vendor
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,17 @@ kafka: $(KAFKA_CP)
 	@tr ':' '\n' < $(KAFKA_CP) | while read -r jar; do test -f "$$jar" || exit 1; done \
 		|| { rm -f $(KAFKA_CP); $(MAKE) --no-print-directory $(KAFKA_CP); }
 
+# Apicurio Registry for the tests of the Avro, Protobuf and JSON Schema formats
+# (tests/registry/pom.xml): its ready app from Maven Central, unpacked here (git-ignored).
+REGISTRY_POM := tests/registry/pom.xml
+REGISTRY_APP := tests/registry/apicurio/apicurio-registry-app-2.6.13.Final-runner.jar
+$(REGISTRY_APP): $(REGISTRY_POM)
+	rm -rf tests/registry/apicurio tests/registry/target
+	mvn -q -B --no-transfer-progress -f $(REGISTRY_POM) dependency:unpack
+	touch $@
+
+registry: $(REGISTRY_APP)
+
 run: $(STAMP_RUN)
 	$(PY) -m service.demo
 
@@ -49,7 +60,7 @@ lint: $(STAMP_DEV)
 typecheck: $(STAMP_DEV)
 	$(VENV)/bin/mypy
 
-test: lint typecheck kafka $(CHROMIUM)
+test: lint typecheck kafka registry $(CHROMIUM)
 	$(VENV)/bin/pytest -q
 
 # docs/console.png, the README's picture of the console: the browser tests' helper runs

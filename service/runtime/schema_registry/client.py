@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-import httpx
 from confluent_kafka.schema_registry import AsyncSchemaRegistryClient, SchemaRegistryError
 
 from service.runtime.formats.schemas import WriterSchemas
@@ -55,7 +54,10 @@ class SchemaRegistry:
                 raise RegistryUnavailable(
                     f"the schema registry answered {exc.http_status_code}: {exc.error_message}"
                 ) from exc
-            except (httpx.HTTPError, OSError) as exc:
+            except Exception as exc:
+                # The client's transport errors come from httpx or its successor httpx2,
+                # whichever confluent-kafka found (schema_registry/common/_httpx_compat):
+                # any failure without an answer is the registry being unavailable.
                 raise RegistryUnavailable(
                     f"the schema registry is unreachable: {type(exc).__name__}: {exc}"
                 ) from exc

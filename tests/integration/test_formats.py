@@ -1,0 +1,235 @@
+"""Avro sources end to end: a real broker (both) and a real schema registry (Apicurio,
+tests/registry/), issue 35. Small data: a few hundred records per test."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from io import BytesIO
+from typing import Any
+
+import orjson
+import pytest
+from confluent_kafka.schema_registry import AsyncSchemaRegistryClient, Schema
+from fastavro import parse_schema, schemaless_writer
+
+from service.runtime.definition import FormatSettings, PipelineDefinition
+from service.runtime.formats.wire import frame
+from service.runtime.lifecycle.manager import Runtime
+from service.runtime.observability.status import PipelineState
+from service.runtime.settings import SchemaRegistrySettings
+from tests.integration.kafka_utils import (
+    Record,
+    create_topic,
+    produce,
+    read_json,
+    read_topic,
+    runtime_settings,
+    unique,
+    wait_until,
+    window_definition,
+)
+from tests.registry.apicurio_registry import ApicurioRegistry
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+BASE_MS = 1_700_000_040_000  # a minute boundary
+
+V1: dict[str, Any] = {
+    "type": "record",
+    "name": "Order",
+    "namespace": "clockwork.test",
+    "fields": [
+        {"name": "user", "type": "string"},
+        {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "amount", "type": "double"},
+    ],
+}
+V2: dict[str, Any] = {  # a field added with a default: backward compatible
+    **V1,
+    "fields": [*V1["fields"], {"name": "coupon", "type": ["null", "string"], "default": None}],
+}
+
+
+def avro(schema: dict[str, Any], value: dict[str, Any]) -> bytes:
+    out = BytesIO()
+    schemaless_writer(out, parse_schema(schema), value)
+    return out.getvalue()
+
+
+async def register(url: str, subject: str, *schemas: dict[str, Any]) -> list[int]:
+    """Register ``schemas`` under ``subject`` in order; their ids."""
+    client = AsyncSchemaRegistryClient({"url": url})
+    try:
+        return [
+            await client.register_schema(subject, Schema(orjson.dumps(s).decode(), "AVRO"))
+            for s in schemas
+        ]
+    finally:
+        await client.aclose()
+
+
+def orders(count: int, step_ms: int = 500) -> list[dict[str, Any]]:
+    return [
+        {"user": f"u{i % 3}", "ts": BASE_MS + i * step_ms, "amount": float(i % 7)}
+        for i in range(count)
+    ]
+
+
+def expected(data: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:
+    out: dict[tuple[str, int], dict[str, Any]] = defaultdict(lambda: {"n": 0, "revenue": 0.0})
+    for order in data:
+        acc = out[(order["user"], order["ts"] - order["ts"] % 60_000)]
+        acc["n"] += 1
+        acc["revenue"] += order["amount"]
+    return dict(out)
+
+
+def avro_definition(name: str, topic: str, shuffle: bool = False, **fmt: Any) -> PipelineDefinition:
+    definition = window_definition(
+        name,
+        [topic],
+        {
+            "type": "window",
+            "assigner": {"type": "tumbling", "size_ms": 60_000},
+            "aggregations": {"n": {"fn": "count"}, "revenue": {"fn": "sum", "field": "amount"}},
+        },
+        shuffle=shuffle,
+    )
+    return dataclasses.replace(definition, format=FormatSettings(kind="avro", **fmt))
+
+
+async def run_to_end(
+    bootstrap_servers: str, definition: PipelineDefinition, registry_url: str | None
+) -> None:
+    registry = SchemaRegistrySettings(url=registry_url) if registry_url else None
+    runtime = Runtime(runtime_settings(bootstrap_servers, schema_registry=registry))
+    await runtime.start()
+    try:
+        runtime.start_pipeline(definition)
+        await runtime.runner(definition.name).wait_for_state(PipelineState.FINISHED, timeout_s=60)
+    finally:
+        await runtime.shutdown()
+
+
+async def results_and_reasons(
+    bootstrap_servers: str, name: str
+) -> tuple[dict[tuple[str, int], dict[str, Any]], list[bytes]]:
+    results = await read_json(bootstrap_servers, f"{name}.out")
+    got = {(r["key"], r["window"]["start"]): r["result"] for r in results}
+    assert len(results) == len(got)
+    letters = await read_topic(bootstrap_servers, f"{name}.dlq")
+    return got, sorted(dict(r.headers)["clockwork.reason"] for r in letters)
+
+
+@pytest.mark.parametrize("shuffle", [False, True], ids=["keyed-source", "shuffled"])
+async def test_avro_evolving_mid_topic_with_bad_records_between(
+    bootstrap_servers: str, schema_registry: ApicurioRegistry, shuffle: bool
+) -> None:
+    """Records of two schema versions read each with its own writer schema; a record with
+    a wrong magic byte, an unknown id, or bytes its schema cannot read is a dead letter
+    with that reason; the rest are exact."""
+    name = unique("avro")
+    topic = f"{name}.in"
+    partitions = 2 if shuffle else 1  # without the shuffle, a window per key and partition
+    await create_topic(bootstrap_servers, topic, partitions)
+    v1, v2 = await register(schema_registry.url, f"{topic}-value", V1, V2)
+    assert v1 != v2
+    data = orders(120)
+    records: list[Record] = []
+    for i, order in enumerate(data):
+        if i < 60:
+            value = frame(v1, avro(V1, order))
+        else:
+            value = frame(v2, avro(V2, {**order, "coupon": "c" if i % 2 else None}))
+        records.append((i % partitions, None, value, None))
+    records += [
+        (0, None, orjson.dumps(data[0]), None),  # JSON on an Avro topic
+        (partitions - 1, None, frame(2_000_000_000, avro(V1, data[0])), None),  # no such schema
+        (0, None, frame(v2, b"\xff\xff"), None),  # not an Order
+    ]
+    await produce(bootstrap_servers, topic, records)
+    await run_to_end(bootstrap_servers, avro_definition(name, topic, shuffle), schema_registry.url)
+    got, reasons = await results_and_reasons(bootstrap_servers, name)
+    assert got == expected(data)
+    assert reasons == [b"bad_magic", b"undecodable", b"unknown_schema"]
+
+
+async def test_raw_avro_with_the_schema_in_the_spec(bootstrap_servers: str) -> None:
+    name = unique("raw-avro")
+    topic = f"{name}.in"
+    await create_topic(bootstrap_servers, topic, 1)
+    data = orders(50)
+    await produce(
+        bootstrap_servers,
+        topic,
+        [*((0, None, avro(V1, o), None) for o in data), (0, None, b"\x01", None)],
+    )
+    definition = avro_definition(name, topic, avro_schema=orjson.dumps(V1).decode())
+    await run_to_end(bootstrap_servers, definition, None)
+    got, reasons = await results_and_reasons(bootstrap_servers, name)
+    assert got == expected(data)
+    assert reasons == [b"undecodable"]
+
+
+async def test_an_unreachable_registry_pauses_the_pipeline_and_loses_nothing(
+    bootstrap_servers: str,
+) -> None:
+    """The registry stops answering mid-stream (the records of the second schema come
+    after it did): the pipeline shows paused with the reason and asks again with
+    backoff; once the registry answers, every record counts and none is a dead letter.
+
+    A registry of its own (the shared one serves other tests meanwhile), frozen rather
+    than stopped: Apicurio's storage is in memory, so a restart would forget the
+    schemas the records name, which a real registry's restart does not."""
+    name = unique("avro-outage")
+    topic = f"{name}.in"
+    await create_topic(bootstrap_servers, topic, 1)
+    data = orders(60, step_ms=2000)  # two minutes: the first window closes in the second
+    with ApicurioRegistry() as registry:
+        v1, v2 = await register(registry.url, f"{topic}-value", V1, V2)
+        first = [(0, None, frame(v1, avro(V1, o)), None) for o in data[:30]]
+        await produce(bootstrap_servers, topic, first)
+        settings = runtime_settings(
+            bootstrap_servers,
+            schema_registry=SchemaRegistrySettings(url=registry.url, timeout_s=0.5),
+        )
+        definition = dataclasses.replace(avro_definition(name, topic), bounded=False)
+        runtime = Runtime(settings)
+        await runtime.start()
+        try:
+            runtime.start_pipeline(definition)
+            runner = runtime.runner(name)
+
+            async def read_first() -> bool:
+                current = runner.stages[0].session
+                return current is not None and current.records_in >= len(first)
+
+            await wait_until(read_first, timeout_s=30)
+            session = runner.stages[0].session
+            registry.freeze()
+            try:
+                second = [(0, None, frame(v2, avro(V2, o)), None) for o in data[30:]]
+                await produce(bootstrap_servers, topic, second)
+                await runner.wait_for_state(PipelineState.PAUSED, timeout_s=30)
+                assert runner.reason is not None and "schema registry" in runner.reason
+            finally:
+                registry.thaw()
+            await runner.wait_for_state(PipelineState.RUNNING, timeout_s=30)
+            assert session is runner.stages[0].session  # waited, not restarted
+
+            async def read_all() -> bool:
+                current = runner.stages[0].session
+                return current is not None and current.records_in >= len(data)
+
+            await wait_until(read_all, timeout_s=30)
+        finally:
+            await runtime.shutdown()
+    letters = await read_topic(bootstrap_servers, f"{name}.dlq")
+    assert letters == []
+    # the first minute's windows, closed by the records after the outage, are exact (the
+    # second minute's stay open: the input is unbounded)
+    results = await read_json(bootstrap_servers, f"{name}.out")
+    got = {(r["key"], r["window"]["start"]): r["result"] for r in results}
+    first_minute = {k: v for k, v in expected(data).items() if k[1] == BASE_MS}
+    assert got == first_minute
