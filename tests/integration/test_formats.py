@@ -57,12 +57,14 @@ def avro(schema: dict[str, Any], value: dict[str, Any]) -> bytes:
     return out.getvalue()
 
 
-async def register(url: str, subject: str, *schemas: dict[str, Any]) -> list[int]:
-    """Register ``schemas`` under ``subject`` in order; their ids."""
+async def register(
+    url: str, subject: str, *schemas: dict[str, Any], kind: str = "AVRO"
+) -> list[int]:
+    """Register ``schemas`` (of type ``kind``) under ``subject`` in order; their ids."""
     client = AsyncSchemaRegistryClient({"url": url})
     try:
         return [
-            await client.register_schema(subject, Schema(orjson.dumps(s).decode(), "AVRO"))
+            await client.register_schema(subject, Schema(orjson.dumps(s).decode(), kind))
             for s in schemas
         ]
     finally:
@@ -153,6 +155,45 @@ async def test_avro_evolving_mid_topic_with_bad_records_between(
     got, reasons = await results_and_reasons(bootstrap_servers, name)
     assert got == expected(data)
     assert reasons == [b"bad_magic", b"undecodable", b"unknown_schema"]
+
+
+ORDER_JSON_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "user": {"type": "string"},
+        "ts": {"type": "integer"},
+        "amount": {"type": "number"},
+    },
+    "required": ["user", "ts"],
+}
+
+
+async def test_json_schema_through_the_registry(
+    bootstrap_servers: str, schema_registry: ApicurioRegistry
+) -> None:
+    name = unique("json-schema")
+    topic = f"{name}.in"
+    await create_topic(bootstrap_servers, topic, 1)
+    (schema_id,) = await register(
+        schema_registry.url, f"{topic}-value", ORDER_JSON_SCHEMA, kind="JSON"
+    )
+    data = orders(50)
+    await produce(
+        bootstrap_servers,
+        topic,
+        [
+            *((0, None, frame(schema_id, orjson.dumps(o)), None) for o in data),
+            (0, None, orjson.dumps(data[0]), None),
+            (0, None, frame(schema_id, b"{"), None),
+        ],
+    )
+    definition = dataclasses.replace(
+        avro_definition(name, topic), format=FormatSettings(kind="json_schema")
+    )
+    await run_to_end(bootstrap_servers, definition, schema_registry.url)
+    got, reasons = await results_and_reasons(bootstrap_servers, name)
+    assert got == expected(data)
+    assert reasons == [b"bad_magic", b"undecodable"]
 
 
 async def test_raw_avro_with_the_schema_in_the_spec(bootstrap_servers: str) -> None:

@@ -40,6 +40,7 @@ from service.runtime.formats.wire import (
     REASON_BAD_MAGIC,
     REASON_UNDECODABLE,
     REASON_UNKNOWN_SCHEMA,
+    bad_magic,
     header,
 )
 
@@ -213,7 +214,7 @@ class FramedAvroReader:
 
         def schema_of(raw: bytes) -> AvroSchema | tuple[str, str]:
             if len(raw) < HEADER_SIZE or raw[0] != MAGIC:
-                return (REASON_BAD_MAGIC, _bad_magic(raw))
+                return (REASON_BAD_MAGIC, bad_magic(raw))
             schema_id = header(raw)[1]
             try:
                 found = by_id[schema_id]
@@ -231,14 +232,6 @@ class FramedAvroReader:
 
 def registry_schemas() -> WriterSchemas[AvroSchema]:
     return WriterSchemas(SCHEMA_TYPE, parse)
-
-
-def _bad_magic(raw: bytes) -> str:
-    if not raw:
-        return "record has no value"
-    if len(raw) < HEADER_SIZE:
-        return f"{len(raw)} bytes, shorter than the wire format's 5-byte header"
-    return f"the first byte is {raw[0]}, not the wire format's magic byte 0"
 
 
 def encode(schema: AvroSchema, value: Any) -> bytes:

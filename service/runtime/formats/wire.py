@@ -31,3 +31,12 @@ def schema_id_of(value: bytes | None) -> int | None:
     if value is None or len(value) < HEADER_SIZE or value[0] != MAGIC:
         return None
     return int(_HEADER.unpack_from(value)[1])
+
+
+def bad_magic(value: bytes | None) -> str:
+    """Why ``value`` is not in the wire format (the detail of a ``bad_magic`` letter)."""
+    if not value:
+        return "record has no value"
+    if len(value) < HEADER_SIZE:
+        return f"{len(value)} bytes, shorter than the wire format's 5-byte header"
+    return f"the first byte is {value[0]}, not the wire format's magic byte 0"
