@@ -131,11 +131,11 @@ class SourceSpec(_Model):
     """The topics a pipeline consumes and how far."""
 
     topics: Annotated[list[TopicName], Field(min_length=1, max_length=64)]
-    format: Literal["json", "avro", "json_schema"] = "json"
-    """How the record values are encoded (docs/formats.md): ``json``; ``avro`` or
-    ``json_schema`` in Confluent's wire format, each record's writer schema fetched from
-    the schema registry by its id (``SERVICE_SCHEMA_REGISTRY_URL``); or raw Avro with
-    ``avro_schema``."""
+    format: Literal["json", "avro", "protobuf", "json_schema"] = "json"
+    """How the record values are encoded (docs/formats.md): ``json``; ``avro``,
+    ``protobuf`` or ``json_schema`` in Confluent's wire format, each record's writer
+    schema fetched from the schema registry by its id (``SERVICE_SCHEMA_REGISTRY_URL``);
+    or raw Avro with ``avro_schema``."""
     avro_schema: dict[str, Any] | None = None
     """Raw Avro (no wire format, no registry): every record's writer schema."""
     start_from: Literal["earliest", "latest"] = "earliest"

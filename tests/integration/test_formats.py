@@ -12,8 +12,10 @@ import orjson
 import pytest
 from confluent_kafka.schema_registry import AsyncSchemaRegistryClient, Schema
 from fastavro import parse_schema, schemaless_writer
+from google.protobuf import descriptor_pool, message_factory
 
 from service.runtime.definition import FormatSettings, PipelineDefinition
+from service.runtime.formats import protobuf
 from service.runtime.formats.wire import frame
 from service.runtime.lifecycle.manager import Runtime
 from service.runtime.observability.status import PipelineState
@@ -58,13 +60,16 @@ def avro(schema: dict[str, Any], value: dict[str, Any]) -> bytes:
 
 
 async def register(
-    url: str, subject: str, *schemas: dict[str, Any], kind: str = "AVRO"
+    url: str, subject: str, *schemas: dict[str, Any] | str, kind: str = "AVRO"
 ) -> list[int]:
-    """Register ``schemas`` (of type ``kind``) under ``subject`` in order; their ids."""
+    """Register ``schemas`` (of type ``kind``; text, or JSON to encode) under ``subject``
+    in order; their ids."""
     client = AsyncSchemaRegistryClient({"url": url})
     try:
         return [
-            await client.register_schema(subject, Schema(orjson.dumps(s).decode(), kind))
+            await client.register_schema(
+                subject, Schema(s if isinstance(s, str) else orjson.dumps(s).decode(), kind)
+            )
             for s in schemas
         ]
     finally:
@@ -194,6 +199,53 @@ async def test_json_schema_through_the_registry(
     got, reasons = await results_and_reasons(bootstrap_servers, name)
     assert got == expected(data)
     assert reasons == [b"bad_magic", b"undecodable"]
+
+
+PROTO_V1 = """
+syntax = "proto3";
+package shop;
+import "google/protobuf/timestamp.proto";
+message Order { string user = 1; google.protobuf.Timestamp ts = 2; double amount = 3; }
+"""
+PROTO_V2 = PROTO_V1.replace("double amount = 3;", "double amount = 3; string coupon = 4;")
+
+
+def proto_classes(text: str) -> Any:
+    pool = descriptor_pool.DescriptorPool()
+    for file in protobuf.compile_proto(text).file:
+        pool.Add(file)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Order"))
+
+
+async def test_protobuf_evolving_mid_topic(
+    bootstrap_servers: str, schema_registry: ApicurioRegistry
+) -> None:
+    name = unique("protobuf")
+    topic = f"{name}.in"
+    await create_topic(bootstrap_servers, topic, 1)
+    v1, v2 = await register(
+        schema_registry.url, f"{topic}-value", PROTO_V1, PROTO_V2, kind="PROTOBUF"
+    )
+    old, new = proto_classes(PROTO_V1), proto_classes(PROTO_V2)
+    data = orders(60)
+    records: list[Record] = []
+    for i, order in enumerate(data):
+        message = old(user=order["user"], amount=order["amount"])
+        if i >= 30:
+            message = new(user=order["user"], amount=order["amount"], coupon="c")
+        message.ts.FromMilliseconds(order["ts"])
+        schema_id = v1 if i < 30 else v2
+        payload = protobuf.encode_path([0]) + message.SerializeToString()
+        records.append((0, None, frame(schema_id, payload), None))
+    records.append((0, None, frame(v1, b"\x00\xff\xff"), None))
+    await produce(bootstrap_servers, topic, records)
+    definition = dataclasses.replace(
+        avro_definition(name, topic), format=FormatSettings(kind="protobuf")
+    )
+    await run_to_end(bootstrap_servers, definition, schema_registry.url)
+    got, reasons = await results_and_reasons(bootstrap_servers, name)
+    assert got == expected(data)
+    assert reasons == [b"undecodable"]
 
 
 async def test_raw_avro_with_the_schema_in_the_spec(bootstrap_servers: str) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from service.runtime.definition import FormatSettings
-from service.runtime.formats import avro, json_schema
+from service.runtime.formats import avro, json_schema, protobuf
 from service.runtime.formats.base import PayloadReader
 from service.runtime.formats.schemas import WriterSchemas
 
@@ -20,6 +20,8 @@ def payload_reader(settings: FormatSettings) -> PayloadReader | None:
         if settings.avro_schema is not None:
             return avro.RawAvroReader(avro.parse(settings.avro_schema))
         return avro.FramedAvroReader(avro.registry_schemas())
+    if settings.kind == "protobuf":
+        return protobuf.FramedProtobufReader(protobuf.registry_schemas())
     if settings.kind == "json_schema":
         return json_schema.FramedJsonReader(json_schema.registry_schemas())
     raise UnsupportedFormat(f"source format {settings.kind!r} is not supported yet")
