@@ -146,6 +146,7 @@ API_READS_OF_THE_RUNTIME = {
     "service.runtime.kafka.transactions": "whether the broker runs transactions",
     "service.runtime.kafka.tail": "the console's tail of the output topics",
     "service.runtime.kafka.embedded_broker": "make run's embedded broker",
+    "service.runtime.schema_registry.client": "whether the registry takes a result schema",
 }
 """The only runtime modules the API may import: no session, stage, partition or
 operator wiring, and no topic naming (the pipeline's topics are the runtime's room)."""

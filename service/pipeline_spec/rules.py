@@ -39,6 +39,7 @@ from service.operators.process.builtins import BUILTIN_FUNCTIONS
 from service.operators.process.builtins.daily_counter import MAX_OFFSET_MINUTES
 from service.operators.steps import check_expression
 from service.operators.udf import UdfError, check_allowed, parse_ref
+from service.pipeline_spec.sink_schemas import AVRO_NAME
 
 __all__ = [
     "BUILTIN_PARAMS_SCHEMAS",
@@ -1514,3 +1515,62 @@ def _late_topic_of_event_time_operators(
             "only event-time windows and joins have late records",
             sink.get("late_topic"),
         )
+
+
+@rule(
+    reports={"sink_format_needs_aggregations", "invalid_avro_name"},
+    schema=Fragment(
+        "PipelineSpec",
+        {
+            "if": {
+                "required": ["sink"],
+                "properties": {
+                    "sink": {
+                        "required": ["format"],
+                        "properties": {"format": {"not": {"const": "json"}}},
+                    }
+                },
+            },
+            "then": {
+                "required": ["operator"],
+                "properties": {
+                    "operator": {
+                        "required": ["type", "aggregations"],
+                        "properties": {
+                            "type": {"const": "window"},
+                            "aggregations": {
+                                "type": "object",
+                                "propertyNames": {"pattern": AVRO_NAME},
+                            },
+                        },
+                    }
+                },
+            },
+        },
+    ),
+)
+def _sink_format_has_a_schema(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    """A result schema is derived from a window's aggregations, each output an Avro name."""
+    sink = _obj(spec.get("sink"))
+    if sink is None or "format" not in sink or sink["format"] == "json":
+        return
+    op = _obj(spec.get("operator"))
+    aggregations = _obj(op.get("aggregations")) if op is not None else None
+    if op is None or op.get("type") != "window" or aggregations is None:
+        yield Problem(
+            ("sink", "format"),
+            "sink_format_needs_aggregations",
+            "results in a format with a schema need a window with aggregations (the schema "
+            "is derived from them): use sink format json for other operators",
+            sink["format"],
+        )
+        return
+    for name in aggregations:
+        if not re.match(AVRO_NAME, str(name)):
+            yield Problem(
+                ("operator", "aggregations", name),
+                "invalid_avro_name",
+                f"{name!r} is no Avro field name (letters, digits and _, not starting with "
+                "a digit), which results in Avro need",
+                name,
+            )

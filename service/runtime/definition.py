@@ -84,6 +84,15 @@ class SinkSettings:
     topic: str
     dead_letter_topic: str
     late_topic: str | None = None
+    format: Literal["json", "avro"] = "json"
+    """How results are encoded; late records and dead letters keep their input's bytes."""
+    value_schema: str | None = None
+    """``avro``: the results' schema (JSON text), registered under ``<topic>-value``."""
+
+    @property
+    def subject(self) -> str:
+        """The registry subject of the results' values (Confluent's topic naming)."""
+        return f"{self.topic}-value"
 
 
 @dataclass(frozen=True, slots=True)

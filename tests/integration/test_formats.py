@@ -8,18 +8,23 @@ from collections import defaultdict
 from io import BytesIO
 from typing import Any
 
+import httpx
 import orjson
 import pytest
 from confluent_kafka.schema_registry import AsyncSchemaRegistryClient, Schema
 from fastavro import parse_schema, schemaless_writer
 from google.protobuf import descriptor_pool, message_factory
 
+from service.pipeline_spec.sink_schemas import window_result_avro_schema
 from service.runtime.definition import FormatSettings, PipelineDefinition
+from service.runtime.formats import avro as avro_format
 from service.runtime.formats import protobuf
 from service.runtime.formats.wire import frame
 from service.runtime.lifecycle.manager import Runtime
 from service.runtime.observability.status import PipelineState
+from service.runtime.schema_registry.client import SchemaRegistry
 from service.runtime.settings import SchemaRegistrySettings
+from tests.api.server import app_settings, running_app
 from tests.integration.kafka_utils import (
     Record,
     create_topic,
@@ -326,3 +331,118 @@ async def test_an_unreachable_registry_pauses_the_pipeline_and_loses_nothing(
     got = {(r["key"], r["window"]["start"]): r["result"] for r in results}
     first_minute = {k: v for k, v in expected(data).items() if k[1] == BASE_MS}
     assert got == first_minute
+
+
+async def read_avro_results(
+    bootstrap_servers: str, topic: str, registry_url: str
+) -> list[dict[str, Any]]:
+    """The results on ``topic``, each read with the writer schema its id names."""
+    records = await read_topic(bootstrap_servers, topic)
+    cache = avro_format.registry_schemas()
+    client = SchemaRegistry(SchemaRegistrySettings(url=registry_url))
+    try:
+        await client.resolve(cache, cache.missing(records))
+    finally:
+        await client.close()
+    values: list[Any] = []
+    failures: list[Any] = []
+    avro_format.FramedAvroReader(cache).read(records, values, failures)
+    assert failures == []
+    return values
+
+
+async def test_avro_results_with_the_schema_derived_from_the_aggregations(
+    bootstrap_servers: str, schema_registry: ApicurioRegistry
+) -> None:
+    """An Avro source to an Avro sink: the results' schema is registered under
+    ``<topic>-value``, every result is in the wire format with its id, and reads back as
+    the JSON result would be."""
+    name = unique("avro-sink")
+    topic = f"{name}.in"
+    await create_topic(bootstrap_servers, topic, 1)
+    (v1,) = await register(schema_registry.url, f"{topic}-value", V1)
+    data = orders(40)
+    await produce(bootstrap_servers, topic, [(0, None, frame(v1, avro(V1, o)), None) for o in data])
+    definition = avro_definition(name, topic)
+    aggregations = definition.spec["operator"]["aggregations"]
+    schema = orjson.dumps(window_result_avro_schema(name, aggregations)).decode()
+    definition = dataclasses.replace(
+        definition,
+        sink=dataclasses.replace(definition.sink, format="avro", value_schema=schema),
+    )
+    await run_to_end(bootstrap_servers, definition, schema_registry.url)
+    results = await read_avro_results(bootstrap_servers, f"{name}.out", schema_registry.url)
+    got = {(r["key"], r["window"]["start"]): r["result"] for r in results}
+    assert got == expected(data)
+    assert {r["fire"] for r in results} == {"on_time"}
+    client = AsyncSchemaRegistryClient({"url": schema_registry.url})
+    try:
+        latest = await client.get_latest_version(f"{name}.out-value")
+    finally:
+        await client.aclose()
+    assert orjson.loads(latest.schema.schema_str)["name"] == "WindowResult"
+
+
+async def test_a_spec_whose_result_schema_the_registry_refuses_is_a_422(
+    bootstrap_servers: str, schema_registry: ApicurioRegistry
+) -> None:
+    """Under BACKWARD compatibility, adding an aggregation is fine (every result field
+    has a default) and changing one's type so old results no longer read is refused
+    when the spec is replaced, before anything runs."""
+    name = unique("avro-compat")
+    topic = f"{name}.in"
+    out = f"{name}.out"
+    await create_topic(bootstrap_servers, topic, 1)
+    client = AsyncSchemaRegistryClient({"url": schema_registry.url})
+    try:
+        await client.set_compatibility(f"{out}-value", "BACKWARD")
+    finally:
+        await client.aclose()
+
+    def spec(**aggregations: Any) -> dict[str, Any]:
+        return {
+            "name": name,
+            "source": {"topics": [topic], "format": "avro"},
+            "key": {"field": "user", "partitioned": True},
+            "timestamp": {"field": "ts"},
+            "operator": {
+                "type": "window",
+                "assigner": {"type": "tumbling", "size_ms": 60_000},
+                "aggregations": aggregations,
+            },
+            "sink": {"topic": out, "format": "avro"},
+        }
+
+    settings = app_settings(
+        bootstrap_servers, schema_registry=SchemaRegistrySettings(url=schema_registry.url)
+    )
+    async with running_app(settings) as url, httpx.AsyncClient(base_url=url) as http:
+        created = await http.post("/pipelines", json=spec(seen={"fn": "first", "field": "user"}))
+        assert created.status_code == 201, created.text
+        subject = f"{out}-value"
+
+        async def registered() -> bool:
+            versions = await http_get_versions(schema_registry.url, subject)
+            return len(versions) >= 1
+
+        await wait_until(registered, timeout_s=30)
+        grown = spec(seen={"fn": "first", "field": "user"}, n={"fn": "count"})
+        replaced = await http.put(f"/pipelines/{name}?reset_state=true", json=grown)
+        assert replaced.status_code == 200, replaced.text
+        changed = spec(seen={"fn": "count"}, n={"fn": "count"})
+        refused = await http.put(f"/pipelines/{name}?reset_state=true", json=changed)
+        assert refused.status_code == 422, refused.text
+        (problem,) = refused.json()["detail"]
+        assert problem["type"] == "sink_schema_incompatible"
+        assert problem["loc"][-2:] == ["sink", "format"]
+        await http.delete(f"/pipelines/{name}")
+
+
+async def http_get_versions(url: str, subject: str) -> list[int]:
+    client = AsyncSchemaRegistryClient({"url": url})
+    try:
+        return list(await client.get_versions(subject))
+    except Exception:  # no such subject yet
+        return []
+    finally:
+        await client.aclose()

@@ -178,6 +178,24 @@ EXAMPLES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
         [edit(join(), input_("a", source={"topics": ["in.a"], "format": "avro"}))],
         [join(), edit(join(), input_("a", source={"topics": ["in.a"], "format": "json"}))],
     ),
+    "sink_format_has_a_schema": (
+        [
+            edit(process(), lambda s: s["sink"].update(format="avro")),
+            edit(join(), lambda s: s.update(sink={"topic": "out", "format": "avro"})),
+            edit(
+                window(),
+                lambda s: (
+                    s["operator"].update(aggregations={"n-1": {"fn": "count"}})
+                    or s["sink"].update(format="avro")
+                ),
+            ),
+        ],
+        [
+            edit(window(), lambda s: s["sink"].update(format="avro")),
+            edit(window(), lambda s: s["sink"].update(format="json")),
+            edit(window(), lambda s: s["operator"].update(aggregations={"n-1": {"fn": "count"}})),
+        ],
+    ),
     "inputs_agree": (
         [
             edit(join(), input_("a", source={"topics": ["in.a"], "bounded": True})),

@@ -74,6 +74,8 @@ class LoopSession(SessionBasics, SessionClients, HeldPartitions, Protocol):
     def reporter(self) -> SessionReporter: ...
     @property
     def decoder(self) -> RecordDecoder: ...
+    @property
+    def registry(self) -> SchemaRegistry: ...
     async def interruptible(self, awaitable: Coroutine[Any, Any, T]) -> T: ...
     def raise_error(self) -> None: ...
     def waiting(self, reason: str | None) -> None: ...
@@ -96,16 +98,9 @@ class FetchLoop:
         self.last_group_check = 0.0
         self.schemas = session.decoder.schemas
         """The decoder's writer schemas by registry id (None: its format names none)."""
-        self.registry = SchemaRegistry(session.settings.schema_registry)
 
     async def run(self) -> bool:
         """Consume until stopped (False) or until bounded input is finished (True)."""
-        try:
-            return await self._run()
-        finally:
-            await self.registry.close()
-
-    async def _run(self) -> bool:
         session = self.session
         consumer = session.consumer
         settings = session.settings
@@ -202,7 +197,7 @@ class FetchLoop:
         waited = False
         while True:
             try:
-                await session.interruptible(self.registry.resolve(schemas, missing))
+                await session.interruptible(session.registry.resolve(schemas, missing))
             except Interrupted:
                 return False
             except RegistryUnavailable as exc:

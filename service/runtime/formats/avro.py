@@ -41,6 +41,7 @@ from service.runtime.formats.wire import (
     REASON_UNDECODABLE,
     REASON_UNKNOWN_SCHEMA,
     bad_magic,
+    frame,
     header,
 )
 
@@ -239,3 +240,57 @@ def encode(schema: AvroSchema, value: Any) -> bytes:
     out = BytesIO()
     schemaless_writer(out, schema.parsed, value)
     return out.getvalue()
+
+
+def framed_encoder(schema_text: str, schema_id: int) -> Callable[[dict[str, Any]], bytes]:
+    """Encode one result value per call in the wire format with schema ``schema_id`` (a
+    sink's results: a record whose ``result`` field is a record of the aggregations).
+    A value the schema does not take as it is (a JSON object where the schema says a
+    scalar: what ``first`` or ``collect`` gave) is written once more with every object
+    and array below ``result`` as its JSON text (a ``collect``'s list kept, its elements
+    so), and raises ``ValueError`` if it still does not fit."""
+    raw = orjson.loads(schema_text)
+    result_fields = next(f for f in raw["fields"] if f["name"] == "result")["type"]["fields"]
+    arrays = frozenset(
+        f["name"]
+        for f in result_fields
+        if isinstance(f["type"], dict) and f["type"].get("type") == "array"
+    )
+    parsed = parse_schema(raw)
+    prefix = frame(schema_id, b"")
+    out = BytesIO()
+    write = out.write
+    seek = out.seek
+    truncate = out.truncate
+    getvalue = out.getvalue
+
+    def encode(value: dict[str, Any]) -> bytes:
+        seek(0)
+        truncate()
+        write(prefix)
+        try:
+            schemaless_writer(out, parsed, value)
+        except (ValueError, TypeError):
+            seek(0)
+            truncate()
+            write(prefix)
+            schemaless_writer(out, parsed, _as_text(value, arrays))
+        return getvalue()
+
+    return encode
+
+
+def _as_text(value: dict[str, Any], arrays: frozenset[str]) -> dict[str, Any]:
+    """A result with the objects and arrays below its ``result`` fields as JSON text."""
+    out = dict(value)
+    out["result"] = {
+        name: (
+            [_scalar(x) for x in item] if name in arrays and type(item) is list else _scalar(item)
+        )
+        for name, item in value["result"].items()
+    }
+    return out
+
+
+def _scalar(item: Any) -> Any:
+    return orjson.dumps(item).decode() if isinstance(item, dict | list) else item

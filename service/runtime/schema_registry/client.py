@@ -12,7 +12,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from confluent_kafka.schema_registry import AsyncSchemaRegistryClient, SchemaRegistryError
+from confluent_kafka.schema_registry import (
+    AsyncSchemaRegistryClient,
+    Schema,
+    SchemaRegistryError,
+)
 
 from service.runtime.formats.schemas import WriterSchemas
 from service.runtime.settings import SchemaRegistrySettings
@@ -62,6 +66,41 @@ class SchemaRegistry:
                     f"the schema registry is unreachable: {type(exc).__name__}: {exc}"
                 ) from exc
             schemas.add(schema_id, schema.schema_type or "AVRO", schema.schema_str or "")
+
+    async def register(self, subject: str, schema_type: str, text: str) -> int:
+        """The id of ``text`` under ``subject``, registering it if new (the registry's
+        compatibility rules apply: an incompatible schema raises its
+        ``SchemaRegistryError``, status 409); raises :class:`RegistryUnavailable`."""
+        client = self._connected()
+        try:
+            return int(await client.register_schema(subject, Schema(text, schema_type)))
+        except SchemaRegistryError as exc:
+            if exc.http_status_code in (408, 429) or exc.http_status_code >= 500:
+                raise RegistryUnavailable(
+                    f"the schema registry answered {exc.http_status_code}: {exc.error_message}"
+                ) from exc
+            raise
+        except Exception as exc:  # no answer: see resolve()
+            raise RegistryUnavailable(
+                f"the schema registry is unreachable: {type(exc).__name__}: {exc}"
+            ) from exc
+
+    async def compatible(self, subject: str, schema_type: str, text: str) -> bool:
+        """Whether ``text`` may be registered under ``subject`` by its compatibility
+        rules (True for a subject without versions); raises :class:`RegistryUnavailable`."""
+        client = self._connected()
+        try:
+            return bool(await client.test_compatibility(subject, Schema(text, schema_type)))
+        except SchemaRegistryError as exc:
+            if exc.http_status_code == _NOT_FOUND:  # no such subject (or version) yet
+                return True
+            raise RegistryUnavailable(
+                f"the schema registry answered {exc.http_status_code}: {exc.error_message}"
+            ) from exc
+        except Exception as exc:
+            raise RegistryUnavailable(
+                f"the schema registry is unreachable: {type(exc).__name__}: {exc}"
+            ) from exc
 
     async def close(self) -> None:
         if self._client is not None:
