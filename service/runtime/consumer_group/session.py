@@ -207,10 +207,9 @@ class Session:
             and stage.prefetches
             and stage.watermark.interval_ms > 0  # per-record mode: no batches to take
             and self.alignment is None  # alignment paces partitions batch by batch
-            and self.decoder.schemas is None  # the fetch loop resolves registry ids first
         ):
             self.prefetcher = Prefetcher(
-                settings, definition, self.decoder, settings.prefetch_max_records
+                settings, definition, self.decoder, settings.prefetch_max_records, self.registry
             )
             self.prefetcher.start()
         try:
