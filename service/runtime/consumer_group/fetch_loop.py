@@ -96,8 +96,9 @@ class FetchLoop:
         self.session = session
         self.per_record = session.stage.watermark.interval_ms == 0
         self.last_group_check = 0.0
-        self.schemas = session.decoder.schemas
-        """The decoder's writer schemas by registry id (None: its format names none)."""
+        self.schemas = session.decoder.schemas if session.stage.reads_source else None
+        """The source decoder's writer schemas by registry id (None: its format names
+        none, or the stage reads the shuffle, which carries JSON)."""
 
     async def run(self) -> bool:
         """Consume until stopped (False) or until bounded input is finished (True)."""
