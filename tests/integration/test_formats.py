@@ -446,3 +446,31 @@ async def http_get_versions(url: str, subject: str) -> list[int]:
         return []
     finally:
         await client.aclose()
+
+
+async def test_a_format_needing_a_registry_on_a_service_without_one_is_a_422(
+    bootstrap_servers: str,
+) -> None:
+    name = unique("no-registry")
+    spec = {
+        "name": name,
+        "source": {"topics": [f"{name}.in"], "format": "protobuf"},
+        "timestamp": {"field": "ts"},
+        "operator": {
+            "type": "window",
+            "assigner": {"type": "tumbling", "size_ms": 60_000},
+            "aggregations": {"n": {"fn": "count"}},
+        },
+        "sink": {"topic": f"{name}.out", "format": "avro"},
+    }
+    async with (
+        running_app(app_settings(bootstrap_servers)) as url,
+        httpx.AsyncClient(base_url=url) as http,
+    ):
+        refused = await http.post("/pipelines", json=spec)
+        assert refused.status_code == 422, refused.text
+        (problem,) = refused.json()["detail"]
+        assert (problem["type"], problem["loc"][-2:]) == (
+            "schema_registry_unconfigured",
+            ["source", "format"],
+        )
