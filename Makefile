@@ -9,7 +9,7 @@ STAMP_DEV  := $(VENV)/.installed-dev
 KAFKA_POM := tests/kafka/pom.xml
 KAFKA_CP  := tests/kafka/classpath.txt
 
-.PHONY: run test lint typecheck unit kafka bench bench-peers bench-nexmark clean screenshot console-vendor image
+.PHONY: run test lint typecheck unit kafka registry bench bench-peers bench-nexmark clean screenshot console-vendor image
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,17 @@ $(KAFKA_CP): $(KAFKA_POM)
 kafka: $(KAFKA_CP)
 	@tr ':' '\n' < $(KAFKA_CP) | while read -r jar; do test -f "$$jar" || exit 1; done \
 		|| { rm -f $(KAFKA_CP); $(MAKE) --no-print-directory $(KAFKA_CP); }
+
+# Apicurio Registry for the tests of the Avro, Protobuf and JSON Schema formats
+# (tests/registry/pom.xml): its ready app from Maven Central, unpacked here (git-ignored).
+REGISTRY_POM := tests/registry/pom.xml
+REGISTRY_APP := tests/registry/apicurio/apicurio-registry-app-2.6.13.Final-runner.jar
+$(REGISTRY_APP): $(REGISTRY_POM)
+	rm -rf tests/registry/apicurio tests/registry/target
+	mvn -q -B --no-transfer-progress -f $(REGISTRY_POM) dependency:unpack
+	touch $@
+
+registry: $(REGISTRY_APP)
 
 run: $(STAMP_RUN)
 	$(PY) -m service.demo
@@ -61,7 +72,7 @@ $(CONTAINER_TOOLS):
 image: $(CONTAINER_TOOLS)
 	PYTHON_IMAGE="$(PYTHON_IMAGE)" deploy/image/build.sh
 
-test: lint typecheck kafka $(CHROMIUM) $(CONTAINER_TOOLS)
+test: lint typecheck kafka registry $(CHROMIUM) $(CONTAINER_TOOLS)
 	$(VENV)/bin/pytest -q
 
 # docs/console.png, the README's picture of the console: the browser tests' helper runs

@@ -34,6 +34,13 @@ shuffled pipeline (two stages through the shuffle topic, semantics.md section 8)
 checked as exactly; the number to watch is its rate against the unshuffled pipeline's
 (target: at least 50%).
 
+``--format avro|protobuf|json_schema`` (issue 35) re-encodes the same events in that
+format (Confluent's wire format, the schema registered in an Apicurio Registry started
+for the run: tests/registry/, ``make registry``) to a second topic, and runs the same
+pipeline over it with ``source.format`` set, checked the same way; the number to watch
+is its rate against the JSON pipeline's over the same events in the same run (target: at
+least 1.0).
+
 ``--exactly-once`` runs the same pipeline again on the same topic with
 ``delivery: exactly_once`` (Kafka transactions: ``--broker kafka``), its output read
 ``read_committed`` and checked the same way, and reports its rate beside the
@@ -165,6 +172,8 @@ async def run_pipeline(
     shuffle: bool = False,
     steps: list[dict[str, Any]] | None = None,
     delivery: str = "at_least_once",
+    fmt: str = "json",
+    registry_url: str | None = None,
 ) -> tuple[float, float, float]:
     """Run the bounded pipeline to ``finished``; returns (seconds, CPU seconds, startup
     seconds: from the start to the first processed records, i.e. the group join and
@@ -175,6 +184,7 @@ async def run_pipeline(
     """
     from service.operators.steps import StepProgram
     from service.runtime.definition import (
+        FormatSettings,
         PipelineDefinition,
         ShuffleSettings,
         SinkSettings,
@@ -184,7 +194,7 @@ async def run_pipeline(
     from service.runtime.factories import process_operator_factory, window_operator_factory
     from service.runtime.lifecycle.manager import Runtime
     from service.runtime.observability.status import PipelineState
-    from service.runtime.settings import RuntimeSettings
+    from service.runtime.settings import RuntimeSettings, SchemaRegistrySettings
 
     if operator == "window":
         factory = window_operator_factory(name, OPERATOR, late_output=False)
@@ -205,11 +215,13 @@ async def run_pipeline(
         bounded=True,
         steps=StepProgram(steps) if steps else None,
         delivery="exactly_once" if delivery == "exactly_once" else "at_least_once",
+        format=FormatSettings(kind=fmt),  # type: ignore[arg-type]
     )
     settings = RuntimeSettings(
         bootstrap_servers=bootstrap,
         session_timeout_ms=2000,  # the group join on Tansu waits half of it
         checkpoint_interval_ms=checkpoint_interval_ms,
+        schema_registry=SchemaRegistrySettings(url=registry_url) if registry_url else None,
     )
     if prefetch_max_records is not None:
         settings = dataclasses.replace(settings, prefetch_max_records=prefetch_max_records)
@@ -342,6 +354,9 @@ async def bench(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]:
                 "ok": report["ok"] and eos_ok,
             }
         )
+    if args.format:
+        formatted = await bench_format(args, bootstrap, records, topic, workload, pipeline_s)
+        report.update(formatted, ok=report["ok"] and formatted["format_ok"])
     if args.shuffle:
         by_order = f"{topic}-by-order"
         await produce(
@@ -372,6 +387,48 @@ async def bench(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]:
             }
         )
     return report
+
+
+async def bench_format(
+    args: argparse.Namespace,
+    bootstrap: str,
+    records: list[Any],
+    topic: str,
+    workload: Workload,
+    json_s: float,
+) -> dict[str, Any]:
+    """The same events in ``args.format``, the same pipeline over them, checked."""
+    from benchmarks.formats import encode_records, register
+
+    fmt = args.format
+    encoded_topic = f"{topic}-{fmt.replace('_', '-')}"
+    schema_id = await register(args.registry_url, f"{encoded_topic}-value", fmt)
+    encoded = encode_records(records, fmt, schema_id)
+    await produce(encoded, bootstrap, encoded_topic, workload.partitions)
+    name = encoded_topic.replace("bench-e2e", "e2e")
+    fmt_s, fmt_cpu_s, _ = await run_pipeline(
+        bootstrap,
+        encoded_topic,
+        name,
+        workload,
+        args.checkpoint_interval_ms,
+        args.prefetch_max_records,
+        fmt=fmt,
+        registry_url=args.registry_url,
+    )
+    ok, summary = await check_outputs(bootstrap, f"{name}.out", "window", workload)
+    total = len(records)
+    return {
+        "format": fmt,
+        "format_value_bytes": sum(len(r[2]) for r in encoded),
+        "json_value_bytes": sum(len(r[2]) for r in records),
+        "format_records_per_s": round(total / fmt_s),
+        "format_seconds": round(fmt_s, 3),
+        "format_vs_json": round(json_s / fmt_s, 3),
+        "format_cpu_us_per_record": round(fmt_cpu_s / total * 1e6, 2),
+        "format_check": summary,
+        "format_ok": ok,
+    }
 
 
 async def check_outputs(
@@ -429,10 +486,33 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also run the same pipeline with delivery exactly_once (needs --broker kafka)",
     )
+    parser.add_argument(
+        "--format",
+        choices=["avro", "protobuf", "json_schema"],
+        default=None,
+        help="also run the same events in this format through a schema registry",
+    )
     args = parser.parse_args(argv)
+    args.registry_url = None
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     if args.profile:
         logging.getLogger("service.runtime").setLevel(logging.INFO)
+    registry = None
+    if args.format:
+        from tests.registry.apicurio_registry import ApicurioRegistry
+
+        registry = ApicurioRegistry().start()
+        args.registry_url = registry.url
+    try:
+        report = run_bench(args)
+    finally:
+        if registry is not None:
+            registry.close()
+    print(json.dumps(report, indent=2))
+    return 0 if report["ok"] else 1
+
+
+def run_bench(args: argparse.Namespace) -> dict[str, Any]:
     if args.bootstrap:
         report = asyncio.run(bench(args, args.bootstrap))
         report["broker"] = args.bootstrap
@@ -443,8 +523,7 @@ def main(argv: list[str] | None = None) -> int:
         with EmbeddedBroker() if args.broker == "tansu" else KafkaBroker() as broker:
             report = asyncio.run(bench(args, broker.bootstrap_servers))
         report["broker"] = args.broker
-    print(json.dumps(report, indent=2))
-    return 0 if report["ok"] else 1
+    return report
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ from service.runtime.security import (
     KafkaSecurity,
     read_secret_file,
 )
+from service.runtime.settings import SchemaRegistrySettings
 
 __all__ = ["Settings", "SettingsError"]
 
@@ -69,6 +70,15 @@ class Settings:
 
     http_port: int = 8000
     """``SERVICE_HTTP_PORT``: the port the REST API listens on (1-65535)."""
+
+    schema_registry: SchemaRegistrySettings | None = None
+    """``SERVICE_SCHEMA_REGISTRY_URL`` (unset: no registry; pipelines whose source is in
+    Confluent's wire format wait for one, failed), with
+    ``SERVICE_SCHEMA_REGISTRY_BASIC_AUTH_USER_INFO`` (``user:password``, or ``..._FILE``),
+    ``SERVICE_SCHEMA_REGISTRY_SSL_CA_LOCATION``,
+    ``SERVICE_SCHEMA_REGISTRY_SSL_CERTIFICATE_LOCATION`` and
+    ``SERVICE_SCHEMA_REGISTRY_SSL_KEY_LOCATION`` (PEM files), as Confluent's clients name
+    them."""
 
     kafka_security: KafkaSecurity = PLAINTEXT
     """``KAFKA_SECURITY_PROTOCOL`` and the ``KAFKA_SASL_*`` and ``KAFKA_SSL_*`` variables:
@@ -232,6 +242,7 @@ class Settings:
             problems.append(
                 "SERVICE_HTTP_TLS_CERT_FILE and SERVICE_HTTP_TLS_KEY_FILE: set both or neither"
             )
+        values["schema_registry"] = _schema_registry(read, read_secret)
         values["kafka_security"] = _kafka_security(
             read, read_secret, problems, embedded=values["kafka_bootstrap_servers"] is None
         )
@@ -280,6 +291,35 @@ _KAFKA_SSL_VARS = (
     "KAFKA_SSL_KEY_FILE",
     "KAFKA_SSL_CHECK_HOSTNAME",
 )
+
+
+def _schema_registry(
+    read: Callable[[str, Callable[[str], Any], Any], Any],
+    read_secret: Callable[[str], str | None],
+) -> SchemaRegistrySettings | None:
+    """The registry from ``SERVICE_SCHEMA_REGISTRY_*``; None without its URL."""
+    url = read("SERVICE_SCHEMA_REGISTRY_URL", _parse_urls, None)
+    user_info = read_secret("SERVICE_SCHEMA_REGISTRY_BASIC_AUTH_USER_INFO")
+    files = {
+        name: read(f"SERVICE_SCHEMA_REGISTRY_SSL_{name.upper()}", _parse_file, None)
+        for name in ("ca_location", "certificate_location", "key_location")
+    }
+    if url is None:
+        return None
+    return SchemaRegistrySettings(
+        url=url,
+        basic_auth_user_info=user_info,
+        ssl_ca_location=files["ca_location"],
+        ssl_certificate_location=files["certificate_location"],
+        ssl_key_location=files["key_location"],
+    )
+
+
+def _parse_urls(raw: str) -> str:
+    urls = [u.strip() for u in raw.split(",") if u.strip()]
+    if not urls or not all(u.startswith(("http://", "https://")) for u in urls):
+        raise ValueError("not http(s) URLs")
+    return ",".join(urls)
 
 
 def _kafka_security(

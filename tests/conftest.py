@@ -24,6 +24,7 @@ import pytest
 from service.runtime.kafka.embedded_broker import EmbeddedBroker
 from tests.integration.secure_kafka import Pki, make_pki, mtls_broker, sasl_ssl_broker
 from tests.kafka.kafka_broker import KafkaBroker
+from tests.registry.apicurio_registry import ApicurioRegistry
 
 BROKERS = ("tansu", "kafka")
 
@@ -126,6 +127,14 @@ def tansu_broker() -> Iterator[EmbeddedBroker]:
 def apache_kafka_broker() -> Iterator[KafkaBroker]:
     with KafkaBroker() as broker:
         yield broker
+
+
+@pytest.fixture(scope="session")
+def schema_registry() -> Iterator[ApicurioRegistry]:
+    """Apicurio Registry (tests/registry/), shared by every test that uses it: each
+    registers its own subjects, so they do not meet."""
+    with ApicurioRegistry() as registry:
+        yield registry
 
 
 @pytest.fixture(scope="session")

@@ -18,7 +18,16 @@ SERVICE = Path(__file__).resolve().parents[1] / "service"
 
 # service/runtime's sub-packages, lowest first: a package imports only those below it
 # (and observability, and the root modules every layer reads).
-RUNTIME_ORDER = ("kafka", "partition", "shuffle", "pipeline_topics", "consumer_group", "lifecycle")
+RUNTIME_ORDER = (
+    "formats",
+    "schema_registry",
+    "kafka",
+    "partition",
+    "shuffle",
+    "pipeline_topics",
+    "consumer_group",
+    "lifecycle",
+)
 RUNTIME_ROOT = ("definition", "factories", "security", "settings", "pipeline_topics.names")
 """Read by every sub-package. ``pipeline_topics.names`` is the pipeline topics' room's
 pure half (what every topic and group is called), which the definition names them with."""
@@ -137,6 +146,7 @@ API_READS_OF_THE_RUNTIME = {
     "service.runtime.kafka.transactions": "whether the broker runs transactions",
     "service.runtime.kafka.tail": "the console's tail of the output topics",
     "service.runtime.kafka.embedded_broker": "make run's embedded broker",
+    "service.runtime.schema_registry.client": "whether the registry takes a result schema",
 }
 """The only runtime modules the API may import: no session, stage, partition or
 operator wiring, and no topic naming (the pipeline's topics are the runtime's room)."""
@@ -169,7 +179,13 @@ def test_the_function_api_imports_only_the_core_and_the_operators() -> None:
 
 def test_the_settings_import_no_api_spec_or_session() -> None:
     names = service_imports("service.settings", SERVICE / "settings.py")
-    allowed = ("service.core", "service.operators", "service.runtime.security")
+    # runtime.settings: plain frozen data (the schema registry's settings), like security
+    allowed = (
+        "service.core",
+        "service.operators",
+        "service.runtime.security",
+        "service.runtime.settings",
+    )
     assert {n for n in names if not n.startswith(allowed)} == set()
 
 

@@ -74,6 +74,7 @@ def runtime_settings(
         session_timeout_ms=settings.session_timeout_ms(embedded_broker),
         prefetch_max_records=settings.prefetch_max_records,
         replication_factor=settings.topic_replication,
+        schema_registry=settings.schema_registry,
     )
 
 

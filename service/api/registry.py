@@ -26,6 +26,7 @@ from service.runtime.kafka.transactions import transactions_unsupported
 from service.runtime.lifecycle.manager import Runtime
 from service.runtime.observability.status import UnknownPipeline
 from service.runtime.pipeline_topics.admin import PinnedEnds, PipelineTopics
+from service.runtime.schema_registry.client import RegistryUnavailable, SchemaRegistry
 from service.settings import Settings
 
 __all__ = [
@@ -153,11 +154,64 @@ class PipelineRegistry:
             ]
         )
 
+    async def check_schema_registry(self, definition: PipelineDefinition) -> None:
+        """A format that needs the schema registry on a service without one
+        (``SERVICE_SCHEMA_REGISTRY_URL``) is a 422. A result schema the registry would
+        refuse under ``<topic>-value`` (its compatibility rules against the versions
+        there) is a 422 now, not a failure when the pipeline starts. A registry that
+        cannot be asked lets the spec through: the pipeline registers the schema when it
+        starts, and fails with the registry's reason then if it is refused."""
+        unconfigured = self._settings.schema_registry is None
+        for loc, needs in (
+            (["source", "format"], definition.format.uses_registry),
+            (["sink", "format"], definition.sink.value_schema is not None),
+        ):
+            if needs and unconfigured:
+                raise SpecInvalid(
+                    [
+                        {
+                            "loc": loc,
+                            "msg": "this format needs a schema registry, and the service "
+                            "has none (SERVICE_SCHEMA_REGISTRY_URL)",
+                            "type": "schema_registry_unconfigured",
+                            "input": definition.spec.get(loc[0], {}).get("format"),
+                        }
+                    ]
+                )
+        sink = definition.sink
+        if sink.value_schema is None:
+            return
+        registry = SchemaRegistry(self._settings.schema_registry)
+        try:
+            compatible = await registry.compatible(sink.subject, "AVRO", sink.value_schema)
+        except RegistryUnavailable as exc:
+            logger.warning(
+                "pipeline %s: the result schema was not checked (%s)", definition.name, exc
+            )
+            return
+        finally:
+            await registry.close()
+        if not compatible:
+            raise SpecInvalid(
+                [
+                    {
+                        "loc": ["sink", "format"],
+                        "msg": f"the schema registry refuses the results' new schema under "
+                        f"{sink.subject!r} as incompatible with the versions there (its "
+                        "compatibility rules): keep the aggregations' names and types, or "
+                        "write to another topic",
+                        "type": "sink_schema_incompatible",
+                        "input": sink.format,
+                    }
+                ]
+            )
+
     # -- operations (any replica) ----------------------------------------------------
 
     async def create(self, raw: Any) -> dict[str, Any]:
         spec, definition, sql = self.parse_body(raw)
         await self.check_broker(spec)
+        await self.check_schema_registry(definition)
         async with self._store.write_lock:
             await self._store.sync(self._timeout_s)
             if self._store.get(spec.name) is not None:
@@ -206,6 +260,7 @@ class PipelineRegistry:
                 ]
             )
         await self.check_broker(spec)
+        await self.check_schema_registry(definition)
         async with self._store.write_lock:
             await self._store.sync(self._timeout_s)
             current = self._require(name)

@@ -41,7 +41,9 @@ from service.pipeline_spec.models import (
     WatermarkSpec,
     WindowOperator,
 )
+from service.pipeline_spec.sink_schemas import window_result_avro_schema
 from service.runtime.definition import (
+    FormatSettings,
     InputSettings,
     OperatorFactory,
     PipelineDefinition,
@@ -234,6 +236,12 @@ def build_definition(spec: PipelineSpec, allowed_modules: Sequence[str]) -> Pipe
         # (tests/pipeline_spec/test_build.py), so a new watermark setting needs no line here.
         watermark=WatermarkSettings(**spec.watermark.model_dump()),
         start_from=spec.source.start_from,
+        format=FormatSettings(
+            kind=spec.source.format,
+            avro_schema=(
+                json.dumps(spec.source.avro_schema) if spec.source.avro_schema is not None else None
+            ),
+        ),
         bounded=spec.source.bounded,
         delivery=spec.delivery,
         spec=spec.to_json(),
@@ -353,10 +361,19 @@ def _check_watermark(wm: WatermarkSpec, at: tuple[str | int, ...]) -> None:
 
 
 def _sink(spec: PipelineSpec) -> SinkSettings:
+    value_schema = None
+    op = spec.operator
+    if spec.sink.format != "json":  # the rules allow it only with aggregations
+        if not isinstance(op, WindowOperator) or op.aggregations is None:
+            raise BuildError(("sink", "format"), "a result schema needs aggregations")
+        aggregations = {name: agg.model_dump() for name, agg in op.aggregations.items()}
+        value_schema = json.dumps(window_result_avro_schema(spec.name, aggregations))
     return SinkSettings(
         topic=spec.sink.topic,
         dead_letter_topic=spec.sink.dead_letter_topic or f"{spec.sink.topic}.dlq",
         late_topic=spec.sink.late_topic,
+        format=spec.sink.format,
+        value_schema=value_schema,
     )
 
 

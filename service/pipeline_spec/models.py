@@ -132,7 +132,13 @@ class SourceSpec(_Model):
     """The topics a pipeline consumes and how far."""
 
     topics: Annotated[list[TopicName], Field(min_length=1, max_length=64)]
-    format: Literal["json"] = "json"
+    format: Literal["json", "avro", "protobuf", "json_schema"] = "json"
+    """How the record values are encoded (docs/formats.md): ``json``; ``avro``,
+    ``protobuf`` or ``json_schema`` in Confluent's wire format, each record's writer
+    schema fetched from the schema registry by its id (``SERVICE_SCHEMA_REGISTRY_URL``);
+    or raw Avro with ``avro_schema``."""
+    avro_schema: dict[str, Any] | None = None
+    """Raw Avro (no wire format, no registry): every record's writer schema."""
     start_from: Literal["earliest", "latest"] = "earliest"
     """Where a new consumer group starts; committed offsets win after that."""
     bounded: bool = False
@@ -421,6 +427,10 @@ class SinkSpec(_Model):
     """Late records (event-time windows); without it they are counted and dropped."""
     dead_letter_topic: TopicName | None = None
     """Records that cannot be decoded, timestamped or processed; default ``<topic>.dlq``."""
+    format: Literal["json", "avro"] = "json"
+    """How results are encoded: ``json``, or ``avro`` in Confluent's wire format with a
+    schema derived from the aggregations, registered under ``<topic>-value``
+    (docs/formats.md, "Results"). Late records and dead letters keep their input's bytes."""
 
 
 class InputSpec(_Model):

@@ -31,12 +31,15 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+import fastavro
+
 from service.core.time import MAX_DURATION_MS
 from service.operators.join.projection import SelectError, compile_projection
 from service.operators.process.builtins import BUILTIN_FUNCTIONS
 from service.operators.process.builtins.daily_counter import MAX_OFFSET_MINUTES
 from service.operators.steps import check_expression
 from service.operators.udf import UdfError, check_allowed, parse_ref
+from service.pipeline_spec.sink_schemas import AVRO_NAME
 
 __all__ = [
     "BUILTIN_PARAMS_SCHEMAS",
@@ -295,6 +298,78 @@ def _stream_settings_in_inputs(spec: Mapping[str, Any], _: Sequence[str]) -> Ite
                 f"with inputs, {name} belongs to each input: move it into inputs.<name>",
                 spec[name],
             )
+
+
+@rule(
+    reports={"avro_schema_without_avro"},
+    schema=Fragment(
+        "SourceSpec",
+        {"if": _present("avro_schema", "object"), "then": _equals("format", "avro")},
+    ),
+)
+def _avro_schema_is_avro(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    """An ``avro_schema`` says the values are raw Avro: the format is ``avro``."""
+    for at, section in _sources(spec):
+        if _obj(section.get("avro_schema")) is not None and section.get("format") != "avro":
+            yield Problem(
+                (*at, "format"),
+                "avro_schema_without_avro",
+                'an avro_schema is for raw Avro values: set "format": "avro" (or drop it)',
+                section.get("format", "json"),
+            )
+
+
+@rule(
+    reports={"invalid_avro_schema"},
+    beyond_schema={"invalid_avro_schema": "parsing an Avro schema is no JSON Schema's"},
+)
+def _avro_schema_parses(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    """The raw Avro schema is one fastavro can read with."""
+    for at, section in _sources(spec):
+        schema = _obj(section.get("avro_schema"))
+        if schema is None:
+            continue
+        try:
+            fastavro.parse_schema(dict(schema))
+        except Exception as exc:  # fastavro's SchemaParseException, or its KeyErrors
+            yield Problem(
+                (*at, "avro_schema"),
+                "invalid_avro_schema",
+                f"not an Avro schema: {type(exc).__name__}: {exc}",
+                schema,
+            )
+
+
+@rule(
+    reports={"format_in_join"},
+    schema=Fragment(
+        "InputSpec",
+        {"properties": {"source": {"properties": {"format": {"const": "json"}}}}},
+    ),
+)
+def _joins_read_json(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    """A join's inputs are JSON for now (issue 35 decodes one-input pipelines' sources)."""
+    for at, section in _sources(spec):
+        if at[0] == "inputs" and section.get("format", "json") != "json":
+            yield Problem(
+                (*at, "format"),
+                "format_in_join",
+                "a join's inputs read JSON only, for now",
+                section.get("format"),
+            )
+
+
+def _sources(spec: Mapping[str, Any]) -> Iterator[tuple[Loc, Mapping[str, Any]]]:
+    """The source section of the pipeline, or of each input of a join."""
+    source = _obj(spec.get("source"))
+    if source is not None:
+        yield ("source",), source
+    inputs = _obj(spec.get("inputs"))
+    for name, value in (inputs or {}).items():
+        section = _obj(value)
+        found = _obj(section.get("source")) if section is not None else None
+        if found is not None:
+            yield ("inputs", name, "source"), found
 
 
 _JOIN_OPERATOR: JsonSchema = {
@@ -1443,3 +1518,62 @@ def _late_topic_of_event_time_operators(
             "only event-time windows and joins have late records",
             sink.get("late_topic"),
         )
+
+
+@rule(
+    reports={"sink_format_needs_aggregations", "invalid_avro_name"},
+    schema=Fragment(
+        "PipelineSpec",
+        {
+            "if": {
+                "required": ["sink"],
+                "properties": {
+                    "sink": {
+                        "required": ["format"],
+                        "properties": {"format": {"not": {"const": "json"}}},
+                    }
+                },
+            },
+            "then": {
+                "required": ["operator"],
+                "properties": {
+                    "operator": {
+                        "required": ["type", "aggregations"],
+                        "properties": {
+                            "type": {"const": "window"},
+                            "aggregations": {
+                                "type": "object",
+                                "propertyNames": {"pattern": AVRO_NAME},
+                            },
+                        },
+                    }
+                },
+            },
+        },
+    ),
+)
+def _sink_format_has_a_schema(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    """A result schema is derived from a window's aggregations, each output an Avro name."""
+    sink = _obj(spec.get("sink"))
+    if sink is None or "format" not in sink or sink["format"] == "json":
+        return
+    op = _obj(spec.get("operator"))
+    aggregations = _obj(op.get("aggregations")) if op is not None else None
+    if op is None or op.get("type") != "window" or aggregations is None:
+        yield Problem(
+            ("sink", "format"),
+            "sink_format_needs_aggregations",
+            "results in a format with a schema need a window with aggregations (the schema "
+            "is derived from them): use sink format json for other operators",
+            sink["format"],
+        )
+        return
+    for name in aggregations:
+        if not re.match(AVRO_NAME, str(name)):
+            yield Problem(
+                ("operator", "aggregations", name),
+                "invalid_avro_name",
+                f"{name!r} is no Avro field name (letters, digits and _, not starting with "
+                "a digit), which results in Avro need",
+                name,
+            )

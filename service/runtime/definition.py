@@ -66,10 +66,33 @@ class ShuffleSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class FormatSettings:
+    """How a source's record values are encoded (runtime/formats/, docs/formats.md)."""
+
+    kind: Literal["json", "avro", "protobuf", "json_schema"] = "json"
+    avro_schema: str | None = None
+    """Raw Avro: the writer schema of every record (JSON text), no registry; None: the
+    Confluent wire format, each record's writer schema fetched by its id."""
+
+    @property
+    def uses_registry(self) -> bool:
+        return self.kind != "json" and self.avro_schema is None
+
+
+@dataclass(frozen=True, slots=True)
 class SinkSettings:
     topic: str
     dead_letter_topic: str
     late_topic: str | None = None
+    format: Literal["json", "avro"] = "json"
+    """How results are encoded; late records and dead letters keep their input's bytes."""
+    value_schema: str | None = None
+    """``avro``: the results' schema (JSON text), registered under ``<topic>-value``."""
+
+    @property
+    def subject(self) -> str:
+        """The registry subject of the results' values (Confluent's topic naming)."""
+        return f"{self.topic}-value"
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +133,8 @@ class PipelineDefinition:
     timestamp: TimestampSettings = TimestampSettings()
     watermark: WatermarkSettings = WatermarkSettings()
     start_from: Literal["earliest", "latest"] = "earliest"
+    format: FormatSettings = FormatSettings()
+    """The source's payload format (a join's inputs read JSON)."""
     bounded: bool = False
     delivery: Literal["at_least_once", "exactly_once"] = "at_least_once"
     """``exactly_once``: each partition's outputs, changelog and offset commit in one

@@ -6,9 +6,39 @@ properties of the deployment (the broker, its timeouts), not of a pipeline.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from service.runtime.security import PLAINTEXT, KafkaSecurity
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaRegistrySettings:
+    """Where the schema registry is and how to reach it, named as Confluent's clients
+    name them (``SERVICE_SCHEMA_REGISTRY_*``; docs/formats.md)."""
+
+    url: str
+    """One URL, or several comma-separated (tried in turn)."""
+    basic_auth_user_info: str | None = field(default=None, repr=False)
+    """``user:password`` for HTTP basic auth."""
+    ssl_ca_location: str | None = None
+    ssl_certificate_location: str | None = None
+    ssl_key_location: str | None = None
+    timeout_s: float = 5.0
+    """One request's timeout; an unreachable registry is retried by the runtime."""
+
+    def client_config(self) -> dict[str, Any]:
+        """The configuration of confluent-kafka's registry client."""
+        config: dict[str, Any] = {"url": self.url, "timeout": self.timeout_s, "max.retries": 0}
+        for name, value in (
+            ("basic.auth.user.info", self.basic_auth_user_info),
+            ("ssl.ca.location", self.ssl_ca_location),
+            ("ssl.certificate.location", self.ssl_certificate_location),
+            ("ssl.key.location", self.ssl_key_location),
+        ):
+            if value is not None:
+                config[name] = value
+        return config
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,6 +46,8 @@ class RuntimeSettings:
     bootstrap_servers: str
     security: KafkaSecurity = PLAINTEXT
     """TLS and SASL for every client (``KafkaCluster.of(settings)`` makes them)."""
+    schema_registry: SchemaRegistrySettings | None = None
+    """For the sources in Confluent's wire format (None: such pipelines wait, failed)."""
     checkpoint_interval_ms: int = 5000
     """A partition's state and offset are made durable at least this often."""
     fetch_max_wait_ms: int = 20

@@ -158,13 +158,30 @@ def the_broker_can_run(spec: dict[str, Any]) -> bool:
     return not (spec.get("delivery") == "exactly_once" and "transactions" in BROKER_LACKS)
 
 
+def needs_no_schema_registry(spec: dict[str, Any]) -> bool:
+    """The service under test has no schema registry, and refuses a format that needs
+    one (``schema_registry_unconfigured``), as it should: a source in Confluent's wire
+    format, or results in Avro."""
+    source = spec.get("source")
+    if isinstance(source, dict):
+        fmt = source.get("format", "json")
+        if fmt != "json" and not (fmt == "avro" and isinstance(source.get("avro_schema"), dict)):
+            return False
+    sink = spec.get("sink")
+    return not (isinstance(sink, dict) and sink.get("format", "json") != "json")
+
+
 @schemathesis.hook
 def filter_case(context: HookContext, case: Case) -> bool:
     """Positive specs meet the rules no schema states, and ask only for what the broker
-    under test can do."""
+    (and the service, without a schema registry) under test can do."""
     if not _positive_spec(case) or _sql_body(case):
         return True
-    return meets_the_rules_no_schema_states(case.body) and the_broker_can_run(case.body)
+    return (
+        meets_the_rules_no_schema_states(case.body)
+        and the_broker_can_run(case.body)
+        and needs_no_schema_registry(case.body)
+    )
 
 
 def with_valid_expressions(spec: dict[str, Any]) -> None:
@@ -181,6 +198,24 @@ def with_valid_expressions(spec: dict[str, Any]) -> None:
         for field in select:
             if isinstance(select[field], str):
                 select[field] = "1 + 1"
+
+
+VALID_AVRO_SCHEMA = {
+    "type": "record",
+    "name": "Order",
+    "fields": [{"name": "user", "type": "string"}, {"name": "ts", "type": "long"}],
+}
+
+
+def with_valid_avro_schemas(spec: dict[str, Any]) -> None:
+    """An ``avro_schema`` is an Avro schema, which no JSON Schema states (the schema says
+    "an object"): in a positive spec, each becomes a valid one (every input's too)."""
+    inputs = spec.get("inputs")
+    sections = [spec, *(inputs.values() if isinstance(inputs, dict) else ())]
+    for section in sections:
+        source = section.get("source") if isinstance(section, dict) else None
+        if isinstance(source, dict) and isinstance(source.get("avro_schema"), dict):
+            source["avro_schema"] = dict(VALID_AVRO_SCHEMA)
 
 
 def _valid_steps(steps: Any) -> None:
@@ -209,6 +244,7 @@ def before_call(context: HookContext, case: Case, kwargs: dict[str, Any]) -> Non
         case.body["sql"] = VALID_SQL
     else:
         with_valid_expressions(case.body)
+        with_valid_avro_schemas(case.body)
     name = (case.path_parameters or {}).get("name")
     if name is not None and "name" in case.body:
         case.body["name"] = name

@@ -331,3 +331,27 @@ def test_reads_open_and_https_files(pki: Pki) -> None:
     assert settings.api_read_open
     assert settings.http_tls_cert_file == str(pki.admin_cert)
     assert not Settings.from_env({}).api_read_open
+
+
+# -- the schema registry -----------------------------------------------------------------
+
+
+def test_the_schema_registry_is_configured_as_confluents_clients_name_it() -> None:
+    assert Settings.from_env({}).schema_registry is None
+    settings = Settings.from_env(
+        {
+            "SERVICE_SCHEMA_REGISTRY_URL": "http://a:8081, https://b:8081",
+            "SERVICE_SCHEMA_REGISTRY_BASIC_AUTH_USER_INFO": "me:s3cret",
+        }
+    )
+    registry = settings.schema_registry
+    assert registry is not None
+    assert registry.client_config() == {
+        "url": "http://a:8081,https://b:8081",
+        "timeout": 5.0,
+        "max.retries": 0,
+        "basic.auth.user.info": "me:s3cret",
+    }
+    assert "s3cret" not in repr(settings.describe())
+    with pytest.raises(SettingsError, match="SERVICE_SCHEMA_REGISTRY_URL"):
+        Settings.from_env({"SERVICE_SCHEMA_REGISTRY_URL": "a:8081"})

@@ -118,6 +118,12 @@ def no_aggregations(spec: dict[str, Any]) -> dict[str, Any]:
 FN = "examples.udf.quiet:CountUntilQuiet"
 
 # rule -> (specs it refuses, specs it accepts). Every rule has both.
+AVRO_ORDER = {
+    "type": "record",
+    "name": "Order",
+    "fields": [{"name": "user", "type": "string"}, {"name": "ts", "type": "long"}],
+}
+
 EXAMPLES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
     "source_or_inputs": (
         [
@@ -141,6 +147,54 @@ EXAMPLES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
             edit(window(), lambda s: s.pop("source") and s.update(inputs=join()["inputs"])),
         ],
         [join(), window(), edit(window(), lambda s: s.update(inputs=None))],
+    ),
+    "avro_schema_is_avro": (
+        [
+            edit(window(), lambda s: s["source"].update(avro_schema=AVRO_ORDER)),
+            edit(window(), lambda s: s["source"].update(format="json", avro_schema=AVRO_ORDER)),
+        ],
+        [
+            edit(window(), lambda s: s["source"].update(format="avro", avro_schema=AVRO_ORDER)),
+            edit(window(), lambda s: s["source"].update(format="avro")),
+        ],
+    ),
+    "avro_schema_parses": (
+        [
+            edit(
+                window(),
+                lambda s: s["source"].update(format="avro", avro_schema={"type": "nonsense"}),
+            ),
+            edit(
+                window(),
+                lambda s: s["source"].update(
+                    format="avro",
+                    avro_schema={"type": "record", "name": "R", "fields": [{"name": "x"}]},
+                ),
+            ),
+        ],
+        [edit(window(), lambda s: s["source"].update(format="avro", avro_schema=AVRO_ORDER))],
+    ),
+    "joins_read_json": (
+        [edit(join(), input_("a", source={"topics": ["in.a"], "format": "avro"}))],
+        [join(), edit(join(), input_("a", source={"topics": ["in.a"], "format": "json"}))],
+    ),
+    "sink_format_has_a_schema": (
+        [
+            edit(process(), lambda s: s["sink"].update(format="avro")),
+            edit(join(), lambda s: s.update(sink={"topic": "out", "format": "avro"})),
+            edit(
+                window(),
+                lambda s: (
+                    s["operator"].update(aggregations={"n-1": {"fn": "count"}})
+                    or s["sink"].update(format="avro")
+                ),
+            ),
+        ],
+        [
+            edit(window(), lambda s: s["sink"].update(format="avro")),
+            edit(window(), lambda s: s["sink"].update(format="json")),
+            edit(window(), lambda s: s["operator"].update(aggregations={"n-1": {"fn": "count"}})),
+        ],
     ),
     "inputs_agree": (
         [

@@ -260,7 +260,7 @@ def _option(source: Source, name: str, node: exp.Expression) -> None:
         source.source["topics"] = [t.strip() for t in _text(node).split(",") if t.strip()]
     elif name in ("format", "value.format"):
         if _text(node).lower() != "json":
-            raise OptionError("'json' (the only format the service reads)")
+            raise OptionError("'json' (SQL sources read JSON only, for now: docs/formats.md)")
     elif name == "timestamp_format":
         fmt = _text(node).lower()
         if fmt not in _TIMESTAMP_FORMATS:

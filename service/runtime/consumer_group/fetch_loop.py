@@ -43,12 +43,14 @@ from service.runtime.consumer_group.checkpointing import Checkpointer
 from service.runtime.consumer_group.prefetch import Chunk, PendingInput
 from service.runtime.consumer_group.reporting import SessionReporter
 from service.runtime.consumer_group.views import HeldPartitions, SessionBasics, SessionClients
+from service.runtime.formats.schemas import WriterSchemas
 from service.runtime.kafka.batch_reader import BatchReader
 from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.kafka.end_offsets import probe_end_offsets
 from service.runtime.kafka.interrupts import Interrupted
-from service.runtime.partition.decoding import DeadLetter
+from service.runtime.partition.decoding import DeadLetter, RecordDecoder
 from service.runtime.partition.task import PartitionTask
+from service.runtime.schema_registry.client import RegistryUnavailable, SchemaRegistry
 
 T = TypeVar("T")
 
@@ -70,8 +72,13 @@ class LoopSession(SessionBasics, SessionClients, HeldPartitions, Protocol):
     def checkpointer(self) -> Checkpointer: ...
     @property
     def reporter(self) -> SessionReporter: ...
+    @property
+    def decoder(self) -> RecordDecoder: ...
+    @property
+    def registry(self) -> SchemaRegistry: ...
     async def interruptible(self, awaitable: Coroutine[Any, Any, T]) -> T: ...
     def raise_error(self) -> None: ...
+    def waiting(self, reason: str | None) -> None: ...
     def align(self, now: int) -> None: ...
 
 
@@ -89,6 +96,9 @@ class FetchLoop:
         self.session = session
         self.per_record = session.stage.watermark.interval_ms == 0
         self.last_group_check = 0.0
+        self.schemas = session.decoder.schemas if session.stage.reads_source else None
+        """The source decoder's writer schemas by registry id (None: its format names
+        none, or the stage reads the shuffle, which carries JSON)."""
 
     async def run(self) -> bool:
         """Consume until stopped (False) or until bounded input is finished (True)."""
@@ -108,6 +118,7 @@ class FetchLoop:
         perf = time.perf_counter
         pauses = session.pauses
         aligning = session.alignment is not None
+        schemas = self.schemas
         reader = BatchReader(consumer)  # the consumer has started: its fetcher exists
         if not reader.lean:
             logger.warning(
@@ -140,6 +151,8 @@ class FetchLoop:
             session.polls += 1
             session.raise_error()
             ready = bool(session.pending) and self.process_pending()
+            if batch and schemas is not None and not await self.resolve_schemas(batch, schemas):
+                break  # stopped while the registry was away: the batch is read again
             if batch:
                 started = perf()
                 self.process(batch)
@@ -167,6 +180,44 @@ class FetchLoop:
                 reporter.last_refresh = now
                 reporter.refresh()
         return False
+
+    async def resolve_schemas(
+        self, batch: dict[TopicPartition, list[Any]], schemas: WriterSchemas[Any]
+    ) -> bool:
+        """Fetch every writer schema the batch names that is not known yet. While the
+        registry cannot be reached, the stage shows paused with the reason and asks
+        again with backoff, the batch in hand; False: stopped meanwhile."""
+        missing: set[int] = set()
+        for records in batch.values():
+            missing |= schemas.missing(records)
+        if not missing:
+            return True
+        session = self.session
+        settings = session.settings
+        backoff = settings.restart_backoff_initial_s
+        waited = False
+        while True:
+            try:
+                await session.interruptible(session.registry.resolve(schemas, missing))
+            except Interrupted:
+                return False
+            except RegistryUnavailable as exc:
+                reason = f"waiting for the schema registry: {exc}"
+                if not waited:
+                    logger.warning("pipeline %s: %s", session.name, reason)
+                session.waiting(f"{reason} (retrying in {backoff:.1f}s)")
+                waited = True
+                try:
+                    await session.interruptible(asyncio.sleep(backoff))
+                except Interrupted:
+                    return False
+                backoff = min(backoff * 2, settings.restart_backoff_max_s)
+                missing = {i for i in missing if i not in schemas.by_id}
+                continue
+            if waited:
+                logger.info("pipeline %s: the schema registry answers again", session.name)
+                session.waiting(None)
+            return True
 
     # -- processing --------------------------------------------------------------------
     def process(self, batch: dict[TopicPartition, list[Any]]) -> None:

@@ -37,6 +37,7 @@ from service.runtime.kafka.batch_reader import BatchReader
 from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.kafka.end_offsets import topic_partitions
 from service.runtime.partition.decoding import DeadLetter, RecordDecoder
+from service.runtime.schema_registry.client import SchemaRegistry
 from service.runtime.settings import RuntimeSettings
 
 logger = logging.getLogger(__name__)
@@ -86,7 +87,7 @@ class PendingInput:
 class Prefetcher:
     """Reads a session's source partitions during its group join (see the module)."""
 
-    __slots__ = ("_decoder", "_max", "_read", "_settings", "_task", "definition")
+    __slots__ = ("_decoder", "_max", "_read", "_registry", "_settings", "_task", "definition")
 
     def __init__(
         self,
@@ -94,7 +95,12 @@ class Prefetcher:
         definition: PipelineDefinition,
         decoder: RecordDecoder,
         max_records: int,
+        registry: SchemaRegistry | None = None,
     ) -> None:
+        """``registry``: where the writer schemas the records name are fetched first
+        (a source in Confluent's wire format); a registry that cannot be reached ends
+        the prefetch, as any error does, before anything is decoded."""
+        self._registry = registry
         self._settings = settings
         self.definition = definition
         self._decoder = decoder
@@ -139,6 +145,8 @@ class Prefetcher:
             starts = {tp: await consumer.position(tp) for tp in tps}
             reader = BatchReader(consumer)
             decode = self._decoder.decode
+            schemas = self._decoder.schemas
+            registry = self._registry
             # An even share per partition: the combined watermark is the minimum over
             # them, so one partition read far ahead would only wait for the others.
             share = max(1, self._max // len(tps))
@@ -162,6 +170,10 @@ class Prefetcher:
                     # in pieces the loop processes one per turn (a fetch can be ~100k)
                     for i in range(0, len(records), chunk_records):
                         piece = records[i : i + chunk_records]
+                        if schemas is not None and registry is not None:
+                            missing = schemas.missing(piece)
+                            if missing:
+                                await registry.resolve(schemas, missing)
                         inputs: list[InputRecord] = []
                         failed: list[DeadLetter] = []
                         decode(piece, inputs, failed)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, Protocol, TypeVar
 
 from aiokafka import TopicPartition
@@ -39,6 +39,7 @@ from service.runtime.consumer_group.reporting import SessionReporter
 from service.runtime.consumer_group.stages import Stage
 from service.runtime.consumer_group.watermark_emitter import WatermarkEmitter
 from service.runtime.definition import PipelineDefinition
+from service.runtime.formats import avro
 from service.runtime.kafka.batch_producer import BatchProducer, drop_unsent
 from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.kafka.end_offsets import probe_end_offsets
@@ -49,6 +50,7 @@ from service.runtime.observability.status import PartitionStatus
 from service.runtime.partition.sinks import OutputSink
 from service.runtime.partition.task import PartitionTask
 from service.runtime.pipeline_topics.creation import ensure_topics
+from service.runtime.schema_registry.client import SchemaRegistry
 from service.runtime.settings import RuntimeSettings
 
 logger = logging.getLogger(__name__)
@@ -76,6 +78,10 @@ class SessionRunner(Protocol):
     def stopping(self) -> asyncio.Event: ...
     def joined(self) -> None:
         """The session joined its group: the stage runs, or is paused."""
+
+    def waiting(self, reason: str | None) -> None:
+        """The stage waits for something outside it (the schema registry), shown with
+        ``reason`` in its status; None: it goes on."""
 
 
 class Session:
@@ -136,6 +142,8 @@ class Session:
         self.reporter = SessionReporter(self)
         self.checkpointer = Checkpointer(self)
         self.assignment = Assignment(self)
+        self.registry = SchemaRegistry(self.settings.schema_registry)
+        """Writer schemas for the decoder, the results' schema id for the sink."""
         self.loop = FetchLoop(self)
 
     # -- lifecycle -------------------------------------------------------------------
@@ -167,11 +175,17 @@ class Session:
         self.batches.start()
         if definition.exactly_once:
             self.transactions = PartitionTransactions(settings, stage.group_id, stage.group_id)
+        try:
+            encode = await self.result_encoder()
+        except Interrupted:
+            await self.close(checkpoint=False)
+            return False
         self.sink = OutputSink(
             definition,
             self.batches,
             counts,
             self.transactions.by_partition if self.transactions is not None else None,
+            encode,
         )
         heartbeat = settings.heartbeat_interval_ms or max(100, settings.session_timeout_ms // 3)
         self.consumer = cluster.consumer(
@@ -195,7 +209,7 @@ class Session:
             and self.alignment is None  # alignment paces partitions batch by batch
         ):
             self.prefetcher = Prefetcher(
-                settings, definition, self.decoder, settings.prefetch_max_records
+                settings, definition, self.decoder, settings.prefetch_max_records, self.registry
             )
             self.prefetcher.start()
         try:
@@ -215,6 +229,19 @@ class Session:
         else:
             await self.close(checkpoint=True)
         return finished
+
+    async def result_encoder(self) -> Callable[[dict[str, Any]], bytes] | None:
+        """The sink's encoding of a result value: None for JSON; for Avro, with the id of
+        the results' schema, registered under ``<topic>-value`` if new. A registry that
+        cannot be reached (or refuses the schema) fails the session: it starts again
+        after the stage's backoff, with the reason in the status."""
+        sink = self.definition.sink
+        if sink.format == "json" or sink.value_schema is None:
+            return None
+        schema_id = await self.interruptible(
+            self.registry.register(sink.subject, "AVRO", sink.value_schema)
+        )
+        return avro.framed_encoder(sink.value_schema, schema_id)
 
     async def close(self, checkpoint: bool) -> None:
         """Stop the clients; with ``checkpoint`` first make every partition durable."""
@@ -268,6 +295,7 @@ class Session:
         for tp in list(self.partitions):
             self.reporter.forget(tp)
         self.partitions.clear()
+        await self.registry.close()
 
     async def bounded_ends(self) -> dict[TopicPartition, int]:
         """Bounded input: the pipeline's end offsets, pinned in its definition (the API
@@ -283,6 +311,10 @@ class Session:
         if prefetcher is not None:
             await prefetcher.stop()
         return prefetcher
+
+    def waiting(self, reason: str | None) -> None:
+        """The loop waits for something outside the session (``reason``); None: no more."""
+        self.runner.waiting(reason)
 
     async def interruptible(self, awaitable: Coroutine[Any, Any, T]) -> T:
         """Await ``awaitable`` so that :meth:`interrupt` can cancel it (:class:`Interrupted`)."""

@@ -288,14 +288,16 @@ class RouteStage(Stage):
 
     def operator(self, session: StageSession, tp: TopicPartition, clock: Clock) -> Operator:
         assert self.partitioner is not None
-        steps = self._input(tp).steps
+        reads = self._input(tp)
+        steps = reads.steps
         return ShuffleWriter(
             partial(session.batches_for, tp),
             self.definition.shuffle_topic,
             self.partitioner,
             self.sources[tp],
             len(self.sources),
-            reencode=steps is not None,
+            # the shuffle carries JSON: what the steps made, or what the format decoded
+            reencode=steps is not None or reads.format.kind != "json",
             positioned=steps is not None and steps.has_unnest,
         )
 

@@ -195,8 +195,14 @@ class PipelineRunner:
         """A stage changed state: the pipeline's follows (see the module docstring)."""
         states = [stage.state for stage in self.stages]
         failed = next((s for s in self.stages if s.state is PipelineState.FAILED), None)
+        # a stage waiting for something outside it (the schema registry) says why
+        waiting = next(
+            (s for s in self.stages if s.state is PipelineState.PAUSED and s.reason), None
+        )
         if failed is not None:
             state, reason = PipelineState.FAILED, self._reason(failed)
+        elif waiting is not None and not self._stopped:
+            state, reason = PipelineState.PAUSED, self._reason(waiting)
         elif all(s is PipelineState.FINISHED for s in states):
             state, reason = PipelineState.FINISHED, None
         elif self._stopped:

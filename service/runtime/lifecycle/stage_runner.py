@@ -92,6 +92,14 @@ class StageRunner:
         """The session joined its group: the stage runs, or is paused."""
         self._set_state(PipelineState.PAUSED if self.paused else PipelineState.RUNNING)
 
+    def waiting(self, reason: str | None) -> None:
+        """The session waits for something outside it (the schema registry): paused
+        with ``reason`` in the status; None: it runs (or is paused) again."""
+        if reason is not None:
+            self._set_state(PipelineState.PAUSED, reason)
+        elif self.state is PipelineState.PAUSED and self.reason is not None:
+            self.joined()
+
     # -- controls --------------------------------------------------------------------
     def interrupt(self) -> None:
         if self._session is not None:

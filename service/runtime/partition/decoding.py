@@ -1,8 +1,10 @@
 """Turning fetched Kafka records into the operator's input records.
 
-Per record: decode the JSON payload (orjson), take the key (a payload field or the Kafka
-key), assign the event time (semantics.md section 2). A record that fails any step is
-returned as a :class:`DeadLetter` with a short reason and the error, never dropped.
+Per record: decode the payload (JSON with orjson, inline; Avro and the other formats of
+:mod:`service.runtime.formats` a batch at a time, before the loop), take the key (a
+payload field or the Kafka key), assign the event time (semantics.md section 2). A
+record that fails any step is returned as a :class:`DeadLetter` with a short reason and
+the error, never dropped.
 
 This is the per-record path, so :meth:`RecordDecoder.decode` is one loop with the
 configuration decided beforehand: no logging, no per-record dispatch on settings, one
@@ -25,6 +27,8 @@ from service.core.timestamps import TimestampExtractor
 from service.operators.base import InputRecord
 from service.operators.steps import StepFailed
 from service.runtime.definition import PipelineDefinition
+from service.runtime.formats.base import FAILED, Failure
+from service.runtime.formats.payloads import payload_reader, registry_schemas
 
 _loads = orjson.loads
 _MIN = MIN_TIMESTAMP
@@ -98,7 +102,7 @@ def build_extractor(definition: PipelineDefinition) -> TimestampExtractor:
 class RecordDecoder:
     """Decodes one pipeline's records; built once per pipeline, used per batch."""
 
-    __slots__ = ("_extract", "_fast", "_key_getter", "_key_name", "_steps")
+    __slots__ = ("_extract", "_fast", "_key_getter", "_key_name", "_payloads", "_steps", "schemas")
 
     def __init__(self, definition: PipelineDefinition) -> None:
         self._extract: Callable[[Any, int | None], int] = build_extractor(definition).extract
@@ -110,6 +114,11 @@ class RecordDecoder:
         # decoded inline, two dict lookups per record; anything unusual in a record
         # falls back to the general path for that record, so results are the same.
         self._steps = definition.steps
+        self._payloads = payload_reader(definition.format)
+        self.schemas = registry_schemas(self._payloads)
+        """The writer schemas by registry id that the source's format reads (None: it
+        reads none): whoever decodes a batch first resolves every id it names
+        (:meth:`WriterSchemas.missing`) through the registry client."""
         self._fast: tuple[str, str] | None = None
         if (
             key is not None
@@ -125,14 +134,36 @@ class RecordDecoder:
         self, records: Sequence[Any], inputs: list[InputRecord], failed: list[DeadLetter]
     ) -> None:
         """Append each record of ``records`` to ``inputs`` or, failing, to ``failed``."""
+        values: list[Any] | None = None
+        if self._payloads is not None:  # not JSON: the format decodes the whole batch
+            values = []
+            failures: list[Failure] = []
+            self._payloads.read(records, values, failures)
+            for record, reason, detail in failures:
+                failed.append(DeadLetter(record, None, reason, detail))
         if self._steps is not None:
-            self._decode_steps(records, inputs, failed)
+            self._decode_steps(records, values, inputs, failed)
             return
         if self._fast is None:
-            self._decode(records, inputs, failed)
+            self._decode(records, values, inputs, failed)
             return
         key_field, ts_field = self._fast
         append = inputs.append
+        if values is not None:
+            for record, value in zip(records, values, strict=True):
+                if value is FAILED:
+                    continue
+                try:
+                    key = value[key_field]
+                    timestamp = value[ts_field]
+                except Exception:  # not a record, a field missing: the slow path
+                    self._finish(record, value, record.offset, inputs, failed)
+                    continue
+                if type(key) is str and type(timestamp) is int and _MIN <= timestamp <= _MAX:
+                    append((key, timestamp, value, record.offset, record))
+                else:
+                    self._finish(record, value, record.offset, inputs, failed)
+            return
         loads = _loads
         for record in records:
             try:
@@ -140,17 +171,27 @@ class RecordDecoder:
                 key = value[key_field]
                 timestamp = value[ts_field]
             except Exception:  # not JSON, not an object, a field missing: the slow path
-                self._decode((record,), inputs, failed)
+                self._decode((record,), None, inputs, failed)
                 continue
             if type(key) is str and type(timestamp) is int and _MIN <= timestamp <= _MAX:
                 append((key, timestamp, value, record.offset, record))
             else:
-                self._decode((record,), inputs, failed)
+                self._decode((record,), None, inputs, failed)
 
     def _decode(
-        self, records: Sequence[Any], inputs: list[InputRecord], failed: list[DeadLetter]
+        self,
+        records: Sequence[Any],
+        values: list[Any] | None,
+        inputs: list[InputRecord],
+        failed: list[DeadLetter],
     ) -> None:
+        """``values``: the records' values decoded by their format; None: JSON."""
         finish = self._finish
+        if values is not None:
+            for record, value in zip(records, values, strict=True):
+                if value is not FAILED:
+                    finish(record, value, record.offset, inputs, failed)
+            return
         loads = _loads
         for record in records:
             try:
@@ -164,14 +205,18 @@ class RecordDecoder:
             finish(record, value, record.offset, inputs, failed)
 
     def _decode_steps(
-        self, records: Sequence[Any], inputs: list[InputRecord], failed: list[DeadLetter]
+        self,
+        records: Sequence[Any],
+        values: list[Any] | None,
+        inputs: list[InputRecord],
+        failed: list[DeadLetter],
     ) -> None:
         """With steps: decode, run the steps, then key and timestamp each record they give.
 
         Without an unnest, an input record's position is its offset, as without steps;
         with one, every record a source record becomes has ``position(offset, index)``
         (its index among them), so ids made from positions stay distinct and the same on
-        every replay.
+        every replay. ``values``: as in :meth:`_decode`.
         """
         steps = self._steps
         assert steps is not None
@@ -182,15 +227,20 @@ class RecordDecoder:
         append = inputs.append
         key_field, ts_field = self._fast if self._fast is not None else ("", "")
         fast = self._fast is not None
-        for record in records:
-            try:
-                value = loads(record.value)
-            except _JSONDecodeError as exc:
-                failed.append(DeadLetter(record, None, REASON_DECODE, str(exc)))
-                continue
-            except TypeError:  # a null value (tombstone)
-                failed.append(DeadLetter(record, None, REASON_DECODE, "record has no value"))
-                continue
+        for index, record in enumerate(records):
+            if values is not None:
+                value = values[index]
+                if value is FAILED:
+                    continue
+            else:
+                try:
+                    value = loads(record.value)
+                except _JSONDecodeError as exc:
+                    failed.append(DeadLetter(record, None, REASON_DECODE, str(exc)))
+                    continue
+                except TypeError:  # a null value (tombstone)
+                    failed.append(DeadLetter(record, None, REASON_DECODE, "record has no value"))
+                    continue
             if type(value) is not dict:
                 detail = f"payload is not a JSON object: {type(value).__name__}"
                 failed.append(DeadLetter(record, None, REASON_DECODE, detail))
@@ -225,8 +275,8 @@ class RecordDecoder:
                 )
                 continue
             offset = record.offset
-            for index, out in enumerate(outputs):
-                finish(record, out, position(offset, index), inputs, failed)
+            for at, out in enumerate(outputs):
+                finish(record, out, position(offset, at), inputs, failed)
 
     def _finish(
         self,

@@ -15,7 +15,7 @@ result of one key lands in one output partition, in order, without hashing each 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import orjson
@@ -71,6 +71,7 @@ class OutputSink:
         "_batches",
         "_dead_letter_parts",
         "_dead_letter_topic",
+        "_encode",
         "_inputs",
         "_late_parts",
         "_late_topic",
@@ -90,9 +91,12 @@ class OutputSink:
         batches: BatchProducer,
         partition_counts: dict[str, int],
         partitions: Mapping[TopicPartition, BatchProducer] | None = None,
+        encode: Callable[[dict[str, Any]], bytes] | None = None,
     ) -> None:
         """``partitions``: with exactly-once delivery, each input partition's own
-        batches (its transaction); else everything goes to ``batches``."""
+        batches (its transaction); else everything goes to ``batches``. ``encode``: a
+        result's value in the sink's format (None: JSON)."""
+        self._encode = encode
         sink = definition.sink
         self._name = definition.name
         self._name_header = definition.name.encode()
@@ -145,6 +149,7 @@ class OutputSink:
         name = self._name
         fast_dumps = orjson.dumps
         encode_error = orjson.JSONEncodeError
+        encode = self._encode
         on_time_kind = FireKind.ON_TIME
         on_time = 0
         count = 0
@@ -188,10 +193,13 @@ class OutputSink:
                     "id": result.id,
                 }
                 timestamp = result.timestamp
-            try:
-                payload = fast_dumps(value)
-            except encode_error:
-                payload = dumps(value)
+            if encode is not None:
+                payload = encode(value)
+            else:
+                try:
+                    payload = fast_dumps(value)
+                except encode_error:
+                    payload = dumps(value)
             append(topic, partition, result.key.encode(), payload, timestamp)
             count += 1
         if on_time:

@@ -1,0 +1,296 @@
+"""Avro payloads with fastavro: Confluent-framed (the writer schema by registry id) or
+raw (one writer schema for the whole topic, given in the spec).
+
+A decoded record is what JSON would have given (docs/formats.md): records and maps as
+dicts, arrays as lists, a union as its branch's value, enums as strings, and the
+logical types as JSON has them: ``timestamp-millis``/``-micros`` (and the ``local-``
+ones) as epoch milliseconds, ``date`` as ``"YYYY-MM-DD"``, ``decimal`` as a float,
+``uuid`` as its string, ``time-millis``/``-micros`` as the integer of the day;
+``bytes`` and ``fixed`` as base64 text. fastavro does not know ``timestamp-nanos``:
+it reads as its long (nanoseconds).
+
+How: the writer schema is rewritten once (per schema, not per record) so fastavro
+returns the JSON form itself where it can: the logical types that are already a number
+or a string in JSON lose their ``logicalType`` and read as the plain long or string. Only
+a schema with a type JSON has no form for (microsecond timestamps, decimals,
+dates, bytes) gets a conversion pass over each decoded value.
+
+A batch is decoded from one stream over the joined values: one fastavro call per
+record, no ``BytesIO`` per record; a record that reads past its own end (or stops short
+of it) is undecodable, whatever the bytes after it are.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import decimal
+from collections.abc import Callable, Sequence
+from io import BytesIO
+from typing import Any
+
+import orjson
+from fastavro import parse_schema, schemaless_reader, schemaless_writer
+
+from service.runtime.formats.base import FAILED, Failure, SchemaNotResolved
+from service.runtime.formats.schemas import SchemaProblem, WriterSchemas
+from service.runtime.formats.wire import (
+    HEADER_SIZE,
+    MAGIC,
+    REASON_BAD_MAGIC,
+    REASON_UNDECODABLE,
+    REASON_UNKNOWN_SCHEMA,
+    bad_magic,
+    frame,
+    header,
+)
+
+SCHEMA_TYPE = "AVRO"
+
+_PLAIN = {
+    "timestamp-millis",
+    "local-timestamp-millis",
+    "time-millis",
+    "time-micros",
+    "uuid",
+}
+"""Logical types whose underlying long or string is already their JSON form."""
+_CONVERTED = {
+    "timestamp-micros",
+    "local-timestamp-micros",
+    "date",
+    "decimal",
+}
+"""Logical types read by fastavro and converted afterwards (no JSON form as they come)."""
+
+
+class AvroSchema:
+    """A writer schema, parsed for fastavro once, with its conversion (None: none)."""
+
+    __slots__ = ("convert", "parsed")
+
+    def __init__(self, parsed: Any, convert: Callable[[Any], Any] | None) -> None:
+        self.parsed = parsed
+        self.convert = convert
+
+
+def parse(schema: str | dict[str, Any] | list[Any]) -> AvroSchema:
+    """A writer schema (JSON text or its decoded form) ready to decode with; raises
+    fastavro's ``SchemaParseException`` (or ``ValueError``) for an invalid one."""
+    raw = orjson.loads(schema) if isinstance(schema, str) else schema
+    needs = [False]
+    rewritten = _rewrite(raw, needs)
+    parsed = parse_schema(rewritten)
+    return AvroSchema(parsed, _to_json if needs[0] else None)
+
+
+def _rewrite(schema: Any, needs: list[bool]) -> Any:
+    """A copy of ``schema`` whose plain logical types read as their underlying type;
+    ``needs[0]`` set when a value of it needs the conversion pass."""
+    if isinstance(schema, list):
+        return [_rewrite(branch, needs) for branch in schema]
+    if isinstance(schema, str):
+        if schema in ("bytes", "fixed"):
+            needs[0] = True
+        return schema
+    if not isinstance(schema, dict):
+        return schema
+    out = dict(schema)
+    kind = out.get("type")
+    logical = out.get("logicalType")
+    if logical in _PLAIN:
+        del out["logicalType"]
+    elif logical in _CONVERTED or kind in ("bytes", "fixed"):
+        needs[0] = True
+    if kind == "record" or kind == "error":
+        out["fields"] = [
+            {**f, "type": _rewrite(f.get("type"), needs)} for f in out.get("fields", [])
+        ]
+    elif kind == "array":
+        out["items"] = _rewrite(out.get("items"), needs)
+    elif kind == "map":
+        out["values"] = _rewrite(out.get("values"), needs)
+    elif isinstance(kind, dict | list):
+        out["type"] = _rewrite(kind, needs)
+    return out
+
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_MS = dt.timedelta(milliseconds=1)
+
+
+def _to_json(value: Any) -> Any:
+    """A decoded value with every type JSON has no form for in its JSON form."""
+    kind = type(value)
+    if kind is dict:
+        for name, item in value.items():
+            if type(item) not in _SCALARS:
+                value[name] = _to_json(item)
+        return value
+    if kind is list:
+        return [item if type(item) in _SCALARS else _to_json(item) for item in value]
+    if kind is dt.datetime:
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=dt.UTC)
+        return (value - _EPOCH) // _MS
+    if kind is dt.date:
+        return value.isoformat()
+    if kind is decimal.Decimal:
+        return float(value)
+    if kind is bytes:
+        return base64.b64encode(value).decode()
+    return value
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _read_run(
+    records: Sequence[Any],
+    values: list[Any],
+    failures: list[Failure],
+    schema_of: Callable[[bytes], AvroSchema | tuple[str, str]],
+    skip: int,
+) -> None:
+    raws = [record.value for record in records]
+    if None in raws:
+        raws = [b"" if raw is None else raw for raw in raws]
+    stream = BytesIO(b"".join(raws))
+    seek = stream.seek
+    tell = stream.tell
+    append = values.append
+    at = 0
+    for record, raw in zip(records, raws, strict=True):
+        start = at
+        at += len(raw)
+        found = schema_of(raw)
+        if type(found) is tuple:
+            append(FAILED)
+            failures.append((record, found[0], found[1]))
+            continue
+        schema: AvroSchema = found  # type: ignore[assignment]
+        seek(start + skip)
+        try:
+            value = schemaless_reader(stream, schema.parsed, None)
+        except Exception as exc:  # fastavro raises whatever the bytes lead to
+            append(FAILED)
+            failures.append((record, REASON_UNDECODABLE, f"{type(exc).__name__}: {exc}"))
+            continue
+        if tell() != at:
+            append(FAILED)
+            ended = tell() - start
+            failures.append(
+                (record, REASON_UNDECODABLE, f"the datum is {ended} bytes, the value {len(raw)}")
+            )
+            continue
+        convert = schema.convert
+        append(value if convert is None else convert(value))
+
+
+class RawAvroReader:
+    """Values that are one Avro datum each, all written with one schema."""
+
+    __slots__ = ("_schema_of",)
+
+    def __init__(self, schema: AvroSchema) -> None:
+        def schema_of(raw: bytes) -> AvroSchema | tuple[str, str]:
+            if not raw:
+                return (REASON_UNDECODABLE, "record has no value")
+            return schema
+
+        self._schema_of = schema_of
+
+    def read(self, records: Sequence[Any], values: list[Any], failures: list[Failure]) -> None:
+        _read_run(records, values, failures, self._schema_of, 0)
+
+
+class FramedAvroReader:
+    """Confluent-framed Avro values, each with the writer schema its id names."""
+
+    __slots__ = ("_schema_of", "schemas")
+
+    def __init__(self, schemas: WriterSchemas[AvroSchema]) -> None:
+        self.schemas = schemas
+        by_id = schemas.by_id
+
+        def schema_of(raw: bytes) -> AvroSchema | tuple[str, str]:
+            if len(raw) < HEADER_SIZE or raw[0] != MAGIC:
+                return (REASON_BAD_MAGIC, bad_magic(raw))
+            schema_id = header(raw)[1]
+            try:
+                found = by_id[schema_id]
+            except KeyError:
+                raise SchemaNotResolved(schema_id) from None
+            if type(found) is SchemaProblem:
+                return (REASON_UNKNOWN_SCHEMA, found)
+            return found  # type: ignore[return-value]
+
+        self._schema_of = schema_of
+
+    def read(self, records: Sequence[Any], values: list[Any], failures: list[Failure]) -> None:
+        _read_run(records, values, failures, self._schema_of, HEADER_SIZE)
+
+
+def registry_schemas() -> WriterSchemas[AvroSchema]:
+    return WriterSchemas(SCHEMA_TYPE, parse)
+
+
+def encode(schema: AvroSchema, value: Any) -> bytes:
+    """``value`` as one Avro datum of ``schema`` (no framing)."""
+    out = BytesIO()
+    schemaless_writer(out, schema.parsed, value)
+    return out.getvalue()
+
+
+def framed_encoder(schema_text: str, schema_id: int) -> Callable[[dict[str, Any]], bytes]:
+    """Encode one result value per call in the wire format with schema ``schema_id`` (a
+    sink's results: a record whose ``result`` field is a record of the aggregations).
+    A value the schema does not take as it is (a JSON object where the schema says a
+    scalar: what ``first`` or ``collect`` gave) is written once more with every object
+    and array below ``result`` as its JSON text (a ``collect``'s list kept, its elements
+    so), and raises ``ValueError`` if it still does not fit."""
+    raw = orjson.loads(schema_text)
+    result_fields = next(f for f in raw["fields"] if f["name"] == "result")["type"]["fields"]
+    arrays = frozenset(
+        f["name"]
+        for f in result_fields
+        if isinstance(f["type"], dict) and f["type"].get("type") == "array"
+    )
+    parsed = parse_schema(raw)
+    prefix = frame(schema_id, b"")
+    out = BytesIO()
+    write = out.write
+    seek = out.seek
+    truncate = out.truncate
+    getvalue = out.getvalue
+
+    def encode(value: dict[str, Any]) -> bytes:
+        seek(0)
+        truncate()
+        write(prefix)
+        try:
+            schemaless_writer(out, parsed, value)
+        except (ValueError, TypeError):
+            seek(0)
+            truncate()
+            write(prefix)
+            schemaless_writer(out, parsed, _as_text(value, arrays))
+        return getvalue()
+
+    return encode
+
+
+def _as_text(value: dict[str, Any], arrays: frozenset[str]) -> dict[str, Any]:
+    """A result with the objects and arrays below its ``result`` fields as JSON text."""
+    out = dict(value)
+    out["result"] = {
+        name: (
+            [_scalar(x) for x in item] if name in arrays and type(item) is list else _scalar(item)
+        )
+        for name, item in value["result"].items()
+    }
+    return out
+
+
+def _scalar(item: Any) -> Any:
+    return orjson.dumps(item).decode() if isinstance(item, dict | list) else item

@@ -1,0 +1,80 @@
+"""JSON Schema payloads in Confluent's wire format: the header, then the JSON text.
+
+The value is decoded as a ``json`` source's is (orjson); the writer schema must be one
+the registry has, of type ``JSON``, but each record is not validated against it (the
+producer's serializer did that; Confluent's deserializer can skip it too), so a
+record's value is what its JSON says (docs/formats.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from service.runtime.formats.base import FAILED, Failure, SchemaNotResolved
+from service.runtime.formats.schemas import SchemaProblem, WriterSchemas
+from service.runtime.formats.wire import (
+    HEADER_SIZE,
+    MAGIC,
+    REASON_BAD_MAGIC,
+    REASON_UNDECODABLE,
+    REASON_UNKNOWN_SCHEMA,
+    bad_magic,
+    header,
+)
+
+SCHEMA_TYPE = "JSON"
+
+_loads = orjson.loads
+_JSONDecodeError = orjson.JSONDecodeError
+
+
+def parse(text: str) -> object:
+    """The schema must be JSON (an object or a boolean, as JSON Schema's are)."""
+    schema = orjson.loads(text)
+    if not isinstance(schema, dict | bool):
+        raise ValueError(f"a JSON Schema is an object or a boolean, not {type(schema).__name__}")
+    return schema
+
+
+def registry_schemas() -> WriterSchemas[object]:
+    return WriterSchemas(SCHEMA_TYPE, parse)
+
+
+class FramedJsonReader:
+    """Confluent-framed JSON values, each naming a JSON Schema the registry has."""
+
+    __slots__ = ("schemas",)
+
+    def __init__(self, schemas: WriterSchemas[object]) -> None:
+        self.schemas = schemas
+
+    def read(self, records: Sequence[Any], values: list[Any], failures: list[Failure]) -> None:
+        by_id = self.schemas.by_id
+        append = values.append
+        loads = _loads
+        last = -1
+        for record in records:
+            raw = record.value
+            if raw is None or len(raw) < HEADER_SIZE or raw[0] != MAGIC:
+                append(FAILED)
+                failures.append((record, REASON_BAD_MAGIC, bad_magic(raw)))
+                continue
+            schema_id = header(raw)[1]
+            if schema_id != last:  # runs of one id: one look-up
+                try:
+                    found = by_id[schema_id]
+                except KeyError:
+                    raise SchemaNotResolved(schema_id) from None
+                if type(found) is SchemaProblem:
+                    append(FAILED)
+                    failures.append((record, REASON_UNKNOWN_SCHEMA, found))
+                    continue
+                last = schema_id
+            try:
+                append(loads(memoryview(raw)[HEADER_SIZE:]))
+            except _JSONDecodeError as exc:
+                append(FAILED)
+                failures.append((record, REASON_UNDECODABLE, str(exc)))

@@ -1,0 +1,72 @@
+"""Writer schemas by registry id, as a format's reader uses them; no I/O.
+
+The runtime's registry client fills a :class:`WriterSchemas` (``missing()`` -> fetch ->
+``add()``) before the batch that names the ids is decoded; a reader only looks up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Generic, TypeVar
+
+from service.runtime.formats.wire import HEADER_SIZE, MAGIC, header
+
+S = TypeVar("S")
+
+
+class SchemaProblem(str):
+    """What is wrong with a schema the registry has (the text did not parse as the
+    format's schema); records naming it are ``unknown_schema``."""
+
+    __slots__ = ()
+
+
+class WriterSchemas(Generic[S]):
+    """The parsed writer schema of each registry id seen, or why there is none.
+
+    ``parse`` turns the registry's schema text (and its type) into the format's schema;
+    an id the registry does not have maps to a :class:`SchemaProblem`."""
+
+    __slots__ = ("_parse", "by_id", "schema_type")
+
+    def __init__(self, schema_type: str, parse: Callable[[str], S]) -> None:
+        self.schema_type = schema_type
+        """The registry's name of the format: ``AVRO``, ``PROTOBUF``, ``JSON``."""
+        self._parse = parse
+        self.by_id: dict[int, S | SchemaProblem] = {}
+
+    def missing(self, records: Sequence[Any]) -> set[int]:
+        """The ids named by ``records`` (framed values only) that are not known yet."""
+        known = self.by_id
+        found: set[int] = set()
+        last = -1  # most batches name one id: skip the set for runs of it
+        for record in records:
+            value = record.value
+            if value is None or len(value) < HEADER_SIZE or value[0] != MAGIC:
+                continue
+            schema_id = header(value)[1]
+            if schema_id != last:
+                last = schema_id
+                if schema_id not in known:
+                    found.add(schema_id)
+        return found
+
+    def add(self, schema_id: int, schema_type: str, text: str) -> None:
+        """The registry's schema of ``schema_id``; one of another format, or that does
+        not parse, is kept as the problem records naming it are dead-lettered with."""
+        if schema_type != self.schema_type:
+            self.by_id[schema_id] = SchemaProblem(
+                f"schema {schema_id} is {schema_type}, not {self.schema_type}"
+            )
+            return
+        try:
+            self.by_id[schema_id] = self._parse(text)
+        except Exception as exc:  # any parse error of the library: a bad schema
+            self.by_id[schema_id] = SchemaProblem(f"schema {schema_id} does not parse: {exc}")
+
+    def absent(self, schema_id: int) -> None:
+        """The registry has no schema ``schema_id``."""
+        self.by_id[schema_id] = SchemaProblem(f"the registry has no schema with id {schema_id}")
+
+    def known(self, ids: Iterable[int]) -> bool:
+        return all(i in self.by_id for i in ids)

@@ -1,0 +1,476 @@
+"""Avro sources end to end: a real broker (both) and a real schema registry (Apicurio,
+tests/registry/), issue 35. Small data: a few hundred records per test."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from io import BytesIO
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+from confluent_kafka.schema_registry import AsyncSchemaRegistryClient, Schema
+from fastavro import parse_schema, schemaless_writer
+from google.protobuf import descriptor_pool, message_factory
+
+from service.pipeline_spec.sink_schemas import window_result_avro_schema
+from service.runtime.definition import FormatSettings, PipelineDefinition
+from service.runtime.formats import avro as avro_format
+from service.runtime.formats import protobuf
+from service.runtime.formats.wire import frame
+from service.runtime.lifecycle.manager import Runtime
+from service.runtime.observability.status import PipelineState
+from service.runtime.schema_registry.client import SchemaRegistry
+from service.runtime.settings import SchemaRegistrySettings
+from tests.api.server import app_settings, running_app
+from tests.integration.kafka_utils import (
+    Record,
+    create_topic,
+    produce,
+    read_json,
+    read_topic,
+    runtime_settings,
+    unique,
+    wait_until,
+    window_definition,
+)
+from tests.registry.apicurio_registry import ApicurioRegistry
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+BASE_MS = 1_700_000_040_000  # a minute boundary
+
+V1: dict[str, Any] = {
+    "type": "record",
+    "name": "Order",
+    "namespace": "clockwork.test",
+    "fields": [
+        {"name": "user", "type": "string"},
+        {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "amount", "type": "double"},
+    ],
+}
+V2: dict[str, Any] = {  # a field added with a default: backward compatible
+    **V1,
+    "fields": [*V1["fields"], {"name": "coupon", "type": ["null", "string"], "default": None}],
+}
+
+
+def avro(schema: dict[str, Any], value: dict[str, Any]) -> bytes:
+    out = BytesIO()
+    schemaless_writer(out, parse_schema(schema), value)
+    return out.getvalue()
+
+
+async def register(
+    url: str, subject: str, *schemas: dict[str, Any] | str, kind: str = "AVRO"
+) -> list[int]:
+    """Register ``schemas`` (of type ``kind``; text, or JSON to encode) under ``subject``
+    in order; their ids."""
+    client = AsyncSchemaRegistryClient({"url": url})
+    try:
+        return [
+            await client.register_schema(
+                subject, Schema(s if isinstance(s, str) else orjson.dumps(s).decode(), kind)
+            )
+            for s in schemas
+        ]
+    finally:
+        await client.aclose()
+
+
+def orders(count: int, step_ms: int = 500) -> list[dict[str, Any]]:
+    return [
+        {"user": f"u{i % 3}", "ts": BASE_MS + i * step_ms, "amount": float(i % 7)}
+        for i in range(count)
+    ]
+
+
+def expected(data: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:
+    out: dict[tuple[str, int], dict[str, Any]] = defaultdict(lambda: {"n": 0, "revenue": 0.0})
+    for order in data:
+        acc = out[(order["user"], order["ts"] - order["ts"] % 60_000)]
+        acc["n"] += 1
+        acc["revenue"] += order["amount"]
+    return dict(out)
+
+
+def avro_definition(name: str, topic: str, shuffle: bool = False, **fmt: Any) -> PipelineDefinition:
+    definition = window_definition(
+        name,
+        [topic],
+        {
+            "type": "window",
+            "assigner": {"type": "tumbling", "size_ms": 60_000},
+            "aggregations": {"n": {"fn": "count"}, "revenue": {"fn": "sum", "field": "amount"}},
+        },
+        shuffle=shuffle,
+    )
+    return dataclasses.replace(definition, format=FormatSettings(kind="avro", **fmt))
+
+
+async def run_to_end(
+    bootstrap_servers: str, definition: PipelineDefinition, registry_url: str | None
+) -> None:
+    registry = SchemaRegistrySettings(url=registry_url) if registry_url else None
+    runtime = Runtime(runtime_settings(bootstrap_servers, schema_registry=registry))
+    await runtime.start()
+    try:
+        runtime.start_pipeline(definition)
+        await runtime.runner(definition.name).wait_for_state(PipelineState.FINISHED, timeout_s=60)
+    finally:
+        await runtime.shutdown()
+
+
+async def results_and_reasons(
+    bootstrap_servers: str, name: str
+) -> tuple[dict[tuple[str, int], dict[str, Any]], list[bytes]]:
+    results = await read_json(bootstrap_servers, f"{name}.out")
+    got = {(r["key"], r["window"]["start"]): r["result"] for r in results}
+    assert len(results) == len(got)
+    letters = await read_topic(bootstrap_servers, f"{name}.dlq")
+    return got, sorted(dict(r.headers)["clockwork.reason"] for r in letters)
+
+
+@pytest.mark.parametrize("shuffle", [False, True], ids=["keyed-source", "shuffled"])
+async def test_avro_evolving_mid_topic_with_bad_records_between(
+    bootstrap_servers: str, schema_registry: ApicurioRegistry, shuffle: bool
+) -> None:
+    """Records of two schema versions read each with its own writer schema; a record with
+    a wrong magic byte, an unknown id, or bytes its schema cannot read is a dead letter
+    with that reason; the rest are exact."""
+    name = unique("avro")
+    topic = f"{name}.in"
+    partitions = 2 if shuffle else 1  # without the shuffle, a window per key and partition
+    await create_topic(bootstrap_servers, topic, partitions)
+    v1, v2 = await register(schema_registry.url, f"{topic}-value", V1, V2)
+    assert v1 != v2
+    data = orders(120)
+    records: list[Record] = []
+    for i, order in enumerate(data):
+        if i < 60:
+            value = frame(v1, avro(V1, order))
+        else:
+            value = frame(v2, avro(V2, {**order, "coupon": "c" if i % 2 else None}))
+        records.append((i % partitions, None, value, None))
+    records += [
+        (0, None, orjson.dumps(data[0]), None),  # JSON on an Avro topic
+        (partitions - 1, None, frame(2_000_000_000, avro(V1, data[0])), None),  # no such schema
+        (0, None, frame(v2, b"\xff\xff"), None),  # not an Order
+    ]
+    await produce(bootstrap_servers, topic, records)
+    await run_to_end(bootstrap_servers, avro_definition(name, topic, shuffle), schema_registry.url)
+    got, reasons = await results_and_reasons(bootstrap_servers, name)
+    assert got == expected(data)
+    assert reasons == [b"bad_magic", b"undecodable", b"unknown_schema"]
+
+
+ORDER_JSON_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "user": {"type": "string"},
+        "ts": {"type": "integer"},
+        "amount": {"type": "number"},
+    },
+    "required": ["user", "ts"],
+}
+
+
+async def test_json_schema_through_the_registry(
+    bootstrap_servers: str, schema_registry: ApicurioRegistry
+) -> None:
+    name = unique("json-schema")
+    topic = f"{name}.in"
+    await create_topic(bootstrap_servers, topic, 1)
+    (schema_id,) = await register(
+        schema_registry.url, f"{topic}-value", ORDER_JSON_SCHEMA, kind="JSON"
+    )
+    data = orders(50)
+    await produce(
+        bootstrap_servers,
+        topic,
+        [
+            *((0, None, frame(schema_id, orjson.dumps(o)), None) for o in data),
+            (0, None, orjson.dumps(data[0]), None),
+            (0, None, frame(schema_id, b"{"), None),
+        ],
+    )
+    definition = dataclasses.replace(
+        avro_definition(name, topic), format=FormatSettings(kind="json_schema")
+    )
+    await run_to_end(bootstrap_servers, definition, schema_registry.url)
+    got, reasons = await results_and_reasons(bootstrap_servers, name)
+    assert got == expected(data)
+    assert reasons == [b"bad_magic", b"undecodable"]
+
+
+PROTO_V1 = """
+syntax = "proto3";
+package shop;
+import "google/protobuf/timestamp.proto";
+message Order { string user = 1; google.protobuf.Timestamp ts = 2; double amount = 3; }
+"""
+PROTO_V2 = PROTO_V1.replace("double amount = 3;", "double amount = 3; string coupon = 4;")
+
+
+def proto_classes(text: str) -> Any:
+    pool = descriptor_pool.DescriptorPool()
+    for file in protobuf.compile_proto(text).file:
+        pool.Add(file)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Order"))
+
+
+async def test_protobuf_evolving_mid_topic(
+    bootstrap_servers: str, schema_registry: ApicurioRegistry
+) -> None:
+    name = unique("protobuf")
+    topic = f"{name}.in"
+    await create_topic(bootstrap_servers, topic, 1)
+    v1, v2 = await register(
+        schema_registry.url, f"{topic}-value", PROTO_V1, PROTO_V2, kind="PROTOBUF"
+    )
+    old, new = proto_classes(PROTO_V1), proto_classes(PROTO_V2)
+    data = orders(60)
+    records: list[Record] = []
+    for i, order in enumerate(data):
+        message = old(user=order["user"], amount=order["amount"])
+        if i >= 30:
+            message = new(user=order["user"], amount=order["amount"], coupon="c")
+        message.ts.FromMilliseconds(order["ts"])
+        schema_id = v1 if i < 30 else v2
+        payload = protobuf.encode_path([0]) + message.SerializeToString()
+        records.append((0, None, frame(schema_id, payload), None))
+    records.append((0, None, frame(v1, b"\x00\xff\xff"), None))
+    await produce(bootstrap_servers, topic, records)
+    definition = dataclasses.replace(
+        avro_definition(name, topic), format=FormatSettings(kind="protobuf")
+    )
+    await run_to_end(bootstrap_servers, definition, schema_registry.url)
+    got, reasons = await results_and_reasons(bootstrap_servers, name)
+    assert got == expected(data)
+    assert reasons == [b"undecodable"]
+
+
+async def test_raw_avro_with_the_schema_in_the_spec(bootstrap_servers: str) -> None:
+    name = unique("raw-avro")
+    topic = f"{name}.in"
+    await create_topic(bootstrap_servers, topic, 1)
+    data = orders(50)
+    await produce(
+        bootstrap_servers,
+        topic,
+        [*((0, None, avro(V1, o), None) for o in data), (0, None, b"\x01", None)],
+    )
+    definition = avro_definition(name, topic, avro_schema=orjson.dumps(V1).decode())
+    await run_to_end(bootstrap_servers, definition, None)
+    got, reasons = await results_and_reasons(bootstrap_servers, name)
+    assert got == expected(data)
+    assert reasons == [b"undecodable"]
+
+
+async def test_an_unreachable_registry_pauses_the_pipeline_and_loses_nothing(
+    bootstrap_servers: str,
+) -> None:
+    """The registry stops answering mid-stream (the records of the second schema come
+    after it did): the pipeline shows paused with the reason and asks again with
+    backoff; once the registry answers, every record counts and none is a dead letter.
+
+    A registry of its own (the shared one serves other tests meanwhile), frozen rather
+    than stopped: Apicurio's storage is in memory, so a restart would forget the
+    schemas the records name, which a real registry's restart does not."""
+    name = unique("avro-outage")
+    topic = f"{name}.in"
+    await create_topic(bootstrap_servers, topic, 1)
+    data = orders(60, step_ms=2000)  # two minutes: the first window closes in the second
+    with ApicurioRegistry() as registry:
+        v1, v2 = await register(registry.url, f"{topic}-value", V1, V2)
+        first = [(0, None, frame(v1, avro(V1, o)), None) for o in data[:30]]
+        await produce(bootstrap_servers, topic, first)
+        settings = runtime_settings(
+            bootstrap_servers,
+            schema_registry=SchemaRegistrySettings(url=registry.url, timeout_s=0.5),
+        )
+        definition = dataclasses.replace(avro_definition(name, topic), bounded=False)
+        runtime = Runtime(settings)
+        await runtime.start()
+        try:
+            runtime.start_pipeline(definition)
+            runner = runtime.runner(name)
+
+            async def read_first() -> bool:
+                current = runner.stages[0].session
+                return current is not None and current.records_in >= len(first)
+
+            await wait_until(read_first, timeout_s=30)
+            session = runner.stages[0].session
+            registry.freeze()
+            try:
+                second = [(0, None, frame(v2, avro(V2, o)), None) for o in data[30:]]
+                await produce(bootstrap_servers, topic, second)
+                await runner.wait_for_state(PipelineState.PAUSED, timeout_s=30)
+                assert runner.reason is not None and "schema registry" in runner.reason
+            finally:
+                registry.thaw()
+            await runner.wait_for_state(PipelineState.RUNNING, timeout_s=30)
+            assert session is runner.stages[0].session  # waited, not restarted
+
+            async def read_all() -> bool:
+                current = runner.stages[0].session
+                return current is not None and current.records_in >= len(data)
+
+            await wait_until(read_all, timeout_s=30)
+        finally:
+            await runtime.shutdown()
+    letters = await read_topic(bootstrap_servers, f"{name}.dlq")
+    assert letters == []
+    # the first minute's windows, closed by the records after the outage, are exact (the
+    # second minute's stay open: the input is unbounded)
+    results = await read_json(bootstrap_servers, f"{name}.out")
+    got = {(r["key"], r["window"]["start"]): r["result"] for r in results}
+    first_minute = {k: v for k, v in expected(data).items() if k[1] == BASE_MS}
+    assert got == first_minute
+
+
+async def read_avro_results(
+    bootstrap_servers: str, topic: str, registry_url: str
+) -> list[dict[str, Any]]:
+    """The results on ``topic``, each read with the writer schema its id names."""
+    records = await read_topic(bootstrap_servers, topic)
+    cache = avro_format.registry_schemas()
+    client = SchemaRegistry(SchemaRegistrySettings(url=registry_url))
+    try:
+        await client.resolve(cache, cache.missing(records))
+    finally:
+        await client.close()
+    values: list[Any] = []
+    failures: list[Any] = []
+    avro_format.FramedAvroReader(cache).read(records, values, failures)
+    assert failures == []
+    return values
+
+
+async def test_avro_results_with_the_schema_derived_from_the_aggregations(
+    bootstrap_servers: str, schema_registry: ApicurioRegistry
+) -> None:
+    """An Avro source to an Avro sink: the results' schema is registered under
+    ``<topic>-value``, every result is in the wire format with its id, and reads back as
+    the JSON result would be."""
+    name = unique("avro-sink")
+    topic = f"{name}.in"
+    await create_topic(bootstrap_servers, topic, 1)
+    (v1,) = await register(schema_registry.url, f"{topic}-value", V1)
+    data = orders(40)
+    await produce(bootstrap_servers, topic, [(0, None, frame(v1, avro(V1, o)), None) for o in data])
+    definition = avro_definition(name, topic)
+    aggregations = definition.spec["operator"]["aggregations"]
+    schema = orjson.dumps(window_result_avro_schema(name, aggregations)).decode()
+    definition = dataclasses.replace(
+        definition,
+        sink=dataclasses.replace(definition.sink, format="avro", value_schema=schema),
+    )
+    await run_to_end(bootstrap_servers, definition, schema_registry.url)
+    results = await read_avro_results(bootstrap_servers, f"{name}.out", schema_registry.url)
+    got = {(r["key"], r["window"]["start"]): r["result"] for r in results}
+    assert got == expected(data)
+    assert {r["fire"] for r in results} == {"on_time"}
+    client = AsyncSchemaRegistryClient({"url": schema_registry.url})
+    try:
+        latest = await client.get_latest_version(f"{name}.out-value")
+    finally:
+        await client.aclose()
+    assert orjson.loads(latest.schema.schema_str)["name"] == "WindowResult"
+
+
+async def test_a_spec_whose_result_schema_the_registry_refuses_is_a_422(
+    bootstrap_servers: str, schema_registry: ApicurioRegistry
+) -> None:
+    """Under BACKWARD compatibility, adding an aggregation is fine (every result field
+    has a default) and changing one's type so old results no longer read is refused
+    when the spec is replaced, before anything runs."""
+    name = unique("avro-compat")
+    topic = f"{name}.in"
+    out = f"{name}.out"
+    await create_topic(bootstrap_servers, topic, 1)
+    client = AsyncSchemaRegistryClient({"url": schema_registry.url})
+    try:
+        await client.set_compatibility(f"{out}-value", "BACKWARD")
+    finally:
+        await client.aclose()
+
+    def spec(**aggregations: Any) -> dict[str, Any]:
+        return {
+            "name": name,
+            "source": {"topics": [topic], "format": "avro"},
+            "key": {"field": "user", "partitioned": True},
+            "timestamp": {"field": "ts"},
+            "operator": {
+                "type": "window",
+                "assigner": {"type": "tumbling", "size_ms": 60_000},
+                "aggregations": aggregations,
+            },
+            "sink": {"topic": out, "format": "avro"},
+        }
+
+    settings = app_settings(
+        bootstrap_servers, schema_registry=SchemaRegistrySettings(url=schema_registry.url)
+    )
+    async with running_app(settings) as url, httpx.AsyncClient(base_url=url) as http:
+        created = await http.post("/pipelines", json=spec(seen={"fn": "first", "field": "user"}))
+        assert created.status_code == 201, created.text
+        subject = f"{out}-value"
+
+        async def registered() -> bool:
+            versions = await http_get_versions(schema_registry.url, subject)
+            return len(versions) >= 1
+
+        await wait_until(registered, timeout_s=30)
+        grown = spec(seen={"fn": "first", "field": "user"}, n={"fn": "count"})
+        replaced = await http.put(f"/pipelines/{name}?reset_state=true", json=grown)
+        assert replaced.status_code == 200, replaced.text
+        changed = spec(seen={"fn": "count"}, n={"fn": "count"})
+        refused = await http.put(f"/pipelines/{name}?reset_state=true", json=changed)
+        assert refused.status_code == 422, refused.text
+        (problem,) = refused.json()["detail"]
+        assert problem["type"] == "sink_schema_incompatible"
+        assert problem["loc"][-2:] == ["sink", "format"]
+        await http.delete(f"/pipelines/{name}")
+
+
+async def http_get_versions(url: str, subject: str) -> list[int]:
+    client = AsyncSchemaRegistryClient({"url": url})
+    try:
+        return list(await client.get_versions(subject))
+    except Exception:  # no such subject yet
+        return []
+    finally:
+        await client.aclose()
+
+
+async def test_a_format_needing_a_registry_on_a_service_without_one_is_a_422(
+    bootstrap_servers: str,
+) -> None:
+    name = unique("no-registry")
+    spec = {
+        "name": name,
+        "source": {"topics": [f"{name}.in"], "format": "protobuf"},
+        "timestamp": {"field": "ts"},
+        "operator": {
+            "type": "window",
+            "assigner": {"type": "tumbling", "size_ms": 60_000},
+            "aggregations": {"n": {"fn": "count"}},
+        },
+        "sink": {"topic": f"{name}.out", "format": "avro"},
+    }
+    async with (
+        running_app(app_settings(bootstrap_servers)) as url,
+        httpx.AsyncClient(base_url=url) as http,
+    ):
+        refused = await http.post("/pipelines", json=spec)
+        assert refused.status_code == 422, refused.text
+        (problem,) = refused.json()["detail"]
+        assert (problem["type"], problem["loc"][-2:]) == (
+            "schema_registry_unconfigured",
+            ["source", "format"],
+        )
