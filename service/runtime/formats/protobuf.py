@@ -152,7 +152,7 @@ class ProtobufSchema:
 
             return get_map
         value = self._value(field)
-        if field.is_repeated:
+        if _repeated(field):
 
             def get_list(message: Message) -> Any:
                 return [value(v) for v in getattr(message, name)]
@@ -315,3 +315,12 @@ class FramedProtobufReader:
                 failures.append((record, REASON_UNDECODABLE, f"DecodeError: {exc}"))
                 continue
             append(reader.convert(message))
+
+
+def _repeated(field: FieldDescriptor) -> bool:
+    """``field.is_repeated`` where protobuf has it (newer releases), else the label: the
+    protobuf a resolver picks varies (PyFlink, in the dev extras, pins an older one)."""
+    repeated = getattr(field, "is_repeated", None)
+    if repeated is not None:
+        return bool(repeated)
+    return bool(field.label == FieldDescriptor.LABEL_REPEATED)
