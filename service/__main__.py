@@ -1,10 +1,12 @@
-"""``python -m service`` / ``clockwork``: the REST API and the runtime in one process.
+"""``python -m service`` / ``clockwork``: the REST API and the runtime.
 
-One event loop (``asyncio.run``) runs uvicorn's server, the pipelines and the store
-follower. uvicorn handles SIGINT/SIGTERM: it stops accepting requests and runs the app's
-lifespan shutdown, which stops every pipeline gracefully (checkpoint, commit, leave the
-group) before the process exits. Invalid configuration exits with status 2 and a message
-naming each bad variable.
+With ``SERVICE_WORKERS=1`` one event loop (``asyncio.run``) runs uvicorn's server, the
+pipelines and the store follower. With more (the default: one per CPU this process may
+use), this process serves the API and supervises the workers (``python -m
+service.worker``), which run the pipelines. uvicorn handles SIGINT/SIGTERM: it stops
+accepting requests and runs the app's lifespan shutdown, which stops every pipeline (or
+every worker) gracefully (checkpoint, commit, leave the group) before the process exits.
+Invalid configuration exits with status 2 and a message naming each bad variable.
 """
 
 from __future__ import annotations
@@ -22,10 +24,12 @@ from service.settings import Settings, SettingsError
 logger = logging.getLogger("service")
 
 
-def _configure_logging(settings: Settings) -> None:
+def configure_logging(settings: Settings, process: str = "") -> None:
+    """Log lines to stderr; ``process`` tags a worker's lines (they share the stream)."""
+    tag = f"[{process}] " if process else ""
     logging.basicConfig(
         level=settings.log_level_number,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        format=f"%(asctime)s %(levelname)s {tag}%(name)s: %(message)s",
         stream=sys.stderr,
     )
     # aiokafka is chatty at INFO about every group join; keep it at WARNING unless debugging.
@@ -67,7 +71,7 @@ def main() -> None:
     except SettingsError as exc:
         print(f"clockwork: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
-    _configure_logging(settings)
+    configure_logging(settings)
     logger.info("starting clockwork with %s", settings.describe())
     asyncio.run(serve(settings))
 

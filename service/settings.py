@@ -29,6 +29,7 @@ from service.runtime.security import (
     read_secret_file,
 )
 from service.runtime.settings import SchemaRegistrySettings
+from service.runtime.workers.cpus import available_cpus
 
 __all__ = ["Settings", "SettingsError"]
 
@@ -155,6 +156,13 @@ class Settings:
     log_level: str = "INFO"
     """``SERVICE_LOG_LEVEL``: CRITICAL, ERROR, WARNING, INFO or DEBUG."""
 
+    workers: int = 1
+    """``SERVICE_WORKERS``: processes that run the pipelines (each a member of every
+    pipeline's consumer group). 1: this process runs them, as well as the API. Above 1:
+    this process serves the API and supervises that many workers, restarting any that
+    dies. Unset: the CPUs this process may use (its affinity and its cgroup's CPU quota:
+    a container limited to 2 CPUs starts 2), so a replica uses every core it is given."""
+
     instance_id: str = field(default_factory=_default_instance_id)
     """``SERVICE_INSTANCE_ID``: this replica's name in logs, store records and metrics.
     Default: host name plus a random suffix."""
@@ -234,7 +242,10 @@ class Settings:
                 "SERVICE_SHUTDOWN_TIMEOUT_MS", _int_between(100, 600_000), 20000
             ),
             "log_level": read("SERVICE_LOG_LEVEL", _parse_log_level, "INFO"),
+            "workers": read("SERVICE_WORKERS", _int_between(1, 256), None),
         }
+        if values["workers"] is None:
+            values["workers"] = available_cpus()
         instance_id = read("SERVICE_INSTANCE_ID", _parse_instance_id, None)
         if instance_id is not None:
             values["instance_id"] = instance_id

@@ -27,6 +27,7 @@ RUNTIME_ORDER = (
     "pipeline_topics",
     "consumer_group",
     "lifecycle",
+    "workers",
 )
 RUNTIME_ROOT = ("definition", "factories", "security", "settings", "pipeline_topics.names")
 """Read by every sub-package. ``pipeline_topics.names`` is the pipeline topics' room's
@@ -147,6 +148,8 @@ API_READS_OF_THE_RUNTIME = {
     "service.runtime.kafka.tail": "the console's tail of the output topics",
     "service.runtime.kafka.embedded_broker": "make run's embedded broker",
     "service.runtime.schema_registry.client": "whether the registry takes a result schema",
+    "service.runtime.workers.pool": "the worker processes the API process supervises",
+    "service.runtime.workers.exposition": "/metrics over every worker",
 }
 """The only runtime modules the API may import: no session, stage, partition or
 operator wiring, and no topic naming (the pipeline's topics are the runtime's room)."""
@@ -185,6 +188,7 @@ def test_the_settings_import_no_api_spec_or_session() -> None:
         "service.operators",
         "service.runtime.security",
         "service.runtime.settings",
+        "service.runtime.workers.cpus",  # SERVICE_WORKERS' default: the CPUs we may use
     )
     assert {n for n in names if not n.startswith(allowed)} == set()
 

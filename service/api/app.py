@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -23,6 +26,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from service.api.local_pipelines import LocalPipelines
 from service.api.members import MemberBoard
 from service.api.middleware import (
     DATA_READS,
@@ -40,16 +44,18 @@ from service.api.registry import (
 )
 from service.api.routes import cluster, console, health, metrics, pipelines, schema, sql
 from service.api.routes.deps import Services
-from service.api.store import PipelineStore, StoredPipeline, StoreError, StoreTimeout
+from service.api.store import PipelineStore, StoreError, StoreTimeout
+from service.core.time import SystemClock
 from service.pipeline_spec.schema import pipeline_schema, replacement_schema, sql_schemas
 from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.kafka.embedded_broker import EmbeddedBroker
 from service.runtime.lifecycle.manager import Runtime
 from service.runtime.observability.history import History
 from service.runtime.settings import RuntimeSettings
+from service.runtime.workers.pool import WorkerPool
 from service.settings import Settings
 
-__all__ = ["create_app", "runtime_settings"]
+__all__ = ["WorkerRole", "create_app", "runtime_settings"]
 
 logger = logging.getLogger(__name__)
 
@@ -78,9 +84,26 @@ def runtime_settings(
     )
 
 
-def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
+@dataclass(frozen=True, slots=True)
+class WorkerRole:
+    """This process is worker ``index`` of replica ``replica`` (``python -m service.worker``):
+    it runs pipelines and serves only the probes and ``/metrics``, to its API process."""
+
+    index: int
+    replica: str
+
+
+def create_app(
+    settings: Settings,
+    runtime: Runtime | None = None,
+    *,
+    worker: WorkerRole | None = None,
+) -> FastAPI:
     """The service as an ASGI app; its lifespan starts and stops everything.
 
+    What the process does follows from the settings: with ``SERVICE_WORKERS`` 1 it
+    serves the API and runs the pipelines; above 1 it serves the API and supervises
+    that many workers, and runs no pipeline itself; as a ``worker`` it runs pipelines.
     ``runtime``: run pipelines in this runtime (its lifecycle stays with the caller);
     default: the app creates, starts and shuts down its own.
     """
@@ -88,7 +111,7 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
-            app.state.services = await _start(settings, runtime, stack)
+            app.state.services = await _start(settings, runtime, worker, stack)
             try:
                 yield
             finally:
@@ -103,12 +126,14 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
     )
     app.state.services = None
     app.state.settings = settings
+    app.include_router(health.router)
+    app.include_router(metrics.router)
+    if worker is not None:  # the API process is the only client
+        return app
     app.include_router(pipelines.router)
     app.include_router(schema.router)
     app.include_router(sql.router)
-    app.include_router(health.router)
     app.include_router(cluster.router)
-    app.include_router(metrics.router)
     app.include_router(console.router)
     console.mount_static(app)
     _add_error_handlers(app)
@@ -122,7 +147,9 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
     return app
 
 
-async def _start(settings: Settings, runtime: Runtime | None, stack: AsyncExitStack) -> Services:
+async def _start(
+    settings: Settings, runtime: Runtime | None, worker: WorkerRole | None, stack: AsyncExitStack
+) -> Services:
     bootstrap = settings.kafka_bootstrap_servers
     embedded = bootstrap is None
     if bootstrap is None:
@@ -134,17 +161,34 @@ async def _start(settings: Settings, runtime: Runtime | None, stack: AsyncExitSt
             "(Tansu) at %s; its data lives in memory and is lost when the service stops",
             bootstrap,
         )
-    if runtime is None:
+    session_timeout_ms = settings.session_timeout_ms(embedded)
+    supervises = worker is None and runtime is None and settings.workers > 1
+    local: LocalPipelines | None = None
+    pool: WorkerPool | None = None
+    if runtime is None and not supervises:
         runtime = Runtime(runtime_settings(settings, bootstrap, embedded_broker=embedded))
         await runtime.start()
         stack.push_async_callback(runtime.shutdown)
-    registry: PipelineRegistry | None = None
-
-    async def on_change(name: str, old: StoredPipeline | None, new: StoredPipeline | None) -> None:
-        if registry is not None:
-            await registry.on_change(name, old, new)
-
     cluster = KafkaCluster(bootstrap, settings.kafka_security)
+    registry: PipelineRegistry | None = None
+    members: MemberBoard | None = None
+
+    def status_here(name: str) -> dict[str, Any]:
+        if local is not None:
+            return local.status(name)
+        assert members is not None
+        return members.replica_status(name, int(time.time() * 1000), lost_after)
+
+    lost_after = session_timeout_ms + 2 * settings.status_publish_interval_ms
+    on_change = None
+    if runtime is not None:
+        local = LocalPipelines(runtime, lambda raw: _registry().parse_stored(raw))
+        on_change = local.on_change
+
+    def _registry() -> PipelineRegistry:
+        assert registry is not None
+        return registry
+
     store = PipelineStore(
         cluster,
         settings.pipelines_topic,
@@ -153,30 +197,62 @@ async def _start(settings: Settings, runtime: Runtime | None, stack: AsyncExitSt
         replication_factor=settings.topic_replication,
         fetch_max_wait_ms=settings.kafka_fetch_max_wait_ms,
     )
-    registry = PipelineRegistry(store, runtime, settings)
+    registry = PipelineRegistry(store, cluster, settings, status_here, local)
     await store.start()
     stack.push_async_callback(store.stop)
-    history = History(runtime)
-    history.start()
-    stack.push_async_callback(history.stop)
     members = MemberBoard(
         cluster,
         settings.members_topic,
         settings.instance_id,
-        registry.local_statuses,
+        registry.statuses_here if local is not None else None,
+        replica=worker.replica if worker is not None else None,
+        worker=worker.index if worker is not None else 0,
         interval_s=settings.status_publish_interval_ms / 1000,
         replication_factor=settings.topic_replication,
         fetch_max_wait_ms=settings.kafka_fetch_max_wait_ms,
     )
     members.start()
     stack.push_async_callback(members.stop)
+    if supervises:
+        pool = WorkerPool(
+            settings.workers,
+            worker_environment(bootstrap, session_timeout_ms),
+            settings.instance_id,
+            stop_timeout_s=settings.shutdown_timeout_ms / 1000 + 5,
+        )
+        pool.start()
+        stack.push_async_callback(pool.stop)
+    if runtime is not None:
+        history = History.of_runtime(runtime)
+    else:
+        board = members
+        history = History.of_statuses(
+            lambda now: {p.name: board.whole_status(p.name, now, lost_after) for p in store.all()},
+            SystemClock(),
+            interval_s=settings.status_publish_interval_ms / 1000,
+        )
+    history.start()
+    stack.push_async_callback(history.stop)
     logger.info(
-        "clockwork %s serving; pipelines from %r on %s",
+        "clockwork %s serving%s; pipelines from %r on %s",
         settings.instance_id,
+        f" with {settings.workers} workers" if pool is not None else "",
         settings.pipelines_topic,
         bootstrap,
     )
-    return Services(settings, cluster, runtime, store, registry, history, members)
+    return Services(
+        settings, cluster, runtime, store, registry, history, members, lost_after, local, pool
+    )
+
+
+def worker_environment(bootstrap: str, session_timeout_ms: int) -> dict[str, str]:
+    """The workers' environment: the replica's, with the broker this process resolved
+    (the embedded one it started, if it did) and the session timeout that goes with it."""
+    return {
+        **os.environ,
+        "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
+        "KAFKA_SESSION_TIMEOUT_MS": str(session_timeout_ms),
+    }
 
 
 def _add_error_handlers(app: FastAPI) -> None:

@@ -1,12 +1,15 @@
 """Every replica's report of what it runs, on a compacted topic every replica follows.
 
-As Kafka Connect's status topic: each member (a replica; a worker, once there are
-several per replica) publishes, every ``interval_s``, its local status of every pipeline
-it runs (key ``<member>/<pipeline>``) and a heartbeat (key ``<member>/``, so that a
-member running no pipeline shows too); a pipeline it stops running gets a tombstone,
+As Kafka Connect's status topic: each member (a replica's process when it runs alone;
+each of its workers when it runs several, ``SERVICE_WORKERS``) publishes, every
+``interval_s``, its local status of every pipeline it runs (key
+``<member>/<pipeline>``) and a heartbeat (key ``<member>/``, so that a member running
+no pipeline shows too); a pipeline it stops running gets a tombstone,
 and a member that stops gracefully tombstones everything it published. Every member
 follows the topic from its start and keeps the newest record per key, so any replica
-can answer for the whole pipeline (:mod:`service.api.pipeline_view`).
+can answer for the whole pipeline (:mod:`service.api.pipeline_view`). A replica that
+runs workers serves the API from a process that runs no pipeline: its board only follows
+(``local=None``), and the replica's own part is its workers' reports.
 
 Best effort by design: the reports are a view, never a decision. A broker that cannot be
 used leaves the view with this replica's own status only (the board retries with a
@@ -26,7 +29,7 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from service.api.pipeline_view import MemberReport
+from service.api.pipeline_view import MemberReport, whole_pipeline_status
 from service.api.store import ensure_compacted_topic
 from service.runtime.kafka.clients import KafkaCluster
 
@@ -46,8 +49,9 @@ class MemberBoard:
         cluster: KafkaCluster,
         topic: str,
         member: str,
-        local: LocalStatus,
+        local: LocalStatus | None,
         *,
+        replica: str | None = None,
         worker: int = 0,
         interval_s: float = 2.0,
         replication_factor: int = 1,
@@ -56,6 +60,7 @@ class MemberBoard:
         self._cluster = cluster
         self.topic = topic
         self.member = member
+        self.replica = replica or member
         self.host = socket.gethostname()
         self.worker = worker
         self._local = local
@@ -73,9 +78,55 @@ class MemberBoard:
 
     # -- what the view reads -----------------------------------------------------------
 
+    @property
+    def publishes(self) -> bool:
+        """Whether this process is a member (runs pipelines), not only a follower."""
+        return self._local is not None
+
     def me(self, now_ms: int, status: Mapping[str, Any] | None = None) -> MemberReport:
         """This member as a report published now (its live status, not its last record)."""
-        return MemberReport(self.member, self.host, self.worker, now_ms, status)
+        return MemberReport(self.member, self.host, self.worker, now_ms, status, self.replica)
+
+    def view_of(self, pipeline: str, now_ms: int) -> list[MemberReport]:
+        """Every member's report of ``pipeline``: this member's live status (when it runs
+        the pipeline) and the others' newest."""
+        own = self._own(now_ms, pipeline)
+        return [*own, *self.reports_of(pipeline)]
+
+    def view(self, now_ms: int) -> list[MemberReport]:
+        """Every member's report of every pipeline, this member's live."""
+        return [*self._own(now_ms), *self.reports()]
+
+    def heartbeat_view(self, now_ms: int) -> list[MemberReport]:
+        """Every member's heartbeat, this member's now."""
+        own = [self.me(now_ms)] if self.publishes else []
+        return [*own, *self.heartbeats()]
+
+    def replica_view_of(self, pipeline: str, now_ms: int) -> list[MemberReport]:
+        """The reports of ``pipeline`` by this replica's members (its workers)."""
+        return [r for r in self.view_of(pipeline, now_ms) if r.replica == self.replica]
+
+    def whole_status(self, pipeline: str, now_ms: int, lost_after_ms: int) -> dict[str, Any]:
+        """``pipeline`` over every member's report (``starting`` before any reports it)."""
+        whole = whole_pipeline_status(
+            pipeline, self.view_of(pipeline, now_ms), now_ms, lost_after_ms
+        )
+        return whole if whole is not None else _starting(pipeline, "pipeline")
+
+    def replica_status(self, pipeline: str, now_ms: int, lost_after_ms: int) -> dict[str, Any]:
+        """This replica's part of ``pipeline``: its workers' reports merged."""
+        reports = self.replica_view_of(pipeline, now_ms)
+        whole = whole_pipeline_status(pipeline, reports, now_ms, lost_after_ms)
+        if whole is None:
+            return _starting(pipeline, "local")
+        return {**whole, "scope": "local"}
+
+    def _own(self, now_ms: int, pipeline: str | None = None) -> list[MemberReport]:
+        if self._local is None:
+            return []
+        local = self._local()
+        names = [pipeline] if pipeline is not None else list(local)
+        return [self.me(now_ms, local[n]) for n in names if n in local]
 
     def reports_of(self, pipeline: str) -> list[MemberReport]:
         """The other members' newest reports of ``pipeline``."""
@@ -112,7 +163,7 @@ class MemberBoard:
         if producer is not None:
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(timeout_s):
-                    for pipeline in [*self._published, ""]:
+                    for pipeline in [*self._published, *([""] if self.publishes else [])]:
                         await producer.send(self.topic, None, key=self._key(pipeline))
                     await producer.flush()
         await self._close()
@@ -177,9 +228,16 @@ class MemberBoard:
     async def _publish(self) -> None:
         producer = self._producer
         assert producer is not None
+        if self._local is None:
+            return  # a follower: nothing of its own to report
         now = int(time.time() * 1000)
         local = dict(self._local())
-        identity = {"member": self.member, "host": self.host, "worker": self.worker}
+        identity = {
+            "member": self.member,
+            "replica": self.replica,
+            "host": self.host,
+            "worker": self.worker,
+        }
         for name, status in local.items():
             value = {**identity, "published_ms": now, "status": status}
             await producer.send(self.topic, orjson.dumps(value), key=self._key(name))
@@ -214,8 +272,13 @@ class MemberBoard:
                 worker=int(data.get("worker", 0)),
                 published_ms=int(data["published_ms"]),
                 status=data.get("status"),
+                replica=str(data.get("replica") or data["member"]),
             )
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
             logger.debug("member report %r not read", text)
             return
         self._reports[text] = report
+
+
+def _starting(pipeline: str, scope: str) -> dict[str, Any]:
+    return {"name": pipeline, "scope": scope, "state": "starting", "reason": None, "partitions": []}

@@ -15,7 +15,8 @@ The rules:
 - The state is the most telling state of a live member: ``failed`` (with that member's
   reason) over ``running`` over ``starting`` over ``paused``; ``finished`` only when
   every live member finished.
-- Counters (records in, restarts, loop turns) are summed over live members; the
+- Counters (records in and out, late records, dead letters, restarts, loop turns: each
+  as counted since its member started) are summed over live members; the
   watermark is the minimum of the members' combined watermarks (a member holding only
   idle or finished partitions has none and holds nothing back), as the group's would be.
 """
@@ -32,7 +33,14 @@ _STATE_ORDER = ("failed", "running", "starting", "paused", "stopped")
 """Which state of a live member the whole pipeline shows: the first any member is in
 (``finished`` only when every member is)."""
 
-_SUMMED = ("records_in", "restarts", "loop_turns")
+_SUMMED = (
+    "records_in",
+    "records_out",
+    "late_records",
+    "dead_letters",
+    "restarts",
+    "loop_turns",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,9 +53,18 @@ class MemberReport:
     worker: int
     published_ms: int
     status: Mapping[str, Any] | None = None
+    replica: str = ""
+    """The replica (``SERVICE_INSTANCE_ID``) the member is a worker of; the member itself
+    when it runs alone (one worker: the replica's process is the member)."""
 
     def owner(self, lost: bool) -> dict[str, Any]:
-        return {"member": self.member, "host": self.host, "worker": self.worker, "lost": lost}
+        return {
+            "member": self.member,
+            "replica": self.replica or self.member,
+            "host": self.host,
+            "worker": self.worker,
+            "lost": lost,
+        }
 
 
 def _alive(report: MemberReport, now_ms: int, lost_after_ms: int) -> bool:

@@ -1,21 +1,21 @@
-"""The pipelines of the service: REST operations on one side, the local runtime on the other.
+"""The pipelines of the service as the REST API sees them: validate, write, describe.
 
 Writes go through the :class:`~service.api.store.PipelineStore` (so every replica sees
-them); :meth:`PipelineRegistry.on_change` is the store's change handler and is the only
-place that starts, replaces, pauses or stops pipelines in the local runtime. So a
+them); the processes that run pipelines apply the store to their runtime
+(:class:`~service.api.local_pipelines.LocalPipelines`, the store's change handler). So a
 replica runs exactly what the store says, whichever replica took the request.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
 from pydantic import ValidationError
 
+from service.api.local_pipelines import LocalPipelines, SpecUnusable
 from service.api.store import PipelineStore, StoredPipeline, StoreError
 from service.pipeline_spec.build import BuildError, build_definition
 from service.pipeline_spec.models import PipelineSpec, validate_spec
@@ -23,8 +23,6 @@ from service.pipeline_spec.sql import SqlError, validate_sql
 from service.runtime.definition import PipelineDefinition
 from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.kafka.transactions import transactions_unsupported
-from service.runtime.lifecycle.manager import Runtime
-from service.runtime.observability.status import UnknownPipeline
 from service.runtime.pipeline_topics.admin import PinnedEnds, PipelineTopics
 from service.runtime.schema_registry.client import RegistryUnavailable, SchemaRegistry
 from service.settings import Settings
@@ -60,25 +58,33 @@ class SpecInvalid(ValueError):
         super().__init__(f"{len(errors)} problem(s) in the pipeline spec")
 
 
-class PipelineRegistry:
-    """Create, replace, delete, pause and resume pipelines; answer what runs here."""
+StatusHere = Callable[[str], dict[str, Any]]
+"""A pipeline's status on this replica (its part of the whole), by name."""
 
-    def __init__(self, store: PipelineStore, runtime: Runtime, settings: Settings) -> None:
+
+class PipelineRegistry:
+    """Create, replace, delete, pause and resume pipelines; describe them."""
+
+    def __init__(
+        self,
+        store: PipelineStore,
+        cluster: KafkaCluster,
+        settings: Settings,
+        status_here: StatusHere,
+        local: LocalPipelines | None = None,
+    ) -> None:
+        """``local``: the pipelines this process runs, when it runs any (it is told of
+        the resets this process writes); ``status_here``: the replica's part of a
+        pipeline (this process's, or its workers')."""
         self._store = store
-        self._runtime = runtime
-        self._cluster = KafkaCluster.of(runtime.settings)
+        self._cluster = cluster
         self._topics = PipelineTopics(self._cluster)
         self._settings = settings
+        self._status_here = status_here
+        self._local = local
         self._timeout_s = settings.store_apply_timeout_ms / 1000
-        self._running: set[str] = set()
-        self._resetting: set[str] = set()
-        """Replacements with reset_state=true this replica wrote and has not applied yet:
-        the writer alone resets the checkpointed state (see :meth:`on_change`)."""
         self._transactions_work = False
         """The broker ran a transaction once: exactly-once specs need not ask again."""
-        self._local_errors: dict[str, str] = {}
-        """Why a stored pipeline does not run on this replica (e.g. its function module
-        is not allowed here)."""
 
     # -- validation ------------------------------------------------------------------
 
@@ -272,8 +278,8 @@ class PipelineRegistry:
                         "key, timestamp, watermark strategy or operator): replace it with "
                         "?reset_state=true to start with empty state"
                     )
-            if reset_state:
-                self._resetting.add(name)
+            if reset_state and self._local is not None:
+                self._local.resetting.add(name)
             try:
                 stored = await self._store.put(
                     replace(
@@ -286,7 +292,8 @@ class PipelineRegistry:
                     self._timeout_s,
                 )
             finally:
-                self._resetting.discard(name)
+                if self._local is not None:
+                    self._local.resetting.discard(name)
         return self.describe(stored)
 
     async def delete(self, name: str) -> None:
@@ -326,11 +333,11 @@ class PipelineRegistry:
     def status(self, name: str) -> dict[str, Any]:
         """The pipeline on this replica (its part of the whole)."""
         self._require(name)
-        return self._status(name)
+        return self._status_here(name)
 
-    def local_statuses(self) -> dict[str, dict[str, Any]]:
-        """This replica's status of every stored pipeline (what it reports to the others)."""
-        return {p.name: self._status(p.name) for p in self._store.all()}
+    def statuses_here(self) -> dict[str, dict[str, Any]]:
+        """This replica's status of every stored pipeline."""
+        return {p.name: self._status_here(p.name) for p in self._store.all()}
 
     def describe(self, stored: StoredPipeline) -> dict[str, Any]:
         """The pipeline as the API shows it: the stored spec and its status here."""
@@ -345,17 +352,8 @@ class PipelineRegistry:
             else [list(end) for end in stored.end_offsets],
             "updated_by": stored.updated_by,
             "updated_at_ms": stored.updated_at_ms,
-            "status": self._status(stored.name),
+            "status": self._status_here(stored.name),
         }
-
-    def _status(self, name: str) -> dict[str, Any]:
-        error = self._local_errors.get(name)
-        if error is not None:
-            return {"name": name, "state": "failed", "reason": error, "partitions": []}
-        try:
-            return self._runtime.status(name).to_dict()
-        except UnknownPipeline:
-            return {"name": name, "state": "starting", "reason": None, "partitions": []}
 
     def _require(self, name: str) -> StoredPipeline:
         stored = self._store.get(name)
@@ -370,65 +368,15 @@ class PipelineRegistry:
             return None  # the stored spec does not build here: nothing to keep
         return definition.state_fingerprint
 
-    # -- applying the store to the local runtime (the store's change handler) ----------
-
-    async def on_change(
-        self, name: str, old: StoredPipeline | None, new: StoredPipeline | None
-    ) -> None:
-        """Make the local runtime run what the store now says about ``name``.
-
-        Only the replica that wrote a ``reset_state`` replacement resets the checkpointed
-        state (once, not once per replica); the others just restart on the new spec.
-        """
-        if new is None:
-            self._local_errors.pop(name, None)
-            if name in self._running:
-                logger.info("pipeline %r deleted: stopping it", name)
-                await self._stop(name)
-            return
+    def parse_stored(self, raw: Any) -> PipelineDefinition:
+        """A stored spec's definition (the store's change handler builds with it);
+        :class:`SpecUnusable` says every problem in one line."""
         try:
-            _, definition = self.parse(new.spec)
-            # each state epoch runs in its own group and changelog (a reset is fresh
-            # on every replica, whatever an old-epoch replica still checkpoints)
-            definition = replace(
-                definition, state_epoch=new.state_epoch, end_offsets=new.end_offsets
-            )
+            return self.parse(raw)[1]
         except SpecInvalid as exc:
-            reason = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors)
-            logger.error("pipeline %r cannot run on this replica: %s", name, reason)
-            self._local_errors[name] = f"the stored spec is invalid here: {reason}"
-            if name in self._running:
-                await self._stop(name)
-            return
-        self._local_errors.pop(name, None)
-        if name not in self._running or old is None:
-            logger.info("pipeline %r: starting (paused=%s)", name, new.paused)
-            self._runtime.start_pipeline(definition)
-            self._running.add(name)
-            if new.paused:
-                self._runtime.pause_pipeline(name)
-            return
-        if (old.spec, old.state_epoch, old.end_offsets) != (
-            new.spec,
-            new.state_epoch,
-            new.end_offsets,
-        ):
-            reset = new.state_epoch != old.state_epoch and name in self._resetting
-            logger.info("pipeline %r: replacing (reset_state=%s)", name, reset)
-            await self._runtime.replace_pipeline(definition, reset)
-            if new.paused:
-                self._runtime.pause_pipeline(name)
-        elif old.paused != new.paused:
-            logger.info("pipeline %r: %s", name, "pausing" if new.paused else "resuming")
-            if new.paused:
-                self._runtime.pause_pipeline(name)
-            else:
-                self._runtime.resume_pipeline(name)
-
-    async def _stop(self, name: str) -> None:
-        self._running.discard(name)
-        with contextlib.suppress(UnknownPipeline):
-            await self._runtime.stop_pipeline(name)
+            raise SpecUnusable(
+                "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors)
+            ) from exc
 
 
 SQL_BODY_KEYS = frozenset({"name", "sql"})

@@ -133,7 +133,7 @@ class PipelineStore:
         topic: str,
         *,
         instance_id: str,
-        on_change: ChangeHandler,
+        on_change: ChangeHandler | None,
         replication_factor: int = 1,
         fetch_max_wait_ms: int = 50,
         client_id: str = "clockwork-store",
@@ -357,7 +357,8 @@ class PipelineStore:
         self, name: str, old: StoredPipeline | None, new: StoredPipeline | None
     ) -> None:
         try:
-            await self._on_change(name, old, new)
+            if self._on_change is not None:
+                await self._on_change(name, old, new)
         except Exception:  # one pipeline's failure must not stop the follower
             logger.exception("pipeline store: applying the change of %r failed", name)
 

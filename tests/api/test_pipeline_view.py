@@ -172,9 +172,9 @@ def test_the_cluster_lists_every_member_and_what_it_holds() -> None:
     )
     held = {"p": {"state": "running", "partitions": ["keyed:orders/0", "route:orders/1"]}}
     assert members == [
-        {"member": "a", "host": "h", "worker": 0, "lost": False, "published_ms": NOW,
-         "pipelines": held},
-        {"member": "b", "host": "h", "worker": 1, "lost": True,
+        {"member": "a", "replica": "a", "host": "h", "worker": 0, "lost": False,
+         "published_ms": NOW, "pipelines": held},
+        {"member": "b", "replica": "b", "host": "h", "worker": 1, "lost": True,
          "published_ms": NOW - LOST_AFTER - 1, "pipelines": {}},
     ]  # fmt: skip
 

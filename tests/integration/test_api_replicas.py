@@ -32,9 +32,10 @@ class ServiceProcess:
 
 
 @asynccontextmanager
-async def service_process(settings: Settings) -> AsyncIterator[ServiceProcess]:
-    """``python -m service`` with ``settings`` as its environment; SIGTERM at the end
-    (unless the test killed it)."""
+async def service_process(settings: Settings, workers: int = 1) -> AsyncIterator[ServiceProcess]:
+    """``python -m service`` with ``settings`` as its environment and ``workers`` worker
+    processes (1: the process runs the pipelines itself); SIGTERM at the end (unless the
+    test killed it)."""
     port = free_port()
     instance_id = f"replica-{uuid.uuid4().hex[:6]}"
     env = {
@@ -51,6 +52,7 @@ async def service_process(settings: Settings) -> AsyncIterator[ServiceProcess]:
         "SERVICE_STATUS_PUBLISH_INTERVAL_MS": str(settings.status_publish_interval_ms),
         "SERVICE_STORE_APPLY_TIMEOUT_MS": str(settings.store_apply_timeout_ms),
         "SERVICE_LOG_LEVEL": "WARNING",
+        "SERVICE_WORKERS": str(workers),
     }
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "service", env=env, stdin=asyncio.subprocess.DEVNULL

@@ -50,7 +50,7 @@ def make(capacity: int = 300) -> tuple[History, StandInRuntime, ManualClock, Run
     clock = ManualClock(1_000_000)
     metrics = build_metrics(CollectorRegistry())
     runtime = StandInRuntime(clock, metrics)
-    return History(runtime, capacity=capacity), runtime, clock, metrics  # type: ignore[arg-type]
+    return History.of_runtime(runtime, capacity=capacity), runtime, clock, metrics  # type: ignore[arg-type]
 
 
 def test_rates_come_from_consecutive_samples() -> None:

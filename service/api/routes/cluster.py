@@ -18,8 +18,5 @@ async def cluster(request: Request) -> dict[str, Any]:
     found = services(request)
     board = found.members
     now = int(time.time() * 1000)
-    local = found.registry.local_statuses()
-    reports = [board.me(now, status) for status in local.values()] + board.reports()
-    heartbeats = [board.me(now), *board.heartbeats()]
-    members = cluster_members(heartbeats, reports, now, lost_after_ms(found))
+    members = cluster_members(board.heartbeat_view(now), board.view(now), now, lost_after_ms(found))
     return {"member": board.member, "members": members}

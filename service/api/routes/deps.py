@@ -10,12 +10,14 @@ from dataclasses import dataclass
 
 from fastapi import HTTPException, Request
 
+from service.api.local_pipelines import LocalPipelines
 from service.api.members import MemberBoard
 from service.api.registry import PipelineRegistry
 from service.api.store import PipelineStore
 from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.lifecycle.manager import Runtime
 from service.runtime.observability.history import History
+from service.runtime.workers.pool import WorkerPool
 from service.settings import Settings
 
 
@@ -26,13 +28,21 @@ class Services:
     settings: Settings
     cluster: KafkaCluster
     """The broker and the security every client of a request (a tail) uses."""
-    runtime: Runtime
+    runtime: Runtime | None
+    """The pipelines' runtime; None in a replica's API process that supervises workers."""
     store: PipelineStore
     registry: PipelineRegistry
     history: History
     """The console's short history of every pipeline here (charts)."""
     members: MemberBoard
     """Every replica's reports: the whole pipeline from any replica."""
+    lost_after_ms: int
+    """When a member's last report makes it lost: the group's session timeout (by then
+    the group has moved its partitions) and two publish intervals."""
+    local: LocalPipelines | None = None
+    """The pipelines this process runs (None: it runs none, its workers do)."""
+    workers: WorkerPool | None = None
+    """The workers this process supervises (None: it runs the pipelines itself)."""
 
 
 def services(request: Request) -> Services:
@@ -47,7 +57,4 @@ def registry(request: Request) -> PipelineRegistry:
 
 
 def lost_after_ms(found: Services) -> int:
-    """When a member's last report makes it lost: the group's session timeout (by then
-    the group has moved its partitions) and two publish intervals."""
-    interval_ms = found.settings.status_publish_interval_ms
-    return found.runtime.settings.session_timeout_ms + 2 * interval_ms
+    return found.lost_after_ms

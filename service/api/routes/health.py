@@ -1,9 +1,9 @@
 """Liveness and readiness probes.
 
 ``/healthz`` only says the event loop answers (a restart would not fix anything else);
-``/readyz`` says whether this replica should get traffic: the broker answers and every
-stored pipeline has been loaded; when not, ``reason`` says why (e.g. the TLS or SASL
-failure, or the missing ACL).
+``/readyz`` says whether this replica should get traffic: the broker answers, every
+stored pipeline has been loaded and (with ``SERVICE_WORKERS`` above 1) every worker
+runs; when not, ``reason`` says why (e.g. the TLS or SASL failure, or the missing ACL).
 """
 
 from __future__ import annotations
@@ -34,14 +34,20 @@ async def readyz(request: Request) -> JSONResponse:
         checks = {"started": False, "broker": False, "pipelines_loaded": False}
         reason = "the service is starting or stopping"
     else:
+        runtime, workers = found.runtime, found.workers
+        restarting = 0 if workers is None else len(workers.slots) - workers.running
         checks = {
             "started": True,
-            "broker": found.store.reachable() and found.runtime.ready,
+            "broker": found.store.reachable() and (runtime is None or runtime.ready),
             "pipelines_loaded": found.store.loaded,
         }
+        if workers is not None:  # a worker restarting (crash-looping) is worth seeing
+            checks["workers"] = restarting == 0
         # The cause an operator can act on (a rejected password, an untrusted
         # certificate, a missing ACL); never a secret.
-        reason = found.runtime.broker_problem or found.store.problem
+        reason = (runtime.broker_problem if runtime is not None else None) or found.store.problem
+        if reason is None and restarting:
+            reason = f"{restarting} worker(s) restarting"
     ready = all(checks.values())
     body: dict[str, Any] = {"status": "ready" if ready else "not ready", "checks": checks}
     if not ready:

@@ -1,4 +1,5 @@
-"""``GET /metrics``: the runtime's registry plus this process's own metrics.
+"""``GET /metrics``: the runtime's registry plus this process's own metrics; with workers,
+every worker's too (merged, each labelled ``worker``: :mod:`service.runtime.workers.exposition`).
 
 The runtime's metrics live in its own registry (no surprise collectors from imported
 libraries); process and platform metrics (CPU, memory, file descriptors, Python version)
@@ -8,7 +9,9 @@ share no metric family).
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+import asyncio
+
+from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -19,6 +22,7 @@ from prometheus_client import (
 )
 
 from service.runtime.observability.metrics import REGISTRY
+from service.runtime.workers.exposition import fetch_metrics, merged_exposition
 
 router = APIRouter(tags=["metrics"])
 
@@ -33,6 +37,15 @@ PlatformCollector(registry=PROCESS_REGISTRY)
     response_class=Response,
     responses={200: {"content": {CONTENT_TYPE_LATEST: {}}}},
 )
-async def metrics() -> Response:
+async def metrics(request: Request) -> Response:
     body = generate_latest(REGISTRY) + generate_latest(PROCESS_REGISTRY)
+    services = getattr(request.app.state, "services", None)
+    pool = services.workers if services is not None else None
+    if pool is not None:
+        own = body + generate_latest(pool.registry)
+        texts = await asyncio.gather(*(fetch_metrics(slot.port) for slot in pool.slots))
+        body = merged_exposition(
+            own.decode(),
+            [(slot.index, text) for slot, text in zip(pool.slots, texts, strict=True) if text],
+        )
     return Response(content=body, media_type=CONTENT_TYPE_LATEST)

@@ -18,9 +18,8 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 
-from service.api.pipeline_view import whole_pipeline_status
 from service.api.registry import PipelineRegistry
-from service.api.routes.deps import lost_after_ms, registry, services
+from service.api.routes.deps import registry, services
 from service.pipeline_spec.models import PIPELINE_NAME_PATTERN
 
 router = APIRouter(prefix="/pipelines", tags=["pipelines"])
@@ -159,12 +158,8 @@ async def pipeline_status(
         ),
     ] = "pipeline",
 ) -> dict[str, Any]:
-    local = pipelines.status(name)
+    local = pipelines.status(name)  # 404 for no such pipeline
     if scope == "local":
         return {**local, "scope": "local"}
     found = services(request)
-    now = int(time.time() * 1000)
-    reports = [found.members.me(now, local), *found.members.reports_of(name)]
-    whole = whole_pipeline_status(name, reports, now, lost_after_ms(found))
-    assert whole is not None  # this replica's own report is there
-    return whole
+    return found.members.whole_status(name, int(time.time() * 1000), found.lost_after_ms)

@@ -18,8 +18,9 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol
 
 from prometheus_client import Counter
@@ -28,7 +29,7 @@ from service.core.time import MAX_TIMESTAMP, MIN_TIMESTAMP, Clock
 from service.runtime.observability.metrics import RuntimeMetrics
 from service.runtime.observability.status import PipelineStatus, UnknownPipeline
 
-__all__ = ["History", "Sample"]
+__all__ = ["History", "Sample", "output_totals", "status_sample"]
 
 logger = logging.getLogger(__name__)
 
@@ -62,22 +63,56 @@ class SampledRuntime(Protocol):
     def status(self, name: str) -> PipelineStatus: ...
 
 
+SampleAll = Callable[[int], Mapping[str, Sample]]
+"""One sample of every pipeline there is, taken at the given time (epoch ms)."""
+
+
 class History:
-    """Samples every pipeline of ``runtime`` every ``interval_s``; keeps ``capacity`` each."""
+    """Samples every pipeline every ``interval_s``; keeps ``capacity`` samples each.
+
+    :meth:`of_runtime` samples the pipelines this process runs; :meth:`of_statuses`
+    samples status dicts (a whole pipeline's, merged from its members' reports, where
+    the process runs none itself)."""
 
     def __init__(
         self,
+        sample_all: SampleAll,
+        clock: Clock,
+        interval_s: float = 1.0,
+        capacity: int = 300,
+    ) -> None:
+        self._sample_all = sample_all
+        self.interval_s = interval_s
+        self.capacity = capacity
+        self._clock = clock
+        self._samples: dict[str, deque[Sample]] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    @classmethod
+    def of_runtime(
+        cls,
         runtime: SampledRuntime,
         interval_s: float = 1.0,
         capacity: int = 300,
         clock: Clock | None = None,
-    ) -> None:
-        self.runtime = runtime
-        self.interval_s = interval_s
-        self.capacity = capacity
-        self._clock: Clock = clock or runtime.clock
-        self._samples: dict[str, deque[Sample]] = {}
-        self._task: asyncio.Task[None] | None = None
+    ) -> History:
+        return cls(partial(_runtime_samples, runtime), clock or runtime.clock, interval_s, capacity)
+
+    @classmethod
+    def of_statuses(
+        cls,
+        statuses: Callable[[int], Mapping[str, Mapping[str, Any]]],
+        clock: Clock,
+        interval_s: float = 1.0,
+        capacity: int = 300,
+    ) -> History:
+        """``statuses(now_ms)``: every pipeline's status dict, with its counters
+        (``records_in``, ``records_out``, ``late_records``, ``dead_letters``)."""
+
+        def sample_all(now: int) -> dict[str, Sample]:
+            return {name: status_sample(now, s) for name, s in statuses(now).items()}
+
+        return cls(sample_all, clock, interval_s, capacity)
 
     # -- lifecycle -------------------------------------------------------------------
     def start(self) -> None:
@@ -103,34 +138,16 @@ class History:
 
     # -- sampling --------------------------------------------------------------------
     def sample(self) -> None:
-        """Take one sample of every pipeline running here; forget the ones that stopped."""
-        metrics = self.runtime.metrics
-        records_in = _totals(metrics.records_in)
-        records_out = _totals(metrics.records_out, lambda labels: labels["output"] == "result")
-        late = _totals(metrics.late_records)
-        dead = _totals(metrics.dead_lettered)
+        """Take one sample of every pipeline; forget the ones that are gone."""
         now = self._clock.now_ms()
-        names = self.runtime.pipelines
-        for gone in self._samples.keys() - set(names):
+        taken = self._sample_all(now)
+        for gone in self._samples.keys() - set(taken):
             del self._samples[gone]
-        for name in names:
-            try:
-                status = self.runtime.status(name)
-            except UnknownPipeline:  # stopped between the two calls
-                continue
+        for name, sample in taken.items():
             samples = self._samples.get(name)
             if samples is None:
                 samples = self._samples[name] = deque(maxlen=self.capacity)
-            samples.append(
-                _sample(
-                    now,
-                    status,
-                    records_in.get(name, 0.0),
-                    records_out.get(name, 0.0),
-                    late.get(name, 0.0),
-                    dead.get(name, 0.0),
-                )
-            )
+            samples.append(sample)
 
     # -- reading ---------------------------------------------------------------------
     def pipelines(self) -> list[str]:
@@ -147,6 +164,61 @@ class History:
             previous = samples[i - 1] if i > 0 else None
             out.append(_point(sample, previous))
         return out
+
+
+def _runtime_samples(runtime: SampledRuntime, now: int) -> dict[str, Sample]:
+    metrics = runtime.metrics
+    records_in = _totals(metrics.records_in)
+    records_out = _totals(metrics.records_out, lambda labels: labels["output"] == "result")
+    late = _totals(metrics.late_records)
+    dead = _totals(metrics.dead_lettered)
+    taken: dict[str, Sample] = {}
+    for name in runtime.pipelines:
+        try:
+            status = runtime.status(name)
+        except UnknownPipeline:  # stopped between the two calls
+            continue
+        taken[name] = _sample(
+            now,
+            status,
+            records_in.get(name, 0.0),
+            records_out.get(name, 0.0),
+            late.get(name, 0.0),
+            dead.get(name, 0.0),
+        )
+    return taken
+
+
+def status_sample(now: int, status: Mapping[str, Any]) -> Sample:
+    """A sample of a status dict (a whole pipeline's: counters summed over members)."""
+    partitions = status.get("partitions", ())
+    return Sample(
+        at_ms=now,
+        state=str(status.get("state")),
+        records_in=float(status.get("records_in") or 0),
+        records_out=float(status.get("records_out") or 0),
+        late_records=float(status.get("late_records") or 0),
+        dead_letters=float(status.get("dead_letters") or 0),
+        watermark=status.get("watermark"),
+        event_timers=_sum(int(p.get("event_timers") or 0) for p in partitions),
+        processing_timers=_sum(int(p.get("processing_timers") or 0) for p in partitions),
+        windows_open=_sum(int(p.get("windows_open") or 0) for p in partitions),
+        consumer_lag=_sum(int(p.get("lag") or 0) for p in partitions),
+    )
+
+
+def output_totals(metrics: RuntimeMetrics, pipeline: str) -> dict[str, int]:
+    """What ``pipeline`` wrote in this process (results, late records, dead letters),
+    from the runtime's counters: what a member reports beside its status."""
+    return {
+        "records_out": int(
+            _totals(metrics.records_out, lambda labels: labels["output"] == "result").get(
+                pipeline, 0.0
+            )
+        ),
+        "late_records": int(_totals(metrics.late_records).get(pipeline, 0.0)),
+        "dead_letters": int(_totals(metrics.dead_lettered).get(pipeline, 0.0)),
+    }
 
 
 def _totals(
