@@ -9,7 +9,7 @@ STAMP_DEV  := $(VENV)/.installed-dev
 KAFKA_POM := tests/kafka/pom.xml
 KAFKA_CP  := tests/kafka/classpath.txt
 
-.PHONY: run test lint typecheck unit kafka registry bench bench-peers bench-nexmark clean screenshot console-vendor image
+.PHONY: run test lint typecheck unit kafka registry bench bench-peers bench-nexmark bench-workers clean screenshot console-vendor image
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -108,6 +108,10 @@ bench-peers: $(STAMP_DEV)
 # The Nexmark queries Clockwork's SQL runs, in Clockwork and Flink SQL side by side (#33).
 bench-nexmark: $(STAMP_DEV)
 	$(PY) -m benchmarks.nexmark.bench
+
+# W1 through python -m service with 1 and 2 worker processes, unshuffled and shuffled (#34).
+bench-workers: $(STAMP_DEV) kafka
+	$(PY) -m benchmarks.workers
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -1,0 +1,257 @@
+"""Workers per replica (issue 34): the W1 window pipeline through ``python -m service``
+with 1 and with 2 worker processes, unshuffled and through the keyed shuffle.
+
+``python -m benchmarks.workers [--events N] [--broker kafka|tansu | --bootstrap
+HOST:PORT] [--repeat R] [--workers 1,2]``
+
+The standard workload (``benchmarks/workload.py``: JSON ``{"user","ts","amount"}``,
+10k users, 4 partitions, up to 1.5 s out of order) is produced once keyed by user
+(unshuffled: ``key.partitioned: true``) and once keyed by order id (every user on every
+partition: the pipeline goes through the keyed shuffle, semantics.md section 8). Then,
+round robin, each (input, workers) pair runs as a user runs it: the service process
+started with ``SERVICE_WORKERS``, the spec POSTed (bounded, tumbling 60 s count + sum),
+its whole-pipeline status polled until ``finished``, SIGTERM; every run's output is
+checked against the expected windows. Reported per run:
+
+- events/s from the process's start to ``finished`` and from the partitions'
+  assignment to ``finished`` (steady);
+- CPU seconds per 1M events of the service's whole process tree (the API process and
+  its workers, from ``getrusage(RUSAGE_CHILDREN)``; the broker is not counted);
+- each worker's RSS at the end (``process_resident_memory_bytes`` of ``/metrics``).
+
+Every setting is the default but two, the same for every run: the members' status is
+published every 500 ms (``finished`` is seen through the workers' reports; the default
+2 s would add up to 2 s to a multi-worker run only), and a pipelines topic of its own
+per run. Targets (issue 34): the shuffled pipeline with 2 workers at least 1.5x its rate
+with 1, and at least the unshuffled pipeline's with 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from benchmarks.e2e import OPERATOR
+from benchmarks.workload import (
+    Workload,
+    check_results,
+    expected_results,
+    kafka_records,
+    keyed_by_order,
+    normalise,
+    produce,
+    read_topic,
+)
+
+POLL_S = 0.05
+
+
+@dataclass
+class Run:
+    shuffled: bool
+    workers: int
+    records: int = 0
+    total_s: float = 0.0
+    steady_s: float = 0.0
+    cpu_s: float = 0.0
+    rss_mb: tuple[float, ...] = ()
+    check: str = ""
+    ok: bool = False
+
+    @property
+    def label(self) -> str:
+        return f"{'shuffled' if self.shuffled else 'unshuffled'}, {self.workers} worker(s)"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _call(url: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method="POST" if body else "GET")
+    request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            raw = response.read()
+            code = response.status
+    except urllib.error.HTTPError as exc:
+        raw, code = exc.read(), exc.code
+    try:
+        return code, json.loads(raw)
+    except ValueError:
+        return code, raw.decode()
+
+
+def _rss_by_worker(text: str) -> tuple[float, ...]:
+    found = []
+    for line in text.splitlines():
+        if line.startswith("process_resident_memory_bytes{") and 'worker="' in line:
+            found.append(float(line.rsplit(" ", 1)[1]) / 1e6)
+        elif line.startswith("process_resident_memory_bytes ") and not found:
+            own = float(line.rsplit(" ", 1)[1]) / 1e6
+            found.append(own)
+    return tuple(found)
+
+
+def run_service(
+    bootstrap: str, topic: str, workload: Workload, shuffled: bool, workers: int
+) -> Run:
+    run = Run(shuffled, workers)
+    name = f"w{workers}-{'s' if shuffled else 'u'}-{uuid.uuid4().hex[:6]}"
+    port = _free_port()
+    env = {
+        **os.environ,
+        "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
+        "SERVICE_HTTP_HOST": "127.0.0.1",
+        "SERVICE_HTTP_PORT": str(port),
+        "SERVICE_WORKERS": str(workers),
+        "SERVICE_PIPELINES_TOPIC": f"bench.pipelines.{name}",
+        "SERVICE_MEMBERS_TOPIC": f"bench.members.{name}",
+        "SERVICE_STATUS_PUBLISH_INTERVAL_MS": "500",
+        "SERVICE_LOG_LEVEL": "WARNING",
+    }
+    spec = {
+        "name": name,
+        "source": {"topics": [topic], "bounded": True, "start_from": "earliest"},
+        "key": {"field": "user", **({} if shuffled else {"partitioned": True})},
+        "timestamp": {"field": "ts"},
+        "watermark": {"max_out_of_orderness_ms": workload.out_of_orderness_ms},
+        "operator": OPERATOR,
+        "sink": {"topic": f"{name}.out"},
+    }
+    base = f"http://127.0.0.1:{port}"
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "service"], env=env)
+    try:
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"the service exited with {proc.returncode}")
+            try:
+                if _call(f"{base}/readyz")[0] == 200:
+                    break
+            except OSError:
+                pass
+            time.sleep(POLL_S)
+        code, answer = _call(f"{base}/pipelines", spec)
+        if code != 201:
+            raise RuntimeError(f"POST /pipelines answered {code}: {answer}")
+        assigned = None
+        while True:
+            _, status = _call(f"{base}/pipelines/{name}/status")
+            now = time.monotonic()
+            if assigned is None and status.get("partitions"):
+                assigned = now
+            if status.get("state") == "finished":
+                break
+            if status.get("state") == "failed":
+                raise RuntimeError(f"the pipeline failed: {status.get('reason')}")
+            time.sleep(POLL_S)
+        run.total_s = now - started
+        run.steady_s = now - (assigned or started)
+        run.records = int(status.get("records_in") or 0)
+        with urllib.request.urlopen(f"{base}/metrics", timeout=30) as response:
+            run.rss_mb = _rss_by_worker(response.read().decode())
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=120)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    run.cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    values = asyncio.run(read_topic(bootstrap, f"{name}.out"))
+    check = check_results([normalise(json.loads(v)) for v in values], expected_results(workload))
+    run.ok, run.check = check.ok, check.summary()
+    return run
+
+
+def bench(args: argparse.Namespace, bootstrap: str) -> list[Run]:
+    workload = Workload(events=args.events)
+    records = kafka_records(workload)
+    topics = {
+        False: f"workers-user-{uuid.uuid4().hex[:6]}",
+        True: f"workers-order-{uuid.uuid4().hex[:6]}",
+    }
+    asyncio.run(produce(records, bootstrap, topics[False], workload.partitions))
+    by_order = keyed_by_order(records, workload.partitions)
+    asyncio.run(produce(by_order, bootstrap, topics[True], workload.partitions))
+    counts = [int(w) for w in args.workers.split(",")]
+    runs: list[Run] = []
+    for round_ in range(args.repeat):
+        for shuffled in (False, True):
+            for workers in counts:
+                run = run_service(bootstrap, topics[shuffled], workload, shuffled, workers)
+                print(f"round {round_ + 1}: {describe(run)}", file=sys.stderr, flush=True)
+                runs.append(run)
+    return runs
+
+
+def rate(run: Run, steady: bool = False) -> float:
+    seconds = run.steady_s if steady else run.total_s
+    return run.records / seconds if seconds else 0.0
+
+
+def describe(run: Run) -> str:
+    rss = ", ".join(f"{m:.0f}" for m in run.rss_mb)
+    return (
+        f"{run.label}: {rate(run) / 1000:.1f}k/s from start, {rate(run, True) / 1000:.1f}k/s "
+        f"steady, {run.cpu_s / run.records * 1e6 if run.records else 0:.1f} CPU s per 1M, "
+        f"RSS MB [{rss}], output {'exact' if run.ok else 'WRONG: ' + run.check}"
+    )
+
+
+def summary(runs: list[Run]) -> str:
+    best: dict[tuple[bool, int], Run] = {}
+    for run in runs:
+        key = (run.shuffled, run.workers)
+        if key not in best or rate(run) > rate(best[key]):
+            best[key] = run
+    lines = ["best of the rounds (events/s from the process's start):"]
+    lines += [describe(best[k]) for k in sorted(best)]
+    s1, s2, u1 = best.get((True, 1)), best.get((True, 2)), best.get((False, 1))
+    if s1 and s2:
+        lines.append(f"shuffled, 2 workers / 1 worker: {rate(s2) / rate(s1):.2f}x (target 1.5x)")
+    if s2 and u1:
+        lines.append(
+            f"shuffled with 2 workers / unshuffled with 1: {rate(s2) / rate(u1):.2f} (target 1.0)"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--events", type=int, default=3_000_000)
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--workers", default="1,2")
+    parser.add_argument("--bootstrap", default=None, help="an existing broker (no --broker)")
+    parser.add_argument("--broker", choices=("kafka", "tansu"), default="kafka")
+    args = parser.parse_args(argv)
+    if args.bootstrap:
+        runs = bench(args, args.bootstrap)
+    else:
+        from service.runtime.kafka.embedded_broker import EmbeddedBroker
+        from tests.kafka.kafka_broker import KafkaBroker
+
+        with EmbeddedBroker() if args.broker == "tansu" else KafkaBroker() as broker:
+            runs = bench(args, broker.bootstrap_servers)
+    print(summary(runs))
+    print(f"load average after: {os.getloadavg()}")
+    return 0 if all(run.ok for run in runs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
