@@ -45,6 +45,7 @@ from service.api.registry import (
 from service.api.routes import cluster, console, health, metrics, pipelines, schema, sql
 from service.api.routes.deps import Services
 from service.api.store import PipelineStore, StoreError, StoreTimeout
+from service.api.whole_history import whole_samples
 from service.core.time import SystemClock
 from service.pipeline_spec.schema import pipeline_schema, replacement_schema, sql_schemas
 from service.runtime.kafka.clients import KafkaCluster
@@ -222,17 +223,12 @@ async def _start(
         )
         pool.start()
         stack.push_async_callback(pool.stop)
-    if runtime is not None:
-        history = History.of_runtime(runtime)
-    else:
-        board = members
-        history = History.of_statuses(
-            lambda now: {p.name: board.whole_status(p.name, now, lost_after) for p in store.all()},
-            SystemClock(),
-            interval_s=settings.status_publish_interval_ms / 1000,
-        )
-    history.start()
-    stack.push_async_callback(history.stop)
+    history = History(
+        whole_samples(members, lambda: [p.name for p in store.all()], lost_after), SystemClock()
+    )
+    if worker is None:  # a worker's own part is in its reports; the API process charts
+        history.start()
+        stack.push_async_callback(history.stop)
     logger.info(
         "clockwork %s serving%s; pipelines from %r on %s",
         settings.instance_id,

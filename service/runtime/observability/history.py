@@ -1,15 +1,17 @@
-"""A short, bounded history of every pipeline on this replica, for charts.
+"""A short, bounded history of every pipeline, for charts.
 
 Why in the service and not in Prometheus: the console must show throughput, watermark
 lag and timers over the last minutes with nothing else deployed. So once per interval a
-task takes one sample per pipeline from what already exists (the runner's status, taken
-on request, and the runtime's Prometheus counters, read through ``collect()``), and keeps
-the last ``capacity`` of them per pipeline in a deque. Nothing is added to the per-record
-path: the cost is one status snapshot per pipeline per interval, whatever the record rate.
+task takes one sample per pipeline from what already exists (statuses, and counters
+read through ``collect()``), and keeps the last ``capacity`` of them per pipeline in a
+deque. Nothing is added to the per-record path: the cost is one status snapshot per
+pipeline per interval, whatever the record rate. What a sample is of is the sampler's
+choice: a runtime's pipelines (:meth:`History.of_runtime`), or the service's whole
+pipelines over every member's reports (``service.api.whole_history``).
 
-Rates are derived when read, from consecutive samples (counters may be shared by several
-runtimes in one process, as in tests: a rate is only ever a difference of the same
-counter). A pipeline that stops running here loses its history.
+Rates are the sampler's when it measured them, else derived when read from consecutive
+samples (a rate is only ever a difference of the same counter). A pipeline that is gone
+loses its history.
 """
 
 from __future__ import annotations
@@ -49,6 +51,10 @@ class Sample:
     processing_timers: int
     windows_open: int
     consumer_lag: int
+    rate_in: float | None = None
+    """Records in per second as measured where the counters are (each member's own
+    reports, summed), when the sampler knows it; else derived from the previous sample."""
+    rate_out: float | None = None
 
 
 class SampledRuntime(Protocol):
@@ -70,9 +76,8 @@ SampleAll = Callable[[int], Mapping[str, Sample]]
 class History:
     """Samples every pipeline every ``interval_s``; keeps ``capacity`` samples each.
 
-    :meth:`of_runtime` samples the pipelines this process runs; :meth:`of_statuses`
-    samples status dicts (a whole pipeline's, merged from its members' reports, where
-    the process runs none itself)."""
+    :meth:`of_runtime` samples the pipelines a runtime runs; the service samples whole
+    pipelines from every member's reports (``service.api.whole_history``)."""
 
     def __init__(
         self,
@@ -97,22 +102,6 @@ class History:
         clock: Clock | None = None,
     ) -> History:
         return cls(partial(_runtime_samples, runtime), clock or runtime.clock, interval_s, capacity)
-
-    @classmethod
-    def of_statuses(
-        cls,
-        statuses: Callable[[int], Mapping[str, Mapping[str, Any]]],
-        clock: Clock,
-        interval_s: float = 1.0,
-        capacity: int = 300,
-    ) -> History:
-        """``statuses(now_ms)``: every pipeline's status dict, with its counters
-        (``records_in``, ``records_out``, ``late_records``, ``dead_letters``)."""
-
-        def sample_all(now: int) -> dict[str, Sample]:
-            return {name: status_sample(now, s) for name, s in statuses(now).items()}
-
-        return cls(sample_all, clock, interval_s, capacity)
 
     # -- lifecycle -------------------------------------------------------------------
     def start(self) -> None:
@@ -264,8 +253,8 @@ def _rate(now: float, before: float, seconds: float) -> float:
 
 
 def _point(sample: Sample, previous: Sample | None) -> dict[str, Any]:
-    rate_in = rate_out = None
-    if previous is not None and sample.at_ms > previous.at_ms:
+    rate_in, rate_out = sample.rate_in, sample.rate_out
+    if rate_in is None and previous is not None and sample.at_ms > previous.at_ms:
         seconds = (sample.at_ms - previous.at_ms) / 1000
         rate_in = _rate(sample.records_in, previous.records_in, seconds)
         rate_out = _rate(sample.records_out, previous.records_out, seconds)
