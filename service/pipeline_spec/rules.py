@@ -1052,9 +1052,16 @@ JOIN_HOWS: Mapping[str, tuple[str, ...]] = {
     "window": ("inner", "left", "right", "full", "semi", "anti"),
     "temporal": ("inner", "left"),
     "lookup": ("inner", "left"),
+    "regular": ("inner",),
 }
 """The ``how`` each join kind takes (Flink's: a temporal join keeps every left row or
-only the matched ones; semi and anti only where a window bounds "never matched")."""
+only the matched ones; semi and anti only where a window bounds "never matched"; a
+regular join's output is append-only, so inner only)."""
+_HOW_WHY = {
+    "regular": ": an outer row would be emitted padded and then retracted when its "
+    "partner arrives, and a regular join's output is append-only (bound the join in "
+    "time, an interval or window join, for outer rows)",
+}
 
 
 @rule(
@@ -1112,7 +1119,8 @@ def _join_how_fits_kind(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[P
         yield Problem(
             ("operator", "how"),
             "how_not_for_kind",
-            f"{kind} joins take how {' | '.join(JOIN_HOWS[kind])}, not {how!r}",
+            f"{kind} joins take how {' | '.join(JOIN_HOWS[kind])}, not {how!r}"
+            + _HOW_WHY.get(kind, ""),
             how,
         )
 
@@ -1269,6 +1277,55 @@ def _lookup_no_lateness(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[P
             "nothing is late, leave allowed_lateness_ms out",
             lateness,
         )
+
+
+@rule(
+    reports={"lateness_not_for_regular"},
+    schema=Fragment(
+        "JoinOperator",
+        {
+            "if": _equals("kind", "regular"),
+            "then": {"properties": {"allowed_lateness_ms": {"const": 0}}},
+        },
+    ),
+)
+def _regular_no_lateness(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    """A regular join has no time condition: nothing is late."""
+    op = _join(spec)
+    if op is None or op.get("kind") != "regular":
+        return
+    lateness = _int(op.get("allowed_lateness_ms"))
+    if lateness:
+        yield Problem(
+            ("operator", "allowed_lateness_ms"),
+            "lateness_not_for_regular",
+            "a regular join joins every row with every row of the other side: nothing "
+            "is late, leave allowed_lateness_ms out (state_ttl_ms bounds its state)",
+            lateness,
+        )
+
+
+@rule(
+    reports={"state_ttl_unused"},
+    schema=Fragment(
+        "JoinOperator",
+        {"if": _equals("kind", "regular"), "else": {"properties": {"state_ttl_ms": False}}},
+    ),
+)
+def _state_ttl_for_regular(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    """Only a regular join keeps rows the watermark does not expire: the other kinds'
+    state is bounded by their time condition, so a TTL there says nothing."""
+    op = _join(spec)
+    kind = _str(op.get("kind")) if op is not None else None
+    if op is None or kind is None or kind == "regular" or op.get("state_ttl_ms") is None:
+        return
+    yield Problem(
+        ("operator", "state_ttl_ms"),
+        "state_ttl_unused",
+        f"only regular joins take state_ttl_ms, not {kind} joins (their time condition "
+        "bounds their state)",
+        op["state_ttl_ms"],
+    )
 
 
 @rule(
