@@ -120,7 +120,17 @@ NonNegativeMs = Annotated[int, Field(ge=0, le=MAX_MS)]
 OffsetMs = Annotated[int, Field(ge=-MAX_MS, le=MAX_MS)]
 
 AggregateFn = Literal[
-    "count", "sum", "min", "max", "avg", "first", "last", "count_distinct", "collect"
+    "count",
+    "sum",
+    "min",
+    "max",
+    "avg",
+    "first",
+    "last",
+    "count_distinct",
+    "collect",
+    "max_by",
+    "min_by",
 ]
 
 
@@ -334,6 +344,9 @@ class Aggregation(_Model):
     fn: AggregateFn
     field: FieldPath | None = None
     """Required by every function but ``count``."""
+    by: FieldPath | None = None
+    """``max_by``/``min_by`` only, and required there: ``field`` of the row with the
+    largest/smallest ``by`` (ties: the earliest event time, then the first to arrive)."""
 
 
 class WindowOperator(_Model):

@@ -838,6 +838,42 @@ def _aggregation_field(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Pr
             yield Problem(loc, "missing", f"{fn_name!r} needs the field it aggregates")
 
 
+_BY_FNS = ("max_by", "min_by")
+
+
+@rule(
+    reports={"aggregation_by_unused", "missing"},
+    schema=Fragment(
+        "Aggregation",
+        {
+            "if": {"properties": {"fn": {"enum": list(_BY_FNS)}}},
+            "then": _present("by", "string"),
+            "else": {"properties": {"by": False}},
+        },
+    ),
+)
+def _aggregation_by(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    """``max_by`` and ``min_by`` need the field they order the rows by; no other
+    function takes one."""
+    op = _window(spec)
+    aggregations = _obj(op.get("aggregations")) if op is not None else None
+    for name, agg in (aggregations or {}).items():
+        agg_obj = _obj(agg)
+        if agg_obj is None or not isinstance(agg_obj.get("fn"), str):
+            continue
+        fn_name = agg_obj["fn"]
+        loc: Loc = ("operator", "aggregations", name, "by")
+        if fn_name in _BY_FNS and agg_obj.get("by") is None:
+            yield Problem(loc, "missing", f"{fn_name!r} needs by: the field that picks the row")
+        elif fn_name not in _BY_FNS and "by" in agg_obj:
+            yield Problem(
+                loc,
+                "aggregation_by_unused",
+                f"only max_by and min_by take by, not {fn_name!r}",
+                agg_obj["by"],
+            )
+
+
 @rule(
     reports={"trigger_domain_mismatch"},
     schema=Fragment(

@@ -404,6 +404,22 @@ EXAMPLES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
         ],
         [window(aggregations={"n": {"fn": "count"}, "s": {"fn": "max", "field": "x.y"}})],
     ),
+    "aggregation_by": (
+        [
+            window(aggregations={"b": {"fn": "max_by", "field": "x"}}),
+            window(aggregations={"b": {"fn": "min_by", "field": "x", "by": None}}),
+            window(aggregations={"s": {"fn": "max", "field": "x", "by": "y"}}),
+        ],
+        [
+            window(
+                aggregations={
+                    "b": {"fn": "max_by", "field": "x", "by": "y.z"},
+                    "c": {"fn": "min_by", "field": "x", "by": "y"},
+                    "s": {"fn": "max", "field": "x"},
+                }
+            )
+        ],
+    ),
     "trigger_fits_time": (
         [
             window(trigger={"type": "processing_time"}),
