@@ -1,7 +1,7 @@
 """``python -m benchmarks.nexmark.bench [--events N] [--rounds R] [--queries q3,q7]``: the
-Nexmark queries
-Clockwork's SQL runs (:mod:`benchmarks.nexmark.queries`), in Clockwork and in Flink SQL,
-side by side in one run, round robin (per query and round: Clockwork, then Flink).
+Nexmark queries Clockwork's SQL runs (:mod:`benchmarks.nexmark.queries`), in Clockwork
+and in Flink SQL, side by side in one run, round robin (per query and round: Clockwork,
+then Flink).
 
 The events: the generator's (:mod:`benchmarks.nexmark.generate`, 10,000 events/s of event
 time), generated once, written to Kafka (one partition per topic, on the embedded
