@@ -1,6 +1,7 @@
-"""``python -m benchmarks.nexmark.bench [--events N] [--rounds R]``: the Nexmark queries
-Clockwork's SQL runs (:mod:`benchmarks.nexmark.queries`), in Clockwork and in Flink SQL,
-side by side in one run, round robin (per query and round: Clockwork, then Flink).
+"""``python -m benchmarks.nexmark.bench [--events N] [--rounds R] [--queries q3,q7]``: the
+Nexmark queries Clockwork's SQL runs (:mod:`benchmarks.nexmark.queries`), in Clockwork
+and in Flink SQL, side by side in one run, round robin (per query and round: Clockwork,
+then Flink).
 
 The events: the generator's (:mod:`benchmarks.nexmark.generate`, 10,000 events/s of event
 time), generated once, written to Kafka (one partition per topic, on the embedded
@@ -107,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=500_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--queries", help="a comma-separated subset (default: every query)")
     parser.add_argument("--flink-query", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.flink_query:
@@ -123,7 +125,8 @@ def main(argv: list[str] | None = None) -> int:
         asyncio.run(produce(broker.bootstrap_servers, topics, config))
         print(f"{args.events:,} events ({counts}), {args.rounds} rounds, median events/s")
         print(f"{'query':<14} {'Clockwork':>12} {'Flink SQL':>12} {'ratio':>7}  rows")
-        for query in QUERIES:
+        chosen = set(args.queries.split(",")) if args.queries else {q.name for q in QUERIES}
+        for query in (q for q in QUERIES if q.name in chosen):
             read = sum(counts[k] for k in query.tables)
             ours, theirs, rows = [], [], 0
             for _ in range(args.rounds):

@@ -7,9 +7,10 @@ renames those topics for a run. Beside it, the query as Flink SQL writes it (its
 table functions) over tables of the same events, and which result column is the
 record's ``key``.
 
-q0-q2 are plain selects (the stateless ``map`` operator); the queries of q0-q8 that
-Clockwork's SQL cannot express are listed in :data:`MISSING`
-with what each needs; they are not approximated here.
+q0-q2 are plain selects (the stateless ``map`` operator), q3 a regular join, q7 a
+window with ``MAX_BY`` (Flink's side runs nexmark-flink's q3 and q7 texts); the queries
+of q0-q8 that Clockwork's SQL cannot express are listed in :data:`MISSING` with what
+each needs; they are not approximated here.
 """
 
 from __future__ import annotations
@@ -78,6 +79,13 @@ QUERIES = (
     ),
     Query("q2", ("bid",), "SELECT auction, price FROM bid WHERE MOD(auction, 123) = 0"),
     Query(
+        "q3",
+        ("auction", "person"),
+        "SELECT P.name, P.city, P.state, A.id FROM auction AS A INNER JOIN person AS P "
+        "ON A.seller = P.id WHERE A.category = 10 "
+        "AND (P.state = 'OR' OR P.state = 'ID' OR P.state = 'CA')",
+    ),
+    Query(
         "q5_bids",
         ("bid",),
         "SELECT auction, COUNT(*) AS num, window_start, window_end FROM TABLE(HOP(TABLE bid, "
@@ -92,6 +100,17 @@ QUERIES = (
         "DESCRIPTOR(`dateTime`), INTERVAL '10' SECOND)) GROUP BY window_start, window_end",
     ),
     Query(
+        "q7",
+        ("bid",),
+        # nexmark-flink's q7, but dateTime as epoch milliseconds (as the other queries
+        # select it): the maximum per window joined back to the bids of that window
+        "SELECT B.auction, B.price, B.bidder, B.dateTime_ms AS `dateTime`, B.extra "
+        "FROM bid B JOIN (SELECT MAX(B1.price) AS maxprice, "
+        "TUMBLE_ROWTIME(B1.`dateTime`, INTERVAL '10' SECOND) AS `dateTime` FROM bid B1 "
+        "GROUP BY TUMBLE(B1.`dateTime`, INTERVAL '10' SECOND)) B1 ON B.price = B1.maxprice "
+        "WHERE B.`dateTime` BETWEEN B1.`dateTime` - INTERVAL '10' SECOND AND B1.`dateTime`",
+    ),
+    Query(
         "q11",
         ("bid",),
         "SELECT bidder, COUNT(*) AS bid_count, window_start, window_end FROM TABLE(SESSION("
@@ -102,8 +121,6 @@ QUERIES = (
 )
 
 MISSING = {
-    "q3": "auction joined with person on seller = id: a regular (unbounded) inner join; "
-    "the interval, window, temporal and lookup joins each answer another question",
     "q4": "average closing price per category: a regular join with a time condition, "
     "MAX per auction, then AVG over those: an updating (retracting) aggregate and a "
     "second stage",
@@ -112,9 +129,6 @@ MISSING = {
     "(a pipeline reading another's results, and a join of results)",
     "q6": "average selling price by seller: an OVER window (ROWS 10 PRECEDING) on "
     "q4's updating join",
-    "q7": "highest bid: its first stage runs (q7_max_price); the bids at that price need "
-    "a subquery joined back to the bids, or an aggregate returning the row with the "
-    "maximum (MAX_BY / ARG_MAX)",
     "q8": "new users: a window join of person and auction per 10 s, but of each side's "
     "GROUP BY (distinct persons, distinct sellers): the SQL lacks subqueries and semi "
     "joins (the JSON spec's window join has how = semi), and a window join cannot "

@@ -120,7 +120,17 @@ NonNegativeMs = Annotated[int, Field(ge=0, le=MAX_MS)]
 OffsetMs = Annotated[int, Field(ge=-MAX_MS, le=MAX_MS)]
 
 AggregateFn = Literal[
-    "count", "sum", "min", "max", "avg", "first", "last", "count_distinct", "collect"
+    "count",
+    "sum",
+    "min",
+    "max",
+    "avg",
+    "first",
+    "last",
+    "count_distinct",
+    "collect",
+    "max_by",
+    "min_by",
 ]
 
 
@@ -334,6 +344,9 @@ class Aggregation(_Model):
     fn: AggregateFn
     field: FieldPath | None = None
     """Required by every function but ``count``."""
+    by: FieldPath | None = None
+    """``max_by``/``min_by`` only, and required there: ``field`` of the row with the
+    largest/smallest ``by`` (ties: the earliest event time, then the first to arrive)."""
 
 
 class WindowOperator(_Model):
@@ -380,7 +393,7 @@ class JoinOperator(_Model):
     input is the join key."""
 
     type: Literal["join"]
-    kind: Literal["interval", "window", "temporal", "lookup"]
+    kind: Literal["interval", "window", "temporal", "lookup", "regular"]
     how: Literal["inner", "left", "right", "full", "semi", "anti"] = "inner"
     """Which rows besides the matches; each kind takes some (the rules say which)."""
     left: InputName
@@ -391,10 +404,13 @@ class JoinOperator(_Model):
     """``window`` only, and required there."""
     allowed_lateness_ms: NonNegativeMs = 0
     """How long past ``W`` a row still joins (``window``: with ``how: inner`` only;
-    ``lookup``: nothing is late, leave it out)."""
+    ``lookup`` and ``regular``: nothing is late, leave it out)."""
     max_rows: Annotated[int, Field(ge=1, le=MAX_LOOKUP_ROWS)] | None = None
     """``lookup`` only, and required there: the most keys its table may hold in memory
     (on every replica); one more fails the pipeline."""
+    state_ttl_ms: PositiveMs | None = None
+    """``regular`` only: drop a row once the join's watermark reaches its time plus this
+    (Flink's ``table.exec.state.ttl``, in event time); without it every row is kept."""
     select: Annotated[dict[OutputName, Expression], Field(min_length=1, max_length=256)] | None = (
         None
     )

@@ -838,6 +838,42 @@ def _aggregation_field(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Pr
             yield Problem(loc, "missing", f"{fn_name!r} needs the field it aggregates")
 
 
+_BY_FNS = ("max_by", "min_by")
+
+
+@rule(
+    reports={"aggregation_by_unused", "missing"},
+    schema=Fragment(
+        "Aggregation",
+        {
+            "if": {"properties": {"fn": {"enum": list(_BY_FNS)}}},
+            "then": _present("by", "string"),
+            "else": {"properties": {"by": False}},
+        },
+    ),
+)
+def _aggregation_by(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    """``max_by`` and ``min_by`` need the field they order the rows by; no other
+    function takes one."""
+    op = _window(spec)
+    aggregations = _obj(op.get("aggregations")) if op is not None else None
+    for name, agg in (aggregations or {}).items():
+        agg_obj = _obj(agg)
+        if agg_obj is None or not isinstance(agg_obj.get("fn"), str):
+            continue
+        fn_name = agg_obj["fn"]
+        loc: Loc = ("operator", "aggregations", name, "by")
+        if fn_name in _BY_FNS and agg_obj.get("by") is None:
+            yield Problem(loc, "missing", f"{fn_name!r} needs by: the field that picks the row")
+        elif fn_name not in _BY_FNS and "by" in agg_obj:
+            yield Problem(
+                loc,
+                "aggregation_by_unused",
+                f"only max_by and min_by take by, not {fn_name!r}",
+                agg_obj["by"],
+            )
+
+
 @rule(
     reports={"trigger_domain_mismatch"},
     schema=Fragment(
@@ -1052,9 +1088,16 @@ JOIN_HOWS: Mapping[str, tuple[str, ...]] = {
     "window": ("inner", "left", "right", "full", "semi", "anti"),
     "temporal": ("inner", "left"),
     "lookup": ("inner", "left"),
+    "regular": ("inner",),
 }
 """The ``how`` each join kind takes (Flink's: a temporal join keeps every left row or
-only the matched ones; semi and anti only where a window bounds "never matched")."""
+only the matched ones; semi and anti only where a window bounds "never matched"; a
+regular join's output is append-only, so inner only)."""
+_HOW_WHY = {
+    "regular": ": an outer row would be emitted padded and then retracted when its "
+    "partner arrives, and a regular join's output is append-only (bound the join in "
+    "time, an interval or window join, for outer rows)",
+}
 
 
 @rule(
@@ -1112,7 +1155,8 @@ def _join_how_fits_kind(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[P
         yield Problem(
             ("operator", "how"),
             "how_not_for_kind",
-            f"{kind} joins take how {' | '.join(JOIN_HOWS[kind])}, not {how!r}",
+            f"{kind} joins take how {' | '.join(JOIN_HOWS[kind])}, not {how!r}"
+            + _HOW_WHY.get(kind, ""),
             how,
         )
 
@@ -1269,6 +1313,55 @@ def _lookup_no_lateness(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[P
             "nothing is late, leave allowed_lateness_ms out",
             lateness,
         )
+
+
+@rule(
+    reports={"lateness_not_for_regular"},
+    schema=Fragment(
+        "JoinOperator",
+        {
+            "if": _equals("kind", "regular"),
+            "then": {"properties": {"allowed_lateness_ms": {"const": 0}}},
+        },
+    ),
+)
+def _regular_no_lateness(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    """A regular join has no time condition: nothing is late."""
+    op = _join(spec)
+    if op is None or op.get("kind") != "regular":
+        return
+    lateness = _int(op.get("allowed_lateness_ms"))
+    if lateness:
+        yield Problem(
+            ("operator", "allowed_lateness_ms"),
+            "lateness_not_for_regular",
+            "a regular join joins every row with every row of the other side: nothing "
+            "is late, leave allowed_lateness_ms out (state_ttl_ms bounds its state)",
+            lateness,
+        )
+
+
+@rule(
+    reports={"state_ttl_unused"},
+    schema=Fragment(
+        "JoinOperator",
+        {"if": _equals("kind", "regular"), "else": {"properties": {"state_ttl_ms": False}}},
+    ),
+)
+def _state_ttl_for_regular(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    """Only a regular join keeps rows the watermark does not expire: the other kinds'
+    state is bounded by their time condition, so a TTL there says nothing."""
+    op = _join(spec)
+    kind = _str(op.get("kind")) if op is not None else None
+    if op is None or kind is None or kind == "regular" or op.get("state_ttl_ms") is None:
+        return
+    yield Problem(
+        ("operator", "state_ttl_ms"),
+        "state_ttl_unused",
+        f"only regular joins take state_ttl_ms, not {kind} joins (their time condition "
+        "bounds their state)",
+        op["state_ttl_ms"],
+    )
 
 
 @rule(

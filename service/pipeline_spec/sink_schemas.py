@@ -4,9 +4,9 @@ in a format with a schema (``sink.format``; docs/formats.md, "Results").
 A result is ``{pipeline, key, window: {start, end}, result: {<aggregation>: ...},
 fire, seq, watermark, id}``; each aggregation's type follows from its function: the
 counts are longs, a sum a long or a double (as its inputs were), an average a double,
-min and max a number or a string, first and last and collect's elements any scalar
-(a JSON object or array among them is written as its JSON text); null where the
-function can give none (nothing to average).
+min and max a number or a string, first, last, max_by, min_by and collect's elements
+any scalar (a JSON object or array among them is written as its JSON text); null where
+the function can give none (nothing to average).
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ _TYPES: dict[str, Any] = {
     "max": ["null", "long", "double", "string"],
     "first": _SCALAR,
     "last": _SCALAR,
+    "max_by": _SCALAR,
+    "min_by": _SCALAR,
     "collect": {"type": "array", "items": _SCALAR},
 }
 

@@ -295,3 +295,54 @@ def edited_lookup(change: Any) -> dict[str, Any]:
     spec = lookup_spec()
     change(spec)
     return spec
+
+
+def regular_spec() -> dict[str, Any]:
+    """Orders joined with every payment of their id, kept a day (Nexmark q3's shape): valid."""
+    spec = join_spec()
+    spec["operator"] = {
+        "type": "join",
+        "kind": "regular",
+        "left": "orders",
+        "right": "payments",
+        "state_ttl_ms": 86_400_000,
+        "select": {"order_id": "orders.order_id", "paid_at": "payments.paid_at"},
+    }
+    return spec
+
+
+def edited_regular(change: Any) -> dict[str, Any]:
+    spec = regular_spec()
+    change(spec)
+    return spec
+
+
+def test_a_regular_join_with_a_state_ttl_is_valid_and_builds() -> None:
+    _, definition = registry().parse(regular_spec())
+    assert definition.shuffle is not None and not definition.lookup
+    assert [i.name for i in definition.inputs or ()] == ["orders", "payments"]
+
+
+def test_a_regular_join_is_inner_only_and_says_why() -> None:
+    spec = edited_regular(lambda s: s["operator"].update(how="left"))
+    with pytest.raises(SpecInvalid) as info:
+        registry().parse(spec)
+    (error,) = info.value.errors
+    assert (error["loc"], error["type"]) == (["operator", "how"], "how_not_for_kind")
+    assert "retracted" in error["msg"] and "append-only" in error["msg"]
+
+
+def test_regular_join_rules() -> None:
+    def change(s: dict[str, Any]) -> None:
+        s["operator"].update(how="full", allowed_lateness_ms=5, state_ttl_ms=0)
+
+    assert problems(edited_regular(change)) == [
+        ("operator.state_ttl_ms", "greater_than"),
+        ("operator.how", "how_not_for_kind"),
+        ("operator.allowed_lateness_ms", "lateness_not_for_regular"),
+    ]
+
+
+def test_only_a_regular_join_takes_a_state_ttl() -> None:
+    interval = edited(lambda s: s["operator"].update(state_ttl_ms=1000))
+    assert problems(interval) == [("operator.state_ttl_ms", "state_ttl_unused")]

@@ -2,7 +2,8 @@
 script of ``benchmarks/nexmark/sql`` posted to the service, as a user runs it, on the
 generator's events (:mod:`benchmarks.nexmark.generate`) through the broker, and the same
 query in Flink SQL on the same events (JSON-lines files, as in test_sql_flink.py),
-compared row for row.
+compared row for row; and, for the queries :mod:`benchmarks.nexmark.reference`
+answers, with that straightforward Python answer too.
 
 The events: 3,000 (60 persons, 180 auctions, 2,760 bids) at 100 events/s of event time,
 so the 30 s they span hold several 10 s windows and sessions (the reference's 10,000
@@ -24,6 +25,7 @@ import pytest
 
 from benchmarks.nexmark.generate import KINDS, NexmarkConfig, by_kind, produce
 from benchmarks.nexmark.queries import QUERIES, Query, flink_table, script
+from benchmarks.nexmark.reference import REFERENCES
 from tests.api.server import app_settings, eventually, running_app, wait_ready
 from tests.integration.flink_sql import FlinkSql
 from tests.integration.kafka_utils import read_topic
@@ -129,3 +131,5 @@ async def test_a_nexmark_query_gives_the_rows_of_flink_sql(
     missing = sorted(set(want) - set(got), key=repr)
     extra = sorted(set(got) - set(want), key=repr)
     assert got == want, f"Flink only: {missing[:20]}\nClockwork only: {extra[:20]}"
+    if query.name in REFERENCES:
+        assert got == [tuple(map(_cell, row)) for row in REFERENCES[query.name](by_kind(CONFIG))]

@@ -98,6 +98,14 @@ def lookup_join(**operator: Any) -> dict[str, Any]:
     return spec
 
 
+def regular_join(**operator: Any) -> dict[str, Any]:
+    """A regular join of ``a`` and ``b``, with ``operator`` changed."""
+    spec = join(kind="regular", how="inner")
+    del spec["operator"]["between"]
+    spec["operator"].update(operator)
+    return spec
+
+
 def input_(name: str, **values: Any) -> Callable[[dict[str, Any]], Any]:
     """An edit of input ``name``: its sections updated with ``values``."""
     return lambda s: s["inputs"][name].update(values)
@@ -244,6 +252,7 @@ EXAMPLES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
         [
             join(how="semi"),
             edit(join(kind="temporal", how="right"), lambda s: s["operator"].pop("between")),
+            regular_join(how="left"),
         ],
         [
             window_join(how="anti"),
@@ -288,6 +297,14 @@ EXAMPLES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
     "lookup_no_lateness": (
         [lookup_join(allowed_lateness_ms=5)],
         [lookup_join(allowed_lateness_ms=0), join(allowed_lateness_ms=5)],
+    ),
+    "regular_no_lateness": (
+        [regular_join(allowed_lateness_ms=5)],
+        [regular_join(allowed_lateness_ms=0), regular_join(state_ttl_ms=5)],
+    ),
+    "state_ttl_for_regular": (
+        [join(state_ttl_ms=5), lookup_join(state_ttl_ms=5)],
+        [regular_join(state_ttl_ms=5), regular_join()],
     ),
     "lookup_table_input": (
         [
@@ -386,6 +403,22 @@ EXAMPLES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
             window(aggregations={"s": {"fn": "avg", "field": None}}),
         ],
         [window(aggregations={"n": {"fn": "count"}, "s": {"fn": "max", "field": "x.y"}})],
+    ),
+    "aggregation_by": (
+        [
+            window(aggregations={"b": {"fn": "max_by", "field": "x"}}),
+            window(aggregations={"b": {"fn": "min_by", "field": "x", "by": None}}),
+            window(aggregations={"s": {"fn": "max", "field": "x", "by": "y"}}),
+        ],
+        [
+            window(
+                aggregations={
+                    "b": {"fn": "max_by", "field": "x", "by": "y.z"},
+                    "c": {"fn": "min_by", "field": "x", "by": "y"},
+                    "s": {"fn": "max", "field": "x"},
+                }
+            )
+        ],
     ),
     "trigger_fits_time": (
         [

@@ -1,6 +1,7 @@
 """A join operator from the pipeline spec's ``"operator"`` object (``"type": "join"``).
 
-``kind`` picks the operator (``interval``, ``window``, ``temporal``, ``lookup``), ``how`` the rows
+``kind`` picks the operator (``interval``, ``window``, ``temporal``, ``lookup``,
+``regular``), ``how`` the rows
 besides the matches, ``select`` the output fields (none: ``{"left", "right"}``). The
 spec layer validates the object first (every problem at its path); this builder raises
 :class:`~service.operators.join.rows.JoinConfigError` or
@@ -16,13 +17,14 @@ from service.operators.join.inputs import TwoInputOperator
 from service.operators.join.interval import IntervalJoinOperator
 from service.operators.join.lookup import LookupJoinOperator, LookupTable
 from service.operators.join.projection import compile_projection
+from service.operators.join.regular import RegularJoinOperator
 from service.operators.join.rows import How, JoinConfigError, Projection, both_sides
 from service.operators.join.temporal import TemporalJoinOperator
 from service.operators.join.window import WindowJoinOperator
 from service.operators.window.assigners import SlidingAssigner, TumblingAssigner
 from service.operators.window.errors import WindowConfigError
 
-KINDS = ("interval", "window", "temporal", "lookup")
+KINDS = ("interval", "window", "temporal", "lookup", "regular")
 
 
 def build_join_operator(
@@ -78,6 +80,11 @@ def build_join_operator(
         return WindowJoinOperator(pipeline, how, assigner, lateness, project, inputs, late_output)
     if kind == "temporal":
         return TemporalJoinOperator(pipeline, how, lateness, project, inputs, late_output)
+    if kind == "regular":
+        ttl = spec.get("state_ttl_ms")
+        return RegularJoinOperator(
+            pipeline, how, None if ttl is None else int(ttl), project, inputs, late_output
+        )
     if kind == "lookup":
         if table is None:
             table = LookupTable(inputs[1], max_rows(spec))

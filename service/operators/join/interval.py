@@ -36,8 +36,9 @@ Row = list[Any]
 checkpoint holds one entry per key and side (``l:<key>``, ``r:<key>``)."""
 
 
-class _Rows:
-    """One key's rows of one side, sorted by time (ties: arrival order)."""
+class TimeSortedRows:
+    """One key's rows of one side, sorted by time (ties: arrival order); each row is a
+    list starting with its time (the regular join keeps its rows here too)."""
 
     __slots__ = ("rows", "times")
 
@@ -87,7 +88,7 @@ class IntervalJoinOperator(JoinOperator):
         self._pads = (how.pads(Side.LEFT), how.pads(Side.RIGHT))
         # cleanup time = ts + this, per side
         self._keep = (upper_ms + allowed_lateness_ms, -lower_ms + allowed_lateness_ms)
-        self._sides: tuple[dict[str, _Rows], dict[str, _Rows]] = ({}, {})
+        self._sides: tuple[dict[str, TimeSortedRows], dict[str, TimeSortedRows]] = ({}, {})
         self._expiry: list[tuple[int, int, str]] = []  # (cleanup time, side, key)
         self._dirty: set[tuple[int, str]] = set()
 
@@ -131,7 +132,7 @@ class IntervalJoinOperator(JoinOperator):
                 continue
             rows = mine.get(key)
             if rows is None:
-                rows = mine[key] = _Rows()
+                rows = mine[key] = TimeSortedRows()
             first = rows.times[0] if rows.times else None
             rows.add([ts, position, value, matched])
             if first is None or ts < first:
@@ -161,7 +162,7 @@ class IntervalJoinOperator(JoinOperator):
                 continue  # stale: the key's oldest row changed since this entry
             self._expire(Side(side), key, rows, watermark - keep[side])
 
-    def _expire(self, side: Side, key: str, rows: _Rows, through: int) -> None:
+    def _expire(self, side: Side, key: str, rows: TimeSortedRows, through: int) -> None:
         """Drop ``key``'s rows of ``side`` with time at or below ``through``."""
         count = bisect_right(rows.times, through)
         if self._pads[side]:
@@ -208,7 +209,7 @@ class IntervalJoinOperator(JoinOperator):
         if value is None:
             self._sides[side].pop(key, None)
             return
-        rows = _Rows()
+        rows = TimeSortedRows()
         for ts, position, row_value, matched in value:
             rows.add([int(ts), int(position), row_value, bool(matched)])
         self._sides[side][key] = rows

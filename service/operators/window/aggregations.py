@@ -4,8 +4,8 @@ Several named outputs share ONE accumulator per window: a flat list with a few s
 per aggregation (after ``base`` leading slots the operator keeps for itself, such as
 the firing sequence number). Every slot is plain data, so a snapshot is a list copy:
 count/sum one number, min/max a number or None, avg ``sum, count``, first/last
-``timestamp, value``, count_distinct a dict of JSON-encoded values (never a set),
-collect a list.
+``timestamp, value``, max_by/min_by ``by value, timestamp, value``, count_distinct a
+dict of JSON-encoded values (never a set), collect a list.
 
 Why code generation: the per-record update is the hot path. Dispatching through a
 loop of ``(kind, path)`` pairs costs a call and several branches per aggregation per
@@ -26,6 +26,13 @@ the general path), and either dead-letters it or aggregates it with the field as
 (``on_bad_value``); :meth:`AggregationPlan.bad_values` says which and why. first/last
 pick the value with the smallest/largest event timestamp (ties: first/last to arrive),
 so the result does not depend on arrival order.
+
+max_by/min_by (Spark's and Flink's ``MAX_BY``/``MIN_BY``, ``ARG_MAX``) return ``field``
+of the row with the largest/smallest ``by``: ``by`` is read as max reads its field
+(numbers and strings in one order; anything else is a bad value; NULL: the row is left
+out), ``field`` as first reads it (any value; missing: NULL). Ties on ``by`` go to the
+row with the smallest event timestamp, then to the first to arrive; so several max_by
+over one ``by`` in one window return fields of the same row.
 """
 
 from __future__ import annotations
@@ -53,9 +60,13 @@ class AggKind(StrEnum):
     LAST = "last"
     COUNT_DISTINCT = "count_distinct"
     COLLECT = "collect"
+    MAX_BY = "max_by"
+    MIN_BY = "min_by"
 
 
-_WIDTH = {AggKind.AVG: 2, AggKind.FIRST: 2, AggKind.LAST: 2}
+_WIDTH = {AggKind.AVG: 2, AggKind.FIRST: 2, AggKind.LAST: 2, AggKind.MAX_BY: 3, AggKind.MIN_BY: 3}
+_BY = frozenset({AggKind.MAX_BY, AggKind.MIN_BY})
+"""Functions that return one field of the row with the extreme ``by``."""
 _NUMERIC = frozenset({AggKind.SUM, AggKind.MIN, AggKind.MAX, AggKind.AVG})
 """Functions that read numbers (min and max also strings)."""
 _ORDERED = frozenset({AggKind.MIN, AggKind.MAX})
@@ -70,6 +81,15 @@ def order_key(value: int | float | str) -> tuple[int, int | float | str]:
     return (1, value) if type(value) is str else (0, value)
 
 
+def _beats(kind: AggKind, source: list[Any], target: list[Any], i: int) -> bool:
+    """Whether ``source``'s max_by/min_by row at slot ``i`` wins over ``target``'s (both
+    held): a larger (smaller) ``by``, or the same at an earlier timestamp."""
+    a, b = order_key(target[i]), order_key(source[i])
+    if a == b:
+        return bool(source[i + 1] < target[i + 1])
+    return b > a if kind is AggKind.MAX_BY else b < a
+
+
 _INITIAL = {
     AggKind.COUNT: "0",
     AggKind.SUM: "0",
@@ -80,16 +100,26 @@ _INITIAL = {
     AggKind.LAST: "None, None",
     AggKind.COUNT_DISTINCT: "{}",
     AggKind.COLLECT: "[]",
+    AggKind.MAX_BY: "None, None, None",
+    AggKind.MIN_BY: "None, None, None",
 }
 
 
 @dataclass(frozen=True, slots=True)
 class AggregationSpec:
-    """One named output: ``name`` is ``kind`` of the dotted ``field`` (None for count)."""
+    """One named output: ``name`` is ``kind`` of the dotted ``field`` (None for count);
+    ``by`` is the field max_by/min_by order the rows by (None for the others)."""
 
     name: str
     kind: AggKind
     field: str | None = None
+    by: str | None = None
+
+    @property
+    def checked_field(self) -> str | None:
+        """The field whose values this function may refuse (bad values): ``by`` for
+        max_by and min_by, else ``field``."""
+        return self.by if self.kind in _BY else self.field
 
 
 def encode_distinct(value: Any) -> str:
@@ -98,13 +128,15 @@ def encode_distinct(value: Any) -> str:
 
 
 def parse_aggregations(spec: Mapping[str, Any]) -> list[AggregationSpec]:
-    """``{name: (fn, field)}`` or ``{name: {"fn": ..., "field": ...}}`` to specs."""
+    """``{name: (fn, field)}`` or ``{name: {"fn": ..., "field": ..., "by": ...}}`` to
+    specs (``by``: max_by and min_by only, and required there)."""
     if not spec:
         raise WindowConfigError("aggregations must name at least one output")
     out: list[AggregationSpec] = []
     for name, item in spec.items():
+        by = None
         if isinstance(item, Mapping):
-            fn, field = item.get("fn"), item.get("field")
+            fn, field, by = item.get("fn"), item.get("field"), item.get("by")
         elif isinstance(item, tuple | list) and len(item) == 2:
             fn, field = item
         else:
@@ -123,7 +155,16 @@ def parse_aggregations(spec: Mapping[str, Any]) -> list[AggregationSpec]:
                 split_path(field)
             except ConfigError as exc:
                 raise WindowConfigError(f"aggregation {name!r}: {exc}") from None
-        out.append(AggregationSpec(str(name), kind, field))
+        if kind in _BY:
+            if by is None:
+                raise WindowConfigError(f"aggregation {name!r}: {kind} needs by")
+            try:
+                split_path(by)
+            except ConfigError as exc:
+                raise WindowConfigError(f"aggregation {name!r}: by: {exc}") from None
+        elif by is not None:
+            raise WindowConfigError(f"aggregation {name!r}: only max_by and min_by take by")
+        out.append(AggregationSpec(str(name), kind, field, by))
     return out
 
 
@@ -159,8 +200,9 @@ class AggregationPlan:
         self.width = position
         self._paths: list[tuple[str, ...]] = []
         for spec in self.specs:
-            if spec.field is not None and split_path(spec.field) not in self._paths:
-                self._paths.append(split_path(spec.field))
+            for path in (spec.field, spec.by):
+                if path is not None and split_path(path) not in self._paths:
+                    self._paths.append(split_path(path))
         self.namespace: dict[str, Any] = {
             "_MISSING": MISSING,
             "_LOOKUP": (KeyError, TypeError, IndexError),
@@ -191,7 +233,12 @@ class AggregationPlan:
         return "[" + ", ".join(parts) + "]"
 
     def _kinds(self, parts: tuple[str, ...]) -> set[AggKind]:
-        return {s.kind for s in self.specs if s.field and split_path(s.field) == parts}
+        """How the field at ``parts`` is read: the functions reading it, and max for a
+        ``by`` (max_by and min_by order by it as max orders its field)."""
+        kinds = {s.kind for s in self.specs if s.field and split_path(s.field) == parts}
+        if any(s.by is not None and split_path(s.by) == parts for s in self.specs):
+            kinds.add(AggKind.MAX)
+        return kinds
 
     def fetch_lines(self, value: str, indent: str) -> list[str]:
         """Read each field once into ``_v<p>`` and classify it (``_n<p>``: a number,
@@ -244,13 +291,14 @@ class AggregationPlan:
         """Which aggregations cannot take ``value``'s fields, and why (the slow path)."""
         out: list[tuple[int, AggregationSpec, str]] = []
         for j, spec in enumerate(self.specs):
-            if spec.kind not in _NUMERIC or spec.field is None:
+            read = spec.checked_field
+            if (spec.kind not in _NUMERIC and spec.kind not in _BY) or read is None:
                 continue
-            v = get_path(value, spec.field)
+            v = get_path(value, read)
             t = type(v)
             if v is MISSING or v is None or t is int or t is float:
                 continue
-            if spec.kind in _ORDERED:
+            if spec.kind in _ORDERED or spec.kind in _BY:
                 if t is not str:
                     out.append((j, spec, REASON_NOT_COMPARABLE))
             else:
@@ -278,6 +326,9 @@ class AggregationPlan:
                 continue
             p = self._paths.index(split_path(str(spec.field)))
             v = f"_v{p}"
+            if k in _BY:
+                lines += self._by_lines(k, acc, ts, i, p, indent)
+                continue
             if k in _ORDERED:
                 # one order for numbers and strings: every number before every string
                 lesser = k is AggKind.MIN
@@ -324,6 +375,36 @@ class AggregationPlan:
                 lines.append(f"{body}{acc}[{i}].append({v})")
         return lines
 
+    def _by_lines(self, k: AggKind, acc: str, ts: str, i: int, p: int, indent: str) -> list[str]:
+        """max_by/min_by: take row ``_v<p>`` when its ``by`` (``_v<q>``) beats the held
+        one in min/max's order, or ties with it at an earlier timestamp."""
+        spec = next(s for s, at in zip(self.specs, self.slots, strict=True) if at == i)
+        q = self._paths.index(split_path(str(spec.by)))
+        b = f"_v{q}"
+        earlier = f"({b} == _x and {ts} < {acc}[{i + 1}])"
+        if k is AggKind.MAX_BY:
+            number = f"_x is None or (_x.__class__ is not _str and ({b} > _x or {earlier}))"
+            string = f"_x is None or _x.__class__ is not _str or {b} > _x or {earlier}"
+        else:
+            number = f"_x is None or _x.__class__ is _str or {b} < _x or {earlier}"
+            string = f"_x is None or (_x.__class__ is _str and ({b} < _x or {earlier}))"
+        body = indent + "    "
+        take = [
+            f"{body}    {acc}[{i}] = {b}",
+            f"{body}    {acc}[{i + 1}] = {ts}",
+            f"{body}    {acc}[{i + 2}] = None if _v{p} is _MISSING else _v{p}",
+        ]
+        return [
+            f"{indent}if _n{q}:",
+            f"{body}_x = {acc}[{i}]",
+            f"{body}if {number}:",
+            *take,
+            f"{indent}elif _s{q}:",
+            f"{body}_x = {acc}[{i}]",
+            f"{body}if {string}:",
+            *take,
+        ]
+
     def _compile(self, name: str) -> Callable[[Any, int, Any], None]:
         lines = [f"def {name}(acc, ts, value):", "    pass"]
         lines += self.fetch_lines("value", "    ")
@@ -345,6 +426,8 @@ class AggregationPlan:
                 acc += [0, 0]
             elif k is AggKind.FIRST or k is AggKind.LAST:
                 acc += [None, None]
+            elif k in _BY:
+                acc += [None, None, None]
             elif k is AggKind.COUNT_DISTINCT:
                 acc.append({})
             elif k is AggKind.COLLECT:
@@ -377,6 +460,9 @@ class AggregationPlan:
                 a, b = target[i], source[i]
                 if b is not None and (a is None or (b < a if k is AggKind.FIRST else b >= a)):
                     target[i], target[i + 1] = b, source[i + 1]
+            elif k in _BY:
+                if source[i] is not None and (target[i] is None or _beats(k, source, target, i)):
+                    target[i : i + 3] = source[i : i + 3]
             elif k is AggKind.COUNT_DISTINCT:
                 target[i].update(source[i])
             else:
@@ -399,6 +485,8 @@ class AggregationPlan:
                 expr = f"{acc}[{i}] / {acc}[{i + 1}] if {acc}[{i + 1}] else None"
             elif k in (AggKind.FIRST, AggKind.LAST):
                 expr = f"{acc}[{i + 1}]"
+            elif k in _BY:
+                expr = f"{acc}[{i + 2}]"
             elif k is AggKind.COUNT_DISTINCT:
                 expr = f"_len({acc}[{i}])"
             elif k is AggKind.COLLECT:

@@ -149,14 +149,14 @@ class WindowOperatorBase:
         counts = self.collector.bad_values
         for j, spec, reason in found:
             plan.invalid[j] += 1
-            entry = (str(spec.field), reason)
+            entry = (str(spec.checked_field), reason)
             counts[entry] = counts.get(entry, 0) + 1
         if not found or self._skip_bad:
             return False
         first = found[0][1]
         detail = "; ".join(
-            f"{spec.kind.value}({spec.field}) cannot take "
-            + _json_kind(get_path(value, str(spec.field)))
+            f"{spec.kind.value}({spec.checked_field}) cannot take "
+            + _json_kind(get_path(value, str(spec.checked_field)))
             for _, spec, _ in found
         )
         self.collector.failed.append(
@@ -166,7 +166,7 @@ class WindowOperatorBase:
                 REASON_BAD_VALUE,
                 detail,
                 (
-                    (HEADER_FIELD, str(first.field).encode()),
+                    (HEADER_FIELD, str(first.checked_field).encode()),
                     (HEADER_FUNCTION, first.kind.value.encode()),
                 ),
             )

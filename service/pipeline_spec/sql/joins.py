@@ -9,6 +9,8 @@ FROM TUMBLE(orders, ts, INTERVAL '1' MINUTE) o JOIN TUMBLE(payments, ts, INTERVA
   ON o.id = p.order_id AND o.window_start = p.window_start AND o.window_end = p.window_end
 -- temporal join: each order with the rate valid at its time
 FROM orders o LEFT JOIN rates FOR SYSTEM_TIME AS OF o.ts AS r ON o.currency = r.currency
+-- regular join: every auction with every person of its seller, whenever each came
+FROM auction a JOIN person p ON a.seller = p.id
 ```
 
 The ``ON`` clause is a conjunction of equalities between the two sides (the join key:
@@ -20,7 +22,10 @@ refused (it would filter the joined rows, which the operator does not do). The s
 list becomes the join's ``select`` (``o.amount`` reads ``orders.amount``), ``SELECT *``
 the default ``{"left", "right"}`` record. ``FOR SYSTEM_TIME AS OF PROCTIME()`` is a
 lookup join, compiled to ``kind: "lookup"`` with the table source's ``max_rows`` (its
-``WITH`` option: how many rows every replica may hold; required).
+``WITH`` option: how many rows every replica may hold; required). A join of two sources
+with neither time bounds nor windows is Flink's regular join (``kind: "regular"``, inner
+only: its output is append-only), its state bounded by ``SET state_ttl`` (Flink's
+``table.exec.state.ttl``) when set.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from sqlglot import exp
 from .context import Compilation
 from .expressions import Scope, column_path, translate
 from .options import OptionError, duration_ms
+from .problems import SqlProblem
 from .sink import Settings
 from .sources import Source
 from .windows import KEY_FIELD, _assigner, _window_source, window_call
@@ -104,8 +110,21 @@ def compile_join(
     for side in (left, right):
         scope.names[side.source.name] = side.source
         scope.names[side.alias] = side.source
-    between = _on(comp, scope, join.args.get("on"), left, right, kind, statement)
+    lower, upper = _on(comp, scope, join.args.get("on"), left, right, kind, statement)
+    if kind == "interval" and lower is None and upper is None:
+        kind = "regular"
+        if how != "inner":
+            comp.refuse_clause(join, statement, how, _REGULAR_INNER, "sql_join_condition")
     _where(comp, scope, select.args.get("where"), left, right, statement)
+    if "state_ttl" in settings.values and kind != "regular":
+        comp.problems.append(
+            SqlProblem(
+                settings.at["state_ttl"],
+                "sql_option",
+                f"SET state_ttl is for regular joins, not {kind} joins (their time "
+                "condition bounds their state)",
+            )
+        )
     if len(comp.problems):
         return
     operator: dict[str, Any] = {
@@ -116,10 +135,13 @@ def compile_join(
         "right": right.source.name,
     }
     if kind == "interval":
-        if between is None:
+        if lower is None or upper is None:
             comp.refuse(join.args.get("on") or join, statement, _INTERVAL_USAGE)
             return
-        operator["between"] = {"lower_ms": between[0], "upper_ms": between[1]}
+        operator["between"] = {"lower_ms": lower, "upper_ms": upper}
+    if kind == "regular" and "state_ttl" in settings.values:
+        operator["state_ttl_ms"] = settings.values["state_ttl"]
+        comp.origins[("operator", "state_ttl_ms")] = settings.at["state_ttl"]
     if kind == "window":
         if left.assigner != right.assigner:
             comp.refuse(
@@ -157,7 +179,13 @@ def compile_join(
 _INTERVAL_USAGE = (
     "an interval join bounds the two times: ON a.k = b.k AND b.ts BETWEEN a.ts - INTERVAL "
     "'...' <unit> AND a.ts + INTERVAL '...' <unit> (the time columns are the WATERMARK "
-    "columns); or join two windows, or FOR SYSTEM_TIME AS OF a.ts (temporal)"
+    "columns); or join two windows, or FOR SYSTEM_TIME AS OF a.ts (temporal), or leave "
+    "the times out (a regular join)"
+)
+_REGULAR_INNER = (
+    "a join without time bounds (a regular join) is an inner JOIN: an outer row would be "
+    "emitted padded and then retracted when its partner arrives, and the output is "
+    "append-only; bound the times (an interval join) or join windows for outer rows"
 )
 
 
@@ -290,11 +318,12 @@ def _on(
     right: _Side,
     kind: str,
     statement: int,
-) -> tuple[int, int] | None:
-    """Keys into the sides; the interval bounds ``(lower, upper)`` of ``r.ts - l.ts``."""
+) -> tuple[int | None, int | None]:
+    """Keys into the sides; the interval bounds ``(lower, upper)`` of ``r.ts - l.ts``
+    (None: ON does not bound that side)."""
     if on is None:
         comp.refuse(None, statement, "a join needs ON <left key> = <right key>")
-        return None
+        return None, None
     lower: int | None = None
     upper: int | None = None
     windows_named: set[str] = set()
@@ -360,8 +389,6 @@ def _on(
             f"time bounds are for interval joins, not {kind} joins",
             "sql_join_condition",
         )
-    if lower is None or upper is None:
-        return None
     return lower, upper
 
 

@@ -61,7 +61,7 @@ _AGGREGATES = {
 _NAMED_AGGREGATES = {"COLLECT": "collect", "FIRST": "first", "LAST": "last"}
 SUPPORTED_AGGREGATES = (
     "COUNT(*), COUNT(x), COUNT(DISTINCT x), SUM, MIN, MAX, AVG, FIRST_VALUE, LAST_VALUE, "
-    "ARRAY_AGG (or COLLECT)"
+    "ARRAY_AGG (or COLLECT), MAX_BY(x, by), MIN_BY(x, by) (or ARG_MAX, ARG_MIN)"
 )
 KEY_FIELD = "_sql_key"
 ALL_KEY = "all"
@@ -386,6 +386,8 @@ def _aggregation(
         helper = _helper(name)
         computed[helper] = f"CASE WHEN {text} IS NULL THEN 0 ELSE 1 END"
         return {"fn": "sum", "field": helper}
+    if isinstance(node, exp.ArgMax | exp.ArgMin):
+        return _by_aggregation(comp, scope, node, name, statement, computed)
     fn = next((fn for kind, fn in _AGGREGATES.items() if isinstance(node, kind)), None)
     if fn is None and isinstance(node, exp.Anonymous):
         fn = _NAMED_AGGREGATES.get(node.name.upper())
@@ -420,6 +422,31 @@ def _aggregation(
             return None
     field = _field(comp, scope, arg, name, statement, computed)
     return None if field is None else {"fn": fn, "field": field}
+
+
+def _by_aggregation(
+    comp: Compilation,
+    scope: Scope,
+    node: exp.ArgMax | exp.ArgMin,
+    name: str,
+    statement: int,
+    computed: dict[str, str],
+) -> dict[str, Any] | None:
+    """``MAX_BY(x, by)`` / ``MIN_BY(x, by)`` (Spark's and Flink's names; ``ARG_MAX``,
+    ``ARG_MIN``): ``x`` of the row with the largest/smallest ``by``."""
+    fn = "max_by" if isinstance(node, exp.ArgMax) else "min_by"
+    value, by = node.this, node.expression
+    if not isinstance(value, exp.Expression) or not isinstance(by, exp.Expression):
+        comp.refuse(node, statement, f"{fn.upper()}(x, by) takes two arguments")
+        return None
+    if node.args.get("count") is not None:
+        comp.refuse(node, statement, f"{fn.upper()}(x, by) takes two arguments, not a count")
+        return None
+    field = _field(comp, scope, value, name, statement, computed)
+    by_field = _field(comp, scope, by, f"{name}_by", statement, computed)
+    if field is None or by_field is None:
+        return None
+    return {"fn": fn, "field": field, "by": by_field}
 
 
 def _field(

@@ -116,3 +116,31 @@ def test_several_key_equalities_compile_to_one_composite_key_per_input() -> None
         assert spec["inputs"][name]["steps"] == [
             {"set": {"_sql_key": "CAST(`order_id` AS VARCHAR) || '|' || CAST(`region` AS VARCHAR)"}}
         ]
+
+
+def test_a_join_without_time_bounds_compiles_to_a_regular_join() -> None:
+    spec = compiled(
+        ORDERS
+        + PAYMENTS
+        + "INSERT INTO paid SELECT o.order_id, p.paid FROM orders o JOIN payments p "
+        "ON o.order_id = p.order_id WHERE o.amount > 10"
+    )
+    assert spec["operator"] == {
+        "type": "join",
+        "kind": "regular",
+        "how": "inner",
+        "left": "orders",
+        "right": "payments",
+        "select": {"order_id": "`orders`.`order_id`", "paid": "`payments`.`paid`"},
+    }
+    assert spec["inputs"]["orders"]["steps"] == [{"filter": "`amount` > 10"}]
+
+
+def test_flinks_state_ttl_setting_bounds_a_regular_joins_state() -> None:
+    spec = compiled(
+        ORDERS
+        + PAYMENTS
+        + "SET 'table.exec.state.ttl' = '1 h';\n"
+        + "INSERT INTO paid SELECT * FROM orders o JOIN payments p ON o.order_id = p.order_id"
+    )
+    assert spec["operator"]["state_ttl_ms"] == 3_600_000

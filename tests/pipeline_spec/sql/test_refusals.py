@@ -146,3 +146,37 @@ def test_an_unterminated_string_is_placed_where_it_opens() -> None:
     problem = only_problem(sql)
     assert problem.type == "sql_syntax"
     assert (problem.at.line, problem.at.column) == where(sql, "'abc")
+
+
+def test_an_outer_join_without_time_bounds_is_refused_it_would_need_retractions() -> None:
+    sql = (
+        ORDERS + PAYMENTS + "INSERT INTO paid SELECT * FROM orders o LEFT JOIN payments p "
+        "ON o.order_id = p.order_id"
+    )
+    assert_at(sql, "LEFT JOIN", 3, "sql_join_condition", "retracted")
+
+
+def test_half_a_time_bound_is_refused_as_an_interval_join_without_its_other_bound() -> None:
+    sql = (
+        ORDERS + PAYMENTS + "INSERT INTO paid SELECT * FROM orders o JOIN payments p "
+        "ON o.order_id = p.order_id AND p.ts >= o.ts"
+    )
+    assert_at(sql, "o.order_id = p.order_id AND", 3, "sql_unsupported", "an interval join")
+
+
+def test_a_state_ttl_on_a_join_bounded_in_time_is_refused_at_the_setting() -> None:
+    sql = (
+        ORDERS
+        + PAYMENTS
+        + "SET state_ttl = INTERVAL '1' HOUR;\n"
+        + "INSERT INTO paid SELECT * FROM orders o JOIN payments p ON o.order_id = p.order_id "
+        "AND p.ts BETWEEN o.ts AND o.ts + INTERVAL '1' MINUTE"
+    )
+    assert_at(sql, "'1' HOUR", 3, "sql_option", "regular joins")
+
+
+def test_max_by_with_one_argument_is_refused_at_it() -> None:
+    sql = ORDERS + WINDOW.replace("COUNT(*) AS n", "MAX_BY(amount) AS n")
+    found = problems(sql)
+    assert [(p.at.statement, p.type) for p in found] == [(2, "sql_unsupported")]
+    assert "takes two arguments" in found[0].message

@@ -181,3 +181,18 @@ def test_insert_into_a_quoted_name_writes_to_that_topic() -> None:
         "FROM TUMBLE(orders, ts, INTERVAL '1' MINUTE) GROUP BY window_start, window_end"
     )
     assert spec["sink"] == {"topic": "revenue-per-user"}
+
+
+def test_max_by_and_min_by_compile_to_aggregations_with_their_by_field() -> None:
+    spec = compiled(
+        ORDERS + "INSERT INTO top SELECT MAX_BY(order_id, amount) AS biggest, "
+        'MIN_BY(order_id, amount * 2) AS smallest, ARG_MAX("user", amount) AS who, '
+        "window_start, window_end FROM TUMBLE(orders, ts, INTERVAL '1' MINUTE) "
+        "GROUP BY window_start, window_end"
+    )
+    assert spec["operator"]["aggregations"] == {
+        "biggest": {"fn": "max_by", "field": "order_id", "by": "amount"},
+        "smallest": {"fn": "min_by", "field": "order_id", "by": "_sql_smallest_by"},
+        "who": {"fn": "max_by", "field": "user", "by": "amount"},
+    }
+    assert spec["steps"][-1]["set"]["_sql_smallest_by"] == "`amount` * 2"

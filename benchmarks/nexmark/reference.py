@@ -1,0 +1,57 @@
+"""Straightforward Python answers of the Nexmark queries over the generated events (#33):
+no state, no watermark, no pruning; what a query's output must be, row for row.
+
+Each takes :func:`~benchmarks.nexmark.generate.by_kind`'s events and returns the rows
+as tuples of the query's columns (the Flink text's), sorted, so the benchmark and the
+tests compare Clockwork's (and Flink's) rows with them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from benchmarks.nexmark.generate import Event
+
+Row = tuple[Any, ...]
+WINDOW_MS = 10_000
+"""q7's tumbling window."""
+
+
+def q3(events: dict[str, list[Event]]) -> list[Row]:
+    """Every auction of category 10 with its seller, when the seller lives in OR, ID or
+    CA: ``name, city, state, id``."""
+    people = [p.record for p in events["person"] if p.record["state"] in ("OR", "ID", "CA")]
+    by_id: dict[int, list[dict[str, Any]]] = {}
+    for person in people:
+        by_id.setdefault(person["id"], []).append(person)
+    rows = [
+        (p["name"], p["city"], p["state"], a.record["id"])
+        for a in events["auction"]
+        if a.record["category"] == 10
+        for p in by_id.get(a.record["seller"], ())
+    ]
+    return sorted(rows, key=repr)
+
+
+def q7(events: dict[str, list[Event]]) -> list[Row]:
+    """Per 10 s tumbling window, the bid with the highest price (ties: the earliest,
+    then the first generated): ``auction, price, bidder, dateTime, extra``."""
+    best: dict[int, dict[str, Any]] = {}
+    for bid in (e.record for e in events["bid"]):
+        start = bid["dateTime"] - bid["dateTime"] % WINDOW_MS
+        held = best.get(start)
+        if (
+            held is None
+            or bid["price"] > held["price"]
+            or (bid["price"] == held["price"] and bid["dateTime"] < held["dateTime"])
+        ):
+            best[start] = bid
+    rows = [
+        (b["auction"], b["price"], b["bidder"], b["dateTime"], b["extra"]) for b in best.values()
+    ]
+    return sorted(rows, key=repr)
+
+
+REFERENCES: dict[str, Callable[[dict[str, list[Event]]], list[Row]]] = {"q3": q3, "q7": q7}
+"""The queries that have a reference here, by name."""

@@ -1,0 +1,154 @@
+"""The regular join: Flink's unbounded inner join of two append-only streams.
+
+``FROM a JOIN b ON a.x = b.y`` without time bounds (Flink's ``StreamingJoinOperator``
+for two insert-only inputs): every row is kept, per key and side, and each arriving row
+is emitted at once joined with every stored row of the other side with the same key,
+timestamped ``max(l.ts, r.ts)``. The output is append-only because the join is inner: an
+outer join would emit a padded row and later retract it when a partner arrives, which
+an append-only sink cannot take back, so only ``inner`` is built.
+
+Nothing is late (no time condition says a partner can no longer come): the watermark
+only bounds the state, through the optional **state TTL** (Flink's
+``table.exec.state.ttl``, idle-state retention). With ``state_ttl_ms`` a row is dropped
+once the join's watermark ``W`` reaches ``ts + state_ttl_ms``; a row arriving when that
+is already so is joined with the rows held but not kept. Flink counts the TTL in
+processing time from the row's write; here it is event time from the row's timestamp,
+so a replay and a restore drop exactly the same rows (every pair of rows at most
+``state_ttl_ms`` apart is still joined). Without it the state grows with the input, as
+in Flink without a TTL.
+
+State per key and side is a list of rows sorted by time (:class:`TimeSortedRows`, the
+interval join's), so the rows a watermark expires are a prefix; one heap entry per key
+and side, at the expiry of its oldest row, finds them.
+"""
+
+from __future__ import annotations
+
+import heapq
+from bisect import bisect_right
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from service.operators.base import InputRecord, OperatorGauges
+from service.operators.join.base import JoinOperator
+from service.operators.join.checkpoint import parse_side_entry, side_entry
+from service.operators.join.interval import TimeSortedRows
+from service.operators.join.rows import How, JoinConfigError, Projection, Side, both_sides
+
+
+class RegularJoinOperator(JoinOperator):
+    """One partition's regular (unbounded) inner join (see the module docstring)."""
+
+    kind = "regular"
+
+    def __init__(
+        self,
+        pipeline: str,
+        how: How = How.INNER,
+        state_ttl_ms: int | None = None,
+        project: Projection = both_sides,
+        inputs: tuple[str, str] = ("left", "right"),
+        late_output: bool = True,
+    ) -> None:
+        if how is not How.INNER:
+            raise JoinConfigError(
+                f"a regular join is inner, not {how}: an outer row would have to be "
+                "retracted when its partner arrives, and the output is append-only"
+            )
+        if state_ttl_ms is not None and state_ttl_ms < 1:
+            raise JoinConfigError(f"state_ttl_ms must be positive, not {state_ttl_ms}")
+        super().__init__(pipeline, how, 0, project, inputs, late_output)
+        self.ttl = state_ttl_ms
+        self._sides: tuple[dict[str, TimeSortedRows], dict[str, TimeSortedRows]] = ({}, {})
+        self._expiry: list[tuple[int, int, str]] = []  # (expiry time, side, key); TTL only
+        self._dirty: set[tuple[int, str]] = set()
+
+    # -- input ----------------------------------------------------------------------------
+    def _process(self, side: Side, records: Sequence[InputRecord]) -> None:
+        mine = self._sides[side]
+        theirs = self._sides[1 - side]
+        dirty = self._dirty
+        emit = self._emit
+        ttl = self.ttl
+        watermark = self._watermark
+        left_side = side is Side.LEFT
+        for key, ts, value, position, _source in records:
+            partners = theirs.get(key)
+            if partners is not None:
+                for pts, ppos, pvalue in partners.rows:
+                    if left_side:
+                        emit(key, ts if ts >= pts else pts, position, value, ppos, pvalue)
+                    else:
+                        emit(key, ts if ts >= pts else pts, ppos, pvalue, position, value)
+            if ttl is not None and ts + ttl <= watermark:
+                continue  # expired already: joined with what is held, not kept
+            rows = mine.get(key)
+            if rows is None:
+                rows = mine[key] = TimeSortedRows()
+            if ttl is not None and (not rows.times or ts < rows.times[0]):
+                heapq.heappush(self._expiry, (ts + ttl, side, key))
+            rows.add([ts, position, value])
+            dirty.add((side, key))
+
+    # -- time -----------------------------------------------------------------------------
+    def advance_watermark(self, watermark: int) -> None:
+        """With a TTL: drop every row with ``ts + state_ttl_ms <= watermark``."""
+        if watermark <= self._watermark:
+            return
+        self._watermark = watermark
+        if self.ttl is None:
+            return
+        expiry = self._expiry
+        ttl = self.ttl
+        while expiry and expiry[0][0] <= watermark:
+            due, side, key = heapq.heappop(expiry)
+            rows = self._sides[side].get(key)
+            if rows is None or rows.times[0] + ttl != due:
+                continue  # stale: the key's oldest row changed since this entry
+            count = bisect_right(rows.times, watermark - ttl)
+            del rows.times[:count]
+            del rows.rows[:count]
+            self._dirty.add((side, key))
+            if rows.times:
+                heapq.heappush(expiry, (rows.times[0] + ttl, side, key))
+            else:
+                del self._sides[side][key]
+
+    # -- numbers --------------------------------------------------------------------------
+    def rows_held(self, side: Side) -> int:
+        """Rows kept for ``side`` (``clockwork_join_state_rows``); O(keys)."""
+        return sum(len(rows.times) for rows in self._sides[side].values())
+
+    def gauges(self) -> OperatorGauges:
+        keys = self._sides[0].keys() | self._sides[1].keys()
+        return OperatorGauges(
+            event_timers=len(self._expiry), processing_timers=0, windows_open=0, keys=len(keys)
+        )
+
+    # -- checkpoint hooks -----------------------------------------------------------------
+    def _pieces(self) -> Iterator[tuple[int, str]]:
+        return ((side, key) for side in (0, 1) for key in self._sides[side])
+
+    def _entry(self, piece: tuple[int, str]) -> str:
+        return side_entry(*piece)
+
+    def _encode(self, piece: tuple[int, str]) -> list[list[Any]] | None:
+        side, key = piece
+        rows = self._sides[side].get(key)
+        return None if rows is None else [list(row) for row in rows.rows]
+
+    def _clear(self) -> None:
+        self._sides = ({}, {})
+        self._expiry = []
+
+    def _restore_entry(self, name: str, value: Any) -> None:
+        side, key = parse_side_entry(name)
+        if value is None:
+            self._sides[side].pop(key, None)
+            return
+        rows = TimeSortedRows()
+        for ts, position, row_value in value:
+            rows.add([int(ts), int(position), row_value])
+        self._sides[side][key] = rows
+        if self.ttl is not None and rows.times:
+            heapq.heappush(self._expiry, (rows.times[0] + self.ttl, side, key))
