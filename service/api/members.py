@@ -75,6 +75,7 @@ class MemberBoard:
         self._producer: AIOKafkaProducer | None = None
         self._consumer: AIOKafkaConsumer | None = None
         self._task: asyncio.Task[None] | None = None
+        self._taken: tuple[int, Mapping[str, Mapping[str, Any]]] | None = None
 
     # -- what the view reads -----------------------------------------------------------
 
@@ -121,10 +122,19 @@ class MemberBoard:
             return _starting(pipeline, "local")
         return {**whole, "scope": "local"}
 
+    def _local_at(self, now_ms: int) -> Mapping[str, Mapping[str, Any]]:
+        """This member's live statuses, taken once per ``now_ms`` (a sampler asking for
+        each pipeline in turn at one moment snapshots them once)."""
+        taken = self._taken
+        if taken is None or taken[0] != now_ms:
+            assert self._local is not None
+            taken = self._taken = (now_ms, self._local())
+        return taken[1]
+
     def _own(self, now_ms: int, pipeline: str | None = None) -> list[MemberReport]:
         if self._local is None:
             return []
-        local = self._local()
+        local = self._local_at(now_ms)
         names = [pipeline] if pipeline is not None else list(local)
         return [self.me(now_ms, local[n]) for n in names if n in local]
 
