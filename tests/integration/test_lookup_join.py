@@ -41,34 +41,42 @@ def lookup_definition(
     bounded: bool = False,
     delivery: str = "at_least_once",
 ) -> PipelineDefinition:
-    spec = validate_spec(
-        {
-            "name": name,
-            "inputs": {
-                "orders": {
-                    "source": {"topics": [f"{name}.orders"], "bounded": bounded},
-                    "key": {"field": "customer"},
-                    "timestamp": {"field": "ts"},
-                    "watermark": {"max_out_of_orderness_ms": 1000, "interval_ms": 50},
-                },
-                # keyed by the Kafka key; a null value deletes it
-                "customers": {"source": {"topics": [f"{name}.customers"]}},
-            },
-            "operator": {
-                "type": "join",
-                "kind": "lookup",
-                "how": how,
-                "left": "orders",
-                "right": "customers",
-                "max_rows": max_rows,
-                "select": {"n": "orders.n", "who": "customers.name"},
-            },
-            "sink": {"topic": f"{name}.out", "dead_letter_topic": f"{name}.dlq"},
-            "delivery": delivery,
-        },
-        (),
-    )
+    spec = validate_spec(lookup_spec(name, how, max_rows, bounded, delivery), ())
     return build_definition(spec, ())
+
+
+def lookup_spec(
+    name: str,
+    how: str = "left",
+    max_rows: int = 100,
+    bounded: bool = False,
+    delivery: str = "at_least_once",
+) -> dict[str, Any]:
+    """The orders of ``<name>.orders`` enriched with the customers of ``<name>.customers``."""
+    return {
+        "name": name,
+        "inputs": {
+            "orders": {
+                "source": {"topics": [f"{name}.orders"], "bounded": bounded},
+                "key": {"field": "customer"},
+                "timestamp": {"field": "ts"},
+                "watermark": {"max_out_of_orderness_ms": 1000, "interval_ms": 50},
+            },
+            # keyed by the Kafka key; a null value deletes it
+            "customers": {"source": {"topics": [f"{name}.customers"]}},
+        },
+        "operator": {
+            "type": "join",
+            "kind": "lookup",
+            "how": how,
+            "left": "orders",
+            "right": "customers",
+            "max_rows": max_rows,
+            "select": {"n": "orders.n", "who": "customers.name"},
+        },
+        "sink": {"topic": f"{name}.out", "dead_letter_topic": f"{name}.dlq"},
+        "delivery": delivery,
+    }
 
 
 def customer(partition: int, key: str, name: str | None) -> Any:

@@ -6,7 +6,8 @@ exactly-once delivery, on Apache Kafka). The replica is a real ``python -m servi
 
 The pipeline is the replica-loss tests' (a 10 s tumbling window over 4 partitions, no
 record ever late) behind the keyed shuffle, so both of its stages spread over the
-workers.
+workers; the kill also hits a lookup join running beside it (every worker reads the
+whole table again when it starts).
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.api.server import app_settings, eventually, wait_ready
-from tests.integration.kafka_utils import create_topic, read_json, unique
+from tests.integration.kafka_utils import create_topic, produce, read_json, unique
 from tests.integration.test_api_replicas import service_process
+from tests.integration.test_lookup_join import customer, joined, lookup_spec, order, topics
 from tests.integration.test_replica_loss import (
     HALF,
     PARTITIONS,
@@ -153,11 +155,22 @@ async def test_a_worker_killed_mid_stream_is_restarted_and_the_results_are_exact
     ):
         await wait_ready(client, timeout_s=60)
         name, topic = await start_pipeline(client, bootstrap_servers, delivery)
+        lookup = unique("workerslookup")
+        await topics(bootstrap_servers, lookup)
+        people = [customer(i % 3, f"c{i}", f"n{i}") for i in range(5)]
+        await produce(bootstrap_servers, f"{lookup}.customers", people)
+        created = await client.post("/pipelines", json=lookup_spec(lookup, delivery=delivery))
+        assert created.status_code == 201, created.text
         first, second = dataset(0, HALF // 3), dataset(HALF // 3, 2 * HALF // 3)
         await send(bootstrap_servers, topic, first)
+        orders = [order(n, f"c{n % 5}") for n in range(400)]
+        await produce(bootstrap_servers, f"{lookup}.orders", orders[:200])
 
         async def some_results() -> bool:
-            return len(await read_json(bootstrap_servers, f"{name}.out", "read_committed")) > 0
+            for out in (name, lookup):
+                if not await read_json(bootstrap_servers, f"{out}.out", "read_committed"):
+                    return False
+            return True
 
         await eventually(some_results, timeout_s=60)
         before = worker_pids(replica.process.pid)
@@ -171,11 +184,21 @@ async def test_a_worker_killed_mid_stream_is_restarted_and_the_results_are_exact
 
         await eventually(restarted, timeout_s=60)
         await send(bootstrap_servers, topic, second + sentinels())
+        await produce(bootstrap_servers, f"{lookup}.orders", orders[200:])
         await settle_and_check(bootstrap_servers, name, expected(first + second))
+
+        async def every_order_enriched() -> dict[int, str | None] | None:
+            rows = await read_json(bootstrap_servers, f"{lookup}.out", "read_committed")
+            found = joined(rows)  # the newest row per order: a replayed row is the same
+            return found if len(found) == len(orders) else None
+
+        enriched = await eventually(every_order_enriched, timeout_s=60)
+        assert enriched == {n: f"n{n % 5}" for n in range(len(orders))}
         if delivery == "exactly_once":
-            committed = await read_json(bootstrap_servers, f"{name}.out", "read_committed")
-            ids = [r["id"] for r in committed]
-            assert len(ids) == len(set(ids)), "a result was written twice"
+            for out in (name, lookup):
+                committed = await read_json(bootstrap_servers, f"{out}.out", "read_committed")
+                ids = [r["id"] for r in committed]
+                assert len(ids) == len(set(ids)), f"a result of {out} was written twice"
 
         async def both_workers_back() -> bool:
             status = (await client.get(f"/pipelines/{name}/status")).json()
