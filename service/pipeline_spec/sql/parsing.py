@@ -15,6 +15,12 @@ The ``EMIT`` clause is not SQL sqlglot knows (ksqlDB's ``EMIT CHANGES``, RisingW
 WINDOW CLOSE`` (and ``EMIT FINAL``) say, so those are accepted and taken out of the text
 (blanked, offsets kept) before parsing; ``EMIT CHANGES`` asks for an updating result and
 is refused by name.
+
+Flink's window table functions, ``TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), size))`` (and
+``HOP``, ``SESSION``), say the same as RisingWave's ``TUMBLE(t, ts, size)``: the words
+and parentheses that only Flink writes (``TABLE(``, the inner ``TABLE``,
+``DESCRIPTOR(``/``)``, the outer ``)``) are blanked the same way, so a script copied
+from Flink reads as the form the compiler knows, and every position stays the script's.
 """
 
 from __future__ import annotations
@@ -89,6 +95,7 @@ def parse_script(text: Text) -> tuple[list[Statement], list[SqlProblem]]:
     for number, group in enumerate(groups, start=1):
         blanked, emit_problems = _without_emit(text, number, group)
         problems.extend(emit_problems)
+        blanked += _flink_window_words(group)
         start, end = group[0].start, group[-1].end + 1
         source = _blank(sql[:start]) + _blank_spans(sql[start:end], blanked, start)
         tree, parse_problems = _parse(text, number, source)
@@ -107,6 +114,55 @@ def _split(tokens: list[Token]) -> list[list[Token]]:
         else:
             groups[-1].append(token)
     return [group for group in groups if group]
+
+
+WINDOW_FUNCTIONS = frozenset({"TUMBLE", "HOP", "SESSION", "CUMULATE"})
+
+
+def _flink_window_words(group: list[Token]) -> list[tuple[int, int]]:
+    """The spans Flink's window table function syntax adds to RisingWave's (see the
+    module docstring): ``TABLE ( FN ( TABLE t , DESCRIPTOR ( ts ) ... ) )``."""
+    words = [t.text.upper() if t.token_type != TokenType.STRING else "" for t in group]
+    spans: list[tuple[int, int]] = []
+    for i in range(len(group) - 5):
+        if not (
+            words[i] == "TABLE"
+            and group[i + 1].token_type == TokenType.L_PAREN
+            and words[i + 2] in WINDOW_FUNCTIONS
+            and group[i + 3].token_type == TokenType.L_PAREN
+            and words[i + 4] == "TABLE"
+        ):
+            continue
+        close = _matching(group, i + 1)
+        if close is None:
+            continue  # unbalanced: the parser says where
+        spans += [(group[i].start, group[i + 1].end), (group[i + 4].start, group[i + 4].end)]
+        spans.append((group[close].start, group[close].end))
+        for j in range(i + 5, close - 3):
+            if (
+                words[j] == "DESCRIPTOR"
+                and group[j + 1].token_type == TokenType.L_PAREN
+                and group[j + 3].token_type == TokenType.R_PAREN
+            ):
+                spans += [
+                    (group[j].start, group[j + 1].end),
+                    (group[j + 3].start, group[j + 3].end),
+                ]
+    return spans
+
+
+def _matching(group: list[Token], opening: int) -> int | None:
+    """The index of the parenthesis closing the one at ``opening``."""
+    depth = 0
+    for k in range(opening, len(group)):
+        kind = group[k].token_type
+        if kind == TokenType.L_PAREN:
+            depth += 1
+        elif kind == TokenType.R_PAREN:
+            depth -= 1
+            if depth == 0:
+                return k
+    return None
 
 
 def _without_emit(

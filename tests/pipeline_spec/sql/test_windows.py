@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from .scripts import ORDERS, compiled
+import pytest
+
+from .scripts import ORDERS, compiled, only_problem, where
 
 
 def test_the_issue_example_compiles_to_a_tumbling_window_with_steps_and_a_partitioned_key() -> None:
@@ -196,3 +198,40 @@ def test_max_by_and_min_by_compile_to_aggregations_with_their_by_field() -> None
         "who": {"fn": "max_by", "field": "user", "by": "amount"},
     }
     assert spec["steps"][-1]["set"]["_sql_smallest_by"] == "`amount` * 2"
+
+
+FLINK_FORMS = [
+    (
+        "TABLE(TUMBLE(TABLE orders, DESCRIPTOR(ts), INTERVAL '1' MINUTE))",
+        "TUMBLE(orders, ts, INTERVAL '1' MINUTE)",
+    ),
+    (
+        "TABLE(HOP(TABLE orders, DESCRIPTOR(ts), INTERVAL '10' SECOND, INTERVAL '1' MINUTE))",
+        "HOP(orders, ts, INTERVAL '10' SECOND, INTERVAL '1' MINUTE)",
+    ),
+    (
+        "TABLE(\n  SESSION(TABLE orders, DESCRIPTOR(ts), INTERVAL '30' SECOND)\n)",
+        "SESSION(orders, ts, INTERVAL '30' SECOND)",
+    ),
+]
+
+
+@pytest.mark.parametrize(("flink", "ours"), FLINK_FORMS)
+def test_flink_s_window_table_function_syntax_compiles_as_the_short_form(
+    flink: str, ours: str
+) -> None:
+    query = (
+        'INSERT INTO out SELECT "user", window_start, window_end, COUNT(*) AS n '
+        'FROM {} GROUP BY "user", window_start, window_end'
+    )
+    assert window_of(query.format(flink)) == window_of(query.format(ours))
+
+
+def test_a_problem_after_flink_s_syntax_is_at_its_place_in_the_script() -> None:
+    sql = (
+        ORDERS + 'INSERT INTO out SELECT "user", window_start, window_end, SUM(nope) AS n\n'
+        "FROM TABLE(TUMBLE(TABLE orders, DESCRIPTOR(ts), INTERVAL '1' MINUTE))\n"
+        'GROUP BY "user", window_start, window_end'
+    )
+    found = only_problem(sql)
+    assert (found.at.line, found.at.column) == where(sql, "nope")
