@@ -382,6 +382,9 @@ async def _in_process_service(
             **({"KAFKA_SESSION_TIMEOUT_MS": str(EMBEDDED_SESSION_TIMEOUT_MS)} if embedded else {}),
             "SERVICE_HTTP_HOST": "127.0.0.1",
             "SERVICE_HTTP_PORT": str(port),
+            # one process: the demo's service runs in this event loop (workers would read
+            # their configuration from the environment, which this dict is not)
+            "SERVICE_WORKERS": "1",
             **({"SERVICE_API_TOKEN": args.api_token} if args.api_token else {}),
         }
     )

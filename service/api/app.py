@@ -105,6 +105,9 @@ def create_app(
     What the process does follows from the settings: with ``SERVICE_WORKERS`` 1 it
     serves the API and runs the pipelines; above 1 it serves the API and supervises
     that many workers, and runs no pipeline itself; as a ``worker`` it runs pipelines.
+    Workers read their configuration from this process's environment (as ``python -m
+    service`` reads it), plus the broker this process resolved: settings built otherwise
+    should keep ``workers`` at 1.
     ``runtime``: run pipelines in this runtime (its lifecycle stays with the caller);
     default: the app creates, starts and shuts down its own.
     """
