@@ -20,7 +20,7 @@ from service.api.store import PipelineStore, StoredPipeline, StoreError
 from service.pipeline_spec.build import BuildError, build_definition
 from service.pipeline_spec.models import PipelineSpec, validate_spec
 from service.pipeline_spec.sql import SqlError, validate_sql
-from service.runtime.definition import PipelineDefinition
+from service.runtime.definition import FormatSettings, PipelineDefinition
 from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.kafka.transactions import transactions_unsupported
 from service.runtime.pipeline_topics.admin import PinnedEnds, PipelineTopics
@@ -167,29 +167,38 @@ class PipelineRegistry:
         there) is a 422 now, not a failure when the pipeline starts. A registry that
         cannot be asked lets the spec through: the pipeline registers the schema when it
         starts, and fails with the registry's reason then if it is refused."""
-        unconfigured = self._settings.schema_registry is None
-        for loc, needs in (
-            (["source", "format"], definition.format.uses_registry),
-            (["sink", "format"], definition.sink.value_schema is not None),
-        ):
-            if needs and unconfigured:
-                raise SpecInvalid(
-                    [
-                        {
-                            "loc": loc,
-                            "msg": "this format needs a schema registry, and the service "
-                            "has none (SERVICE_SCHEMA_REGISTRY_URL)",
-                            "type": "schema_registry_unconfigured",
-                            "input": definition.spec.get(loc[0], {}).get("format"),
-                        }
-                    ]
+        if self._settings.schema_registry is None:
+            needing = [
+                {
+                    "loc": [*at, "format"],
+                    "msg": "this format needs a schema registry, and the service has none "
+                    "(SERVICE_SCHEMA_REGISTRY_URL)",
+                    "type": "schema_registry_unconfigured",
+                    "input": fmt.kind,
+                }
+                for at, fmt in _source_formats(definition)
+                if fmt.uses_registry
+            ]
+            if definition.sink.value_schema is not None:
+                needing.append(
+                    {
+                        "loc": ["sink", "format"],
+                        "msg": "this format needs a schema registry, and the service has "
+                        "none (SERVICE_SCHEMA_REGISTRY_URL)",
+                        "type": "schema_registry_unconfigured",
+                        "input": definition.sink.format,
+                    }
                 )
+            if needing:
+                raise SpecInvalid(needing)
         sink = definition.sink
         if sink.value_schema is None:
             return
         registry = SchemaRegistry(self._settings.schema_registry)
         try:
-            compatible = await registry.compatible(sink.subject, "AVRO", sink.value_schema)
+            compatible = await registry.compatible(
+                sink.subject, sink.schema_type, sink.value_schema
+            )
         except RegistryUnavailable as exc:
             logger.warning(
                 "pipeline %s: the result schema was not checked (%s)", definition.name, exc
@@ -428,3 +437,14 @@ def _errors(exc: ValidationError) -> list[dict[str, Any]]:
         {"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"], "input": e.get("input")}
         for e in exc.errors(include_url=False, include_context=False)
     ]
+
+
+def _source_formats(
+    definition: PipelineDefinition,
+) -> list[tuple[list[str | int], FormatSettings]]:
+    """Where each source's format is in the spec, and what it is: the pipeline's source,
+    or each input of a join (a lookup join's definition reads its left input as the
+    source, so its inputs are listed from ``inputs`` too)."""
+    if definition.inputs is None:
+        return [(["source"], definition.format)]
+    return [(["inputs", i.name, "source"], i.format) for i in definition.inputs]

@@ -36,12 +36,13 @@ from service.pipeline_spec.models import (
     KeyedProcessOperator,
     MapOperator,
     PipelineSpec,
+    SourceSpec,
     Step,
     TimestampSpec,
     WatermarkSpec,
     WindowOperator,
 )
-from service.pipeline_spec.sink_schemas import window_result_avro_schema
+from service.pipeline_spec.sink_schemas import window_result_schema
 from service.runtime.definition import (
     FormatSettings,
     InputSettings,
@@ -236,16 +237,19 @@ def build_definition(spec: PipelineSpec, allowed_modules: Sequence[str]) -> Pipe
         # (tests/pipeline_spec/test_build.py), so a new watermark setting needs no line here.
         watermark=WatermarkSettings(**spec.watermark.model_dump()),
         start_from=spec.source.start_from,
-        format=FormatSettings(
-            kind=spec.source.format,
-            avro_schema=(
-                json.dumps(spec.source.avro_schema) if spec.source.avro_schema is not None else None
-            ),
-        ),
+        format=_format(spec.source),
         bounded=spec.source.bounded,
         delivery=spec.delivery,
         spec=spec.to_json(),
         state_fingerprint=state_fingerprint(spec),
+    )
+
+
+def _format(source: SourceSpec) -> FormatSettings:
+    """How ``source``'s values are encoded (a pipeline's source, or a join input's)."""
+    raw = source.avro_schema
+    return FormatSettings(
+        kind=source.format, avro_schema=json.dumps(raw) if raw is not None else None
     )
 
 
@@ -306,6 +310,7 @@ def _input_settings(name: str, spec: InputSpec) -> InputSettings:
         steps=_steps(spec.steps, at),
         timestamp=_timestamp(spec.timestamp),
         watermark=WatermarkSettings(**spec.watermark.model_dump()),
+        format=_format(spec.source),
     )
 
 
@@ -367,7 +372,7 @@ def _sink(spec: PipelineSpec) -> SinkSettings:
         if not isinstance(op, WindowOperator) or op.aggregations is None:
             raise BuildError(("sink", "format"), "a result schema needs aggregations")
         aggregations = {name: agg.model_dump() for name, agg in op.aggregations.items()}
-        value_schema = json.dumps(window_result_avro_schema(spec.name, aggregations))
+        value_schema = window_result_schema(spec.sink.format, spec.name, aggregations)
     return SinkSettings(
         topic=spec.sink.topic,
         dead_letter_topic=spec.sink.dead_letter_topic or f"{spec.sink.topic}.dlq",

@@ -443,9 +443,10 @@ class SinkSpec(_Model):
     """Late records (event-time windows); without it they are counted and dropped."""
     dead_letter_topic: TopicName | None = None
     """Records that cannot be decoded, timestamped or processed; default ``<topic>.dlq``."""
-    format: Literal["json", "avro"] = "json"
-    """How results are encoded: ``json``, or ``avro`` in Confluent's wire format with a
-    schema derived from the aggregations, registered under ``<topic>-value``
+    format: Literal["json", "avro", "protobuf", "json_schema"] = "json"
+    """How results are encoded: ``json``, or ``avro``, ``protobuf`` or ``json_schema`` in
+    Confluent's wire format with a schema derived from the aggregations, registered
+    under ``<topic>-value``
     (docs/formats.md, "Results"). Late records and dead letters keep their input's bytes."""
 
 

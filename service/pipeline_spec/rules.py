@@ -340,25 +340,6 @@ def _avro_schema_parses(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[P
             )
 
 
-@rule(
-    reports={"format_in_join"},
-    schema=Fragment(
-        "InputSpec",
-        {"properties": {"source": {"properties": {"format": {"const": "json"}}}}},
-    ),
-)
-def _joins_read_json(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
-    """A join's inputs are JSON for now (issue 35 decodes one-input pipelines' sources)."""
-    for at, section in _sources(spec):
-        if at[0] == "inputs" and section.get("format", "json") != "json":
-            yield Problem(
-                (*at, "format"),
-                "format_in_join",
-                "a join's inputs read JSON only, for now",
-                section.get("format"),
-            )
-
-
 def _sources(spec: Mapping[str, Any]) -> Iterator[tuple[Loc, Mapping[str, Any]]]:
     """The source section of the pipeline, or of each input of a join."""
     source = _obj(spec.get("source"))
@@ -1365,8 +1346,10 @@ def _state_ttl_for_regular(spec: Mapping[str, Any], _: Sequence[str]) -> Iterato
 
 
 @rule(
-    reports={"lookup_table_bounded", "lookup_table_from_latest"},
+    reports={"lookup_table_bounded", "lookup_table_from_latest", "lookup_table_format"},
     beyond_schema={
+        "lookup_table_format": "the table is the input that right names, which no JSON "
+        "Schema can follow",
         "lookup_table_bounded": "the table is the input that right names, which no JSON "
         "Schema can follow",
         "lookup_table_from_latest": "the table is the input that right names, which no "
@@ -1375,7 +1358,7 @@ def _state_ttl_for_regular(spec: Mapping[str, Any], _: Sequence[str]) -> Iterato
 )
 def _lookup_table_input(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
     """A lookup join's table (its right input) is read whole and followed live: never
-    bounded, never from the latest offset."""
+    bounded, never from the latest offset; in a format the registry is not needed for."""
     op = _join(spec)
     inputs = _obj(spec.get("inputs"))
     if op is None or op.get("kind") != "lookup" or inputs is None:
@@ -1400,6 +1383,15 @@ def _lookup_table_input(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[P
             "lookup_table_from_latest",
             "a lookup table is read whole, from its beginning: leave start_from out",
             "latest",
+        )
+    fmt = source.get("format", "json")
+    if fmt != "json" and _obj(source.get("avro_schema")) is None:
+        yield Problem(
+            ("inputs", right, "source", "format"),
+            "lookup_table_format",
+            "a lookup table is read apart from the stream, without the schema registry, "
+            "for now: json, or raw avro with an avro_schema",
+            fmt,
         )
 
 

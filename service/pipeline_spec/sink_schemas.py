@@ -1,5 +1,6 @@
 """The value schema of a window pipeline's results, derived from its spec, for a sink
-in a format with a schema (``sink.format``; docs/formats.md, "Results").
+in a format with a schema (``sink.format``: ``avro``, ``protobuf``, ``json_schema``;
+docs/formats.md, "Results").
 
 A result is ``{pipeline, key, window: {start, end}, result: {<aggregation>: ...},
 fire, seq, watermark, id}``; each aggregation's type follows from its function: the
@@ -11,12 +12,15 @@ the function can give none (nothing to average).
 
 from __future__ import annotations
 
+import json
 import re
+import zlib
 from collections.abc import Mapping
 from typing import Any
 
 AVRO_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
-"""What Avro allows as a field name (an aggregation's output name in the result)."""
+"""What Avro allows as a field name (an aggregation's output name in the result); a
+Protobuf field name is the same."""
 
 _SCALAR: list[Any] = ["null", "boolean", "long", "double", "string"]
 _DEFAULTS: dict[str, Any] = {"count": 0, "count_distinct": 0, "sum": 0, "collect": []}
@@ -75,4 +79,118 @@ def window_result_avro_schema(pipeline: str, aggregations: Mapping[str, Any]) ->
             {"name": "watermark", "type": "long"},
             {"name": "id", "type": "string"},
         ],
+    }
+
+
+def window_result_schema(fmt: str, pipeline: str, aggregations: Mapping[str, Any]) -> str:
+    """The results' schema in sink format ``fmt`` as the registry takes it (text)."""
+    if fmt == "avro":
+        return json.dumps(window_result_avro_schema(pipeline, aggregations))
+    if fmt == "protobuf":
+        return window_result_proto(pipeline, aggregations)
+    if fmt == "json_schema":
+        return json.dumps(window_result_json_schema(pipeline, aggregations))
+    raise ValueError(f"no result schema for sink format {fmt!r}")
+
+
+_PROTO_TYPES: dict[str, str] = {
+    "count": "int64",
+    "count_distinct": "int64",
+    "avg": "google.protobuf.DoubleValue",
+    "collect": "google.protobuf.ListValue",
+}
+"""Each function's Protobuf type; the others (a sum's long or double, min and max's
+number or string, first's any value) a ``google.protobuf.Value``: JSON's value."""
+
+_FIELD_NUMBERS = 18_000
+"""Result fields are numbered in 1..18000 (below protobuf's reserved 19000-19999)."""
+
+
+def result_field_numbers(names: list[str]) -> dict[str, int]:
+    """A stable field number per aggregation name: from a hash of the name (so adding or
+    removing another aggregation leaves it alone, as compatibility asks), the next free
+    one for the rare collision, in the names' sorted order (deterministic)."""
+    taken: dict[str, int] = {}
+    used: set[int] = set()
+    for name in sorted(names):
+        number = zlib.crc32(name.encode()) % _FIELD_NUMBERS + 1
+        while number in used:
+            number = number % _FIELD_NUMBERS + 1
+        used.add(number)
+        taken[name] = number
+    return taken
+
+
+def window_result_proto(pipeline: str, aggregations: Mapping[str, Any]) -> str:
+    """The ``.proto`` text of the results: message ``WindowResult`` (the first of the
+    file: Confluent's message index ``0``) with ``Window`` and ``Result`` nested."""
+    numbers = result_field_numbers(list(aggregations))
+    types = {
+        out: _PROTO_TYPES.get(str(agg["fn"]), "google.protobuf.Value")
+        for out, agg in aggregations.items()
+    }
+    fields = "".join(f"    {kind} {out} = {numbers[out]};\n" for out, kind in types.items())
+    imports = "".join(
+        f'import "google/protobuf/{file}.proto";\n'
+        for file, used in (
+            ("struct", {"google.protobuf.Value", "google.protobuf.ListValue"}),
+            ("wrappers", {"google.protobuf.DoubleValue"}),
+        )
+        if used & set(types.values())  # protoc warns of an unused import
+    )
+    return (
+        'syntax = "proto3";\n'
+        f"package clockwork.{_name(pipeline)};\n"
+        f"{imports}"
+        "message WindowResult {\n"
+        "  message Window {\n    int64 start = 1;\n    int64 end = 2;\n  }\n"
+        f"  message Result {{\n{fields}  }}\n"
+        "  string pipeline = 1;\n  string key = 2;\n  Window window = 3;\n"
+        "  Result result = 4;\n  string fire = 5;\n  int64 seq = 6;\n"
+        "  int64 watermark = 7;\n  string id = 8;\n"
+        "}\n"
+    )
+
+
+_JSON_TYPES: dict[str, Any] = {
+    "count": {"type": "integer"},
+    "count_distinct": {"type": "integer"},
+    "sum": {"type": "number"},
+    "avg": {"type": ["number", "null"]},
+    "min": {"type": ["number", "string", "null"]},
+    "max": {"type": ["number", "string", "null"]},
+    "collect": {"type": "array"},
+}
+"""Each function's JSON Schema; first, last, max_by and min_by: any value (``{}``)."""
+
+
+def window_result_json_schema(pipeline: str, aggregations: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON Schema (draft 7) of the results; no aggregation is required, so adding
+    or removing one stays compatible."""
+    integer = {"type": "integer"}
+    string = {"type": "string"}
+    return {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "title": f"{_name(pipeline)}.WindowResult",
+        "type": "object",
+        "properties": {
+            "pipeline": string,
+            "key": string,
+            "window": {
+                "type": "object",
+                "properties": {"start": integer, "end": integer},
+                "required": ["start", "end"],
+            },
+            "result": {
+                "type": "object",
+                "properties": {
+                    out: _JSON_TYPES.get(str(agg["fn"]), {}) for out, agg in aggregations.items()
+                },
+            },
+            "fire": string,
+            "seq": integer,
+            "watermark": integer,
+            "id": string,
+        },
+        "required": ["pipeline", "key", "window", "result", "fire", "seq", "watermark", "id"],
     }

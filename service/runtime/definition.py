@@ -84,15 +84,23 @@ class SinkSettings:
     topic: str
     dead_letter_topic: str
     late_topic: str | None = None
-    format: Literal["json", "avro"] = "json"
+    format: Literal["json", "avro", "protobuf", "json_schema"] = "json"
     """How results are encoded; late records and dead letters keep their input's bytes."""
     value_schema: str | None = None
-    """``avro``: the results' schema (JSON text), registered under ``<topic>-value``."""
+    """Not ``json``: the results' schema as the registry takes it (Avro's or JSON
+    Schema's JSON text, ``.proto`` text), registered under ``<topic>-value``."""
 
     @property
     def subject(self) -> str:
         """The registry subject of the results' values (Confluent's topic naming)."""
         return f"{self.topic}-value"
+
+    @property
+    def schema_type(self) -> str:
+        """The registry's type of ``value_schema``: ``AVRO``, ``PROTOBUF``, ``JSON``."""
+        return {"avro": "AVRO", "protobuf": "PROTOBUF", "json_schema": "JSON"}.get(
+            self.format, "AVRO"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +114,9 @@ class InputSettings:
     steps: StepProgram | None = None
     timestamp: TimestampSettings = TimestampSettings()
     watermark: WatermarkSettings = WatermarkSettings()
+    format: FormatSettings = FormatSettings()
+    """This input's payload format (each input has its own: an Avro topic joined with a
+    JSON one)."""
     table: bool = False
     """A versioned table (a temporal join's right input): a record with a null value is
     a tombstone of its Kafka key, at its Kafka timestamp."""
@@ -134,7 +145,8 @@ class PipelineDefinition:
     watermark: WatermarkSettings = WatermarkSettings()
     start_from: Literal["earliest", "latest"] = "earliest"
     format: FormatSettings = FormatSettings()
-    """The source's payload format (a join's inputs read JSON)."""
+    """The source's payload format (a join's: each input's, in ``inputs``; a lookup
+    join's, the left input's)."""
     bounded: bool = False
     delivery: Literal["at_least_once", "exactly_once"] = "at_least_once"
     """``exactly_once``: each partition's outputs, changelog and offset commit in one
@@ -182,6 +194,7 @@ class PipelineDefinition:
             steps=settings.steps,
             timestamp=settings.timestamp,
             watermark=settings.watermark,
+            format=settings.format,
         )
 
     @property

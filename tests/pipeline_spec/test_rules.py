@@ -182,10 +182,6 @@ EXAMPLES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
         ],
         [edit(window(), lambda s: s["source"].update(format="avro", avro_schema=AVRO_ORDER))],
     ),
-    "joins_read_json": (
-        [edit(join(), input_("a", source={"topics": ["in.a"], "format": "avro"}))],
-        [join(), edit(join(), input_("a", source={"topics": ["in.a"], "format": "json"}))],
-    ),
     "sink_format_has_a_schema": (
         [
             edit(process(), lambda s: s["sink"].update(format="avro")),
@@ -310,9 +306,18 @@ EXAMPLES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
         [
             edit(lookup_join(), input_("b", source={"topics": ["in.b"], "bounded": True})),
             edit(lookup_join(), input_("b", source={"topics": ["in.b"], "start_from": "latest"})),
+            edit(lookup_join(), input_("b", source={"topics": ["in.b"], "format": "avro"})),
         ],
         [
             edit(lookup_join(), input_("a", source={"topics": ["in.a"], "bounded": True})),
+            edit(lookup_join(), input_("a", source={"topics": ["in.a"], "format": "protobuf"})),
+            edit(
+                lookup_join(),
+                input_(
+                    "b", source={"topics": ["in.b"], "format": "avro", "avro_schema": AVRO_ORDER}
+                ),
+            ),
+            edit(join(), input_("b", source={"topics": ["in.b"], "format": "json_schema"})),
             edit(
                 edit(join(), input_("a", source={"topics": ["in.a"], "start_from": "latest"})),
                 input_("b", source={"topics": ["in.b"], "start_from": "latest"}),

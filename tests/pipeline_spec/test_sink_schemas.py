@@ -1,17 +1,24 @@
-"""The results' Avro schema derived from a window's aggregations, and results written
-with it and read back (runtime/formats/avro.py) as the JSON sink would have written them."""
+"""The results' schemas (Avro, Protobuf, JSON Schema) derived from a window's
+aggregations, and results written with them and read back (runtime/formats/) as the
+JSON sink would have written them."""
 
 from __future__ import annotations
 
 from typing import Any, NamedTuple
 
 import orjson
+import pytest
 from fastavro import parse_schema
 
 from service.operators.base import FireKind
-from service.pipeline_spec.sink_schemas import window_result_avro_schema
-from service.runtime.formats import avro
+from service.pipeline_spec.sink_schemas import (
+    result_field_numbers,
+    window_result_avro_schema,
+    window_result_schema,
+)
+from service.runtime.formats import avro, json_schema, protobuf
 from service.runtime.formats.base import Failure
+from service.runtime.formats.results import result_encoder
 
 AGGREGATIONS = {
     "n": {"fn": "count"},
@@ -89,3 +96,53 @@ def test_objects_where_a_scalar_is_typed_are_written_as_json_text() -> None:
     assert back["result"]["first_seen"] == '{"a":1}'
     assert back["result"]["last_seen"] == "[1]"
     assert back["result"]["all"] == ['{"b":2}']
+
+
+def read_back(fmt: str, encoded: bytes, text: str) -> Any:
+    """``encoded`` read by the source format ``fmt`` with ``text`` as schema id 7."""
+    module = {"protobuf": protobuf, "json_schema": json_schema}[fmt]
+    cache = module.registry_schemas()
+    cache.add(7, module.SCHEMA_TYPE, text)
+    reader = (
+        protobuf.FramedProtobufReader(cache)
+        if fmt == "protobuf"
+        else json_schema.FramedJsonReader(cache)
+    )
+    values: list[Any] = []
+    failures: list[Failure] = []
+    reader.read([Record(encoded)], values, failures)
+    assert failures == []
+    return values[0]
+
+
+@pytest.mark.parametrize("fmt", ["protobuf", "json_schema"])
+def test_results_in_protobuf_and_json_schema_read_back_as_the_json_sink_writes_them(
+    fmt: str,
+) -> None:
+    value = result(
+        n=3, distinct=2, revenue=7.5, mean=2.5, low=1, high="z",
+        first_seen={"a": [1, "b"]}, last_seen=None, all=[1, "a", 2.5, None],
+    )  # fmt: skip
+    text = window_result_schema(fmt, "orders-per-user", AGGREGATIONS)
+    encoded = result_encoder(fmt, text, 7, orjson.dumps)(value)
+    assert encoded[:5] == b"\x00\x00\x00\x00\x07"
+    assert read_back(fmt, encoded, text) == orjson.loads(orjson.dumps(value))
+
+
+def test_an_average_of_nothing_reads_back_as_null_in_protobuf() -> None:
+    value = result(
+        n=0, distinct=0, revenue=0, mean=None, low=None, high=None,
+        first_seen=None, last_seen=None, all=[],
+    )  # fmt: skip
+    text = window_result_schema("protobuf", "p", AGGREGATIONS)
+    back = read_back("protobuf", result_encoder("protobuf", text, 7, orjson.dumps)(value), text)
+    assert back["result"] == value["result"]
+
+
+def test_protobuf_field_numbers_of_an_aggregation_stay_when_others_come_and_go() -> None:
+    before = result_field_numbers(["n", "revenue", "mean"])
+    after = result_field_numbers(["revenue", "mean", "low", "high"])
+    assert before["revenue"] == after["revenue"] and before["mean"] == after["mean"]
+    numbers = result_field_numbers([f"agg{i}" for i in range(2000)])
+    assert len(set(numbers.values())) == 2000
+    assert all(1 <= n <= 18_000 for n in numbers.values())

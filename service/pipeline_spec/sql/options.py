@@ -13,7 +13,16 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-__all__ = ["Option", "OptionError", "duration_ms", "options_of", "scalar"]
+__all__ = ["FORMATS", "Option", "OptionError", "duration_ms", "format_of", "options_of", "scalar"]
+
+FORMATS = ("json", "avro", "protobuf", "json_schema")
+"""The payload formats a source reads and a sink writes (docs/formats.md)."""
+_FORMAT_ALIASES = {
+    "avro-confluent": "avro",
+    "protobuf-confluent": "protobuf",
+    "json-schema": "json_schema",
+}
+"""Flink's and Confluent's names of the registry formats."""
 
 _UNIT_MS = {
     "MILLISECOND": 1,
@@ -48,7 +57,8 @@ def options_of(properties: exp.Expression | None) -> list[Option]:
     """The ``name = value`` pairs of a ``WITH (...)`` list, in the order written.
 
     sqlglot reads a few names as properties of their own (``partitioned_by`` is a
-    ``PartitionedByProperty``); they are named back here."""
+    ``PartitionedByProperty``, ``format`` a ``FileFormatProperty``); they are named back
+    here."""
     found: list[Option] = []
     if properties is None:
         return found
@@ -56,6 +66,9 @@ def options_of(properties: exp.Expression | None) -> list[Option]:
         if isinstance(prop, exp.PartitionedByProperty):  # a Property subclass: first
             if isinstance(prop.this, exp.Expression):
                 found.append(Option("partitioned_by", prop.this))
+        elif isinstance(prop, exp.FileFormatProperty):  # ``format = ...``: also one
+            if isinstance(prop.this, exp.Expression):
+                found.append(Option("format", prop.this))
         elif isinstance(prop, exp.Property):
             name = prop.name if isinstance(prop.this, exp.Expression) else str(prop.this)
             value = prop.args.get("value")
@@ -119,3 +132,13 @@ def _parse_duration(text: str) -> int:
             "DAY (a month or year has no fixed length)"
         )
     return amount * _UNIT_MS[unit]
+
+
+def format_of(node: exp.Expression) -> str:
+    """A ``format`` option's value: one of :data:`FORMATS` (or Flink's name of one)."""
+    value = scalar(node)
+    text = value.lower() if isinstance(value, str) else ""
+    text = _FORMAT_ALIASES.get(text, text)
+    if text not in FORMATS:
+        raise OptionError(" or ".join(repr(f) for f in FORMATS) + " (docs/formats.md)")
+    return text

@@ -1,7 +1,8 @@
 """Where results go (``INSERT INTO``, ``CREATE SINK``) and the pipeline's settings (``SET``).
 
 ```sql
-CREATE SINK revenue WITH (topic = 'revenue-per-user', late_topic = 'revenue.late');
+CREATE SINK revenue WITH (topic = 'revenue-per-user', late_topic = 'revenue.late',
+                          format = 'avro');
 SET allowed_lateness = INTERVAL '5' SECOND;
 INSERT INTO revenue SELECT ...;
 ```
@@ -23,12 +24,12 @@ from typing import Any
 from sqlglot import exp
 
 from .context import Compilation
-from .options import OptionError, duration_ms, options_of, scalar
+from .options import OptionError, duration_ms, format_of, options_of, scalar
 from .problems import Position
 
 __all__ = ["SETTINGS", "Settings", "SinkDecl", "read_set", "read_sink", "sink_spec"]
 
-SINK_OPTIONS = ("topic", "late_topic", "dead_letter_topic")
+SINK_OPTIONS = ("topic", "late_topic", "dead_letter_topic", "format")
 SETTINGS = ("allowed_lateness", "early_fire", "delivery", "on_bad_value", "state_ttl")
 _ALIASES = {
     "table.exec.emit.allow-lateness": "allowed_lateness",
@@ -68,7 +69,13 @@ def read_sink(comp: Compilation, create: exp.Create, statement: int) -> SinkDecl
         return None
     decl = SinkDecl(table.name, statement, table, {"topic": table.name})
     for option in options_of(create.args.get("properties")):
-        if option.name in ("connector", "format") or option.name.startswith("properties."):
+        if option.name == "connector" or option.name.startswith("properties."):
+            continue
+        if option.name in ("format", "value.format"):
+            try:
+                decl.sink["format"] = format_of(option.node)
+            except OptionError as exc:
+                comp.refuse(option.node, statement, f"{option.name} takes {exc}", "sql_option")
             continue
         if option.name not in SINK_OPTIONS:
             comp.refuse(

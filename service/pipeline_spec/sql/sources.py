@@ -24,7 +24,7 @@ from typing import Any
 from sqlglot import exp
 
 from .context import Compilation
-from .options import OptionError, duration_ms, options_of, scalar
+from .options import OptionError, duration_ms, format_of, options_of, scalar
 
 __all__ = ["Column", "Source", "read_source", "watermark_of_delay"]
 
@@ -85,8 +85,8 @@ _STRING = {"VARCHAR", "CHAR", "TEXT", "NCHAR", "NVARCHAR", "STRING", "BPCHAR"}
 _BOOLEAN = {"BOOLEAN"}
 _TIMESTAMP = {"TIMESTAMP", "TIMESTAMPTZ", "TIMESTAMPLTZ", "TIMESTAMP_S", "TIMESTAMP_MS", "DATETIME"}
 _TIMESTAMP_FORMATS = ("epoch_millis", "epoch_seconds", "iso8601")
-_IGNORED = ("connector", "value.format")
-"""Flink's ``CREATE TABLE`` options that say what this service always is (Kafka, JSON)."""
+_IGNORED = ("connector",)
+"""Flink's ``CREATE TABLE`` options that say what this service always is (Kafka)."""
 
 SOURCE_OPTIONS = (
     "topic",
@@ -259,8 +259,7 @@ def _option(source: Source, name: str, node: exp.Expression) -> None:
     if name in ("topic", "topics"):
         source.source["topics"] = [t.strip() for t in _text(node).split(",") if t.strip()]
     elif name in ("format", "value.format"):
-        if _text(node).lower() != "json":
-            raise OptionError("'json' (SQL sources read JSON only, for now: docs/formats.md)")
+        source.source["format"] = format_of(node)
     elif name == "timestamp_format":
         fmt = _text(node).lower()
         if fmt not in _TIMESTAMP_FORMATS:

@@ -31,7 +31,8 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
+from functools import partial
 from typing import Any, Protocol, TypeVar
 
 from aiokafka import TopicPartition
@@ -96,9 +97,15 @@ class FetchLoop:
         self.session = session
         self.per_record = session.stage.watermark.interval_ms == 0
         self.last_group_check = 0.0
-        self.schemas = session.decoder.schemas if session.stage.reads_source else None
-        """The source decoder's writer schemas by registry id (None: its format names
-        none, or the stage reads the shuffle, which carries JSON)."""
+        stage = session.stage
+        self.schemas_of: Callable[[str], WriterSchemas[Any] | None] | None = None
+        """Each source topic's writer schemas by registry id (its decoder's: a join's
+        inputs each have their own format); None: no topic's format names any, or the
+        stage reads the shuffle, which carries JSON."""
+        if stage.reads_source and any(
+            stage.writer_schemas(session.decoder, topic) is not None for topic in stage.topics
+        ):
+            self.schemas_of = partial(stage.writer_schemas, session.decoder)
 
     async def run(self) -> bool:
         """Consume until stopped (False) or until bounded input is finished (True)."""
@@ -118,7 +125,7 @@ class FetchLoop:
         perf = time.perf_counter
         pauses = session.pauses
         aligning = session.alignment is not None
-        schemas = self.schemas
+        schemas_of = self.schemas_of
         reader = BatchReader(consumer)  # the consumer has started: its fetcher exists
         if not reader.lean:
             logger.warning(
@@ -151,7 +158,7 @@ class FetchLoop:
             session.polls += 1
             session.raise_error()
             ready = bool(session.pending) and self.process_pending()
-            if batch and schemas is not None and not await self.resolve_schemas(batch, schemas):
+            if batch and schemas_of is not None and not await self.resolve_schemas(batch):
                 break  # stopped while the registry was away: the batch is read again
             if batch:
                 started = perf()
@@ -181,16 +188,22 @@ class FetchLoop:
                 reporter.refresh()
         return False
 
-    async def resolve_schemas(
-        self, batch: dict[TopicPartition, list[Any]], schemas: WriterSchemas[Any]
-    ) -> bool:
-        """Fetch every writer schema the batch names that is not known yet. While the
-        registry cannot be reached, the stage shows paused with the reason and asks
-        again with backoff, the batch in hand; False: stopped meanwhile."""
-        missing: set[int] = set()
-        for records in batch.values():
-            missing |= schemas.missing(records)
-        if not missing:
+    async def resolve_schemas(self, batch: dict[TopicPartition, list[Any]]) -> bool:
+        """Fetch every writer schema the batch names that is not known yet (into the
+        cache of each record's topic). While the registry cannot be reached, the stage
+        shows paused with the reason and asks again with backoff, the batch in hand;
+        False: stopped meanwhile."""
+        schemas_of = self.schemas_of
+        assert schemas_of is not None
+        wanted: dict[int, tuple[WriterSchemas[Any], set[int]]] = {}  # by id() of a cache
+        for tp, records in batch.items():
+            schemas = schemas_of(tp.topic)
+            if schemas is None:
+                continue
+            missing = schemas.missing(records)
+            if missing:
+                wanted.setdefault(id(schemas), (schemas, set()))[1].update(missing)
+        if not wanted:
             return True
         session = self.session
         settings = session.settings
@@ -198,7 +211,8 @@ class FetchLoop:
         waited = False
         while True:
             try:
-                await session.interruptible(session.registry.resolve(schemas, missing))
+                for schemas, missing in wanted.values():
+                    await session.interruptible(session.registry.resolve(schemas, missing))
             except Interrupted:
                 return False
             except RegistryUnavailable as exc:
@@ -212,7 +226,10 @@ class FetchLoop:
                 except Interrupted:
                     return False
                 backoff = min(backoff * 2, settings.restart_backoff_max_s)
-                missing = {i for i in missing if i not in schemas.by_id}
+                wanted = {
+                    key: (schemas, {i for i in missing if i not in schemas.by_id})
+                    for key, (schemas, missing) in wanted.items()
+                }
                 continue
             if waited:
                 logger.info("pipeline %s: the schema registry answers again", session.name)

@@ -39,7 +39,7 @@ from service.runtime.consumer_group.reporting import SessionReporter
 from service.runtime.consumer_group.stages import Stage
 from service.runtime.consumer_group.watermark_emitter import WatermarkEmitter
 from service.runtime.definition import PipelineDefinition
-from service.runtime.formats import avro
+from service.runtime.formats.results import result_encoder
 from service.runtime.kafka.batch_producer import BatchProducer, drop_unsent
 from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.kafka.end_offsets import probe_end_offsets
@@ -47,7 +47,7 @@ from service.runtime.kafka.interrupts import Interrupted, Interruptible, abandon
 from service.runtime.kafka.transactions import PartitionTransactions
 from service.runtime.observability.metrics import RuntimeMetrics
 from service.runtime.observability.status import PartitionStatus
-from service.runtime.partition.sinks import OutputSink
+from service.runtime.partition.sinks import OutputSink, dumps
 from service.runtime.partition.task import PartitionTask
 from service.runtime.pipeline_topics.creation import ensure_topics
 from service.runtime.schema_registry.client import SchemaRegistry
@@ -231,17 +231,18 @@ class Session:
         return finished
 
     async def result_encoder(self) -> Callable[[dict[str, Any]], bytes] | None:
-        """The sink's encoding of a result value: None for JSON; for Avro, with the id of
-        the results' schema, registered under ``<topic>-value`` if new. A registry that
-        cannot be reached (or refuses the schema) fails the session: it starts again
-        after the stage's backoff, with the reason in the status."""
+        """The sink's encoding of a result value: None for JSON; for the formats with a
+        schema, with the id of the results' schema, registered under ``<topic>-value``
+        if new. A registry that cannot be reached (or refuses the schema) fails the
+        session: it starts again after the stage's backoff, with the reason in the
+        status."""
         sink = self.definition.sink
         if sink.format == "json" or sink.value_schema is None:
             return None
         schema_id = await self.interruptible(
-            self.registry.register(sink.subject, "AVRO", sink.value_schema)
+            self.registry.register(sink.subject, sink.schema_type, sink.value_schema)
         )
-        return avro.framed_encoder(sink.value_schema, schema_id)
+        return result_encoder(sink.format, sink.value_schema, schema_id, dumps)
 
     async def close(self, checkpoint: bool) -> None:
         """Stop the clients; with ``checkpoint`` first make every partition durable."""

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 from functools import partial
-from typing import Protocol, cast
+from typing import Any, Protocol, cast
 
 from aiokafka import TopicPartition
 
@@ -43,6 +43,7 @@ from service.runtime.consumer_group.table_reader import TableReader
 from service.runtime.consumer_group.watermark_emitter import WatermarkEmitter
 from service.runtime.definition import PipelineDefinition, WatermarkSettings
 from service.runtime.factories import LookupJoinFactory, PerPartitionFactory
+from service.runtime.formats.schemas import WriterSchemas
 from service.runtime.kafka.batch_producer import BatchProducer
 from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.observability.metrics import RuntimeMetrics
@@ -125,6 +126,12 @@ class Stage:
         """The decoder of one partition (the session's, unless it needs the partition's
         own state)."""
         return session.decoder
+
+    def writer_schemas(self, decoder: RecordDecoder, topic: str) -> WriterSchemas[Any] | None:
+        """The registry's writer schemas the decoder of ``topic`` reads with, which the
+        fetch loop fills before a batch is decoded (None: its format names none);
+        ``decoder``: the session's."""
+        return decoder.schemas
 
     def operator(self, session: StageSession, tp: TopicPartition, clock: Clock) -> Operator:
         factory = self.definition.operator_factory
@@ -245,7 +252,7 @@ class RouteStage(Stage):
         self.sources: dict[TopicPartition, int] = {}
         self.partitioner: KeyPartitioner | None = None
         self._inputs: dict[str, PipelineDefinition] = {}  # a join's: by topic
-        self._decoders: dict[str, Decoder] = {}
+        self._decoders: dict[str, tuple[Decoder, RecordDecoder]] = {}
 
     @property
     def prefetches(self) -> bool:
@@ -274,17 +281,27 @@ class RouteStage(Stage):
     ) -> Decoder:
         if not self._inputs:
             return session.decoder
-        decoder = self._decoders.get(tp.topic)
-        if decoder is None:
-            view = self._input(tp)
-            decoder = RecordDecoder(view)
+        return self._input_decoder(tp.topic)[0]
+
+    def writer_schemas(self, decoder: RecordDecoder, topic: str) -> WriterSchemas[Any] | None:
+        if not self._inputs:
+            return decoder.schemas
+        return self._input_decoder(topic)[1].schemas  # each input its own format
+
+    def _input_decoder(self, topic: str) -> tuple[Decoder, RecordDecoder]:
+        """A join's decoder of ``topic`` (its input's), and the record decoder in it."""
+        found = self._decoders.get(topic)
+        if found is None:
+            view = self._inputs[topic]
+            records = RecordDecoder(view)
+            decoder: Decoder = records
             inputs = self.definition.inputs
             assert inputs is not None
-            if inputs[self.definition.input_of(tp.topic)].table:
+            if inputs[self.definition.input_of(topic)].table:
                 unnest = view.steps is not None and view.steps.has_unnest
-                decoder = TableDecoder(decoder, positioned=unnest)
-            self._decoders[tp.topic] = decoder
-        return decoder
+                decoder = TableDecoder(records, positioned=unnest)
+            found = self._decoders[topic] = (decoder, records)
+        return found
 
     def operator(self, session: StageSession, tp: TopicPartition, clock: Clock) -> Operator:
         assert self.partitioner is not None

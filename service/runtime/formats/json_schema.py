@@ -8,7 +8,7 @@ record's value is what its JSON says (docs/formats.md).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
@@ -22,6 +22,7 @@ from service.runtime.formats.wire import (
     REASON_UNDECODABLE,
     REASON_UNKNOWN_SCHEMA,
     bad_magic,
+    frame,
     header,
 )
 
@@ -78,3 +79,22 @@ class FramedJsonReader:
             except _JSONDecodeError as exc:
                 append(FAILED)
                 failures.append((record, REASON_UNDECODABLE, str(exc)))
+
+
+def framed_encoder(
+    schema_id: int, fallback: Callable[[Any], bytes]
+) -> Callable[[dict[str, Any]], bytes]:
+    """Encode one result value per call in the wire format with schema ``schema_id``:
+    the header, then the JSON text the ``json`` sink writes (plain orjson, and
+    ``fallback`` for a value it refuses: the sink's, so both write the same bytes)."""
+    prefix = frame(schema_id, b"")
+    dumps = orjson.dumps
+    encode_error = orjson.JSONEncodeError
+
+    def encode(value: dict[str, Any]) -> bytes:
+        try:
+            return prefix + dumps(value)
+        except encode_error:
+            return prefix + fallback(value)
+
+    return encode

@@ -13,7 +13,8 @@ compile yet: its records are ``unknown_schema``.
 A decoded message is what JSON would have given (docs/formats.md): field names as in
 the ``.proto``; 64-bit integers as numbers; enums by name; ``bytes`` as base64 text;
 ``google.protobuf.Timestamp`` as epoch milliseconds; the wrappers (``Int64Value``,
-``StringValue``...) as their value; a message field that is not set, and a scalar with
+``StringValue``...) as their value; ``Value``, ``Struct`` and ``ListValue`` as the JSON
+they hold; a message field that is not set, and a scalar with
 presence (``optional``, a oneof member) that is not set, as null; other unset scalars as
 their default (proto3 has no other way to tell).
 """
@@ -27,7 +28,7 @@ from collections.abc import Callable, Sequence
 from importlib import resources
 from typing import Any
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError, Message
 from grpc_tools import protoc
@@ -41,6 +42,7 @@ from service.runtime.formats.wire import (
     REASON_UNDECODABLE,
     REASON_UNKNOWN_SCHEMA,
     bad_magic,
+    frame,
     header,
 )
 
@@ -208,6 +210,10 @@ _SPECIAL: dict[str, Callable[[Any], Any]] = {
         for kind in ("Double", "Float", "Int64", "UInt64", "Int32", "UInt32", "Bool", "String")
     },
     "google.protobuf.BytesValue": lambda message: _base64(message.value),
+    **{
+        f"google.protobuf.{kind}": json_format.MessageToDict
+        for kind in ("Value", "Struct", "ListValue")
+    },
 }
 """Well-known types in their JSON form (a Timestamp as epoch milliseconds)."""
 
@@ -324,3 +330,21 @@ def _repeated(field: FieldDescriptor) -> bool:
     if repeated is not None:
         return bool(repeated)
     return bool(field.label == FieldDescriptor.LABEL_REPEATED)
+
+
+def framed_encoder(schema_text: str, schema_id: int) -> Callable[[dict[str, Any]], bytes]:
+    """Encode one result value per call in the wire format with schema ``schema_id``:
+    the first message of ``schema_text`` (message index ``0``), filled from the value by
+    protobuf's JSON mapping (a ``google.protobuf.Value`` takes any JSON value); raises
+    ``ValueError`` (protobuf's ``ParseError``) for a value the schema does not take."""
+    schema = ProtobufSchema(compile_proto(schema_text))
+    descriptor = next(iter(schema._file.message_types_by_name.values()))
+    cls = message_factory.GetMessageClass(descriptor)
+    prefix = frame(schema_id, encode_path([0]))
+    parse = json_format.ParseDict
+
+    def encode(value: dict[str, Any]) -> bytes:
+        encoded: bytes = parse(value, cls()).SerializeToString()
+        return prefix + encoded
+
+    return encode

@@ -144,3 +144,26 @@ def test_flinks_state_ttl_setting_bounds_a_regular_joins_state() -> None:
         + "INSERT INTO paid SELECT * FROM orders o JOIN payments p ON o.order_id = p.order_id"
     )
     assert spec["operator"]["state_ttl_ms"] == 3_600_000
+
+
+def test_each_input_of_a_join_takes_its_sources_format() -> None:
+    spec = compiled(
+        ORDERS.replace("partitioned_by = 'user'", "format = 'avro'")
+        + PAYMENTS
+        + "INSERT INTO paid SELECT o.order_id, p.paid FROM orders o JOIN payments p "
+        "ON o.order_id = p.order_id AND p.ts BETWEEN o.ts AND o.ts + INTERVAL '1' MINUTE"
+    )
+    assert spec["inputs"]["orders"]["source"]["format"] == "avro"
+    assert spec["inputs"]["payments"]["source"]["format"] == "json"
+
+
+def test_a_lookup_table_in_a_registry_format_is_refused_at_the_table() -> None:
+    sql = (
+        ORDERS.replace("region VARCHAR", "currency VARCHAR")
+        + RATES.replace("topic = 'rates'", "topic = 'rates', max_rows = 10, format = 'avro'")
+        + "INSERT INTO eur SELECT o.order_id, r.rate FROM orders o "
+        "JOIN rates FOR SYSTEM_TIME AS OF PROCTIME() AS r ON o.currency = r.currency"
+    )
+    problem = only_problem(sql)
+    assert problem.type == "lookup_table_format"
+    assert problem.at.statement == 2

@@ -180,3 +180,23 @@ def test_max_by_with_one_argument_is_refused_at_it() -> None:
     found = problems(sql)
     assert [(p.at.statement, p.type) for p in found] == [(2, "sql_unsupported")]
     assert "takes two arguments" in found[0].message
+
+
+def test_an_unknown_format_is_refused_at_its_value() -> None:
+    sql = ORDERS.replace("topic = 'orders'", "topic = 'orders', format = 'csv'") + (
+        "INSERT INTO out SELECT order_id FROM orders"
+    )
+    assert_at(sql, "'csv'", 1, "sql_option", "'avro'")
+
+
+def test_a_sink_format_over_a_plain_select_is_refused_at_the_sink() -> None:
+    """Results in a format with a schema need a window's aggregations (the rule
+    sink_format_needs_aggregations), placed at the CREATE SINK that asked for it."""
+    sql = (
+        ORDERS
+        + "CREATE SINK out WITH (topic = 'out', format = 'avro');\n"
+        + "INSERT INTO out SELECT order_id FROM orders"
+    )
+    problem = only_problem(sql)
+    assert problem.type == "sink_format_needs_aggregations"
+    assert problem.at.statement == 2

@@ -83,3 +83,25 @@ def test_shuffle_partitions_go_to_the_key() -> None:
         "FROM TUMBLE(s, ts, INTERVAL '1' MINUTE) GROUP BY k, window_start, window_end"
     )
     assert spec["key"] == {"field": "k", "shuffle_partitions": 8}
+
+
+def test_a_source_format_compiles_to_the_sources_format() -> None:
+    for written, fmt in (
+        ("avro", "avro"),
+        ("avro-confluent", "avro"),
+        ("protobuf", "protobuf"),
+        ("json-schema", "json_schema"),
+    ):
+        spec = compiled(
+            f"CREATE SOURCE s (ts BIGINT, WATERMARK FOR ts AS ts) WITH (topic = 't', "
+            f"format = '{written}');\n" + QUERY
+        )
+        assert spec["source"]["format"] == fmt
+
+
+def test_a_sink_format_compiles_to_the_sinks_format() -> None:
+    spec = compiled(
+        "CREATE SOURCE s (ts BIGINT, WATERMARK FOR ts AS ts) WITH (topic = 't', format = 'avro');\n"
+        "CREATE SINK out WITH (topic = 'out', format = 'protobuf');\n" + QUERY
+    )
+    assert spec["sink"] == {"topic": "out", "format": "protobuf"}
