@@ -82,6 +82,30 @@ def orders(*timestamps: int) -> list[bytes]:
     return [json.dumps({"user": "u1", "ts": ts, "amount": 2.5}).encode() for ts in timestamps]
 
 
+BAD_SQL = """CREATE SOURCE orders (
+  "user" VARCHAR, amount DOUBLE, ts BIGINT,
+  WATERMARK FOR ts AS ts - INTERVAL '1' SECOND
+) WITH (topic = '{source}');
+
+INSERT INTO "bad.out"
+SELECT "user", window_start, window_end, SUM(amont) AS revenue
+FROM TUMBLE(orders, ts, INTERVAL '1' SECOND)
+GROUP BY "user", window_start, window_end;
+"""
+
+JOIN_SQL = """CREATE SOURCE orders (id VARCHAR, ts BIGINT, WATERMARK FOR ts AS ts)
+WITH (topic = '{left}', start_from = 'earliest');
+CREATE SOURCE payments (id VARCHAR, ts BIGINT, WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
+WITH (topic = '{right}', start_from = 'earliest');
+
+INSERT INTO "{name}.out"
+SELECT o.id, p.ts - o.ts AS delay
+FROM orders o JOIN payments p
+  ON o.id = p.id
+ AND p.ts BETWEEN o.ts AND o.ts + INTERVAL '1' MINUTE;
+"""
+
+
 async def type_spec(page: Page, spec: dict[str, Any] | str) -> str:
     text = spec if isinstance(spec, str) else json.dumps(spec, indent=2)
     await page.locator("#spec-text").fill(text)
@@ -194,6 +218,29 @@ async def test_create_watch_pause_resume_refuse_and_delete(
         assert await marker.get_attribute("data-line") == str(line_of(lines, problem["loc"][1:]))
     assert [p["name"] for p in (await service.client.get("/pipelines")).json()] == [name]
 
+    # An invalid SQL script, as it is typed: each problem at its line; the list's
+    # line:column moves the cursor there.
+    await page.get_by_role("button", name="SQL", exact=True).click()
+    script = BAD_SQL.format(source=source)
+    await page.locator("#sql-text").fill(script)
+    compiled = await service.client.post("/sql/compile", json={"sql": script})
+    problem = compiled.json()["detail"][0]
+    assert (problem["type"], problem["line"]) == ("sql_unknown_column", 7)
+    marker = page.locator(".problem[data-source=compile]")
+    await expect(marker).to_have_count(1)
+    await expect(marker).to_have_attribute("data-line", "7")
+    await expect(marker).to_contain_text(problem["msg"])
+    gutter = page.locator('[data-editor="sql-text"] .gutter [data-line="7"]')
+    await expect(gutter).to_have_class("bad")
+    await page.locator("#problems li button.where").click()
+    lines = script.split("\n")
+    offset = sum(len(row) + 1 for row in lines[:6]) + problem["column"] - 1
+    assert lines[6][problem["column"] - 1 :].startswith("amont")
+    await page.wait_for_function(
+        f"() => document.activeElement.id === 'sql-text'"
+        f" && document.activeElement.selectionStart === {offset}"
+    )
+
     # Delete, after a confirmation.
     await page.goto(f"{service.url}/ui/#/pipelines/{name}")
     await page.get_by_role("button", name="Delete").click()
@@ -275,3 +322,49 @@ async def test_with_a_token_and_open_reads_the_console_asks_once_for_changes(
         await page.locator("#confirm-ok").click()
         await expect(page).to_have_url(f"{url}/ui/#/")
         await page.close()  # its live tail too, before the server stops
+
+
+async def test_a_sql_join_creates_its_pipeline_whose_page_shows_the_script_and_both_inputs(
+    service: Service, browser: Browser
+) -> None:
+    suffix = uuid.uuid4().hex[:8]
+    left, right, name = f"orders-{suffix}", f"payments-{suffix}", f"join-{suffix}"
+    for topic in (left, right):
+        await create_topic(service.bootstrap, topic, partitions=1)
+    page = await browser.new_page()
+    await page.goto(f"{service.url}/ui/#/new")
+    await page.get_by_role("button", name="SQL", exact=True).click()
+    await page.locator("#pipeline-name").fill(name)
+    script = JOIN_SQL.format(left=left, right=right, name=name)
+    await page.locator("#sql-text").fill(script)
+    await expect(page.locator("#editor-status")).to_have_text("Compiles (POST /sql/compile)")
+    await page.locator("#compiled summary").click()
+    compiled = json.loads(await page.locator("#compiled-spec").inner_text())
+    assert sorted(compiled["inputs"]) == ["orders", "payments"]
+    await page.get_by_role("button", name="Create pipeline").click()
+    await expect(page).to_have_url(f"{service.url}/ui/#/pipelines/{name}")
+
+    # The view shows the script as written, and the spec it compiled to on demand.
+    await expect(page.locator("#sql-script")).to_have_text(script)
+    await page.locator("#compiled-view summary").click()
+    shown = json.loads(await page.locator("#spec").inner_text())
+    assert shown == (await service.client.get(f"/pipelines/{name}")).json()["spec"]
+
+    # Both inputs with their topics and watermarks (WATERMARK FOR ts AS ts - n: the
+    # newest ts less n), and the join's W, their minimum.
+    base = int(time.time() * 1000) - 60_000
+    await send(service.bootstrap, left, [json.dumps({"id": "o1", "ts": base + 5000}).encode()])
+    await send(service.bootstrap, right, [json.dumps({"id": "o1", "ts": base + 3000}).encode()])
+    orders_row = page.locator('#inputs tr[data-input="orders"]')
+    payments_row = page.locator('#inputs tr[data-input="payments"]')
+    await expect(orders_row.locator('[data-field="topics"]')).to_have_text(left)
+    await expect(payments_row.locator('[data-field="topics"]')).to_have_text(right)
+    await expect(orders_row.locator('[data-field="watermark"]')).to_have_attribute(
+        "data-value", str(base + 5000)
+    )
+    await expect(payments_row.locator('[data-field="watermark"]')).to_have_attribute(
+        "data-value", str(base + 3000 - 1000)
+    )
+    await expect(page.locator('#inputs [data-field="join_watermark"]')).to_have_attribute(
+        "data-value", str(base + 3000 - 1000)
+    )

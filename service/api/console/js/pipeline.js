@@ -1,8 +1,10 @@
-// One pipeline: its numbers, live charts, partitions grouped by stage, the live tail of
-// its result, late and dead-letter topics, its spec, and pause / resume / edit / delete.
+// One pipeline: its numbers, a join's two inputs, live charts, partitions grouped by
+// stage, the live tail of its result, late and dead-letter topics, its SQL script (the
+// compiled spec a click away) or its spec, and pause / resume / edit / delete.
 
 import { ApiError, confirmDialog, get, openStream, send } from "./api.js";
 import { lineChart } from "./chart.js";
+import { inputsTable, joinInputs } from "./inputs.js";
 import {
   appendSamples,
   el,
@@ -122,6 +124,16 @@ export async function renderPipeline(root, { name }) {
   const tailList = el("div", { class: "tail", id: "tail" });
   const tailInfo = el("p", { class: "muted", id: "tail-info" }, "connecting…");
   const spec = el("pre", { class: "spec", id: "spec" });
+  const inputs = el("div", { id: "join-inputs" });
+  const inputsHeading = el("h2", { hidden: true }, "Inputs");
+  // A SQL pipeline shows its script as written, and the spec it compiled to on demand.
+  const script = described.sql
+    ? [
+        el("h2", {}, "SQL"),
+        el("pre", { class: "sql", id: "sql-script" }, described.sql),
+        el("details", { id: "compiled-view" }, el("summary", {}, "Compiled spec"), spec),
+      ]
+    : [el("h2", {}, "Spec"), spec];
   let filter = "all";
   const filters = el(
     "div",
@@ -158,14 +170,15 @@ export async function renderPipeline(root, { name }) {
     ),
     message,
     numbers,
+    inputsHeading,
+    inputs,
     charts,
     el("h2", {}, "Partitions"),
     partitions,
     el("h2", {}, "Live tail ", filters),
     tailInfo,
     tailList,
-    el("h2", {}, "Spec"),
-    spec,
+    ...script,
   );
 
   const throughput = lineChart(charts, {
@@ -224,7 +237,11 @@ export async function renderPipeline(root, { name }) {
     watermarkLag.update(samples);
     timers.update(samples);
     partitions.replaceChildren(...partitionTables(status));
+    const join = joinInputs(described.spec, status);
+    inputsHeading.hidden = join === null;
+    inputs.replaceChildren(...(join ? [inputsTable(join)] : []));
     spec.textContent = JSON.stringify(described.spec, null, 2);
+    if (described.sql) script[1].textContent = described.sql;
   }
 
   async function refresh() {
