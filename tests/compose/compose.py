@@ -112,11 +112,11 @@ def logs(service: str, tail: int = 40) -> str:
     return f"--- {service} ({state}):\n{completed.stdout}{completed.stderr}"
 
 
-def read_topic(topic: str, limit: int) -> list[str]:
-    """Up to ``limit`` values of ``topic`` from its start, read inside clockwork-1's
-    container, where the broker's advertised name (kafka:9092) resolves."""
+def read_topic(topic: str) -> list[str]:
+    """The values of ``topic`` from its start to its end as of now, read inside
+    clockwork-1's container, where the broker's advertised name (kafka:9092) resolves."""
     completed = subprocess.run(
-        ["podman", "exec", "-i", container_of("clockwork-1"), "python", "-", topic, str(limit)],
+        ["podman", "exec", "-i", container_of("clockwork-1"), "python", "-", topic],
         input=READ_TOPIC_SCRIPT.read_text(),
         capture_output=True,
         text=True,

@@ -1,6 +1,6 @@
-"""Print up to LIMIT values of TOPIC, one a line, from its start: run inside a service
-container (``python - TOPIC LIMIT < read_topic.py``), where Kafka's name resolves and
-aiokafka is installed. Stops after 20 s without a new record."""
+"""Print the values of TOPIC, one a line, from its start to its end as of now: run inside
+a service container (``python - TOPIC < read_topic.py``), where Kafka's name resolves and
+aiokafka is installed."""
 
 import asyncio
 import sys
@@ -8,23 +8,26 @@ import sys
 from aiokafka import AIOKafkaConsumer
 
 
-async def main(topic: str, limit: int) -> None:
+def show(batches: dict) -> None:  # type: ignore[type-arg]
+    for records in batches.values():
+        for record in records:
+            print(record.value.decode() if record.value is not None else "null")
+
+
+async def main(topic: str) -> None:
+    # No group: a subscription without one is given every partition of the topic.
     consumer = AIOKafkaConsumer(
         topic, bootstrap_servers="kafka:9092", auto_offset_reset="earliest", group_id=None
     )
     await consumer.start()
     try:
-        printed = 0
-        while printed < limit:
-            batches = await consumer.getmany(timeout_ms=20_000, max_records=limit - printed)
-            if not batches:
-                return
-            for records in batches.values():
-                for record in records:
-                    print(record.value.decode() if record.value is not None else "null")
-                    printed += 1
+        while not consumer.assignment():
+            show(await consumer.getmany(timeout_ms=1000))
+        ends = await consumer.end_offsets(list(consumer.assignment()))
+        while any([await consumer.position(tp) < end for tp, end in ends.items()]):
+            show(await consumer.getmany(timeout_ms=1000))
     finally:
         await consumer.stop()
 
 
-asyncio.run(main(sys.argv[1], int(sys.argv[2])))
+asyncio.run(main(sys.argv[1]))
