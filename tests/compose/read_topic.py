@@ -4,11 +4,12 @@ aiokafka is installed."""
 
 import asyncio
 import sys
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer
 
 
-def show(batches: dict) -> None:  # type: ignore[type-arg]
+def show(batches: dict[Any, list[Any]]) -> None:
     for records in batches.values():
         for record in records:
             print(record.value.decode() if record.value is not None else "null")
