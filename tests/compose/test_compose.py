@@ -1,6 +1,7 @@
 """docker-compose.yml as a whole under podman: Kafka, two replicas, the demo producer and
 Prometheus come up (Grafana has no image that can be built here, deploy/compose/podman.yml),
-Prometheus scrapes both replicas, and the demo's pipelines write results to Kafka.
+Prometheus loads the alert rules and scrapes both replicas, and the demo's pipeline writes
+results to Kafka.
 Run by ``make compose-test``; never part of ``make test``."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.compose.compose import PROMETHEUS_URL, logs, read_topic
+from tests.compose.compose import PROMETHEUS_URL, ROOT, logs, read_topic
 from tests.integration.kafka_utils import wait_until
 
 # The first run may build every image (minutes when nothing is cached).
@@ -22,6 +23,7 @@ pytestmark = [pytest.mark.compose, pytest.mark.timeout(2400)]
 REPLICAS = ("clockwork-1:8000", "clockwork-2:8000")
 """deploy/prometheus/prometheus.yml's targets."""
 RESULTS_TOPIC = "demo-orders-per-user"
+ALERTS = ROOT / "deploy" / "prometheus" / "alerts.yml"
 
 
 async def prometheus_query(promql: str) -> list[dict[str, Any]]:
@@ -58,6 +60,22 @@ async def test_prometheus_scrapes_both_replicas(stack: None) -> None:
         return seen == dict.fromkeys(REPLICAS, "1")
 
     await eventually(both_up, "Prometheus's up{job=clockwork} was not 1 for both replicas", 300)
+
+
+async def test_prometheus_loads_the_alert_rules(stack: None) -> None:
+    expected = ALERTS.read_text().count("- alert:")
+    loaded: list[int] = []
+
+    async def all_loaded() -> bool:
+        try:
+            async with httpx.AsyncClient(timeout=5) as client:
+                answer = await client.get(f"{PROMETHEUS_URL}/api/v1/rules")
+        except httpx.TransportError:
+            return False
+        loaded[:] = [len(g["rules"]) for g in answer.json()["data"]["groups"]]
+        return sum(loaded) == expected
+
+    await eventually(all_loaded, f"Prometheus did not load the {expected} alert rules", 120)
 
 
 async def test_the_demo_pipeline_writes_results(stack: None) -> None:
