@@ -78,9 +78,9 @@ test: lint typecheck kafka registry $(CHROMIUM) $(CONTAINER_TOOLS)
 # docker-compose.yml run whole under podman-compose (PyPI; podman 4.3 has no `podman
 # compose`), with deploy/compose/podman.yml over it: the service image, and Kafka and
 # Prometheus built from Maven Central's and Debian's packages (deploy/compose/build.sh),
-# all on a podman network; Prometheus must scrape both replicas and the demo's pipeline
-# write results (tests/compose). Everything is taken down at the end. Not part of
-# `make test`.
+# all on a podman network; Prometheus must load the alert rules and scrape both
+# replicas, and the demo's pipeline write results (tests/compose). Everything is taken
+# down at the end, also on a failure. Not part of `make test`.
 PODMAN_COMPOSE_VERSION := 1.6.0
 PODMAN_COMPOSE := $(VENV)/bin/podman-compose
 $(PODMAN_COMPOSE): | $(PY)

@@ -39,14 +39,17 @@ async def prometheus_query(promql: str) -> list[dict[str, Any]]:
     return result
 
 
-async def eventually(holds: Callable[[], Awaitable[bool]], what: str, timeout_s: float) -> None:
-    """Wait until ``holds``; at the deadline fail with the services' logs."""
+async def eventually(
+    holds: Callable[[], Awaitable[bool]], what: Callable[[], str], timeout_s: float
+) -> None:
+    """Wait until ``holds``; at the deadline fail with ``what()`` (what was seen last)
+    and the services' logs."""
     try:
         await wait_until(holds, timeout_s=timeout_s, interval_s=1.0)
     except TimeoutError:
         services = ("kafka", "clockwork-1", "clockwork-2", "demo-producer", "prometheus")
         raise AssertionError(
-            f"{what} within {timeout_s:.0f} s\n" + "\n".join(logs(s) for s in services)
+            f"{what()} within {timeout_s:.0f} s\n" + "\n".join(logs(s) for s in services)
         ) from None
 
 
@@ -59,7 +62,7 @@ async def test_prometheus_scrapes_both_replicas(stack: None) -> None:
         seen.update({r["metric"]["instance"]: r["value"][1] for r in result})
         return seen == dict.fromkeys(REPLICAS, "1")
 
-    await eventually(both_up, "Prometheus's up{job=clockwork} was not 1 for both replicas", 300)
+    await eventually(both_up, lambda: f"up{{job=clockwork}} was {seen}, not 1 for both", 300)
 
 
 async def test_prometheus_loads_the_alert_rules(stack: None) -> None:
@@ -75,7 +78,7 @@ async def test_prometheus_loads_the_alert_rules(stack: None) -> None:
         loaded[:] = [len(g["rules"]) for g in answer.json()["data"]["groups"]]
         return sum(loaded) == expected
 
-    await eventually(all_loaded, f"Prometheus did not load the {expected} alert rules", 120)
+    await eventually(all_loaded, lambda: f"rules loaded per group {loaded}, not {expected}", 120)
 
 
 async def test_the_demo_pipeline_writes_results(stack: None) -> None:
@@ -84,7 +87,7 @@ async def test_the_demo_pipeline_writes_results(stack: None) -> None:
     async def results_counted() -> bool:
         return any(float(r["value"][1]) > 0 for r in await prometheus_query(query))
 
-    await eventually(results_counted, f"no {RESULTS_TOPIC} result counted in Prometheus", 300)
+    await eventually(results_counted, lambda: f"no {RESULTS_TOPIC} result counted", 300)
 
     # What the replicas counted is on the result topic.
     values = [json.loads(line) for line in await asyncio.to_thread(read_topic, RESULTS_TOPIC)]
