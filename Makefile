@@ -9,7 +9,7 @@ STAMP_DEV  := $(VENV)/.installed-dev
 KAFKA_POM := tests/kafka/pom.xml
 KAFKA_CP  := tests/kafka/classpath.txt
 
-.PHONY: run test lint typecheck unit kafka registry bench bench-peers bench-nexmark bench-workers clean screenshot console-vendor image
+.PHONY: run test lint typecheck unit kafka registry bench bench-peers bench-nexmark bench-workers clean screenshot console-vendor image compose-test
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -74,6 +74,20 @@ image: $(CONTAINER_TOOLS)
 
 test: lint typecheck kafka registry $(CHROMIUM) $(CONTAINER_TOOLS)
 	$(VENV)/bin/pytest -q
+
+# docker-compose.yml run whole under podman-compose (PyPI; podman 4.3 has no `podman
+# compose`), with deploy/compose/podman.yml over it: the service image, and Kafka and
+# Prometheus built from Maven Central's and Debian's packages (deploy/compose/build.sh),
+# all on a podman network; Prometheus must load the alert rules and scrape both
+# replicas, and the demo's pipeline write results (tests/compose). Everything is taken
+# down at the end, also on a failure. Not part of `make test`.
+PODMAN_COMPOSE_VERSION := 1.6.0
+PODMAN_COMPOSE := $(VENV)/bin/podman-compose
+$(PODMAN_COMPOSE): | $(PY)
+	$(PY) -m pip install --quiet 'podman-compose==$(PODMAN_COMPOSE_VERSION)'
+
+compose-test: $(STAMP_DEV) kafka $(CONTAINER_TOOLS) $(PODMAN_COMPOSE)
+	$(VENV)/bin/pytest -q --compose tests/compose
 
 # docs/console.png, the README's picture of the console: the browser tests' helper runs
 # the service on the embedded broker with the demo's pipelines and takes it.

@@ -72,6 +72,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="comma-separated brokers the integration tests run against "
         f"(default: {','.join(BROKERS)}; env CLOCKWORK_TEST_BROKERS)",
     )
+    parser.addoption(
+        "--compose",
+        action="store_true",
+        help="run the tests marked compose (docker-compose.yml whole under podman, "
+        "make compose-test); without it they are deselected",
+    )
 
 
 def selected_brokers(config: pytest.Config) -> list[str]:
@@ -92,6 +98,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.getoption("--compose"):
+        # docker-compose.yml under podman is make compose-test's, not make test's.
+        deselected = [item for item in items if item.get_closest_marker("compose")]
+        if deselected:
+            config.hook.pytest_deselected(items=deselected)
+            items[:] = [item for item in items if not item.get_closest_marker("compose")]
     for item in items:
         callspec = getattr(item, "callspec", None)
         broker = callspec.params.get("broker_name") if callspec is not None else None

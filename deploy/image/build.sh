@@ -4,6 +4,7 @@
 #
 #   deploy/image/build.sh            # what `make image` runs
 #   PYTHON_IMAGE=... build.sh        # build on that base (e.g. the official python image)
+#   deploy/image/build.sh service    # only the service image (what make compose-test needs)
 #
 # The base: $PYTHON_IMAGE when set; otherwise the official python:3.11 slim image when a
 # registry serves it, else a Debian bookworm made here with mmdebstrap from Debian's
@@ -52,7 +53,7 @@ build() {
     base_id=$(podman image inspect --format '{{.Id}}' "$base")
     hash=$( (echo "$base_id"; hash_files Dockerfile .dockerignore pyproject.toml README.md \
         service deploy/image) | sha256sum | cut -c1-16)
-    for target in service compaction; do
+    for target in ${TARGETS}; do
         name=clockwork
         [ "$target" = service ] || name=clockwork-$target
         ref=localhost/$name:$hash
@@ -71,6 +72,7 @@ build() {
     done
 }
 
+TARGETS=${*:-service compaction}
 mkdir -p "$(dirname "$LOCK")"
 exec 9>"$LOCK"
 flock 9

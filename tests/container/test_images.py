@@ -196,7 +196,17 @@ async def two_replicas_one_killed(
         return len(latest_by_id(emitted)) >= len(want)
 
     await wait_until(complete, timeout_s=120)
-    assert len(await local_partitions(client_a, name)) == PARTITIONS
+
+    async def a_holds_all() -> bool:
+        # the replica's part is its workers' reports (published every 300 ms here)
+        return len(await local_partitions(client_a, name)) == PARTITIONS
+
+    try:
+        await wait_until(a_holds_all, timeout_s=30)
+    except TimeoutError:
+        status = await client_a.get(f"/pipelines/{name}/status", params={"scope": "local"})
+        logs = a.logs()[-4000:]
+        raise AssertionError(f"a holds only part: {status.text}\n{logs}") from None
     assert_stops_gracefully(a)
 
 
