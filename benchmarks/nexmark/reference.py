@@ -15,7 +15,7 @@ from benchmarks.nexmark.generate import Event
 
 Row = tuple[Any, ...]
 WINDOW_MS = 10_000
-"""q7's tumbling window."""
+"""q7's and q8's tumbling window."""
 
 
 def q3(events: dict[str, list[Event]]) -> list[Row]:
@@ -53,5 +53,24 @@ def q7(events: dict[str, list[Event]]) -> list[Row]:
     return sorted(rows, key=repr)
 
 
-REFERENCES: dict[str, Callable[[dict[str, list[Event]]], list[Row]]] = {"q3": q3, "q7": q7}
+def q8(events: dict[str, list[Event]]) -> list[Row]:
+    """Per 10 s tumbling window, each distinct person (id, name) registered in it who is
+    the seller of an auction of the same window: ``id, name, starttime``."""
+    sellers = {
+        (a.record["seller"], a.record["dateTime"] - a.record["dateTime"] % WINDOW_MS)
+        for a in events["auction"]
+    }
+    rows = {
+        (p["id"], p["name"], start)
+        for p in (e.record for e in events["person"])
+        if (p["id"], start := p["dateTime"] - p["dateTime"] % WINDOW_MS) in sellers
+    }
+    return sorted(rows, key=repr)
+
+
+REFERENCES: dict[str, Callable[[dict[str, list[Event]]], list[Row]]] = {
+    "q3": q3,
+    "q7": q7,
+    "q8": q8,
+}
 """The queries that have a reference here, by name."""

@@ -78,7 +78,7 @@ def _flink_rows(
 
 
 def _clockwork_row(query: Query, columns: list[str], record: dict[str, Any]) -> Row:
-    if "window" not in record:  # a plain select's record: the selected columns
+    if "result" not in record:  # a plain select's or a join's record: the selected columns
         return tuple(_cell(record["value"][c]) for c in columns)
     assert (record["fire"], record["seq"]) == ("on_time", 0), record
     found = {
