@@ -39,6 +39,9 @@ class Query:
     """The ``SELECT`` in Flink SQL, over tables named as the generator's kinds."""
     key: str = ""
     """The result column that is a window result's ``key`` (``""``: no key, ``all``)."""
+    after: str = ""
+    """The query whose result topic this one reads (q5's second stage reads q5_bids's):
+    run it first, to its end (``""``: none)."""
 
     @property
     def path(self) -> Path:
@@ -93,6 +96,24 @@ QUERIES = (
         "DESCRIPTOR(`dateTime`), INTERVAL '2' SECOND, INTERVAL '10' SECOND)) "
         "GROUP BY auction, window_start, window_end",
         key="auction",
+    ),
+    Query(
+        "q5",
+        ("bid",),
+        # nexmark-flink's q5 (its window table function text): the bids per auction and
+        # window joined with the maximum of those per window
+        "SELECT AuctionBids.auction, AuctionBids.num FROM (SELECT auction, COUNT(*) AS num, "
+        "window_start AS starttime, window_end AS endtime FROM TABLE(HOP(TABLE bid, "
+        "DESCRIPTOR(`dateTime`), INTERVAL '2' SECOND, INTERVAL '10' SECOND)) "
+        "GROUP BY auction, window_start, window_end) AS AuctionBids JOIN (SELECT "
+        "MAX(CountBids.num) AS maxn, CountBids.starttime, CountBids.endtime FROM (SELECT "
+        "COUNT(*) AS num, window_start AS starttime, window_end AS endtime FROM TABLE(HOP("
+        "TABLE bid, DESCRIPTOR(`dateTime`), INTERVAL '2' SECOND, INTERVAL '10' SECOND)) "
+        "GROUP BY auction, window_start, window_end) AS CountBids "
+        "GROUP BY CountBids.starttime, CountBids.endtime) AS MaxBids "
+        "ON AuctionBids.starttime = MaxBids.starttime AND AuctionBids.endtime = MaxBids.endtime "
+        "AND AuctionBids.num >= MaxBids.maxn",
+        after="q5_bids",
     ),
     Query(
         "q7_max_price",

@@ -272,10 +272,9 @@ def _temporal_kind(comp: Compilation, version: exp.Version, left: _Side, stateme
     ):
         return "lookup"
     path = column_path(at) if isinstance(at, exp.Column) else None
-    if (
-        path is None
-        or path[-1] != left.source.time_column
-        or (len(path) == 2 and path[0] not in (left.alias, left.source.name))
+    if path is None or (
+        path != left.source.time_path
+        and (path[0] not in (left.alias, left.source.name) or path[1:] != left.source.time_path)
     ):
         comp.refuse(
             at,
@@ -316,9 +315,7 @@ def _time_of(node: exp.Expression, side: _Side) -> bool:
     path = column_path(node) if isinstance(node, exp.Column) else None
     if path is None or side.source.time_column is None:
         return False
-    if len(path) == 2:
-        return path[0] in (side.alias, side.source.name) and path[1] == side.source.time_column
-    return False
+    return path[0] in (side.alias, side.source.name) and path[1:] == side.source.time_path
 
 
 def _offset(node: exp.Expression, side: _Side) -> int | None:
