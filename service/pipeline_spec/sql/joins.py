@@ -127,7 +127,7 @@ def compile_join(
             join,
             statement,
             f"a {how.upper()} join is a window join's (join two windows: TUMBLE or HOP on "
-            f"both sides): only a window bounds 'never matched'",
+            "both sides): only a window bounds 'never matched'",
             "sql_join_condition",
         )
         return
