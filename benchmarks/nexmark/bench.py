@@ -38,6 +38,8 @@ from pathlib import Path
 from benchmarks.nexmark.generate import KINDS, NexmarkConfig, by_kind, produce
 from benchmarks.nexmark.queries import QUERIES, Query, flink_table, script
 
+BY_NAME = {q.name: q for q in QUERIES}
+
 
 def write_files(config: NexmarkConfig, folder: Path) -> dict[str, int]:
     """Each kind's events as Flink's tables read them; how many of each."""
@@ -52,16 +54,23 @@ def write_files(config: NexmarkConfig, folder: Path) -> dict[str, int]:
 
 
 def clockwork_seconds(bootstrap: str, query: Query, prefix: str) -> tuple[float, int]:
-    """Run the query's script to the end of its input: seconds, result rows."""
+    """Run the query's script to the end of its input (after the query whose results it
+    reads, to its end: the seconds of both): seconds, result rows."""
     from benchmarks.nexmark.run import run_spec
     from service.pipeline_spec.sql.compiler import compile_sql
 
-    spec = compile_sql(
-        f"{query.name.replace('_', '-')}-{uuid.uuid4().hex[:6]}", script(query, prefix)
-    ).spec
-    spec["sink"]["topic"] = f"{spec['sink']['topic']}.{uuid.uuid4().hex[:6]}"
-    seconds, rows = asyncio.run(run_spec(bootstrap, spec))
-    return seconds, len(rows)
+    stages = [BY_NAME[query.after], query] if query.after else [query]
+    total, rows, upstream = 0.0, 0, ""
+    for stage in stages:
+        spec = compile_sql(
+            f"{stage.name.replace('_', '-')}-{uuid.uuid4().hex[:6]}", script(stage, prefix)
+        ).spec
+        if upstream:
+            spec["source"]["topics"] = [upstream]
+        spec["sink"]["topic"] = upstream = f"{spec['sink']['topic']}.{uuid.uuid4().hex[:6]}"
+        seconds, results = asyncio.run(run_spec(bootstrap, spec))
+        total, rows = total + seconds, len(results)
+    return total, rows
 
 
 def flink_seconds(query: Query, folder: Path) -> float:

@@ -7,8 +7,10 @@ renames those topics for a run. Beside it, the query as Flink SQL writes it (its
 table functions) over tables of the same events, and which result column is the
 record's ``key``.
 
-q0-q2 are plain selects (the stateless ``map`` operator), q3 a regular join, q7 a
-window with ``MAX_BY`` (Flink's side runs nexmark-flink's q3 and q7 texts); the queries
+q0-q2 are plain selects (the stateless ``map`` operator), q3 a regular join, q5 two
+pipelines (bids per auction and sliding window, then a pipeline over those results with
+``MAX_BY``), q7 a window with ``MAX_BY``, q8 a semi window join selecting its window's
+start (Flink's side runs nexmark-flink's q3, q5, q7 and q8 texts); the queries
 of q0-q8 that Clockwork's SQL cannot express are listed in :data:`MISSING` with what
 each needs; they are not approximated here.
 """
@@ -38,6 +40,9 @@ class Query:
     """The ``SELECT`` in Flink SQL, over tables named as the generator's kinds."""
     key: str = ""
     """The result column that is a window result's ``key`` (``""``: no key, ``all``)."""
+    after: str = ""
+    """The query whose result topic this one reads (q5's second stage reads q5_bids's):
+    run it first, to its end (``""``: none)."""
 
     @property
     def path(self) -> Path:
@@ -94,6 +99,24 @@ QUERIES = (
         key="auction",
     ),
     Query(
+        "q5",
+        ("bid",),
+        # nexmark-flink's q5 (its window table function text): the bids per auction and
+        # window joined with the maximum of those per window
+        "SELECT AuctionBids.auction, AuctionBids.num FROM (SELECT auction, COUNT(*) AS num, "
+        "window_start AS starttime, window_end AS endtime FROM TABLE(HOP(TABLE bid, "
+        "DESCRIPTOR(`dateTime`), INTERVAL '2' SECOND, INTERVAL '10' SECOND)) "
+        "GROUP BY auction, window_start, window_end) AS AuctionBids JOIN (SELECT "
+        "MAX(CountBids.num) AS maxn, CountBids.starttime, CountBids.endtime FROM (SELECT "
+        "COUNT(*) AS num, window_start AS starttime, window_end AS endtime FROM TABLE(HOP("
+        "TABLE bid, DESCRIPTOR(`dateTime`), INTERVAL '2' SECOND, INTERVAL '10' SECOND)) "
+        "GROUP BY auction, window_start, window_end) AS CountBids "
+        "GROUP BY CountBids.starttime, CountBids.endtime) AS MaxBids "
+        "ON AuctionBids.starttime = MaxBids.starttime AND AuctionBids.endtime = MaxBids.endtime "
+        "AND AuctionBids.num >= MaxBids.maxn",
+        after="q5_bids",
+    ),
+    Query(
         "q7_max_price",
         ("bid",),
         "SELECT MAX(price) AS maxprice, window_start, window_end FROM TABLE(TUMBLE(TABLE bid, "
@@ -111,6 +134,20 @@ QUERIES = (
         "WHERE B.`dateTime` BETWEEN B1.`dateTime` - INTERVAL '10' SECOND AND B1.`dateTime`",
     ),
     Query(
+        "q8",
+        ("person", "auction"),
+        # nexmark-flink's q8: each side's GROUP BY per 10 s window (distinct persons,
+        # distinct sellers), joined on the id and the window's bounds
+        "SELECT P.id, P.name, P.starttime FROM (SELECT P.id, P.name, "
+        "TUMBLE_START(P.`dateTime`, INTERVAL '10' SECOND) AS starttime, "
+        "TUMBLE_END(P.`dateTime`, INTERVAL '10' SECOND) AS endtime FROM person P "
+        "GROUP BY P.id, P.name, TUMBLE(P.`dateTime`, INTERVAL '10' SECOND)) P "
+        "JOIN (SELECT A.seller, TUMBLE_START(A.`dateTime`, INTERVAL '10' SECOND) AS starttime, "
+        "TUMBLE_END(A.`dateTime`, INTERVAL '10' SECOND) AS endtime FROM auction A "
+        "GROUP BY A.seller, TUMBLE(A.`dateTime`, INTERVAL '10' SECOND)) A "
+        "ON P.id = A.seller AND P.starttime = A.starttime AND P.endtime = A.endtime",
+    ),
+    Query(
         "q11",
         ("bid",),
         "SELECT bidder, COUNT(*) AS bid_count, window_start, window_end FROM TABLE(SESSION("
@@ -124,13 +161,6 @@ MISSING = {
     "q4": "average closing price per category: a regular join with a time condition, "
     "MAX per auction, then AVG over those: an updating (retracting) aggregate and a "
     "second stage",
-    "q5": "hot items: its first stage runs (q5_bids); the auctions with the most bids "
-    "per window need a second aggregate over the first's results joined back to them "
-    "(a pipeline reading another's results, and a join of results)",
     "q6": "average selling price by seller: an OVER window (ROWS 10 PRECEDING) on "
     "q4's updating join",
-    "q8": "new users: a window join of person and auction per 10 s, but of each side's "
-    "GROUP BY (distinct persons, distinct sellers): the SQL lacks subqueries and semi "
-    "joins (the JSON spec's window join has how = semi), and a window join cannot "
-    "select window_start",
 }

@@ -1404,18 +1404,27 @@ def _lookup_table_input(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[P
 )
 def _join_select(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
     """Each output field of ``select`` compiles over ``<input>.<path>`` of the join's two
-    inputs (every problem at its field). The inputs are the names under ``inputs`` (an
-    unknown ``left`` or ``right`` is reported once, at itself, not again per field)."""
+    inputs (every problem at its field); a window join's also reads ``window.start`` and
+    ``window.end``, a semi or anti join's not its right input. The inputs are the names
+    under ``inputs`` (an unknown ``left`` or ``right`` is reported once, at itself, not
+    again per field)."""
     op = _join(spec)
     select = _obj(op.get("select")) if op is not None else None
     names = [name for name, _ in _inputs(spec)]
-    if select is None or len(names) != 2:
+    if op is None or select is None or len(names) != 2:
         return
     expressions = {k: v for k, v in select.items() if isinstance(k, str) and isinstance(v, str)}
     if not expressions:
         return
-    try:
-        compile_projection(expressions, (names[0], names[1]))
+    left, right = _str(op.get("left")), _str(op.get("right"))
+    if left in names and right in names and left != right:
+        names = [left, right]  # so the right input is known (a semi join reads none of it)
+    kind, how = op.get("kind"), op.get("how", "inner")
+    left_only = how in ("semi", "anti") and how in JOIN_HOWS.get(str(kind), ())
+    try:  # (a how the kind does not take is reported once, at operator.how)
+        compile_projection(
+            expressions, (names[0], names[1]), window=kind == "window", right_row=not left_only
+        )
     except SelectError as exc:
         for field_name, message in exc.problems:
             yield Problem(

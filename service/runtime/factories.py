@@ -16,8 +16,8 @@ from service.core.time import Clock, SystemClock
 from service.operators.base import Operator
 from service.operators.join.factory import build_join_operator, max_rows
 from service.operators.join.lookup import LookupTable
-from service.operators.join.projection import compile_projection
-from service.operators.join.rows import Projection, both_sides
+from service.operators.join.projection import projection_for
+from service.operators.join.rows import Projection
 from service.operators.map import MapOperator
 from service.operators.process import build_process_operator
 from service.operators.window import WindowFunction, build_window_operator
@@ -73,8 +73,7 @@ def join_operator_factory(
     "join"``); the ``select`` is compiled once, and one instance built eagerly so that a
     bad spec fails here. A lookup join's is a :class:`LookupJoinFactory`."""
     spec = dict(operator_spec)
-    select = spec.get("select")
-    project = both_sides if select is None else compile_projection(select, inputs)
+    project = projection_for(spec, inputs)
     if spec.get("kind") == "lookup":
         return LookupJoinFactory(pipeline, spec, inputs, project)
 

@@ -346,3 +346,28 @@ def test_regular_join_rules() -> None:
 def test_only_a_regular_join_takes_a_state_ttl() -> None:
     interval = edited(lambda s: s["operator"].update(state_ttl_ms=1000))
     assert problems(interval) == [("operator.state_ttl_ms", "state_ttl_unused")]
+
+
+def _window_join(how: str, select: dict[str, str]) -> dict[str, Any]:
+    def change(spec: dict[str, Any]) -> None:
+        spec["operator"].pop("between")
+        spec["operator"].update(
+            kind="window", how=how, assigner={"type": "tumbling", "size_ms": 60000}, select=select
+        )
+
+    return edited(change)
+
+
+def test_a_window_joins_select_reads_the_window_bounds() -> None:
+    spec = _window_join("left", {"id": "orders.order_id", "start": "window.start"})
+    assert registry().parse(spec)[0].to_json()["operator"]["select"]["start"] == "window.start"
+
+
+def test_the_window_bounds_in_another_kinds_select_are_reported_at_the_field() -> None:
+    spec = edited(lambda s: s["operator"]["select"].update(start="window.start"))
+    assert problems(spec) == [("operator.select.start", "invalid_select")]
+
+
+def test_a_semi_joins_select_of_the_right_input_is_reported_at_the_field() -> None:
+    spec = _window_join("semi", {"id": "orders.order_id", "paid": "payments.paid_at"})
+    assert problems(spec) == [("operator.select.paid", "invalid_select")]

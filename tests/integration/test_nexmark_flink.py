@@ -33,6 +33,7 @@ from tests.integration.kafka_utils import read_topic
 pytestmark = [pytest.mark.integration, pytest.mark.flink]
 
 CONFIG = NexmarkConfig(events=3000, rate=100, seed=33)
+BY_NAME = {q.name: q for q in QUERIES}
 
 Row = tuple[Any, ...]
 
@@ -78,7 +79,7 @@ def _flink_rows(
 
 
 def _clockwork_row(query: Query, columns: list[str], record: dict[str, Any]) -> Row:
-    if "window" not in record:  # a plain select's record: the selected columns
+    if "result" not in record:  # a plain select's or a join's record: the selected columns
         return tuple(_cell(record["value"][c]) for c in columns)
     assert (record["fire"], record["seq"]) == ("on_time", 0), record
     found = {
@@ -92,25 +93,29 @@ def _clockwork_row(query: Query, columns: list[str], record: dict[str, Any]) -> 
 
 
 async def _clockwork_records(query: Query, bootstrap_servers: str) -> list[dict[str, Any]]:
-    """The query's script posted to the service, run to the end of its bounded input;
-    every record of its result topic."""
+    """The query's script posted to the service, run to the end of its bounded input
+    (after the query whose results it reads, run to its end first); every record of its
+    result topic."""
     prefix = f"nexmark-{uuid.uuid4().hex[:8]}"
     await produce(bootstrap_servers, {k: f"{prefix}.{k}" for k in KINDS}, CONFIG)
-    name = f"{prefix}-{query.name.replace('_', '-')}"
+    stages = [BY_NAME[query.after], query] if query.after else [query]
     async with (
         running_app(app_settings(bootstrap_servers)) as url,
         httpx.AsyncClient(base_url=url, timeout=30) as client,
     ):
         await wait_ready(client)
-        created = await client.post("/pipelines", json={"name": name, "sql": script(query, prefix)})
-        assert created.status_code == 201, created.text
+        for stage in stages:
+            name = f"{prefix}-{stage.name.replace('_', '-')}"
+            sql = script(stage, prefix)
+            created = await client.post("/pipelines", json={"name": name, "sql": sql})
+            assert created.status_code == 201, created.text
 
-        async def finished() -> bool:
-            status = (await client.get(f"/pipelines/{name}/status")).json()
-            assert status["state"] != "failed", status
-            return bool(status["state"] == "finished")
+            async def finished(name: str = name) -> bool:
+                status = (await client.get(f"/pipelines/{name}/status")).json()
+                assert status["state"] != "failed", status
+                return bool(status["state"] == "finished")
 
-        await eventually(finished, timeout_s=90)
+            await eventually(finished, timeout_s=90)
     # Finished: every result is written (the sink flushed before the state changed).
     out = f"{prefix}.{query.name}"
     return [json.loads(r.value) for r in await read_topic(bootstrap_servers, out)]

@@ -16,9 +16,9 @@ from typing import Any
 from service.operators.join.inputs import TwoInputOperator
 from service.operators.join.interval import IntervalJoinOperator
 from service.operators.join.lookup import LookupJoinOperator, LookupTable
-from service.operators.join.projection import compile_projection
+from service.operators.join.projection import projection_for
 from service.operators.join.regular import RegularJoinOperator
-from service.operators.join.rows import How, JoinConfigError, Projection, both_sides
+from service.operators.join.rows import How, JoinConfigError, Projection
 from service.operators.join.temporal import TemporalJoinOperator
 from service.operators.join.window import WindowJoinOperator
 from service.operators.window.assigners import SlidingAssigner, TumblingAssigner
@@ -46,8 +46,7 @@ def build_join_operator(
         raise JoinConfigError(f"unknown how {spec.get('how')!r}") from None
     lateness = int(spec.get("allowed_lateness_ms", 0))
     if project is None:
-        select = spec.get("select")
-        project = both_sides if select is None else compile_projection(select, inputs)
+        project = projection_for(spec, inputs)
     if kind == "interval":
         between = spec.get("between") or {}
         return IntervalJoinOperator(

@@ -2,8 +2,12 @@
 
 Each expression is compiled by the steps' compiler (``operators/steps/``) over one
 record, ``{<left input name>: left row, <right input name>: right row}``, so
-``orders.amount`` reads the left row's ``amount`` and a missing side reads as NULL. All
-expressions become one generated function, built once per spec.
+``orders.amount`` reads the left row's ``amount`` and a missing side reads as NULL. In a
+window join, ``window.start`` and ``window.end`` read the bounds of the row's window
+(Flink SQL's ``window_start``/``window_end`` of a window join), so the record holds
+``{"window": {"start", "end"}}`` too, built only when an expression reads it. A semi or
+anti join has no right row: its ``select`` reads the left input (and the window) only.
+All expressions become one generated function, built once per spec.
 
 At spec time every expression is checked, and every field path must start with one of
 the two inputs' names; :class:`SelectError` lists every problem with the output field it
@@ -18,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from service.operators.base import Collector, FailedRecord, JoinRow
-from service.operators.join.rows import Projection, Window, row_id
+from service.operators.join.rows import Projection, Window, both_sides, row_id
 from service.operators.steps.compiler import (
     GENERATED_BUILTINS,
     HELPERS,
@@ -29,6 +33,9 @@ from service.operators.steps.compiler import (
 from service.operators.steps.errors import EvalError, ExpressionError
 
 REASON_SELECT = "select_failed"
+WINDOW = "window"
+"""The root of a window join's bounds in its ``select``: ``window.start``, ``window.end``."""
+_BOUNDS = {"start", "end"}
 
 
 class SelectError(ValueError):
@@ -39,27 +46,77 @@ class SelectError(ValueError):
         super().__init__("; ".join(f"{field}: {message}" for field, message in problems))
 
 
-def compile_projection(select: Mapping[str, str], inputs: tuple[str, str]) -> Projection:
-    """One function ``(left, right) -> {field: value}`` for ``select``."""
+def projection_for(spec: Mapping[str, Any], inputs: tuple[str, str]) -> Projection:
+    """The join operator object's ``select`` compiled for its kind and ``how`` (none:
+    :func:`both_sides`); ``inputs`` are the left and the right input's names."""
+    select = spec.get("select")
+    if select is None:
+        return both_sides
+    return compile_projection(
+        select,
+        inputs,
+        window=spec.get("kind") == "window",
+        right_row=spec.get("how", "inner") not in ("semi", "anti"),
+    )
+
+
+def compile_projection(
+    select: Mapping[str, str],
+    inputs: tuple[str, str],
+    *,
+    window: bool = False,
+    right_row: bool = True,
+) -> Projection:
+    """One function ``(left, right, window) -> {field: value}`` for ``select``.
+
+    ``window``: the join is a window join, and ``window.start``/``window.end`` read its
+    row's bounds. ``right_row``: False for a semi or anti join, whose rows have no right
+    side: reading the right input is then a problem (it would always be NULL)."""
     if not select:
         raise SelectError([("", "select names no output field")])
     names = _Names()
     problems: list[tuple[str, str]] = []
     namespace: dict[str, Any] = {**HELPERS, "__builtins__": GENERATED_BUILTINS}
     parts: list[str] = []
+    reads_window = False
+    if window and WINDOW in inputs:
+        problems.append(
+            ("", f"an input named {WINDOW!r} hides the window's bounds: rename the input")
+        )
     for index, (field, text) in enumerate(select.items()):
         try:
             compiled = compile_expression(text, names, record="value")
         except ExpressionError as exc:
             problems.extend((field, str(problem)) for problem in exc.problems)
             continue
-        unknown = sorted({path[0] for path in compiled.fields} - set(inputs))
+        roots = {path[0] for path in compiled.fields}
+        bad = _window_problem(compiled.fields, window, inputs)
+        if bad:
+            problems.append((field, bad))
+            continue
+        if window and WINDOW in roots:
+            reads_window = True
+            roots.discard(WINDOW)
+        unknown = sorted(roots - set(inputs))
         if unknown:
             problems.append(
                 (
                     field,
                     f"{', '.join(unknown)} is not an input of the join "
-                    f"(fields are <input>.<path>, the inputs are {inputs[0]} and {inputs[1]})",
+                    f"(fields are <input>.<path>, the inputs are {inputs[0]} and {inputs[1]}"
+                    + ("; window.start and window.end are the window's bounds" if window else "")
+                    + ")",
+                )
+            )
+            continue
+        if not right_row and inputs[1] in roots:
+            problems.append(
+                (
+                    field,
+                    f"a semi or anti join's rows have no right row: {inputs[1]} cannot be "
+                    f"read (select {inputs[0]}'s fields"
+                    + (" and the window's bounds" if window else "")
+                    + ")",
                 )
             )
             continue
@@ -73,14 +130,32 @@ def compile_projection(select: Mapping[str, str], inputs: tuple[str, str]) -> Pr
     namespace[left_name], namespace[right_name] = inputs
     body = "{" + ", ".join(parts) + "}"
     defaults = as_defaults(namespace, body + left_name + right_name)
+    bounds = ', "window": {"start": window[0], "end": window[1]}' if reads_window else ""
     source = (
-        f"def project(left, right, {defaults}):\n"
-        f"    value = {{{left_name}: left, {right_name}: right}}\n"
+        f"def project(left, right, window=None, {defaults}):\n"
+        f"    value = {{{left_name}: left, {right_name}: right{bounds}}}\n"
         f"    return {body}\n"
     )
     exec(compile(source, "<join-select>", "exec"), namespace)
     function: Projection = namespace["project"]
     return function
+
+
+def _window_problem(
+    fields: list[tuple[str, ...]], window: bool, inputs: tuple[str, str]
+) -> str | None:
+    """What is wrong with the ``window.*`` paths of one expression (None: nothing)."""
+    for path in fields:
+        if path[0] != WINDOW or WINDOW in inputs:
+            continue
+        if not window:
+            return (
+                "window.start and window.end are a window join's (its row's window); "
+                "this join has no windows"
+            )
+        if len(path) != 2 or path[1] not in _BOUNDS:
+            return f"{'.'.join(path)}: a window join's window has start and end only"
+    return None
 
 
 class RowEmitter:
@@ -108,7 +183,7 @@ class RowEmitter:
         """A row of ``left`` and ``right`` (a missing side: position and value None)."""
         ident = row_id(self._pipeline, key, left_pos, right_pos, window)
         try:
-            value = self._project(left, right)
+            value = self._project(left, right, window)
         except EvalError as exc:
             self._collector.failed.append(
                 FailedRecord(None, key, REASON_SELECT, f"{exc} ({ident})")

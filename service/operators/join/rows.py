@@ -13,9 +13,8 @@ missing side is ``none``: a replay is de-duplicated by id exactly as window resu
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from enum import IntEnum, StrEnum
-from typing import Any
+from typing import Any, Protocol
 
 from service.core.time import MIN_TIMESTAMP
 from service.operators.base import Collector, LateRecord
@@ -53,11 +52,15 @@ class How(StrEnum):
 
 Window = tuple[int, int]
 
-Projection = Callable[[Any, Any], Any]
-"""``(left value or None, right value or None) -> output value``: the spec's ``select``."""
+
+class Projection(Protocol):
+    """``(left value or None, right value or None, window or None) -> output value``:
+    the spec's ``select`` (a window join passes the row's window, the others None)."""
+
+    def __call__(self, left: Any, right: Any, window: Window | None = None) -> Any: ...
 
 
-def both_sides(left: Any, right: Any) -> dict[str, Any]:
+def both_sides(left: Any, right: Any, window: Window | None = None) -> dict[str, Any]:
     """The output value without a ``select``."""
     return {"left": left, "right": right}
 

@@ -264,11 +264,14 @@ def translate(
     *,
     qualified: bool = False,
     what: str = "expression",
+    bounds: dict[str, tuple[str, ...]] | None = None,
 ) -> str | None:
     """``node`` as a steps expression (None: its problems are reported).
 
     ``qualified``: columns are written ``<source>.<path>`` (a join's select reads both
-    inputs so); otherwise as the record's path."""
+    inputs so); otherwise as the record's path. ``bounds``: names that are not columns
+    of a source but fixed paths, bare or qualified by a source (a window join's
+    ``window_start`` is ``window.start``, whichever side names it)."""
     before = len(comp.problems)
     node = node.copy()  # rewritten in place below; the copy keeps the token offsets
     for sub in node.walk():
@@ -284,6 +287,10 @@ def translate(
         if isinstance(sub, exp.Column | exp.Dot) and not isinstance(sub.parent, exp.Dot):
             if isinstance(sub, exp.Dot) and column_path(sub) is None:
                 continue  # a Dot over something else (the steps compiler refuses it)
+            bound = _bound(scope, sub, bounds)
+            if bound is not None:
+                mapping[id(sub)] = bound
+                continue
             resolved = resolve(comp, scope, sub, statement)
             if resolved is not None:
                 source, path = resolved
@@ -301,6 +308,19 @@ def translate(
     for problem in problems:
         comp.refuse(node, statement, f"{what}: {problem.message}", "sql_expression")
     return None if problems else text
+
+
+def _bound(
+    scope: Scope, node: exp.Expression, bounds: dict[str, tuple[str, ...]] | None
+) -> tuple[str, ...] | None:
+    """The fixed path ``node`` names when it is one of ``bounds`` (``window_start`` or
+    ``o.window_start``), else None."""
+    if not bounds:
+        return None
+    path = column_path(node) or ()
+    if len(path) == 1 or (len(path) == 2 and path[0] in scope.names):
+        return bounds.get(path[-1])
+    return None
 
 
 def path_node(path: tuple[str, ...]) -> exp.Expression:

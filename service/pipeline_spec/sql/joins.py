@@ -4,9 +4,11 @@
 -- interval join: rows whose times are within bounds of each other
 FROM orders o JOIN payments p
   ON o.id = p.order_id AND p.ts BETWEEN o.ts - INTERVAL '1' MINUTE AND o.ts + INTERVAL '5' MINUTE
--- window join: rows of the same window
+-- window join: rows of the same window (SELECT may name o.window_start, o.window_end)
 FROM TUMBLE(orders, ts, INTERVAL '1' MINUTE) o JOIN TUMBLE(payments, ts, INTERVAL '1' MINUTE) p
   ON o.id = p.order_id AND o.window_start = p.window_start AND o.window_end = p.window_end
+-- semi (anti) window join: each order with (without) a payment in its window, once
+FROM TUMBLE(orders, ...) o LEFT SEMI JOIN TUMBLE(payments, ...) p ON ... window bounds ...
 -- temporal join: each order with the rate valid at its time
 FROM orders o LEFT JOIN rates FOR SYSTEM_TIME AS OF o.ts AS r ON o.currency = r.currency
 -- regular join: every auction with every person of its seller, whenever each came
@@ -25,7 +27,9 @@ lookup join, compiled to ``kind: "lookup"`` with the table source's ``max_rows``
 ``WITH`` option: how many rows every replica may hold; required). A join of two sources
 with neither time bounds nor windows is Flink's regular join (``kind: "regular"``, inner
 only: its output is append-only), its state bounded by ``SET state_ttl`` (Flink's
-``table.exec.state.ttl``) when set.
+``table.exec.state.ttl``) when set. ``LEFT SEMI JOIN`` and ``LEFT ANTI JOIN`` (Spark's and
+Hive's words for Flink's ``WHERE [NOT] EXISTS``/``IN`` subqueries) are window joins'
+``how: semi``/``anti``: their select reads the left side and the window bounds only.
 """
 
 from __future__ import annotations
@@ -45,6 +49,13 @@ from .windows import KEY_FIELD, _assigner, _window_source, window_call
 
 __all__ = ["compile_join"]
 _HOWS = {"": "inner", "INNER": "inner", "LEFT": "left", "RIGHT": "right", "FULL": "full"}
+_BOUNDS: dict[str, tuple[str, ...]] = {
+    "window_start": ("window", "start"),
+    "window_end": ("window", "end"),
+}
+"""A window join's select names its row's window as Flink SQL does; the spec reads
+``window.start`` and ``window.end``."""
+_LEFT_ONLY = ("semi", "anti")
 _COMPARE = (exp.EQ, exp.LT, exp.LTE, exp.GT, exp.GTE)
 
 
@@ -111,6 +122,15 @@ def compile_join(
         scope.names[side.source.name] = side.source
         scope.names[side.alias] = side.source
     lower, upper = _on(comp, scope, join.args.get("on"), left, right, kind, statement)
+    if how in _LEFT_ONLY and kind != "window":
+        comp.refuse(
+            join,
+            statement,
+            f"a {how.upper()} join is a window join's (join two windows: TUMBLE or HOP on "
+            "both sides): only a window bounds 'never matched'",
+            "sql_join_condition",
+        )
+        return
     if kind == "interval" and lower is None and upper is None:
         kind = "regular"
         if how != "inner":
@@ -165,7 +185,9 @@ def compile_join(
     if "allowed_lateness" in settings.values:
         operator["allowed_lateness_ms"] = settings.values["allowed_lateness"]
         comp.origins[("operator", "allowed_lateness_ms")] = settings.at["allowed_lateness"]
-    projection = _select(comp, scope, select, statement)
+    projection = _select(
+        comp, scope, select, statement, kind == "window", right if how in _LEFT_ONLY else None
+    )
     if projection:
         operator["select"] = projection
     comp.spec["inputs"] = {
@@ -230,12 +252,14 @@ def _side(
 def _how(comp: Compilation, join: exp.Join, statement: int) -> str:
     side = str(join.args.get("side") or "").upper()
     kind = str(join.args.get("kind") or "").upper()
+    if kind in ("SEMI", "ANTI") and side in ("", "LEFT"):
+        return kind.lower()
     if kind in ("CROSS", "SEMI", "ANTI", "NATURAL") or join.args.get("method"):
         comp.refuse(
             join,
             statement,
-            f"{kind or join.args.get('method')} JOIN is not supported "
-            "(INNER, LEFT, RIGHT and FULL joins)",
+            f"{side + ' ' if side else ''}{kind or join.args.get('method')} JOIN is not "
+            "supported (INNER, LEFT, RIGHT, FULL, and LEFT SEMI and LEFT ANTI of windows)",
         )
         return "inner"
     return _HOWS.get(side, "inner")
@@ -248,10 +272,9 @@ def _temporal_kind(comp: Compilation, version: exp.Version, left: _Side, stateme
     ):
         return "lookup"
     path = column_path(at) if isinstance(at, exp.Column) else None
-    if (
-        path is None
-        or path[-1] != left.source.time_column
-        or (len(path) == 2 and path[0] not in (left.alias, left.source.name))
+    if path is None or (
+        path != left.source.time_path
+        and (path[0] not in (left.alias, left.source.name) or path[1:] != left.source.time_path)
     ):
         comp.refuse(
             at,
@@ -292,9 +315,7 @@ def _time_of(node: exp.Expression, side: _Side) -> bool:
     path = column_path(node) if isinstance(node, exp.Column) else None
     if path is None or side.source.time_column is None:
         return False
-    if len(path) == 2:
-        return path[0] in (side.alias, side.source.name) and path[1] == side.source.time_column
-    return False
+    return path[0] in (side.alias, side.source.name) and path[1:] == side.source.time_path
 
 
 def _offset(node: exp.Expression, side: _Side) -> int | None:
@@ -490,8 +511,17 @@ def _input(comp: Compilation, scope: Scope, side: _Side, statement: int) -> dict
     return section
 
 
-def _select(comp: Compilation, scope: Scope, select: exp.Select, statement: int) -> dict[str, str]:
-    """The join's ``select``: output name -> expression over ``<input>.<path>``."""
+def _select(
+    comp: Compilation,
+    scope: Scope,
+    select: exp.Select,
+    statement: int,
+    windowed: bool,
+    unread: _Side | None,
+) -> dict[str, str]:
+    """The join's ``select``: output name -> expression over ``<input>.<path>``
+    (``windowed``: and ``window_start``/``window_end``, the row's window; ``unread``: the
+    side a semi or anti join's rows do not have)."""
     out: dict[str, str] = {}
     items = select.expressions
     if len(items) == 1 and isinstance(items[0], exp.Star):
@@ -517,8 +547,38 @@ def _select(comp: Compilation, scope: Scope, select: exp.Select, statement: int)
                 item, statement, f"two outputs are named {name!r}: alias one", "sql_duplicate"
             )
             continue
-        text = translate(comp, scope, value, statement, qualified=True, what="a join's select")
+        if unread is not None and _reads(value, unread):
+            comp.refuse(
+                item,
+                statement,
+                f"a SEMI or ANTI join returns left rows: {unread.alias} has no columns "
+                "here (select the left side's columns and the window bounds)",
+                "sql_unknown_column",
+            )
+            continue
+        text = translate(
+            comp,
+            scope,
+            value,
+            statement,
+            qualified=True,
+            what="a join's select",
+            bounds=_BOUNDS if windowed else None,
+        )
         if text is not None:
             out[name] = text
             comp.came_from(("operator", "select", name), item, statement)
     return out
+
+
+def _reads(node: exp.Expression, side: _Side) -> bool:
+    """Whether ``node`` names a column of ``side`` by its alias or name (the window
+    bounds aside: ``a.window_start`` is the row's window, whichever side names it)."""
+    for column in node.find_all(exp.Column):
+        path = column_path(column) or ()
+        if len(path) > 1 and path[0] in (side.alias, side.source.name):
+            if not (len(path) == 2 and path[1] in _BOUNDS):
+                return True
+        elif len(path) == 1 and path[0] not in _BOUNDS and side.source.declares(path[0]):
+            return True
+    return False

@@ -23,6 +23,8 @@ from typing import Any
 
 from sqlglot import exp
 
+from service.operators.steps.compiler import column_path
+
 from .context import Compilation
 from .options import OptionError, duration_ms, format_of, options_of, scalar
 
@@ -49,7 +51,10 @@ class Source:
     node: exp.Expression
     columns: dict[str, Column] = field(default_factory=dict)
     time_column: str | None = None
-    """The ``WATERMARK FOR`` column (the event time); None: no watermark."""
+    """The ``WATERMARK FOR`` column (the event time), dotted when it is a field of a
+    ``STRUCT`` column (``window.end``: a result topic's); None: no watermark."""
+    time_path: tuple[str, ...] = ()
+    """:attr:`time_column` as a path (``("window", "end")``)."""
     source: dict[str, Any] = field(default_factory=dict)
     timestamp: dict[str, Any] = field(default_factory=dict)
     watermark: dict[str, Any] = field(default_factory=dict)
@@ -167,20 +172,36 @@ def _watermark(
     if source.time_column is not None:
         comp.refuse(item, statement, "a source has one WATERMARK")
         return
-    if not isinstance(column, exp.Column) or column.table:
-        comp.refuse(item, statement, "WATERMARK FOR names one column of the source")
+    path = column_path(column) if isinstance(column, exp.Column | exp.Dot) else None
+    if not path:
+        comp.refuse(
+            item,
+            statement,
+            "WATERMARK FOR names one column of the source, or a field of a STRUCT column "
+            '("window"."end")',
+        )
         return
-    name = column.name
-    declared = source.columns.get(name)
+    name = ".".join(path)
+    declared = source.columns.get(path[0])
     if declared is None:
         comp.refuse(
             column,
             statement,
-            f"WATERMARK FOR {name}: no column {name!r} is declared",
+            f"WATERMARK FOR {name}: no column {path[0]!r} is declared",
             "sql_unknown_column",
         )
         return
-    if declared.family not in ("number", "timestamp", "string"):
+    nested = len(path) > 1
+    if nested and declared.family != "any":
+        comp.refuse(
+            column,
+            statement,
+            f"WATERMARK FOR {name}: {path[0]!r} is {declared.sql_type}, which has no fields "
+            "(a STRUCT column has)",
+            "sql_type_mismatch",
+        )
+        return
+    if not nested and declared.family not in ("number", "timestamp", "string"):
         comp.refuse(
             column,
             statement,
@@ -189,12 +210,11 @@ def _watermark(
             "sql_type_mismatch",
         )
     delay: int | None = None
-    if isinstance(expression, exp.Column) and expression.name == name and not expression.table:
+    if _names(expression, path):
         delay = 0
     elif (
         isinstance(expression, exp.Sub)
-        and isinstance(expression.this, exp.Column)
-        and expression.this.name == name
+        and _names(expression.this, path)
         and isinstance(expression.expression, exp.Interval)
     ):
         try:
@@ -211,9 +231,16 @@ def _watermark(
         )
         return
     source.time_column = name
+    source.time_path = path
     source.watermark_node = item
-    source.timestamp = {"field": name, "format": _default_format(declared.family)}
+    family = "number" if nested else declared.family  # a nested field: epoch by default
+    source.timestamp = {"field": name, "format": _default_format(family)}
     source.watermark = watermark_of_delay(delay)
+
+
+def _names(node: exp.Expression, path: tuple[str, ...]) -> bool:
+    """Whether ``node`` is a reference to the column (or field) ``path``."""
+    return isinstance(node, exp.Column | exp.Dot) and column_path(node) == path
 
 
 def watermark_of_delay(delay_ms: int) -> dict[str, Any]:

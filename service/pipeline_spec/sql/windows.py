@@ -148,7 +148,7 @@ def _window_source(
         )
         return None
     time_path = column_path(time) if isinstance(time, exp.Column) else None
-    if time_path != (source.time_column,):
+    if time_path != source.time_path:
         comp.refuse(
             time,
             statement,

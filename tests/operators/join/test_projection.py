@@ -8,6 +8,8 @@ from service.core.time import MAX_TIMESTAMP
 from service.operators.join.interval import IntervalJoinOperator
 from service.operators.join.projection import REASON_SELECT, SelectError, compile_projection
 from service.operators.join.rows import How
+from service.operators.join.window import WindowJoinOperator
+from service.operators.window.assigners import TumblingAssigner
 
 INPUTS = ("orders", "payments")
 
@@ -58,3 +60,54 @@ def test_a_pair_whose_select_fails_goes_to_the_dead_letters_not_to_the_results()
     (failed,) = op.collector.failed
     assert (failed.key, failed.reason) == ("k", REASON_SELECT)
     assert "division by zero" in failed.detail and "p|k|1|2" in failed.detail
+
+
+def test_a_window_join_selects_the_bounds_of_its_rows_window() -> None:
+    project = compile_projection(
+        {"id": "orders.order_id", "start": "window.start", "end": "window.end"},
+        INPUTS,
+        window=True,
+    )
+    op = WindowJoinOperator("p", How.INNER, TumblingAssigner(10), project=project, inputs=INPUTS)
+    op.process_left([("k", 13, {"order_id": "o1"}, 1, None)])
+    op.process_right([("k", 15, {}, 2, None)])
+    op.advance_watermark(MAX_TIMESTAMP)
+    assert [r.value for r in op.collector.results] == [{"id": "o1", "start": 10, "end": 20}]
+
+
+def test_the_window_bounds_are_refused_outside_a_window_join() -> None:
+    with pytest.raises(SelectError) as caught:
+        compile_projection({"start": "window.start"}, INPUTS)
+    assert "a window join's" in caught.value.problems[0][1]
+
+
+def test_a_window_has_a_start_and_an_end_only() -> None:
+    with pytest.raises(SelectError) as caught:
+        compile_projection({"t": "window.time"}, INPUTS, window=True)
+    assert caught.value.problems[0][0] == "t"
+
+
+def test_an_input_named_window_is_refused_when_the_bounds_can_be_read() -> None:
+    with pytest.raises(SelectError) as caught:
+        compile_projection({"a": "window.a"}, ("window", "payments"), window=True)
+    assert "hides the window's bounds" in caught.value.problems[0][1]
+
+
+def test_a_semi_joins_select_cannot_read_the_right_input() -> None:
+    with pytest.raises(SelectError) as caught:
+        compile_projection(
+            {"id": "orders.order_id", "paid": "payments.paid_at"}, INPUTS, right_row=False
+        )
+    assert [field for field, _ in caught.value.problems] == ["paid"]
+    assert "no right row" in caught.value.problems[0][1]
+
+
+def test_a_semi_window_join_selects_each_matched_left_row_with_its_window() -> None:
+    project = compile_projection(
+        {"id": "orders.order_id", "start": "window.start"}, INPUTS, window=True, right_row=False
+    )
+    op = WindowJoinOperator("p", How.SEMI, TumblingAssigner(10), project=project, inputs=INPUTS)
+    op.process_left([("k", 3, {"order_id": "o1"}, 1, None), ("j", 4, {"order_id": "o2"}, 2, None)])
+    op.process_right([("k", 5, {}, 3, None), ("k", 6, {}, 4, None)])
+    op.advance_watermark(MAX_TIMESTAMP)
+    assert [r.value for r in op.collector.results] == [{"id": "o1", "start": 0}]

@@ -167,3 +167,78 @@ def test_a_lookup_table_in_a_registry_format_is_refused_at_the_table() -> None:
     problem = only_problem(sql)
     assert problem.type == "lookup_table_format"
     assert problem.at.statement == 2
+
+
+_WINDOWS = (
+    "FROM TUMBLE(orders, ts, INTERVAL '1' MINUTE) o "
+    "{join} TUMBLE(payments, ts, INTERVAL '1' MINUTE) p ON o.order_id = p.order_id "
+    "AND o.window_start = p.window_start AND o.window_end = p.window_end"
+)
+
+
+def test_a_window_joins_select_names_the_rows_window_bounds() -> None:
+    spec = compiled(
+        ORDERS
+        + PAYMENTS
+        + "INSERT INTO paid SELECT o.order_id, p.window_start AS starttime, window_end "
+        + _WINDOWS.format(join="JOIN")
+    )
+    assert spec["operator"]["select"] == {
+        "order_id": "`orders`.`order_id`",
+        "starttime": "`window`.`start`",
+        "window_end": "`window`.`end`",
+    }
+
+
+def test_a_left_semi_join_of_two_windows_compiles_to_a_semi_window_join() -> None:
+    spec = compiled(
+        ORDERS
+        + PAYMENTS
+        + "INSERT INTO paid SELECT o.order_id, o.window_start "
+        + _WINDOWS.format(join="LEFT SEMI JOIN")
+    )
+    assert (spec["operator"]["kind"], spec["operator"]["how"]) == ("window", "semi")
+    assert spec["operator"]["select"] == {
+        "order_id": "`orders`.`order_id`",
+        "window_start": "`window`.`start`",
+    }
+
+
+def test_a_left_anti_join_of_two_windows_compiles_to_an_anti_window_join() -> None:
+    spec = compiled(
+        ORDERS + PAYMENTS + "INSERT INTO unpaid SELECT o.order_id "
+        "" + _WINDOWS.format(join="LEFT ANTI JOIN")
+    )
+    assert spec["operator"]["how"] == "anti"
+
+
+def test_a_semi_joins_select_of_the_right_side_is_refused_at_the_item() -> None:
+    sql = (
+        ORDERS
+        + PAYMENTS
+        + "INSERT INTO paid SELECT o.order_id, p.paid "
+        + _WINDOWS.format(join="LEFT SEMI JOIN")
+    )
+    problem = only_problem(sql)
+    assert problem.type == "sql_unknown_column" and "left rows" in problem.message
+    assert (problem.at.line, problem.at.column) == where(sql, "p.paid")
+
+
+def test_a_semi_join_without_windows_is_refused() -> None:
+    problem = only_problem(
+        ORDERS
+        + PAYMENTS
+        + "INSERT INTO paid SELECT o.order_id FROM orders o LEFT SEMI JOIN payments p "
+        "ON o.order_id = p.order_id"
+    )
+    assert problem.type == "sql_join_condition" and "window join's" in problem.message
+
+
+def test_window_start_outside_a_window_join_is_an_unknown_column() -> None:
+    problem = only_problem(
+        ORDERS
+        + PAYMENTS
+        + "INSERT INTO paid SELECT o.order_id, o.window_start FROM orders o JOIN payments p "
+        "ON o.order_id = p.order_id"
+    )
+    assert problem.type == "sql_unknown_column"

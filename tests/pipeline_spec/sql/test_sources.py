@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .scripts import compiled
+from .scripts import compiled, problems
 
 QUERY = (
     "INSERT INTO out SELECT window_start, window_end, COUNT(*) AS n "
@@ -105,3 +105,45 @@ def test_a_sink_format_compiles_to_the_sinks_format() -> None:
         "CREATE SINK out WITH (topic = 'out', format = 'protobuf');\n" + QUERY
     )
     assert spec["sink"] == {"topic": "out", "format": "protobuf"}
+
+
+RESULTS = (
+    'CREATE SOURCE counts (key VARCHAR, "window" STRUCT<start BIGINT, "end" BIGINT>, '
+    "result STRUCT<num BIGINT>, {watermark}) WITH (topic = 'counts');\n"
+)
+"""Another pipeline's result topic: ``{key, window: {start, end}, result: {...}}``."""
+
+
+def test_a_result_topics_window_end_is_a_sources_event_time() -> None:
+    spec = compiled(
+        RESULTS.format(watermark='WATERMARK FOR "window"."end" AS "window"."end"')
+        + "INSERT INTO top SELECT MAX_BY(key, result.num) AS auction, MAX(result.num) AS num, "
+        'window_start, window_end FROM TUMBLE(counts, "window"."end", INTERVAL \'2\' SECOND) '
+        "GROUP BY window_start, window_end"
+    )
+    assert spec["timestamp"] == {"field": "window.end", "format": "epoch_millis"}
+    assert spec["watermark"] == {"strategy": "strictly_ascending"}
+    assert spec["operator"]["aggregations"]["auction"] == {
+        "fn": "max_by",
+        "field": "key",
+        "by": "result.num",
+    }
+
+
+def test_a_watermark_on_a_field_of_a_column_without_fields_is_refused() -> None:
+    found = problems(
+        RESULTS.format(watermark="WATERMARK FOR key.x AS key.x")
+        + "INSERT INTO top SELECT key FROM counts"
+    )
+    assert [p.type for p in found] == ["sql_type_mismatch"]
+    assert "has no fields" in found[0].message
+
+
+def test_a_window_over_a_nested_time_names_that_field() -> None:
+    found = problems(
+        RESULTS.format(watermark='WATERMARK FOR "window"."end" AS "window"."end"')
+        + "INSERT INTO top SELECT COUNT(*) AS n, window_start, window_end "
+        "FROM TUMBLE(counts, \"window\".start, INTERVAL '2' SECOND) "
+        "GROUP BY window_start, window_end"
+    )
+    assert len(found) == 1 and "'window.end'" in found[0].message
