@@ -1,1 +1,2 @@
-"""A Nexmark-style set for our service only: bids, and three pipelines over them."""
+"""Nexmark, the field's benchmark: its generator, its queries in Clockwork's SQL and in
+Flink SQL, a Python reference of each, and the side-by-side run (``bench.py``)."""

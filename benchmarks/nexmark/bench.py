@@ -56,7 +56,7 @@ def write_files(config: NexmarkConfig, folder: Path) -> dict[str, int]:
 def clockwork_seconds(bootstrap: str, query: Query, prefix: str) -> tuple[float, int]:
     """Run the query's script to the end of its input (after the query whose results it
     reads, to its end: the seconds of both): seconds, result rows."""
-    from benchmarks.nexmark.run import run_spec
+    from benchmarks.nexmark.in_process import run_spec
     from service.pipeline_spec.sql.compiler import compile_sql
 
     stages = [BY_NAME[query.after], query] if query.after else [query]

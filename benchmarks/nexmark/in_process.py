@@ -1,0 +1,36 @@
+"""A pipeline spec run bounded on the runtime in this process, to its finish: the seconds
+from its start to its finish, and every record it wrote to its sink topic."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from benchmarks.workload import create_topic, read_topic
+
+
+async def run_spec(bootstrap: str, spec: dict[str, Any]) -> tuple[float, list[dict[str, Any]]]:
+    from service.pipeline_spec.build import build_definition
+    from service.pipeline_spec.models import validate_spec
+    from service.runtime.lifecycle.manager import Runtime
+    from service.runtime.observability.status import PipelineState
+    from service.runtime.settings import RuntimeSettings
+
+    definition = build_definition(validate_spec(spec, ()), ())
+    await create_topic(bootstrap, spec["sink"]["topic"], 4)
+    runtime = Runtime(RuntimeSettings(bootstrap_servers=bootstrap, session_timeout_ms=2000))
+    await runtime.start()
+    try:
+        started = time.perf_counter()
+        runtime.start_pipeline(definition)
+        state = await runtime.runner(definition.name).wait_for_state(
+            PipelineState.FINISHED, PipelineState.FAILED, timeout_s=900
+        )
+        elapsed = time.perf_counter() - started
+        if state != PipelineState.FINISHED:
+            raise RuntimeError(f"{definition.name}: {runtime.status(definition.name).reason}")
+    finally:
+        await runtime.shutdown()
+    values = await read_topic(bootstrap, spec["sink"]["topic"])
+    return elapsed, [json.loads(v) for v in values]
