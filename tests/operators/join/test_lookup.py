@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from service.operators.join.factory import build_join_operator
 from service.operators.join.lookup import (
@@ -132,3 +134,57 @@ def test_built_from_the_spec() -> None:
         build_join_operator(
             PIPELINE, {"kind": "lookup", "how": "full", "max_rows": 1}, INPUTS, False
         )
+
+
+Step = tuple[str, str, int | None]
+"""``("table", key, value or None for a tombstone)`` or ``("left", key, order)``."""
+
+steps = st.lists(
+    st.tuples(
+        st.sampled_from(["table", "left"]),
+        st.sampled_from(["a", "b", "c"]),
+        st.one_of(st.none(), st.integers(0, 9)),
+    ),
+    max_size=40,
+)
+
+
+def reference_lookup(script: list[Step], how: How) -> list[tuple[str, int, Any]]:
+    """Each left row with the table row of its key as the table stood when the row came
+    (processing time: arrival order), straightforwardly."""
+    table: dict[str, Any] = {}
+    out: list[tuple[str, int, Any]] = []
+    for position, (kind, key, value) in enumerate(script):
+        if kind == "table":
+            if value is None:
+                table.pop(key, None)
+            else:
+                table[key] = value
+        elif key in table or how is How.LEFT:
+            out.append((key, position, table.get(key)))
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(script=steps, how=st.sampled_from([How.INNER, How.LEFT]), batch=st.integers(1, 5))
+def test_any_interleaving_gives_the_reference_rows_however_the_left_rows_are_batched(
+    script: list[Step], how: How, batch: int
+) -> None:
+    op = join(how, max_rows=10)
+    pending: list[Any] = []
+
+    def flush() -> None:
+        op.process_batch(pending)
+        pending.clear()
+
+    for position, (kind, key, value) in enumerate(script):
+        if kind == "table":
+            flush()  # a table record arrives after every left row before it
+            op.process_right([(key, 0, value, position, None)])
+        else:
+            pending.append((key, position, {"n": position}, position, None))
+            if len(pending) >= batch:
+                flush()
+    flush()
+    got = [(r.id.split("|")[1], r.timestamp, r.value["right"]) for r in op.collector.results]
+    assert got == reference_lookup(script, how)
