@@ -2,7 +2,11 @@
 with 1 and with 2 worker processes, unshuffled and through the keyed shuffle.
 
 ``python -m benchmarks.workers [--events N] [--broker kafka|tansu | --bootstrap
-HOST:PORT] [--repeat R] [--workers 1,2]``
+HOST:PORT] [--repeat R] [--workers 1,2] [--join interval|window|temporal]``
+
+``--join``: the orders and payments of ``benchmarks/e2e_join.py`` instead, W1 over both
+topics with 1 worker as the reference rate, then the join (both inputs through the keyed
+shuffle) with each worker count, every row checked; the issue-31 target is 0.5 of W1.
 
 The standard workload (``benchmarks/workload.py``: JSON ``{"user","ts","amount"}``,
 10k users, 4 partitions, up to 1.5 s out of order) is produced once keyed by user
@@ -40,6 +44,7 @@ import sys
 import time
 import urllib.request
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,7 +65,8 @@ POLL_S = 0.05
 
 @dataclass
 class Run:
-    shuffled: bool
+    kind: str
+    """``unshuffled``, ``shuffled`` (W1), or a join's kind."""
     workers: int
     records: int = 0
     total_s: float = 0.0
@@ -72,7 +78,7 @@ class Run:
 
     @property
     def label(self) -> str:
-        return f"{'shuffled' if self.shuffled else 'unshuffled'}, {self.workers} worker(s)"
+        return f"{self.kind}, {self.workers} worker(s)"
 
 
 def _free_port() -> int:
@@ -108,11 +114,38 @@ def _rss_by_worker(text: str) -> tuple[float, ...]:
     return tuple(found)
 
 
+def w1_spec(name: str, topic: str, workload: Workload, shuffled: bool) -> dict[str, Any]:
+    return {
+        "name": name,
+        "source": {"topics": [topic], "bounded": True, "start_from": "earliest"},
+        "key": {"field": "user", **({} if shuffled else {"partitioned": True})},
+        "timestamp": {"field": "ts"},
+        "watermark": {"max_out_of_orderness_ms": workload.out_of_orderness_ms},
+        "operator": OPERATOR,
+        "sink": {"topic": f"{name}.out"},
+    }
+
+
+def check_w1(workload: Workload) -> Callable[[list[bytes]], tuple[bool, str]]:
+    def check(values: list[bytes]) -> tuple[bool, str]:
+        found = check_results(
+            [normalise(json.loads(v)) for v in values], expected_results(workload)
+        )
+        return found.ok, found.summary()
+
+    return check
+
+
 def run_service(
-    bootstrap: str, topic: str, workload: Workload, shuffled: bool, workers: int
+    bootstrap: str,
+    workers: int,
+    spec_of: Callable[[str], dict[str, Any]],
+    check: Callable[[list[bytes]], tuple[bool, str]],
+    run: Run,
 ) -> Run:
-    run = Run(shuffled, workers)
-    name = f"w{workers}-{'s' if shuffled else 'u'}-{uuid.uuid4().hex[:6]}"
+    """``spec_of(name)`` through ``python -m service`` with ``workers``, to ``finished``;
+    its output checked by ``check``."""
+    name = f"w{workers}-{run.kind.lower()}-{uuid.uuid4().hex[:6]}"
     port = _free_port()
     env = {
         **os.environ,
@@ -125,15 +158,7 @@ def run_service(
         "SERVICE_STATUS_PUBLISH_INTERVAL_MS": "500",
         "SERVICE_LOG_LEVEL": "WARNING",
     }
-    spec = {
-        "name": name,
-        "source": {"topics": [topic], "bounded": True, "start_from": "earliest"},
-        "key": {"field": "user", **({} if shuffled else {"partitioned": True})},
-        "timestamp": {"field": "ts"},
-        "watermark": {"max_out_of_orderness_ms": workload.out_of_orderness_ms},
-        "operator": OPERATOR,
-        "sink": {"topic": f"{name}.out"},
-    }
+    spec = spec_of(name)
     base = f"http://127.0.0.1:{port}"
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
@@ -174,8 +199,10 @@ def run_service(
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     run.cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     values = asyncio.run(read_topic(bootstrap, f"{name}.out"))
-    check = check_results([normalise(json.loads(v)) for v in values], expected_results(workload))
-    run.ok, run.check = check.ok, check.summary()
+    try:
+        run.ok, run.check = check(values)
+    except AssertionError as exc:
+        run.ok, run.check = False, str(exc)
     return run
 
 
@@ -194,9 +221,79 @@ def bench(args: argparse.Namespace, bootstrap: str) -> list[Run]:
     for round_ in range(args.repeat):
         for shuffled in (False, True):
             for workers in counts:
-                run = run_service(bootstrap, topics[shuffled], workload, shuffled, workers)
+                kind = "shuffled" if shuffled else "unshuffled"
+
+                def spec_of(name: str, shuffled: bool = shuffled) -> dict[str, Any]:
+                    return w1_spec(name, topics[shuffled], workload, shuffled)
+
+                run = run_service(
+                    bootstrap, workers, spec_of, check_w1(workload), Run(kind, workers)
+                )
                 print(f"round {round_ + 1}: {describe(run)}", file=sys.stderr, flush=True)
                 runs.append(run)
+    return runs
+
+
+def bench_join(args: argparse.Namespace, bootstrap: str) -> list[Run]:
+    """``--join KIND``: W1 over the orders and payments (unshuffled, 1 worker: the
+    reference rate), then the join (both inputs through the shuffle) with each worker
+    count; every join row checked against the generated pairs."""
+    from benchmarks.e2e_join import OPERATORS, PARTITIONS, check, orders_and_payments
+
+    workload = Workload(events=args.events)
+    orders, payments, truth = orders_and_payments(workload)
+    tag = uuid.uuid4().hex[:6]
+    topics = {"orders": f"orders.{tag}", "payments": f"payments.{tag}"}
+    asyncio.run(produce(orders, bootstrap, topics["orders"], PARTITIONS))
+    asyncio.run(produce(payments, bootstrap, topics["payments"], PARTITIONS))
+    total = len(orders) + len(payments)
+
+    def w1(name: str) -> dict[str, Any]:
+        return {
+            "name": name,
+            "source": {"topics": list(topics.values()), "bounded": True},
+            "key": {"field": "user", "partitioned": True},
+            "timestamp": {"source": "kafka"},
+            "watermark": {"max_out_of_orderness_ms": 2000},
+            "operator": {**OPERATOR, "time": "event"},
+            "sink": {"topic": f"{name}.out"},
+        }
+
+    def join(name: str) -> dict[str, Any]:
+        def side(topic: str, ts: str) -> dict[str, Any]:
+            return {
+                "source": {"topics": [topic], "bounded": True},
+                "key": {"field": "order"},
+                "timestamp": {"field": ts},
+                "watermark": {"max_out_of_orderness_ms": 2000},
+            }
+
+        return {
+            "name": name,
+            "inputs": {
+                "orders": side(topics["orders"], "ts"),
+                "payments": side(topics["payments"], "paid_at"),
+            },
+            "operator": {**OPERATORS[args.join], "left": "orders", "right": "payments"},
+            "sink": {"topic": f"{name}.out"},
+        }
+
+    def check_join(values: list[bytes]) -> tuple[bool, str]:
+        return True, check(args.join, [json.loads(v) for v in values], truth)
+
+    def check_nothing(values: list[bytes]) -> tuple[bool, str]:
+        return True, f"{len(values):,} windows (a rate reference, not checked)"
+
+    runs: list[Run] = []
+    for round_ in range(args.repeat):
+        plan = [("W1", 1, w1, check_nothing)] + [
+            (args.join, n, join, check_join) for n in (int(w) for w in args.workers.split(","))
+        ]
+        for kind, workers, spec_of, checker in plan:
+            run = run_service(bootstrap, workers, spec_of, checker, Run(kind, workers))
+            run.records = total  # every order and payment is read
+            print(f"round {round_ + 1}: {describe(run)}", file=sys.stderr, flush=True)
+            runs.append(run)
     return runs
 
 
@@ -215,14 +312,23 @@ def describe(run: Run) -> str:
 
 
 def summary(runs: list[Run]) -> str:
-    best: dict[tuple[bool, int], Run] = {}
+    best: dict[tuple[str, int], Run] = {}
     for run in runs:
-        key = (run.shuffled, run.workers)
+        key = (run.kind, run.workers)
         if key not in best or rate(run) > rate(best[key]):
             best[key] = run
     lines = ["best of the rounds (events/s from the process's start):"]
     lines += [describe(best[k]) for k in sorted(best)]
-    s1, s2, u1 = best.get((True, 1)), best.get((True, 2)), best.get((False, 1))
+    reference = best.get(("W1", 1))
+    if reference is not None:
+        for (kind, workers), run in sorted(best.items()):
+            if kind != "W1":
+                lines.append(
+                    f"{kind} join, {workers} worker(s) / W1 with 1: "
+                    f"{rate(run) / rate(reference):.2f} (target 0.5)"
+                )
+    s1, s2 = best.get(("shuffled", 1)), best.get(("shuffled", 2))
+    u1 = best.get(("unshuffled", 1))
     if s1 and s2:
         lines.append(f"shuffled, 2 workers / 1 worker: {rate(s2) / rate(s1):.2f}x (target 1.5x)")
     if s2 and u1:
@@ -239,15 +345,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", default="1,2")
     parser.add_argument("--bootstrap", default=None, help="an existing broker (no --broker)")
     parser.add_argument("--broker", choices=("kafka", "tansu"), default="kafka")
+    parser.add_argument(
+        "--join",
+        choices=("interval", "window", "temporal"),
+        default=None,
+        help="a join of orders and payments (benchmarks/e2e_join.py's) instead of W1's pairs",
+    )
     args = parser.parse_args(argv)
+    run_all = bench_join if args.join else bench
     if args.bootstrap:
-        runs = bench(args, args.bootstrap)
+        runs = run_all(args, args.bootstrap)
     else:
         from service.runtime.kafka.embedded_broker import EmbeddedBroker
         from tests.kafka.kafka_broker import KafkaBroker
 
         with EmbeddedBroker() if args.broker == "tansu" else KafkaBroker() as broker:
-            runs = bench(args, broker.bootstrap_servers)
+            runs = run_all(args, broker.bootstrap_servers)
     print(summary(runs))
     print(f"load average after: {os.getloadavg()}")
     return 0 if all(run.ok for run in runs) else 1
