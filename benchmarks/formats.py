@@ -13,7 +13,7 @@ from fastavro import parse_schema, schemaless_writer
 
 from benchmarks.workload import KafkaRecord
 from service.runtime.formats import protobuf
-from service.runtime.formats.wire import frame
+from service.runtime.formats.wire import encode_message_indexes, frame
 
 AVRO_SCHEMA: dict[str, Any] = {
     "type": "record",
@@ -72,7 +72,7 @@ def encode_records(records: list[KafkaRecord], fmt: str, schema_id: int) -> list
         reader = order.reader((0,))
         assert reader is not None
         cls = type(reader.parse(b""))
-        path = protobuf.encode_path([0])
+        path = encode_message_indexes([0])
         for partition, key, value, ts in records:
             message = cls(**orjson.loads(value))
             out.append((partition, key, frame(schema_id, path + message.SerializeToString()), ts))

@@ -24,7 +24,7 @@ from service.pipeline_spec.sink_schemas import window_result_avro_schema, window
 from service.runtime.definition import FormatSettings, PipelineDefinition
 from service.runtime.formats import avro as avro_format
 from service.runtime.formats import protobuf
-from service.runtime.formats.wire import frame
+from service.runtime.formats.wire import encode_message_indexes, frame
 from service.runtime.lifecycle.manager import Runtime
 from service.runtime.observability.status import PipelineState
 from service.runtime.schema_registry.client import SchemaRegistry
@@ -245,7 +245,7 @@ async def test_protobuf_evolving_mid_topic(
             message = new(user=order["user"], amount=order["amount"], coupon="c")
         message.ts.FromMilliseconds(order["ts"])
         schema_id = v1 if i < 30 else v2
-        payload = protobuf.encode_path([0]) + message.SerializeToString()
+        payload = encode_message_indexes([0]) + message.SerializeToString()
         records.append((0, None, frame(schema_id, payload), None))
     records.append((0, None, frame(v1, b"\x00\xff\xff"), None))
     await produce(bootstrap_servers, topic, records)

@@ -25,25 +25,17 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import decimal
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from io import BytesIO
+from itertools import accumulate
 from typing import Any
 
 import orjson
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
 
-from service.runtime.formats.base import FAILED, Failure, SchemaNotResolved
-from service.runtime.formats.schemas import SchemaProblem, WriterSchemas
-from service.runtime.formats.wire import (
-    HEADER_SIZE,
-    MAGIC,
-    REASON_BAD_MAGIC,
-    REASON_UNDECODABLE,
-    REASON_UNKNOWN_SCHEMA,
-    bad_magic,
-    frame,
-    header,
-)
+from service.runtime.formats.base import FAILED, Failure
+from service.runtime.formats.schemas import WriterSchemas
+from service.runtime.formats.wire import HEADER_SIZE, REASON_UNDECODABLE, frame
 
 SCHEMA_TYPE = "AVRO"
 
@@ -149,86 +141,83 @@ def _read_run(
     records: Sequence[Any],
     values: list[Any],
     failures: list[Failure],
-    schema_of: Callable[[bytes], AvroSchema | tuple[str, str]],
+    items: Iterator[tuple[int, bytes, AvroSchema]],
     skip: int,
 ) -> None:
+    """Decode ``items`` (``(index, value, writer schema)`` of the records to decode, the
+    others already failed in ``values``: :meth:`WriterSchemas.heads`, :func:`_unframed`)
+    from one stream over the batch's joined values, each datum ``skip`` bytes in."""
     raws = [record.value for record in records]
     if None in raws:
         raws = [b"" if raw is None else raw for raw in raws]
+    ends = list(accumulate(map(len, raws)))
     stream = BytesIO(b"".join(raws))
     seek = stream.seek
     tell = stream.tell
     append = values.append
-    at = 0
-    for record, raw in zip(records, raws, strict=True):
-        start = at
-        at += len(raw)
-        found = schema_of(raw)
-        if type(found) is tuple:
-            append(FAILED)
-            failures.append((record, found[0], found[1]))
-            continue
-        schema: AvroSchema = found  # type: ignore[assignment]
-        seek(start + skip)
+    for index, raw, schema in items:
+        end = ends[index]
+        seek(end - len(raw) + skip)
         try:
             value = schemaless_reader(stream, schema.parsed, None)
         except Exception as exc:  # fastavro raises whatever the bytes lead to
             append(FAILED)
-            failures.append((record, REASON_UNDECODABLE, f"{type(exc).__name__}: {exc}"))
+            failures.append((records[index], REASON_UNDECODABLE, f"{type(exc).__name__}: {exc}"))
             continue
-        if tell() != at:
+        if tell() != end:
             append(FAILED)
-            ended = tell() - start
+            ended = tell() - end + len(raw)
             failures.append(
-                (record, REASON_UNDECODABLE, f"the datum is {ended} bytes, the value {len(raw)}")
+                (
+                    records[index],
+                    REASON_UNDECODABLE,
+                    f"the datum is {ended} bytes, the value {len(raw)}",
+                )
             )
             continue
         convert = schema.convert
         append(value if convert is None else convert(value))
 
 
+def _unframed(
+    records: Sequence[Any], values: list[Any], failures: list[Failure], schema: AvroSchema
+) -> Iterator[tuple[int, bytes, AvroSchema]]:
+    """Raw Avro's items for :func:`_read_run`: every record with a value, one schema."""
+    index = -1
+    for record in records:
+        index += 1
+        raw = record.value
+        if not raw:
+            values.append(FAILED)
+            failures.append((record, REASON_UNDECODABLE, "record has no value"))
+            continue
+        yield index, raw, schema
+
+
 class RawAvroReader:
     """Values that are one Avro datum each, all written with one schema."""
 
-    __slots__ = ("_schema_of",)
+    __slots__ = ("_schema",)
 
     def __init__(self, schema: AvroSchema) -> None:
-        def schema_of(raw: bytes) -> AvroSchema | tuple[str, str]:
-            if not raw:
-                return (REASON_UNDECODABLE, "record has no value")
-            return schema
-
-        self._schema_of = schema_of
+        self._schema = schema
 
     def read(self, records: Sequence[Any], values: list[Any], failures: list[Failure]) -> None:
-        _read_run(records, values, failures, self._schema_of, 0)
+        items = _unframed(records, values, failures, self._schema)
+        _read_run(records, values, failures, items, 0)
 
 
 class FramedAvroReader:
     """Confluent-framed Avro values, each with the writer schema its id names."""
 
-    __slots__ = ("_schema_of", "schemas")
+    __slots__ = ("schemas",)
 
     def __init__(self, schemas: WriterSchemas[AvroSchema]) -> None:
         self.schemas = schemas
-        by_id = schemas.by_id
-
-        def schema_of(raw: bytes) -> AvroSchema | tuple[str, str]:
-            if len(raw) < HEADER_SIZE or raw[0] != MAGIC:
-                return (REASON_BAD_MAGIC, bad_magic(raw))
-            schema_id = header(raw)[1]
-            try:
-                found = by_id[schema_id]
-            except KeyError:
-                raise SchemaNotResolved(schema_id) from None
-            if type(found) is SchemaProblem:
-                return (REASON_UNKNOWN_SCHEMA, found)
-            return found  # type: ignore[return-value]
-
-        self._schema_of = schema_of
 
     def read(self, records: Sequence[Any], values: list[Any], failures: list[Failure]) -> None:
-        _read_run(records, values, failures, self._schema_of, HEADER_SIZE)
+        items = self.schemas.heads(records, values, failures)
+        _read_run(records, values, failures, items, HEADER_SIZE)
 
 
 def registry_schemas() -> WriterSchemas[AvroSchema]:

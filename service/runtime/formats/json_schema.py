@@ -13,18 +13,9 @@ from typing import Any
 
 import orjson
 
-from service.runtime.formats.base import FAILED, Failure, SchemaNotResolved
-from service.runtime.formats.schemas import SchemaProblem, WriterSchemas
-from service.runtime.formats.wire import (
-    HEADER_SIZE,
-    MAGIC,
-    REASON_BAD_MAGIC,
-    REASON_UNDECODABLE,
-    REASON_UNKNOWN_SCHEMA,
-    bad_magic,
-    frame,
-    header,
-)
+from service.runtime.formats.base import FAILED, Failure
+from service.runtime.formats.schemas import WriterSchemas
+from service.runtime.formats.wire import HEADER_SIZE, REASON_UNDECODABLE, frame
 
 SCHEMA_TYPE = "JSON"
 
@@ -53,32 +44,14 @@ class FramedJsonReader:
         self.schemas = schemas
 
     def read(self, records: Sequence[Any], values: list[Any], failures: list[Failure]) -> None:
-        by_id = self.schemas.by_id
         append = values.append
         loads = _loads
-        last = -1
-        for record in records:
-            raw = record.value
-            if raw is None or len(raw) < HEADER_SIZE or raw[0] != MAGIC:
-                append(FAILED)
-                failures.append((record, REASON_BAD_MAGIC, bad_magic(raw)))
-                continue
-            schema_id = header(raw)[1]
-            if schema_id != last:  # runs of one id: one look-up
-                try:
-                    found = by_id[schema_id]
-                except KeyError:
-                    raise SchemaNotResolved(schema_id) from None
-                if type(found) is SchemaProblem:
-                    append(FAILED)
-                    failures.append((record, REASON_UNKNOWN_SCHEMA, found))
-                    continue
-                last = schema_id
+        for index, raw, _ in self.schemas.heads(records, values, failures):
             try:
                 append(loads(memoryview(raw)[HEADER_SIZE:]))
             except _JSONDecodeError as exc:
                 append(FAILED)
-                failures.append((record, REASON_UNDECODABLE, str(exc)))
+                failures.append((records[index], REASON_UNDECODABLE, str(exc)))
 
 
 def framed_encoder(

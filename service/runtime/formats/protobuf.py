@@ -1,8 +1,7 @@
 """Protobuf payloads in Confluent's wire format, with the protobuf library.
 
-After the 5-byte header comes the message's path in the schema (Confluent's "message
-indexes": a zigzag varint count, then that many zigzag varint indexes; a single ``0``
-byte for the first message of the file), then the message.
+After the 5-byte header come the message's path in the schema (Confluent's "message
+indexes", :func:`.wire.message_indexes`), then the message.
 
 The registry holds a schema as ``.proto`` text; protoc (grpcio-tools' in-process
 compiler, with the well-known types it bundles) turns it into descriptors once per
@@ -33,17 +32,15 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError, Message
 from grpc_tools import protoc
 
-from service.runtime.formats.base import FAILED, Failure, SchemaNotResolved
-from service.runtime.formats.schemas import SchemaProblem, WriterSchemas
+from service.runtime.formats.base import FAILED, Failure
+from service.runtime.formats.schemas import WriterSchemas
 from service.runtime.formats.wire import (
-    HEADER_SIZE,
-    MAGIC,
-    REASON_BAD_MAGIC,
     REASON_UNDECODABLE,
     REASON_UNKNOWN_SCHEMA,
-    bad_magic,
+    encode_message_indexes,
     frame,
     header,
+    message_indexes,
 )
 
 SCHEMA_TYPE = "PROTOBUF"
@@ -226,56 +223,6 @@ def registry_schemas() -> WriterSchemas[ProtobufSchema]:
     return WriterSchemas(SCHEMA_TYPE, parse)
 
 
-def _zigzag_varint(raw: bytes, at: int) -> tuple[int, int]:
-    """The zigzag varint at ``raw[at]``, and where the next byte is."""
-    shift = 0
-    result = 0
-    while True:
-        byte = raw[at]
-        at += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (result >> 1) ^ -(result & 1), at
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint too long")
-
-
-def message_path(raw: bytes) -> tuple[tuple[int, ...], int]:
-    """The message indexes after the header, and where the message starts; raises
-    ``IndexError`` or ``ValueError`` when they are not there."""
-    if raw[HEADER_SIZE] == 0:  # the first message of the file: the common case
-        return (0,), HEADER_SIZE + 1
-    count, at = _zigzag_varint(raw, HEADER_SIZE)
-    if not 0 < count <= 64:
-        raise ValueError(f"{count} message indexes")
-    path = []
-    for _ in range(count):
-        index, at = _zigzag_varint(raw, at)
-        path.append(index)
-    return tuple(path), at
-
-
-def encode_path(path: Sequence[int]) -> bytes:
-    """Confluent's message indexes for ``path`` (for producers and tests)."""
-    if tuple(path) == (0,):
-        return b"\x00"
-
-    def zigzag(value: int) -> bytes:
-        encoded = (value << 1) ^ (value >> 63)
-        out = bytearray()
-        while True:
-            byte = encoded & 0x7F
-            encoded >>= 7
-            if encoded:
-                out.append(byte | 0x80)
-            else:
-                out.append(byte)
-                return bytes(out)
-
-    return zigzag(len(path)) + b"".join(zigzag(i) for i in path)
-
-
 class FramedProtobufReader:
     """Confluent-framed Protobuf values, each with the schema and message it names."""
 
@@ -285,40 +232,25 @@ class FramedProtobufReader:
         self.schemas = schemas
 
     def read(self, records: Sequence[Any], values: list[Any], failures: list[Failure]) -> None:
-        by_id = self.schemas.by_id
         append = values.append
-        for record in records:
-            raw = record.value
-            if raw is None or len(raw) < HEADER_SIZE or raw[0] != MAGIC:
-                append(FAILED)
-                failures.append((record, REASON_BAD_MAGIC, bad_magic(raw)))
-                continue
-            schema_id = header(raw)[1]
+        for index, raw, schema in self.schemas.heads(records, values, failures):
             try:
-                schema = by_id[schema_id]
-            except KeyError:
-                raise SchemaNotResolved(schema_id) from None
-            if type(schema) is SchemaProblem:
-                append(FAILED)
-                failures.append((record, REASON_UNKNOWN_SCHEMA, schema))
-                continue
-            try:
-                path, start = message_path(raw)
+                path, start = message_indexes(raw)
             except (IndexError, ValueError) as exc:
                 append(FAILED)
-                failures.append((record, REASON_UNDECODABLE, f"bad message indexes: {exc}"))
+                failures.append((records[index], REASON_UNDECODABLE, f"bad message indexes: {exc}"))
                 continue
-            reader = schema.reader(path)  # type: ignore[union-attr]
+            reader = schema.reader(path)
             if reader is None:
                 append(FAILED)
-                detail = f"schema {schema_id} has no message at {list(path)}"
-                failures.append((record, REASON_UNKNOWN_SCHEMA, detail))
+                detail = f"schema {header(raw)[1]} has no message at {list(path)}"
+                failures.append((records[index], REASON_UNKNOWN_SCHEMA, detail))
                 continue
             try:
                 message = reader.parse(memoryview(raw)[start:])
             except DecodeError as exc:
                 append(FAILED)
-                failures.append((record, REASON_UNDECODABLE, f"DecodeError: {exc}"))
+                failures.append((records[index], REASON_UNDECODABLE, f"DecodeError: {exc}"))
                 continue
             append(reader.convert(message))
 
@@ -340,7 +272,7 @@ def framed_encoder(schema_text: str, schema_id: int) -> Callable[[dict[str, Any]
     schema = ProtobufSchema(compile_proto(schema_text))
     descriptor = next(iter(schema._file.message_types_by_name.values()))
     cls = message_factory.GetMessageClass(descriptor)
-    prefix = frame(schema_id, encode_path([0]))
+    prefix = frame(schema_id, encode_message_indexes([0]))
     parse = json_format.ParseDict
 
     def encode(value: dict[str, Any]) -> bytes:

@@ -1,15 +1,25 @@
 """Writer schemas by registry id, as a format's reader uses them; no I/O.
 
 The runtime's registry client fills a :class:`WriterSchemas` (``missing()`` -> fetch ->
-``add()``) before the batch that names the ids is decoded; a reader only looks up.
+``add()``) before the batch that names the ids is decoded; a reader only looks up, each
+framed reader through :meth:`WriterSchemas.heads`: the one place the wire format's head
+is checked and its id looked up.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
-from service.runtime.formats.wire import HEADER_SIZE, MAGIC, header
+from service.runtime.formats.base import FAILED, Failure, SchemaNotResolved
+from service.runtime.formats.wire import (
+    HEADER_SIZE,
+    MAGIC,
+    REASON_BAD_MAGIC,
+    REASON_UNKNOWN_SCHEMA,
+    bad_magic,
+    header,
+)
 
 S = TypeVar("S")
 
@@ -50,6 +60,44 @@ class WriterSchemas(Generic[S]):
                 if schema_id not in known:
                     found.add(schema_id)
         return found
+
+    def heads(
+        self, records: Sequence[Any], values: list[Any], failures: list[Failure]
+    ) -> Iterator[tuple[int, bytes, S]]:
+        """``(index, value, writer schema)`` of each of ``records`` whose value is framed
+        with an id that has a schema, in order; the caller appends one value per item.
+
+        Each other record gets its :data:`FAILED` in ``values`` and its failure
+        (``bad_magic``, ``unknown_schema``) here before the next item is yielded (and
+        after the last), so ``values`` stays one per record. Raises
+        :class:`SchemaNotResolved` for an id nobody asked the registry for.
+
+        A generator, not a function called per record: one resume per record is the
+        cheapest way to share this loop (docs/formats.md, "Bad records")."""
+        by_id = self.by_id
+        last = -1
+        schema: Any = None
+        index = -1
+        for record in records:
+            index += 1
+            raw = record.value
+            if raw is None or len(raw) < HEADER_SIZE or raw[0] != MAGIC:
+                values.append(FAILED)
+                failures.append((record, REASON_BAD_MAGIC, bad_magic(raw)))
+                continue
+            schema_id = header(raw)[1]
+            if schema_id != last:  # most batches name one id: one look-up a run
+                try:
+                    found = by_id[schema_id]
+                except KeyError:
+                    raise SchemaNotResolved(schema_id) from None
+                if type(found) is SchemaProblem:
+                    values.append(FAILED)
+                    failures.append((record, REASON_UNKNOWN_SCHEMA, found))
+                    continue
+                schema = found
+                last = schema_id
+            yield index, raw, schema
 
     def add(self, schema_id: int, schema_type: str, text: str) -> None:
         """The registry's schema of ``schema_id``; one of another format, or that does

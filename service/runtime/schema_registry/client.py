@@ -9,8 +9,8 @@ dead-lettered because the registry was down.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, TypeVar
 
 from confluent_kafka.schema_registry import (
     AsyncSchemaRegistryClient,
@@ -22,6 +22,8 @@ from service.runtime.formats.schemas import WriterSchemas
 from service.runtime.settings import SchemaRegistrySettings
 
 _NOT_FOUND = 404
+
+T = TypeVar("T")
 
 
 class RegistryUnavailable(ConnectionError):
@@ -44,65 +46,69 @@ class SchemaRegistry:
             self._client = AsyncSchemaRegistryClient(self._settings.client_config())
         return self._client
 
+    async def _ask(self, request: Callable[..., Awaitable[T]], *args: Any) -> T:
+        """The registry's answer to ``request(client, *args)``: its result, or its
+        ``SchemaRegistryError`` (an HTTP answer, which each caller reads its own way);
+        raises :class:`RegistryUnavailable` where there is no answer."""
+        client = self._connected()
+        try:
+            return await request(client, *args)
+        except SchemaRegistryError:
+            raise
+        except Exception as exc:
+            # The client's transport errors come from httpx or its successor httpx2,
+            # whichever confluent-kafka found (schema_registry/common/_httpx_compat):
+            # any failure without an answer is the registry being unavailable.
+            raise RegistryUnavailable(
+                f"the schema registry is unreachable: {type(exc).__name__}: {exc}"
+            ) from exc
+
     async def resolve(self, schemas: WriterSchemas[Any], ids: Iterable[int]) -> None:
         """Fetch each of ``ids`` into ``schemas`` (its schema, or that there is none);
         raises :class:`RegistryUnavailable`, leaving the ids not fetched yet missing."""
-        client = self._connected()
         for schema_id in sorted(ids):
             try:
-                schema = await client.get_schema(schema_id)
+                schema = await self._ask(AsyncSchemaRegistryClient.get_schema, schema_id)
             except SchemaRegistryError as exc:
                 if exc.http_status_code == _NOT_FOUND:
                     schemas.absent(schema_id)
                     continue
-                raise RegistryUnavailable(
-                    f"the schema registry answered {exc.http_status_code}: {exc.error_message}"
-                ) from exc
-            except Exception as exc:
-                # The client's transport errors come from httpx or its successor httpx2,
-                # whichever confluent-kafka found (schema_registry/common/_httpx_compat):
-                # any failure without an answer is the registry being unavailable.
-                raise RegistryUnavailable(
-                    f"the schema registry is unreachable: {type(exc).__name__}: {exc}"
-                ) from exc
+                raise _unavailable(exc) from exc
             schemas.add(schema_id, schema.schema_type or "AVRO", schema.schema_str or "")
 
     async def register(self, subject: str, schema_type: str, text: str) -> int:
         """The id of ``text`` under ``subject``, registering it if new (the registry's
         compatibility rules apply: an incompatible schema raises its
         ``SchemaRegistryError``, status 409); raises :class:`RegistryUnavailable`."""
-        client = self._connected()
+        schema = Schema(text, schema_type)
         try:
-            return int(await client.register_schema(subject, Schema(text, schema_type)))
+            return int(await self._ask(AsyncSchemaRegistryClient.register_schema, subject, schema))
         except SchemaRegistryError as exc:
             if exc.http_status_code in (408, 429) or exc.http_status_code >= 500:
-                raise RegistryUnavailable(
-                    f"the schema registry answered {exc.http_status_code}: {exc.error_message}"
-                ) from exc
+                raise _unavailable(exc) from exc
             raise
-        except Exception as exc:  # no answer: see resolve()
-            raise RegistryUnavailable(
-                f"the schema registry is unreachable: {type(exc).__name__}: {exc}"
-            ) from exc
 
     async def compatible(self, subject: str, schema_type: str, text: str) -> bool:
         """Whether ``text`` may be registered under ``subject`` by its compatibility
         rules (True for a subject without versions); raises :class:`RegistryUnavailable`."""
-        client = self._connected()
+        schema = Schema(text, schema_type)
         try:
-            return bool(await client.test_compatibility(subject, Schema(text, schema_type)))
+            return bool(
+                await self._ask(AsyncSchemaRegistryClient.test_compatibility, subject, schema)
+            )
         except SchemaRegistryError as exc:
             if exc.http_status_code == _NOT_FOUND:  # no such subject (or version) yet
                 return True
-            raise RegistryUnavailable(
-                f"the schema registry answered {exc.http_status_code}: {exc.error_message}"
-            ) from exc
-        except Exception as exc:
-            raise RegistryUnavailable(
-                f"the schema registry is unreachable: {type(exc).__name__}: {exc}"
-            ) from exc
+            raise _unavailable(exc) from exc
 
     async def close(self) -> None:
         if self._client is not None:
             client, self._client = self._client, None
             await client.aclose()
+
+
+def _unavailable(exc: SchemaRegistryError) -> RegistryUnavailable:
+    """An answer that is neither the result nor a refusal of the request itself."""
+    return RegistryUnavailable(
+        f"the schema registry answered {exc.http_status_code}: {exc.error_message}"
+    )

@@ -9,7 +9,7 @@ from google.protobuf import descriptor_pool, message_factory
 
 from service.runtime.formats import protobuf
 from service.runtime.formats.base import FAILED, Failure
-from service.runtime.formats.wire import frame
+from service.runtime.formats.wire import encode_message_indexes, frame
 
 PROTO = """
 syntax = "proto3";
@@ -70,7 +70,7 @@ def test_messages_read_as_json_has_them() -> None:
     order.counts["x"] = 3
     order.lines.add(sku="a")
     order.parent.user = "p"
-    values, failures = read(frame(1, protobuf.encode_path([0]) + order.SerializeToString()))
+    values, failures = read(frame(1, encode_message_indexes([0]) + order.SerializeToString()))
     assert failures == []
     (value,) = values
     assert value["parent"]["parent"] is None
@@ -97,9 +97,9 @@ def test_the_message_indexes_pick_the_message() -> None:
     line = found["Order.Line"](sku="s")
     refund = found["Refund"](user="r")
     values, failures = read(
-        frame(1, protobuf.encode_path([0, 1]) + line.SerializeToString()),
-        frame(1, protobuf.encode_path([1]) + refund.SerializeToString()),
-        frame(1, protobuf.encode_path([5]) + b""),
+        frame(1, encode_message_indexes([0, 1]) + line.SerializeToString()),
+        frame(1, encode_message_indexes([1]) + refund.SerializeToString()),
+        frame(1, encode_message_indexes([5]) + b""),
     )
     assert values[:2] == [{"sku": "s"}, {"user": "r"}]
     assert values[2] is FAILED and failures[0][1] == "unknown_schema"
