@@ -1,0 +1,293 @@
+"""The Delta Lake table: newest firings merged in, the run's offsets in the same commit.
+
+One Delta table at ``output`` holds every pipeline, partitioned by ``pipeline`` and
+``window_date``. A run is exactly one Delta commit (a ``MERGE``, or the ``WRITE`` that
+creates the table) holding both the rows that changed and the Kafka offsets the run
+read up to:
+
+- the offsets are the commit's ``userMetadata`` (``{"clockwork_compaction": {"run": N,
+  "offsets": ...}}``), so the table's history says which run wrote what;
+- the commit carries Delta's idempotent-write transaction ``(clockwork-compaction, N)``:
+  a second commit of run ``N`` (two jobs started from the same offsets) is skipped by
+  Delta itself, and this module then raises instead of reporting a success.
+
+A run killed at any point before its commit leaves only data files no snapshot refers
+to (``VACUUM`` removes them); the next run starts from the same offsets. Records read
+twice rank the same as the rows they produced, so the ``MERGE`` condition (update only
+when the incoming rank is higher) makes re-reading change nothing.
+
+Maintenance commits made by the job (``OPTIMIZE``, ``VACUUM``) repeat the newest run's
+offsets in their metadata, so the newest commit of the job always names them, even after
+Delta's log cleanup removed older commits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import logging
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from delta.tables import DeltaTable
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from service.compaction import job
+from service.compaction.errors import OffsetStoreError
+from service.compaction.offsets import StoredOffsets
+from service.compaction.ranges import TopicPartition
+
+logger = logging.getLogger(__name__)
+
+APP_ID = "clockwork-compaction"
+"""The application id of the job's idempotent-write transactions."""
+METADATA_KEY = "clockwork_compaction"
+"""The key of the offsets in a commit's ``userMetadata``."""
+
+_TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
+_TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+_USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+_RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
+_DEFAULT_RETENTION_HOURS = 168
+
+
+@dataclass(slots=True)
+class DeltaCommit:
+    """What one run's commit did (from Delta's operation metrics)."""
+
+    version: int
+    run: int
+    rows_inserted: int = 0
+    rows_updated: int = 0
+    rows_written: int = 0
+    """Rows in the files the commit added (changed rows and those copied with them)."""
+    partitions: list[str] = field(default_factory=list)
+    """``pipeline=P/window_date=D`` of the files added or removed."""
+
+
+def commit_metadata(stored: StoredOffsets) -> str:
+    return json.dumps({METADATA_KEY: stored.to_dict()}, sort_keys=True, separators=(",", ":"))
+
+
+def parse_metadata(text: str | None) -> StoredOffsets | None:
+    """The offsets in a commit's ``userMetadata``; ``None`` for another writer's commit."""
+    if not text:
+        return None
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(body, dict) or METADATA_KEY not in body:
+        return None
+    try:
+        return StoredOffsets.from_dict(body[METADATA_KEY])
+    except (KeyError, ValueError, TypeError, AttributeError) as exc:
+        raise OffsetStoreError(f"unreadable offsets in a commit's userMetadata: {exc}") from exc
+
+
+class DeltaResultTable:
+    """The Delta table at ``path``: read its offsets and result type, merge a run into it,
+    maintain it."""
+
+    def __init__(
+        self, spark: SparkSession, path: str, progress: Callable[[str], None] | None = None
+    ) -> None:
+        self.spark = spark
+        self.path = path.rstrip("/")
+        self._progress = progress or logger.info
+
+    def exists(self) -> bool:
+        return bool(DeltaTable.isDeltaTable(self.spark, self.path))
+
+    def latest(self) -> StoredOffsets | None:
+        """The offsets of the newest commit the job made (``None`` before the first)."""
+        if not self.exists():
+            return None
+        history = DeltaTable.forPath(self.spark, self.path).history()
+        rows = history.where(F.col("userMetadata").isNotNull()).select("version", "userMetadata")
+        for row in sorted(rows.collect(), key=lambda r: -int(r["version"])):
+            stored = parse_metadata(row["userMetadata"])
+            if stored is not None:
+                return stored
+        return None
+
+    def offsets(self, topics: Sequence[str]) -> dict[TopicPartition, int]:
+        """The stored next offsets of ``topics`` (empty for topics never read)."""
+        latest = self.latest()
+        if latest is None:
+            return {}
+        wanted = set(topics)
+        return {tp: o for tp, o in latest.offsets.items() if tp[0] in wanted}
+
+    def result_type(self) -> StructType | None:
+        """The table's ``result`` struct, if it has one yet."""
+        if not self.exists():
+            return None
+        schema = DeltaTable.forPath(self.spark, self.path).toDF().schema
+        if "result" not in schema.fieldNames():
+            return None
+        kind = schema["result"].dataType
+        return kind if isinstance(kind, StructType) else None
+
+    def merge(
+        self,
+        rows: DataFrame,
+        partitions: Mapping[str, Sequence[datetime.date]],
+        offsets: Mapping[TopicPartition, int],
+    ) -> DeltaCommit:
+        """One commit: ``rows`` (one per id, :func:`job.delta_rows`) merged by ``id``,
+        updating a row only when the incoming rank is higher, and ``offsets`` (merged
+        over the stored ones) as the new run. ``partitions`` (pipeline -> days) are
+        those ``rows`` fall in: the ``MERGE`` reads only their files."""
+        latest = self.latest()
+        merged = dict(latest.offsets) if latest else {}
+        merged.update(offsets)
+        run = (latest.run if latest else 0) + 1
+        stored = StoredOffsets(run=run, offsets=merged, written_at_ms=int(time.time() * 1000))
+        with self._commit_settings(stored, transaction=True):
+            if not self.exists():
+                self._progress(f"delta: creating the table with run {run}")
+                (
+                    rows.repartition(*job.PARTITION_COLUMNS)
+                    .sortWithinPartitions(*job.PARTITION_COLUMNS, "id")
+                    .write.format("delta")
+                    .mode("append")
+                    .partitionBy(*job.PARTITION_COLUMNS)
+                    .save(self.path)
+                )
+            else:
+                self._progress(f"delta: merging run {run}")
+                target = DeltaTable.forPath(self.spark, self.path).alias("t")
+                (
+                    target.merge(rows.alias("s"), self._merge_condition(partitions))
+                    .withSchemaEvolution()
+                    .whenMatchedUpdateAll(job.rank("s.") > job.rank("t."))
+                    .whenNotMatchedInsertAll()
+                    .execute()
+                )
+        return self._committed(run)
+
+    def optimize(self, *, zorder: bool = False) -> None:
+        """Compact small files (bin-packing; with ``zorder``, rewrite each partition's
+        files Z-ordered by ``key``)."""
+        latest = self.latest()
+        if latest is None:
+            return
+        with self._commit_settings(latest, transaction=False):
+            optimizer = DeltaTable.forPath(self.spark, self.path).optimize()
+            metrics = optimizer.executeZOrderBy("key") if zorder else optimizer.executeCompaction()
+        row = metrics.select("metrics.numFilesAdded", "metrics.numFilesRemoved").first()
+        added, removed = (row[0], row[1]) if row is not None else (0, 0)
+        self._progress(f"optimize: {removed} files rewritten into {added}")
+
+    def vacuum(self, hours: float) -> None:
+        """Delete files no snapshot of the last ``hours`` refers to (those of replaced
+        rows, and the orphans of runs killed before their commit). Below Delta's 168-hour
+        safety margin, a reader or a run older than ``hours`` may lose files it needs."""
+        latest = self.latest()
+        if latest is None:
+            return
+        below = hours < _DEFAULT_RETENTION_HOURS
+        if below:
+            logger.warning("vacuum: retention %sh is below Delta's %sh", hours, 168)
+        previous = self.spark.conf.get(_RETENTION_CHECK, None)
+        try:
+            if below:
+                self.spark.conf.set(_RETENTION_CHECK, "false")
+            with self._commit_settings(latest, transaction=False):
+                DeltaTable.forPath(self.spark, self.path).vacuum(hours)
+        finally:
+            if below:
+                self._restore(_RETENTION_CHECK, previous)
+        self._progress(f"vacuum: files older than {hours}h and unreferenced removed")
+
+    def _merge_condition(self, partitions: Mapping[str, Sequence[datetime.date]]) -> Any:
+        """Same id (and so the same partition), with the target limited to the partitions
+        the rows fall in: literal predicates Delta prunes files with."""
+        same = (
+            (F.col("t.id") == F.col("s.id"))
+            & (F.col("t.pipeline") == F.col("s.pipeline"))
+            & (F.col("t.window_date") == F.col("s.window_date"))
+        )
+        scope = None
+        for pipeline, days in sorted(partitions.items()):
+            here = (F.col("t.pipeline") == F.lit(pipeline)) & F.col("t.window_date").isin(
+                list(days)
+            )
+            scope = here if scope is None else scope | here
+        return same if scope is None else same & scope
+
+    def _committed(self, run: int) -> DeltaCommit:
+        """The commit of ``run``, found in the newest versions; raises when Delta skipped
+        it (its transaction version was already taken)."""
+        history = DeltaTable.forPath(self.spark, self.path).history(20).collect()
+        for row in sorted(history, key=lambda r: -int(r["version"])):
+            stored = parse_metadata(row["userMetadata"])
+            if stored is None or stored.run != run or row["operation"] in ("OPTIMIZE",):
+                continue
+            metrics = {k: int(v) for k, v in (row["operationMetrics"] or {}).items()}
+            commit = DeltaCommit(
+                version=int(row["version"]),
+                run=run,
+                rows_inserted=metrics.get("numTargetRowsInserted", metrics.get("numOutputRows", 0)),
+                rows_updated=metrics.get("numTargetRowsUpdated", 0),
+                rows_written=metrics.get("numOutputRows", 0),
+            )
+            commit.partitions = self._partitions_of(commit.version)
+            self._progress(
+                f"delta: version {commit.version} holds run {run}: "
+                f"{commit.rows_inserted} rows inserted, {commit.rows_updated} updated"
+            )
+            return commit
+        raise OffsetStoreError(
+            f"{self.path}: run {run} was not committed: Delta skipped it, since the "
+            f"transaction {APP_ID!r} is already at {run} or later (another run committed "
+            "from the same offsets first, or the commit naming the offsets left the log)"
+        )
+
+    def _partitions_of(self, version: int) -> list[str]:
+        log = f"{self.path}/_delta_log/{version:020d}.json"
+        actions = self.spark.read.json(log)
+        values = []
+        for action in ("add", "remove"):
+            if action in actions.columns:
+                values.append(
+                    actions.where(F.col(action).isNotNull()).select(
+                        F.col(f"{action}.partitionValues.pipeline").alias("pipeline"),
+                        F.col(f"{action}.partitionValues.window_date").alias("window_date"),
+                    )
+                )
+        if not values:
+            return []
+        union = values[0]
+        for other in values[1:]:
+            union = union.unionByName(other)
+        rows = union.distinct().collect()
+        return sorted(f"pipeline={r['pipeline']}/window_date={r['window_date']}" for r in rows)
+
+    @contextlib.contextmanager
+    def _commit_settings(self, stored: StoredOffsets, *, transaction: bool) -> Iterator[None]:
+        """The session settings that make the next commit carry ``stored`` (and, with
+        ``transaction``, the idempotent-write transaction of its run); restored after."""
+        settings = {_USER_METADATA: commit_metadata(stored)}
+        if transaction:
+            settings |= {_TXN_APP_ID: APP_ID, _TXN_VERSION: str(stored.run)}
+        previous = {key: self.spark.conf.get(key, None) for key in settings}
+        for key, value in settings.items():
+            self.spark.conf.set(key, value)
+        try:
+            yield
+        finally:
+            for key, before in previous.items():
+                self._restore(key, before)
+
+    def _restore(self, key: str, value: str | None) -> None:
+        if value is None:
+            self.spark.conf.unset(key)
+        else:
+            self.spark.conf.set(key, value)
