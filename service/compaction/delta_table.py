@@ -6,7 +6,7 @@ creates the table) holding both the rows that changed and the Kafka offsets the 
 read up to:
 
 - the offsets are the commit's ``userMetadata`` (``{"clockwork_compaction": {"run": N,
-  "offsets": ...}}``), so the table's history says which run wrote what;
+  "offsets": ...}, "attempt": ID}``), so the table's history says which run wrote what;
 - the commit carries Delta's idempotent-write transaction ``(clockwork-compaction, N)``:
   a second commit of run ``N`` (two jobs started from the same offsets) is skipped by
   Delta itself, and this module then raises instead of reporting a success.
@@ -28,6 +28,7 @@ import datetime
 import json
 import logging
 import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,8 +71,22 @@ class DeltaCommit:
     """``pipeline=P/window_date=D`` of the files added or removed."""
 
 
-def commit_metadata(stored: StoredOffsets) -> str:
-    return json.dumps({METADATA_KEY: stored.to_dict()}, sort_keys=True, separators=(",", ":"))
+def commit_metadata(stored: StoredOffsets, attempt: str | None = None) -> str:
+    """A commit's ``userMetadata``: ``stored``, and the ``attempt`` that tells this job's
+    commit apart from another job's commit of the same run."""
+    body: dict[str, Any] = {METADATA_KEY: stored.to_dict()}
+    if attempt is not None:
+        body["attempt"] = attempt
+    return json.dumps(body, sort_keys=True, separators=(",", ":"))
+
+
+def metadata_attempt(text: str | None) -> str | None:
+    try:
+        body = json.loads(text or "null")
+    except ValueError:
+        return None
+    attempt = body.get("attempt") if isinstance(body, dict) else None
+    return attempt if isinstance(attempt, str) else None
 
 
 def parse_metadata(text: str | None) -> StoredOffsets | None:
@@ -149,7 +164,8 @@ class DeltaResultTable:
         merged.update(offsets)
         run = (latest.run if latest else 0) + 1
         stored = StoredOffsets(run=run, offsets=merged, written_at_ms=int(time.time() * 1000))
-        with self._commit_settings(stored, transaction=True):
+        attempt = uuid.uuid4().hex
+        with self._commit_settings(stored, transaction=True, attempt=attempt):
             if not self.exists():
                 self._progress(f"delta: creating the table with run {run}")
                 (
@@ -170,7 +186,7 @@ class DeltaResultTable:
                     .whenNotMatchedInsertAll()
                     .execute()
                 )
-        return self._committed(run)
+        return self._committed(run, attempt)
 
     def optimize(self, *, zorder: bool = False) -> None:
         """Compact small files (bin-packing; with ``zorder``, rewrite each partition's
@@ -222,13 +238,12 @@ class DeltaResultTable:
             scope = here if scope is None else scope | here
         return same if scope is None else same & scope
 
-    def _committed(self, run: int) -> DeltaCommit:
-        """The commit of ``run``, found in the newest versions; raises when Delta skipped
-        it (its transaction version was already taken)."""
+    def _committed(self, run: int, attempt: str) -> DeltaCommit:
+        """The commit of ``run`` made by this ``attempt``, found in the newest versions;
+        raises when Delta skipped it (its transaction version was already taken)."""
         history = DeltaTable.forPath(self.spark, self.path).history(20).collect()
         for row in sorted(history, key=lambda r: -int(r["version"])):
-            stored = parse_metadata(row["userMetadata"])
-            if stored is None or stored.run != run or row["operation"] in ("OPTIMIZE",):
+            if metadata_attempt(row["userMetadata"]) != attempt:
                 continue
             metrics = {k: int(v) for k, v in (row["operationMetrics"] or {}).items()}
             commit = DeltaCommit(
@@ -271,10 +286,12 @@ class DeltaResultTable:
         return sorted(f"pipeline={r['pipeline']}/window_date={r['window_date']}" for r in rows)
 
     @contextlib.contextmanager
-    def _commit_settings(self, stored: StoredOffsets, *, transaction: bool) -> Iterator[None]:
+    def _commit_settings(
+        self, stored: StoredOffsets, *, transaction: bool, attempt: str | None = None
+    ) -> Iterator[None]:
         """The session settings that make the next commit carry ``stored`` (and, with
         ``transaction``, the idempotent-write transaction of its run); restored after."""
-        settings = {_USER_METADATA: commit_metadata(stored)}
+        settings = {_USER_METADATA: commit_metadata(stored, attempt)}
         if transaction:
             settings |= {_TXN_APP_ID: APP_ID, _TXN_VERSION: str(stored.run)}
         previous = {key: self.spark.conf.get(key, None) for key in settings}
