@@ -102,8 +102,21 @@ async def produce_more(
         await producer.stop()
 
 
+class Stopwatch:
+    """Progress lines stamped with the time since the current run started."""
+
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+
+    def line(self, text: str) -> None:
+        print(f"    {time.perf_counter() - self.started:6.1f}s {text}")
+
+
+STOPWATCH = Stopwatch()
+
+
 def timed_run(compactor: Compactor, label: str) -> tuple[Summary, float]:
-    started = time.perf_counter()
+    started = STOPWATCH.started = time.perf_counter()
     summary = compactor.run()
     wall = time.perf_counter() - started
     print(
@@ -155,7 +168,7 @@ def main() -> None:
                     CompactionConfig(
                         broker.bootstrap_servers, ("results",), f"{out}/{f}", format=f
                     ),
-                    progress=lambda line: None,
+                    progress=STOPWATCH.line,
                 )
                 for f in formats
             }

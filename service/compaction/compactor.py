@@ -146,6 +146,8 @@ class Compactor:
         self.offsets = OffsetStore(spark, config.output)
         self._progress = progress or logger.info
         self.delta = DeltaResultTable(spark, config.output, self._progress)
+        self._planned_from: StoredOffsets | None = None
+        """Delta: the stored offsets the last :meth:`plan` started from."""
 
     def plan(self) -> list[OffsetRange]:
         """Per partition of every topic: from the stored offset (or the earliest) to the
@@ -153,7 +155,9 @@ class Compactor:
         self._check_layout()
         topics = list(self.config.topics)
         if self.config.format == "delta":
-            stored = self.delta.offsets(topics)
+            self._planned_from = self.delta.latest()
+            held = self._planned_from.offsets if self._planned_from else {}
+            stored = {tp: o for tp, o in held.items() if tp[0] in set(topics)}
         else:
             stored = self.offsets.offsets(topics)
         marks = watermarks(
@@ -169,7 +173,8 @@ class Compactor:
     def compact(self, ranges: list[OffsetRange], summary: Summary | None = None) -> Summary:
         """Read ``ranges`` and merge them into the table. With Parquet, stores no
         offsets (:meth:`commit` does); with Delta, the data and the offsets are one
-        commit, so this is the whole run."""
+        commit, so this is the whole run: the one after the run :meth:`plan` started
+        from (if another job committed that run meanwhile, this one fails)."""
         summary = summary or Summary()
         if not any(r.size for r in ranges):
             return summary
@@ -283,7 +288,7 @@ class Compactor:
             pipeline: [d for d in ds if isinstance(d, datetime.date)]
             for pipeline, ds in partitions.items()
         }
-        commit = self.delta.merge(rows, days, end_offsets(ranges))
+        commit = self.delta.merge(rows, days, end_offsets(ranges), self._planned_from)
         summary.rows_changed += commit.rows_inserted + commit.rows_updated
         summary.rows_written += commit.rows_written
         summary.partitions_touched.extend(commit.partitions)

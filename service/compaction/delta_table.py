@@ -131,14 +131,6 @@ class DeltaResultTable:
                 return stored
         return None
 
-    def offsets(self, topics: Sequence[str]) -> dict[TopicPartition, int]:
-        """The stored next offsets of ``topics`` (empty for topics never read)."""
-        latest = self.latest()
-        if latest is None:
-            return {}
-        wanted = set(topics)
-        return {tp: o for tp, o in latest.offsets.items() if tp[0] in wanted}
-
     def result_type(self) -> StructType | None:
         """The table's ``result`` struct, if it has one yet."""
         if not self.exists():
@@ -154,15 +146,17 @@ class DeltaResultTable:
         rows: DataFrame,
         partitions: Mapping[str, Sequence[datetime.date]],
         offsets: Mapping[TopicPartition, int],
+        planned_from: StoredOffsets | None,
     ) -> DeltaCommit:
         """One commit: ``rows`` (one per id, :func:`job.delta_rows`) merged by ``id``,
         updating a row only when the incoming rank is higher, and ``offsets`` (merged
-        over the stored ones) as the new run. ``partitions`` (pipeline -> days) are
-        those ``rows`` fall in: the ``MERGE`` reads only their files."""
-        latest = self.latest()
-        merged = dict(latest.offsets) if latest else {}
+        over ``planned_from``, the stored offsets the run was planned from) as the run
+        after it. ``partitions`` (pipeline -> days) are those ``rows`` fall in: the
+        ``MERGE`` reads only their files. Raises :class:`OffsetStoreError` when another
+        run planned from the same offsets committed first."""
+        merged = dict(planned_from.offsets) if planned_from else {}
         merged.update(offsets)
-        run = (latest.run if latest else 0) + 1
+        run = (planned_from.run if planned_from else 0) + 1
         stored = StoredOffsets(run=run, offsets=merged, written_at_ms=int(time.time() * 1000))
         attempt = uuid.uuid4().hex
         with self._commit_settings(stored, transaction=True, attempt=attempt):
