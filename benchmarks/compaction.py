@@ -136,6 +136,9 @@ def main() -> None:
     parser.add_argument("--replay", type=int, default=40_000)
     parser.add_argument("--late-fraction", type=float, default=0.01)
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument(
+        "--deletion-vectors", action="store_true", help="create the Delta table with them"
+    )
     args = parser.parse_args()
     formats = [f.strip() for f in args.format.split(",") if f.strip()]
 
@@ -166,7 +169,11 @@ def main() -> None:
                 f: Compactor(
                     spark,
                     CompactionConfig(
-                        broker.bootstrap_servers, ("results",), f"{out}/{f}", format=f
+                        broker.bootstrap_servers,
+                        ("results",),
+                        f"{out}/{f}",
+                        format=f,
+                        deletion_vectors=args.deletion_vectors and f == "delta",
                     ),
                     progress=STOPWATCH.line,
                 )

@@ -68,6 +68,12 @@ def parser() -> argparse.ArgumentParser:
         help="delta: OPTIMIZE Z-ordered by key after the run (rewrites whole partitions)",
     )
     p.add_argument(
+        "--deletion-vectors",
+        action="store_true",
+        help="delta: create the table with deletion vectors (a MERGE then rewrites only "
+        "the rows it changes; readers must support them: not delta-rs's pyarrow reader)",
+    )
+    p.add_argument(
         "--vacuum-hours",
         type=float,
         metavar="N",
@@ -183,6 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             optimize=args.optimize,
             zorder=args.zorder,
             vacuum_hours=args.vacuum_hours,
+            deletion_vectors=args.deletion_vectors,
         )
     except CompactionError as exc:
         raise SystemExit(str(exc)) from exc

@@ -76,16 +76,24 @@ class CompactionConfig:
     """Delta: ``OPTIMIZE`` Z-ordered by key (rewrites whole partitions)."""
     vacuum_hours: float | None = None
     """Delta: after the run, ``VACUUM`` files unreferenced for this many hours."""
+    deletion_vectors: bool = False
+    """Delta: create the table with deletion vectors (see :mod:`.delta_table`)."""
 
     def __post_init__(self) -> None:
         if self.format not in FORMATS:
             raise CompactionError(
                 f"format must be one of {', '.join(FORMATS)}, not {self.format!r}"
             )
-        if self.format != "delta" and (
-            self.optimize or self.zorder or self.vacuum_hours is not None
-        ):
-            raise CompactionError("--optimize, --zorder and --vacuum-hours need --format delta")
+        delta_only = (
+            self.optimize,
+            self.zorder,
+            self.vacuum_hours is not None,
+            self.deletion_vectors,
+        )
+        if self.format != "delta" and any(delta_only):
+            raise CompactionError(
+                "--optimize, --zorder, --vacuum-hours and --deletion-vectors need --format delta"
+            )
         if self.vacuum_hours is not None and self.vacuum_hours < 0:
             raise CompactionError(f"--vacuum-hours must be >= 0, not {self.vacuum_hours}")
 
@@ -145,7 +153,9 @@ class Compactor:
         self.storage = Storage(spark, config.output)
         self.offsets = OffsetStore(spark, config.output)
         self._progress = progress or logger.info
-        self.delta = DeltaResultTable(spark, config.output, self._progress)
+        self.delta = DeltaResultTable(
+            spark, config.output, self._progress, deletion_vectors=config.deletion_vectors
+        )
         self._planned_from: StoredOffsets | None = None
         """Delta: the stored offsets the last :meth:`plan` started from."""
 

@@ -55,6 +55,7 @@ _TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 _USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 _RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
 _DEFAULT_RETENTION_HOURS = 168
+_DELETION_VECTORS_DEFAULT = "spark.databricks.delta.properties.defaults.enableDeletionVectors"
 
 
 @dataclass(slots=True)
@@ -110,11 +111,21 @@ class DeltaResultTable:
     maintain it."""
 
     def __init__(
-        self, spark: SparkSession, path: str, progress: Callable[[str], None] | None = None
+        self,
+        spark: SparkSession,
+        path: str,
+        progress: Callable[[str], None] | None = None,
+        *,
+        deletion_vectors: bool = False,
     ) -> None:
         self.spark = spark
         self.path = path.rstrip("/")
         self._progress = progress or logger.info
+        self.deletion_vectors = deletion_vectors
+        """Create the table with deletion vectors: a ``MERGE`` then marks the rows it
+        replaces as deleted instead of rewriting their files (readers must support the
+        ``deletionVectors`` feature: Spark with Delta 2.3+, Trino, DuckDB; not delta-rs's
+        pyarrow reader as of deltalake 1.6)."""
 
     def exists(self) -> bool:
         return bool(DeltaTable.isDeltaTable(self.spark, self.path))
@@ -162,14 +173,18 @@ class DeltaResultTable:
         with self._commit_settings(stored, transaction=True, attempt=attempt):
             if not self.exists():
                 self._progress(f"delta: creating the table with run {run}")
-                (
+                writer = (
                     rows.repartition(*job.PARTITION_COLUMNS)
                     .sortWithinPartitions(*job.PARTITION_COLUMNS, "id")
                     .write.format("delta")
                     .mode("append")
                     .partitionBy(*job.PARTITION_COLUMNS)
-                    .save(self.path)
                 )
+                if self.deletion_vectors:
+                    with self._settings({_DELETION_VECTORS_DEFAULT: "true"}):
+                        writer.save(self.path)
+                else:
+                    writer.save(self.path)
             else:
                 self._progress(f"delta: merging run {run}")
                 target = DeltaTable.forPath(self.spark, self.path).alias("t")
@@ -205,15 +220,9 @@ class DeltaResultTable:
         below = hours < _DEFAULT_RETENTION_HOURS
         if below:
             logger.warning("vacuum: retention %sh is below Delta's %sh", hours, 168)
-        previous = self.spark.conf.get(_RETENTION_CHECK, None)
-        try:
-            if below:
-                self.spark.conf.set(_RETENTION_CHECK, "false")
-            with self._commit_settings(latest, transaction=False):
-                DeltaTable.forPath(self.spark, self.path).vacuum(hours)
-        finally:
-            if below:
-                self._restore(_RETENTION_CHECK, previous)
+        unchecked = {_RETENTION_CHECK: "false"} if below else {}
+        with self._settings(unchecked), self._commit_settings(latest, transaction=False):
+            DeltaTable.forPath(self.spark, self.path).vacuum(hours)
         self._progress(f"vacuum: files older than {hours}h and unreferenced removed")
 
     def _merge_condition(self, partitions: Mapping[str, Sequence[datetime.date]]) -> Any:
@@ -288,6 +297,12 @@ class DeltaResultTable:
         settings = {_USER_METADATA: commit_metadata(stored, attempt)}
         if transaction:
             settings |= {_TXN_APP_ID: APP_ID, _TXN_VERSION: str(stored.run)}
+        with self._settings(settings):
+            yield
+
+    @contextlib.contextmanager
+    def _settings(self, settings: Mapping[str, str]) -> Iterator[None]:
+        """Session settings for the block, restored after it."""
         previous = {key: self.spark.conf.get(key, None) for key in settings}
         for key, value in settings.items():
             self.spark.conf.set(key, value)

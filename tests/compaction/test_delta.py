@@ -291,9 +291,10 @@ def test_a_job_killed_before_its_commit_then_rerun_gives_the_reference(
     assert (versions(output), referenced_files(output)) == committed
     assert as_reference(rust_rows(output)) == reference(first)
 
-    rerun = job.run()
-    assert rerun.rows_read == len(second)
-    assert rerun.offsets_run == 2 and rerun.table_version == 1
+    rerun = cli_run(bootstrap_servers, topic_name, output)  # the CLI's own Delta session
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert f"rows read          {len(second)}\n" in rerun.stdout
+    assert "offsets stored     run 2\ntable version      1\n" in rerun.stdout
     assert_table_is(spark, output, reference(first + second))
 
     # VACUUM removes the killed run's files (and those the MERGE replaced), nothing else.

@@ -61,7 +61,10 @@ def test_the_delta_package_is_added_unless_some_version_is_listed() -> None:
     )
 
 
-@pytest.mark.parametrize("options", [{"optimize": True}, {"zorder": True}, {"vacuum_hours": 1.0}])
+@pytest.mark.parametrize(
+    "options",
+    [{"optimize": True}, {"zorder": True}, {"vacuum_hours": 1.0}, {"deletion_vectors": True}],
+)
 def test_maintenance_needs_the_delta_format(options: dict[str, object]) -> None:
     with pytest.raises(CompactionError, match="need --format delta"):
         CompactionConfig("b:9092", ("t",), "/tmp/x", format="parquet", **options)
