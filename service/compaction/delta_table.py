@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from delta.tables import DeltaTable
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
@@ -106,6 +106,10 @@ def parse_metadata(text: str | None) -> StoredOffsets | None:
         raise OffsetStoreError(f"unreadable offsets in a commit's userMetadata: {exc}") from exc
 
 
+def _newest(row: Row) -> int:
+    return -int(row["version"])
+
+
 class DeltaResultTable:
     """The Delta table at ``path``: read its offsets and result type, merge a run into it,
     maintain it."""
@@ -131,15 +135,18 @@ class DeltaResultTable:
         return bool(DeltaTable.isDeltaTable(self.spark, self.path))
 
     def latest(self) -> StoredOffsets | None:
-        """The offsets of the newest commit the job made (``None`` before the first)."""
+        """The offsets of the newest commit the job made (``None`` before the first).
+        Looks at the newest 50 commits first, then at the whole history Delta keeps."""
         if not self.exists():
             return None
-        history = DeltaTable.forPath(self.spark, self.path).history()
-        rows = history.where(F.col("userMetadata").isNotNull()).select("version", "userMetadata")
-        for row in sorted(rows.collect(), key=lambda r: -int(r["version"])):
-            stored = parse_metadata(row["userMetadata"])
-            if stored is not None:
-                return stored
+        table = DeltaTable.forPath(self.spark, self.path)
+        for limit in (50, None):  # DeltaTable.history reads the commits at once
+            history = table.history(limit) if limit else table.history()
+            rows = history.where(F.col("userMetadata").isNotNull())
+            for row in sorted(rows.select("version", "userMetadata").collect(), key=_newest):
+                stored = parse_metadata(row["userMetadata"])
+                if stored is not None:
+                    return stored
         return None
 
     def result_type(self) -> StructType | None:
@@ -245,7 +252,7 @@ class DeltaResultTable:
         """The commit of ``run`` made by this ``attempt``, found in the newest versions;
         raises when Delta skipped it (its transaction version was already taken)."""
         history = DeltaTable.forPath(self.spark, self.path).history(20).collect()
-        for row in sorted(history, key=lambda r: -int(r["version"])):
+        for row in sorted(history, key=_newest):
             if metadata_attempt(row["userMetadata"]) != attempt:
                 continue
             metrics = {k: int(v) for k, v in (row["operationMetrics"] or {}).items()}

@@ -401,3 +401,26 @@ def test_two_jobs_planned_from_the_same_offsets_commit_once(
     assert as_reference(rust_rows(output)) == reference(produced + late)
     again = compactor(spark, bootstrap_servers, topic_name, output).run()
     assert (again.rows_read, again.offsets_run) == (0, None)
+
+
+def test_with_deletion_vectors_a_merge_writes_only_the_changed_rows(
+    spark: SparkSession, broker_name: str, bootstrap_servers: str, topic_name: str, tmp_path: Path
+) -> None:
+    """``--deletion-vectors``: the late firing's MERGE marks the replaced row deleted
+    instead of rewriting its file (read back by Spark: delta-rs's pyarrow reader does not
+    read deletion vectors)."""
+    on_apache_kafka_only(broker_name)
+    create_topic(bootstrap_servers, topic_name, 1)
+    output = tmp_path / "table"
+    first = [record("loose", key, T0, 0, {"n": 0}) for key in ("a", "b", "c", "d")]
+    late = [record("loose", "b", T0, 1, {"n": 1}, fire="late")]
+    job = compactor(spark, bootstrap_servers, topic_name, output, deletion_vectors=True)
+    for batch in (first, late):
+        produce(bootstrap_servers, topic_name, batch)
+        job.run()
+    assert as_reference(spark_rows(spark, output)) == reference(first + late)
+    (merge,) = spark.sql(f"DESCRIBE HISTORY delta.`{output}`").where("version = 1").collect()
+    metrics = merge["operationMetrics"]
+    assert merge["operation"] == "MERGE"
+    assert (metrics["numTargetRowsUpdated"], metrics["numTargetRowsCopied"]) == ("1", "0")
+    assert int(metrics["numTargetDeletionVectorsAdded"]) == 1
