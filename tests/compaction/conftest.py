@@ -1,5 +1,5 @@
-"""Fixtures of the compaction tests: one local SparkSession (with Spark's Kafka source),
-topics on each broker."""
+"""Fixtures of the compaction tests: one local SparkSession (with Spark's Kafka source
+and Delta Lake), topics on each broker."""
 
 from __future__ import annotations
 
@@ -20,14 +20,11 @@ pytest.importorskip("confluent_kafka")
 from pyspark.sql import SparkSession  # noqa: E402
 
 from service.compaction.cli import build_session  # noqa: E402
+from service.compaction.delta_session import SESSION_SETTINGS, delta_package  # noqa: E402
 
 SPARK_KAFKA_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0"
-"""Spark's own Kafka source for ``--source kafka``, resolved by ``spark.jars.packages``.
-
-In production use the version of the cluster's Spark. Here it is 4.2.0 under pyspark
-4.3.0: Maven Central, as reached from here, has no 4.3.0 of Spark's jars (spark-core,
-spark-sql, spark-sql-kafka: not found), and 4.2.0 is the newest connector it has; the
-tests prove that it reads exactly as the Python source does on this Spark."""
+"""Spark's own Kafka source for ``--source kafka``, resolved by ``spark.jars.packages``
+(in production, use the version of the cluster's Spark; here it is pyspark's, 4.2.0)."""
 IVY_SETTINGS = Path(__file__).with_name("ivysettings.xml")
 
 DAY_MS = 86_400_000
@@ -45,8 +42,11 @@ def spark() -> Iterator[SparkSession]:
             "spark.ui.enabled": "false",
             "spark.ui.showConsoleProgress": "false",
             "spark.driver.memory": "1g",
-            "spark.jars.packages": SPARK_KAFKA_PACKAGE,
+            "spark.jars.packages": f"{SPARK_KAFKA_PACKAGE},{delta_package()}",
             "spark.jars.ivySettings": str(IVY_SETTINGS),
+            # Small tables: Delta's log replay in 2 tasks, not 50.
+            "spark.databricks.delta.snapshotPartitions": "2",
+            **SESSION_SETTINGS,
         },
     )
     session.sparkContext.setLogLevel("ERROR")

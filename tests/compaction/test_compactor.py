@@ -1,4 +1,5 @@
-"""The compaction job end to end: embedded broker in, Parquet out, one shared SparkSession."""
+"""The compaction job end to end into a Parquet dataset (``--format parquet``): each broker
+in, Parquet out, one shared SparkSession."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ def compactor(
         bootstrap_servers=bootstrap_servers,
         topics=tuple(topics),
         output=str(output),
+        format="parquet",
         max_records_per_split=options.pop("max_records_per_split", 40),
         **options,
     )
