@@ -2,11 +2,11 @@
 
 As Kafka Connect's status topic: each member (a replica; a worker, once there are
 several per replica) publishes, every ``interval_s``, its local status of every pipeline
-it runs (key ``<member>/<pipeline>``) and a heartbeat listing them (key ``<member>/``);
-a pipeline it stops running gets a tombstone, and a member that stops gracefully
-tombstones everything it published. Every member follows the topic from its start and
-keeps the newest record per key, so any replica can answer for the whole pipeline
-(:mod:`service.api.pipeline_view`).
+it runs (key ``<member>/<pipeline>``) and a heartbeat (key ``<member>/``, so that a
+member running no pipeline shows too); a pipeline it stops running gets a tombstone,
+and a member that stops gracefully tombstones everything it published. Every member
+follows the topic from its start and keeps the newest record per key, so any replica
+can answer for the whole pipeline (:mod:`service.api.pipeline_view`).
 
 Best effort by design: the reports are a view, never a decision. A broker that cannot be
 used leaves the view with this replica's own status only (the board retries with a
@@ -185,7 +185,7 @@ class MemberBoard:
             await producer.send(self.topic, orjson.dumps(value), key=self._key(name))
         for gone in self._published - set(local):
             await producer.send(self.topic, None, key=self._key(gone))
-        beat = {**identity, "published_ms": now, "pipelines": sorted(local)}
+        beat = {**identity, "published_ms": now}
         await producer.send(self.topic, orjson.dumps(beat), key=self._key(""))
         await producer.flush()
         self._published = set(local)
@@ -214,7 +214,6 @@ class MemberBoard:
                 worker=int(data.get("worker", 0)),
                 published_ms=int(data["published_ms"]),
                 status=data.get("status"),
-                pipelines=tuple(data.get("pipelines", ())),
             )
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
             logger.debug("member report %r not read", text)

@@ -38,14 +38,13 @@ _SUMMED = ("records_in", "restarts", "loop_turns")
 @dataclass(frozen=True, slots=True)
 class MemberReport:
     """One member's newest report of one pipeline (``status`` is its local status), or
-    of itself (``status`` None: the member's heartbeat, which lists its pipelines)."""
+    of itself (``status`` None: the member's heartbeat)."""
 
     member: str
     host: str
     worker: int
     published_ms: int
     status: Mapping[str, Any] | None = None
-    pipelines: tuple[str, ...] = ()
 
     def owner(self, lost: bool) -> dict[str, Any]:
         return {"member": self.member, "host": self.host, "worker": self.worker, "lost": lost}

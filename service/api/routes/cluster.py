@@ -7,7 +7,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
-from service.api.pipeline_view import MemberReport, cluster_members
+from service.api.pipeline_view import cluster_members
 from service.api.routes.deps import lost_after_ms, services
 
 router = APIRouter(tags=["cluster"])
@@ -19,7 +19,7 @@ async def cluster(request: Request) -> dict[str, Any]:
     board = found.members
     now = int(time.time() * 1000)
     local = found.registry.local_statuses()
-    me = MemberReport(board.member, board.host, board.worker, now, pipelines=tuple(local))
     reports = [board.me(now, status) for status in local.values()] + board.reports()
-    members = cluster_members([me, *board.heartbeats()], reports, now, lost_after_ms(found))
+    heartbeats = [board.me(now), *board.heartbeats()]
+    members = cluster_members(heartbeats, reports, now, lost_after_ms(found))
     return {"member": board.member, "members": members}

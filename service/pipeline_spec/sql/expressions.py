@@ -27,7 +27,15 @@ from service.operators.steps.compiler import StepsDialect, column_path
 from .context import Compilation
 from .sources import Source, family_of
 
-__all__ = ["Scope", "column_path", "describe", "family", "one_source_query", "translate"]
+__all__ = [
+    "Scope",
+    "column_path",
+    "describe",
+    "family",
+    "one_source_query",
+    "translate",
+    "write_source",
+]
 
 
 @dataclass(slots=True)
@@ -324,3 +332,13 @@ def one_source_query(
             comp.came_from(("steps", len(steps)), where.this, statement)
             steps.append({"filter": text})
     return scope, steps
+
+
+def write_source(comp: Compilation, source: Source, steps: list[dict[str, Any]]) -> dict[str, Any]:
+    """Put a one-source query's source and steps in the spec; the spec, for the rest."""
+    spec = comp.spec
+    spec["source"] = source.source
+    comp.came_from(("source",), source.node, source.statement)
+    if steps:
+        spec["steps"] = steps
+    return spec

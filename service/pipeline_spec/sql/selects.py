@@ -13,7 +13,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from .context import Compilation
-from .expressions import column_path, one_source_query, translate
+from .expressions import column_path, one_source_query, translate, write_source
 from .sources import Source
 
 __all__ = ["compile_select"]
@@ -50,11 +50,7 @@ def compile_select(comp: Compilation, source: Source, select: exp.Select, statem
     if computed:
         comp.came_from(("steps", len(steps)), select, statement)
         steps.append({"set": computed})
-    spec = comp.spec
-    spec["source"] = source.source
-    comp.came_from(("source",), source.node, source.statement)
-    if steps:
-        spec["steps"] = steps
+    spec = write_source(comp, source, steps)
     if source.timestamp:
         spec["timestamp"] = source.timestamp
     if source.watermark:

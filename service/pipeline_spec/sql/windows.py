@@ -31,7 +31,15 @@ from typing import Any
 from sqlglot import exp
 
 from .context import Compilation
-from .expressions import Scope, column_path, describe, family, one_source_query, translate
+from .expressions import (
+    Scope,
+    column_path,
+    describe,
+    family,
+    one_source_query,
+    translate,
+    write_source,
+)
 from .sink import Settings
 from .sources import Source
 
@@ -87,11 +95,7 @@ def compile_window(
     if computed:
         comp.came_from(("steps", len(steps)), select, statement)
         steps.append({"set": computed})
-    spec = comp.spec
-    spec["source"] = source.source
-    comp.came_from(("source",), source.node, source.statement)
-    if steps:
-        spec["steps"] = steps
+    spec = write_source(comp, source, steps)
     if key is not None:
         spec["key"] = key
         comp.came_from(("key",), select.args.get("group"), statement)
