@@ -21,7 +21,12 @@ from collections.abc import Sequence
 from pyspark.sql import SparkSession
 
 from service.compaction.compactor import FORMATS, CompactionConfig, Compactor
-from service.compaction.delta_session import SESSION_SETTINGS, delta_package, with_package
+from service.compaction.delta_session import (
+    SESSION_SETTINGS,
+    delta_package,
+    lists_delta_jar,
+    with_package,
+)
 from service.compaction.errors import CompactionError
 from service.compaction.schemas import parse_result_schemas
 from service.compaction.security import REDACTED_OPTIONS, ClientSecurity, SecurityConfigError
@@ -123,7 +128,7 @@ def build_session(master: str | None, conf: dict[str, str], *, delta: bool = Fal
     """A SparkSession for the job: UTC session time zone, dynamic partition overwrite;
     with ``delta``, Delta Lake's extension and catalog, and its jar added to
     ``spark.jars.packages`` (resolved from Maven Central when the session starts; under
-    spark-submit, pass it with ``--packages``).
+    spark-submit, pass it with ``--packages``) unless ``spark.jars`` already has one.
 
     In local mode the Python workers run this interpreter (they need pyarrow and
     confluent-kafka), unless ``PYSPARK_PYTHON`` says otherwise, and the driver binds to
@@ -150,7 +155,7 @@ def build_session(master: str | None, conf: dict[str, str], *, delta: bool = Fal
         **(SESSION_SETTINGS if delta else {}),
         **conf,
     }
-    if delta:
+    if delta and not lists_delta_jar(settings.get("spark.jars")):
         packages = with_package(settings.get("spark.jars.packages"), delta_package())
         settings["spark.jars.packages"] = packages
     for key, value in settings.items():

@@ -35,6 +35,14 @@ def delta_package() -> str:
     return f"io.delta:delta-spark_{major_minor}_2.13:{delta}"
 
 
+def lists_delta_jar(jars: str | None) -> bool:
+    """Whether ``spark.jars`` already holds a ``delta-spark`` jar (an image that ships
+    it, jars resolved ahead of time): then no package is added and nothing is resolved
+    when the session starts."""
+    names = (j.strip().rsplit("/", 1)[-1] for j in (jars or "").split(","))
+    return any("delta-spark_" in name and name.endswith(".jar") for name in names)
+
+
 def with_package(packages: str | None, package: str) -> str:
     """``spark.jars.packages`` with ``package`` added unless some version of its
     artifact is already there (the caller's choice wins)."""

@@ -19,25 +19,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from deltalake import DeltaTable as RustDeltaTable
+from deltalake import QueryBuilder
 from pyspark.sql import SparkSession
 
 from service.compaction import CompactionConfig, Compactor, Summary
 from service.compaction.delta_table import APP_ID, DeltaResultTable, parse_metadata
 from service.compaction.errors import OffsetStoreError
 
-from .conftest import DAY_MS, IVY_SETTINGS, SPARK_KAFKA_PACKAGE, T0, create_topic, produce, record
+from .conftest import DAY_MS, T0, create_topic, on_apache_kafka_only, produce, record
+from .spark_jars import read_jars
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
-
-
-def on_apache_kafka_only(broker_name: str) -> None:
-    """The tests of the table's side (crash, readers, maintenance, evolution) depend on
-    no broker: they run on Apache Kafka only, to keep the suite short; the reference test
-    reads from both brokers."""
-    if broker_name != "kafka":
-        pytest.skip("the table's side, checked on Apache Kafka")
 
 
 CRASH_SOURCE = Path(__file__).with_name("crash") / "CrashBeforeCommitLogStore.java"
@@ -101,8 +96,12 @@ def spark_rows(spark: SparkSession, output: Path) -> list[dict[str, Any]]:
 
 
 def rust_rows(output: Path, version: int | None = None) -> list[dict[str, Any]]:
+    """The table's rows read by delta-rs's own query engine (DataFusion): it fills a
+    struct field added by schema evolution with nulls in the older files, which
+    ``DeltaTable.to_pyarrow_table`` (a pyarrow dataset scan) refuses on pyarrow 16."""
     table = RustDeltaTable(str(output), version=version)
-    rows: list[dict[str, Any]] = table.to_pyarrow_table().to_pylist()
+    batches = QueryBuilder().register("t", table).execute("SELECT * FROM t")
+    rows: list[dict[str, Any]] = pa.table(batches).to_pylist()
     return rows
 
 
@@ -211,14 +210,14 @@ def test_a_new_result_field_is_added_by_schema_evolution(
 
 
 @pytest.fixture(scope="session")
-def crash_jar(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def crash_jar(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """tests/compaction/crash/CrashBeforeCommitLogStore.java compiled against the Delta
-    storage jar the session resolved and pyspark's Hadoop client."""
+    storage jar ``make spark-jars`` resolved and pyspark's Hadoop client."""
     import pyspark
 
     if shutil.which("javac") is None:
         pytest.skip("javac (a JDK 17) is needed to build the crash point")
-    jars = [j.removeprefix("file://") for j in spark.conf.get("spark.jars", "").split(",")]
+    jars = read_jars()
     storage = [j for j in jars if "delta-storage" in j]
     hadoop = sorted((Path(pyspark.__file__).parent / "jars").glob("hadoop-client-api-*.jar"))
     assert storage and hadoop, (jars, hadoop)
@@ -239,22 +238,22 @@ def crash_jar(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> 
 def cli_run(
     bootstrap: str, topic: str, output: Path, *, crash_jar: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """``python -m service.compaction`` into ``output``; with ``crash_jar``, its first
-    MERGE commit kills it (SIGKILL) after the data files are written."""
+    """``python -m service.compaction`` into ``output``, with the jars ``make spark-jars``
+    resolved (Delta's among them: the job resolves nothing); with ``crash_jar``, its
+    first MERGE commit kills it (SIGKILL) after the data files are written."""
+    jars = [*read_jars(), *([str(crash_jar)] if crash_jar is not None else [])]
     argv = [
         sys.executable,
         "-m",
         "service.compaction",
         *("--bootstrap-servers", bootstrap, "--topics", topic, "--output", str(output)),
-        *("--master", "local[1]", "--result-schema", "typed=n long, k string"),
+        *("--master", "local[2]", "--result-schema", "typed=n long, k string"),
         *("--conf", "spark.sql.shuffle.partitions=2", "--conf", "spark.ui.enabled=false"),
         *("--conf", "spark.databricks.delta.snapshotPartitions=2"),
-        *("--conf", f"spark.jars.packages={SPARK_KAFKA_PACKAGE}"),
-        *("--conf", f"spark.jars.ivySettings={IVY_SETTINGS}"),
+        *("--conf", f"spark.jars={','.join(jars)}"),
     ]
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     if crash_jar is not None:
-        argv += ["--conf", f"spark.jars={crash_jar}"]
         argv += ["--conf", f"spark.delta.logStore.file.impl={CRASH_CLASS}"]
         env["CLOCKWORK_TEST_CRASH_BEFORE_COMMIT"] = "MERGE"
     return subprocess.run(argv, capture_output=True, text=True, timeout=400, check=False, env=env)

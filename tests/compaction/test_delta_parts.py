@@ -7,7 +7,7 @@ import pytest
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
 from service.compaction import CompactionConfig
-from service.compaction.delta_session import with_package
+from service.compaction.delta_session import lists_delta_jar, with_package
 from service.compaction.delta_table import commit_metadata, metadata_attempt, parse_metadata
 from service.compaction.errors import CompactionError, OffsetStoreError, ResultSchemaError
 from service.compaction.offsets import StoredOffsets
@@ -59,6 +59,13 @@ def test_the_delta_package_is_added_unless_some_version_is_listed() -> None:
     assert with_package("io.delta:delta-spark_4.2_2.13:9.9", delta) == (
         "io.delta:delta-spark_4.2_2.13:9.9"
     )
+
+
+def test_a_delta_jar_on_spark_jars_means_no_package_is_resolved() -> None:
+    assert lists_delta_jar("/j/a.jar,/j/io.delta_delta-spark_4.2_2.13-4.4.0.jar")
+    assert lists_delta_jar("file:///opt/delta-spark_4.2_2.13-4.4.0.jar")
+    assert not lists_delta_jar("/j/io.delta_delta-storage-4.4.0.jar")
+    assert not lists_delta_jar(None)
 
 
 @pytest.mark.parametrize(
