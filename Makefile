@@ -42,7 +42,7 @@ $(SPARK_JARS): tests/compaction/spark_jars.py tests/compaction/ivysettings.xml $
 	$(PY) -m tests.compaction.spark_jars
 
 spark-jars: $(SPARK_JARS)
-	@while read -r jar; do test -f "$$jar" || exit 1; done < $(SPARK_JARS) \
+	@( while read -r jar; do test -f "$$jar" || exit 1; done < $(SPARK_JARS) ) \
 		|| { rm -f $(SPARK_JARS); $(MAKE) --no-print-directory $(SPARK_JARS); }
 
 # Apicurio Registry for the tests of the Avro, Protobuf and JSON Schema formats
