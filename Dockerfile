@@ -64,6 +64,10 @@ COPY --from=compaction-packages /usr/local /usr/local
 RUN useradd --system --uid 10001 --home-dir /app --create-home clockwork
 WORKDIR /app
 USER 10001
+# Delta Lake's jar (for the default --format delta) resolved from Maven Central into
+# ~/.ivy2* now, so that a run starts without downloading it.
+RUN python -c "from service.compaction.cli import build_session; \
+build_session('local[1]', {'spark.ui.enabled': 'false'}, delta=True).stop()"
 ENTRYPOINT ["python", "-m", "service.compaction"]
 
 # The default target is the service.

@@ -9,7 +9,7 @@ STAMP_DEV  := $(VENV)/.installed-dev
 KAFKA_POM := tests/kafka/pom.xml
 KAFKA_CP  := tests/kafka/classpath.txt
 
-.PHONY: run test lint typecheck unit kafka registry bench bench-peers bench-nexmark bench-workers clean screenshot console-vendor image compose-test
+.PHONY: run test lint typecheck unit kafka spark-jars registry bench bench-peers bench-nexmark bench-workers clean screenshot console-vendor image compose-test
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,18 @@ $(KAFKA_CP): $(KAFKA_POM)
 kafka: $(KAFKA_CP)
 	@tr ':' '\n' < $(KAFKA_CP) | while read -r jar; do test -f "$$jar" || exit 1; done \
 		|| { rm -f $(KAFKA_CP); $(MAKE) --no-print-directory $(KAFKA_CP); }
+
+# Spark's Kafka source and Delta Lake's jars for the compaction tests, resolved once by Spark
+# itself (tests/compaction/spark_jars.py: downloads cached in ~/.ivy2*) and copied into
+# tests/compaction/jars/ (git-ignored), which the tests pass as spark.jars: no JVM a test
+# starts resolves anything. Again when the versions (pyproject.toml) changed or a jar left.
+SPARK_JARS := tests/compaction/jars/jars.txt
+$(SPARK_JARS): tests/compaction/spark_jars.py tests/compaction/ivysettings.xml $(STAMP_DEV)
+	$(PY) -m tests.compaction.spark_jars
+
+spark-jars: $(SPARK_JARS)
+	@( while read -r jar; do test -f "$$jar" || exit 1; done < $(SPARK_JARS) ) \
+		|| { rm -f $(SPARK_JARS); $(MAKE) --no-print-directory $(SPARK_JARS); }
 
 # Apicurio Registry for the tests of the Avro, Protobuf and JSON Schema formats
 # (tests/registry/pom.xml): its ready app from Maven Central, unpacked here (git-ignored).
@@ -72,7 +84,7 @@ $(CONTAINER_TOOLS):
 image: $(CONTAINER_TOOLS)
 	PYTHON_IMAGE="$(PYTHON_IMAGE)" deploy/image/build.sh
 
-test: lint typecheck kafka registry $(CHROMIUM) $(CONTAINER_TOOLS)
+test: lint typecheck kafka spark-jars registry $(CHROMIUM) $(CONTAINER_TOOLS)
 	$(VENV)/bin/pytest -q
 
 # docker-compose.yml run whole under podman-compose (PyPI; podman 4.3 has no `podman

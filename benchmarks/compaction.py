@@ -1,30 +1,35 @@
-"""Compaction benchmark: 1M result records from Kafka into the Parquet table.
+"""Compaction benchmark: 1M result records from Kafka into a Delta table and/or Parquet.
 
-Run: ``python -m benchmarks.compaction [--windows N] [--firings N] [--master local[2]]``.
+Run: ``python -m benchmarks.compaction [--format delta,parquet] [--windows N]
+[--firings N] [--late-fraction F] [--master local[2]]``.
 
 Produces ``windows x firings`` result records (default 240,000 x 4 = 960,000) plus a
 replay of the first 40,000 (duplicates with the same seq at newer offsets): 1,000,000
 records of ~230 bytes, two pipelines over ten days of windows, keyed by the pipeline
 key into a 4-partition topic on an embedded broker (built with ``create_batch`` /
-``send_batch``, 1 MiB batches). Then one compaction run (plan, read through the Python
-data source, dedupe, write, store offsets) into a fresh directory, timed end to end
-after the SparkSession is up, and a second run with nothing new (the no-op path).
-Prints rows/s read and written and the wall times.
+``send_batch``, 1 MiB batches). Then, in the same process and the same SparkSession,
+for each format into its own fresh directory: a first run (plan, read through the
+Python data source, dedupe, write, commit the offsets), timed end to end after the
+session is up, and a run with nothing new. Then ``late-fraction`` (1%) of the windows
+get one more (late) firing, spread over all the days, and each format runs again.
+Prints rows/s read and written and the wall times, per format.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import random
 import tempfile
 import time
 import zlib
+from pathlib import Path
 
 import orjson
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from service.compaction import CompactionConfig, Compactor
+from service.compaction import CompactionConfig, Compactor, Summary
 from service.compaction.cli import build_session
 from service.runtime.kafka.embedded_broker import EmbeddedBroker
 
@@ -34,13 +39,20 @@ SIZE_MS = 60_000
 KEYS = 1_000
 
 
-def records(windows: int, firings: int, replay: int) -> list[tuple[int, bytes, bytes]]:
-    """``(partition, key, value)``, firings of each window in seq order, replay last."""
+IVY_SETTINGS = Path(__file__).parents[1] / "tests" / "compaction" / "ivysettings.xml"
+"""Maven Central for the Delta jar (see the file for why not ~/.m2)."""
+
+
+def records(
+    windows: int, firings: int, replay: int, only: list[int] | None = None, first_seq: int = 0
+) -> list[tuple[int, bytes, bytes]]:
+    """``(partition, key, value)``, firings of each window in seq order, replay last;
+    with ``only``, those windows alone."""
     out = []
     per_day = max(1, windows // 10)
-    for seq in range(firings):
+    for seq in range(first_seq, first_seq + firings):
         fire = "on_time" if seq == 0 else "late"
-        for w in range(windows):
+        for w in only if only is not None else range(windows):
             pipeline = "revenue" if w % 2 else "clicks"
             key = f"user-{w % KEYS}"
             start = T0 + (w // per_day) * 86_400_000 + (w // KEYS) * SIZE_MS
@@ -66,6 +78,12 @@ async def produce(bootstrap_servers: str, topic: str, data: list[tuple[int, byte
         await admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
     finally:
         await admin.close()
+    await produce_more(bootstrap_servers, topic, data)
+
+
+async def produce_more(
+    bootstrap_servers: str, topic: str, data: list[tuple[int, bytes, bytes]]
+) -> None:
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap_servers, max_batch_size=1 << 20)
     await producer.start()
     try:
@@ -84,15 +102,51 @@ async def produce(bootstrap_servers: str, topic: str, data: list[tuple[int, byte
         await producer.stop()
 
 
+class Stopwatch:
+    """Progress lines stamped with the time since the current run started."""
+
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+
+    def line(self, text: str) -> None:
+        print(f"    {time.perf_counter() - self.started:6.1f}s {text}")
+
+
+STOPWATCH = Stopwatch()
+
+
+def timed_run(compactor: Compactor, label: str) -> tuple[Summary, float]:
+    started = STOPWATCH.started = time.perf_counter()
+    summary = compactor.run()
+    wall = time.perf_counter() - started
+    print(
+        f"  {label}: {wall:.1f}s wall, {summary.rows_read} read "
+        f"({summary.rows_read / wall:,.0f}/s), {summary.rows_changed} changed, "
+        f"{summary.rows_written} written ({summary.rows_written / wall:,.0f}/s), "
+        f"{len(summary.partitions_touched)} partitions"
+    )
+    return summary, wall
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--format", default="delta,parquet", help="delta, parquet or both")
     parser.add_argument("--windows", type=int, default=240_000)
     parser.add_argument("--firings", type=int, default=4)
     parser.add_argument("--replay", type=int, default=40_000)
+    parser.add_argument("--late-fraction", type=float, default=0.01)
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument(
+        "--deletion-vectors", action="store_true", help="create the Delta table with them"
+    )
     args = parser.parse_args()
+    formats = [f.strip() for f in args.format.split(",") if f.strip()]
 
     data = records(args.windows, args.firings, args.replay)
+    late_windows = random.Random(7).sample(
+        range(args.windows), max(1, int(args.windows * args.late_fraction))
+    )
+    late = records(args.windows, 1, 0, only=sorted(late_windows), first_seq=args.firings)
     with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as out:
         started = time.perf_counter()
         asyncio.run(produce(broker.bootstrap_servers, "results", data))
@@ -101,31 +155,47 @@ def main() -> None:
         started = time.perf_counter()
         spark = build_session(
             args.master,
-            {"spark.ui.showConsoleProgress": "false", "spark.driver.memory": "2g"},
+            {
+                "spark.ui.showConsoleProgress": "false",
+                "spark.driver.memory": "2g",
+                "spark.jars.ivySettings": str(IVY_SETTINGS),
+            },
+            delta="delta" in formats,
         )
         spark.sparkContext.setLogLevel("ERROR")
         print(f"spark {spark.version} up in {time.perf_counter() - started:.1f}s")
         try:
-            config = CompactionConfig(broker.bootstrap_servers, ("results",), out)
-            started = time.perf_counter()
-            compactor = Compactor(
-                spark,
-                config,
-                progress=lambda line: print(f"  {time.perf_counter() - started:6.1f}s {line}"),
-            )
-            summary = compactor.run()
-            wall = time.perf_counter() - started
-            print(summary.text())
-            print(
-                f"first run: {wall:.1f}s wall, {summary.rows_read / wall:,.0f} rows/s read, "
-                f"{summary.rows_written / wall:,.0f} rows/s written"
-            )
-            started = time.perf_counter()
-            again = compactor.run()
-            print(
-                f"second run (nothing new): {time.perf_counter() - started:.1f}s, "
-                f"{again.rows_written} rows written"
-            )
+            compactors = {
+                f: Compactor(
+                    spark,
+                    CompactionConfig(
+                        broker.bootstrap_servers,
+                        ("results",),
+                        f"{out}/{f}",
+                        format=f,
+                        deletion_vectors=args.deletion_vectors and f == "delta",
+                    ),
+                    progress=STOPWATCH.line,
+                )
+                for f in formats
+            }
+            walls: dict[tuple[str, str], float] = {}
+            for f, compactor in compactors.items():
+                print(f"{f}:")
+                walls[f, "first"] = timed_run(compactor, "first run")[1]
+                walls[f, "noop"] = timed_run(compactor, "nothing new")[1]
+            asyncio.run(produce_more(broker.bootstrap_servers, "results", late))
+            print(f"produced {len(late)} late firings over {len(late_windows)} old windows")
+            for f, compactor in compactors.items():
+                print(f"{f}:")
+                walls[f, "late"] = timed_run(compactor, "1% late firings")[1]
+            print("format   first run  nothing new  1% late  late/first")
+            for f in formats:
+                first, noop, upd = walls[f, "first"], walls[f, "noop"], walls[f, "late"]
+                print(f"{f:8} {first:8.1f}s {noop:10.1f}s {upd:7.1f}s {upd / first:10.2f}")
+            if {"delta", "parquet"} <= set(formats):
+                ratio = walls["delta", "first"] / walls["parquet", "first"]
+                print(f"delta / parquet, first run: {ratio:.2f}x")
         finally:
             spark.stop()
 

@@ -1,4 +1,5 @@
-"""``python -m service.compaction``: compact result topics into a Parquet dataset.
+"""``python -m service.compaction``: compact result topics into a Delta Lake table (or a
+Parquet dataset).
 
 Local::
 
@@ -19,7 +20,13 @@ from collections.abc import Sequence
 
 from pyspark.sql import SparkSession
 
-from service.compaction.compactor import CompactionConfig, Compactor
+from service.compaction.compactor import FORMATS, CompactionConfig, Compactor
+from service.compaction.delta_session import (
+    SESSION_SETTINGS,
+    delta_package,
+    lists_delta_jar,
+    with_package,
+)
 from service.compaction.errors import CompactionError
 from service.compaction.schemas import parse_result_schemas
 from service.compaction.security import REDACTED_OPTIONS, ClientSecurity, SecurityConfigError
@@ -41,7 +48,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m service.compaction",
         description="Compact Clockwork result topics (newest seq per window id) into a "
-        "Parquet dataset partitioned by pipeline and window_date.",
+        "Delta Lake table (or a Parquet dataset) partitioned by pipeline and window_date.",
     )
     p.add_argument(
         "--bootstrap-servers",
@@ -49,7 +56,35 @@ def parser() -> argparse.ArgumentParser:
         help="Kafka bootstrap servers (default: $KAFKA_BOOTSTRAP_SERVERS)",
     )
     p.add_argument("--topics", required=True, help="comma-separated result topics")
-    p.add_argument("--output", required=True, help="dataset path (any Hadoop FS URI)")
+    p.add_argument("--output", required=True, help="table path (any Hadoop FS URI)")
+    p.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="delta",
+        help="delta (default): a Delta Lake table, one MERGE commit per run holding the "
+        "offsets; parquet: a plain Parquet dataset with the offsets beside it",
+    )
+    p.add_argument(
+        "--optimize", action="store_true", help="delta: compact small files after the run"
+    )
+    p.add_argument(
+        "--zorder",
+        action="store_true",
+        help="delta: OPTIMIZE Z-ordered by key after the run (rewrites whole partitions)",
+    )
+    p.add_argument(
+        "--deletion-vectors",
+        action="store_true",
+        help="delta: create the table with deletion vectors (a MERGE then rewrites only "
+        "the rows it changes; readers must support them: not delta-rs's pyarrow reader)",
+    )
+    p.add_argument(
+        "--vacuum-hours",
+        type=float,
+        metavar="N",
+        help="delta: after the run, delete files unreferenced for N hours (Delta's safety "
+        "margin is 168)",
+    )
     p.add_argument(
         "--source",
         choices=("python", "kafka"),
@@ -89,8 +124,11 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def build_session(master: str | None, conf: dict[str, str]) -> SparkSession:
-    """A SparkSession for the job: UTC session time zone, dynamic partition overwrite.
+def build_session(master: str | None, conf: dict[str, str], *, delta: bool = False) -> SparkSession:
+    """A SparkSession for the job: UTC session time zone, dynamic partition overwrite;
+    with ``delta``, Delta Lake's extension and catalog, and its jar added to
+    ``spark.jars.packages`` (resolved from Maven Central when the session starts; under
+    spark-submit, pass it with ``--packages``) unless ``spark.jars`` already has one.
 
     In local mode the Python workers run this interpreter (they need pyarrow and
     confluent-kafka), unless ``PYSPARK_PYTHON`` says otherwise, and the driver binds to
@@ -114,8 +152,12 @@ def build_session(master: str | None, conf: dict[str, str]) -> SparkSession:
             if local
             else {}
         ),
+        **(SESSION_SETTINGS if delta else {}),
         **conf,
     }
+    if delta and not lists_delta_jar(settings.get("spark.jars")):
+        packages = with_package(settings.get("spark.jars.packages"), delta_package())
+        settings["spark.jars.packages"] = packages
     for key, value in settings.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
@@ -140,6 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             bootstrap_servers=args.bootstrap_servers,
             topics=topics,
             output=args.output,
+            format=args.format,
             source=args.source,
             result_schemas=parse_result_schemas(args.result_schema),
             infer_result_schema=args.infer_result_schema,
@@ -148,11 +191,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             client_options=_key_values(args.kafka_option, "--kafka-option"),
             fail_on_data_loss=not args.allow_data_loss,
             security=security,
+            optimize=args.optimize,
+            zorder=args.zorder,
+            vacuum_hours=args.vacuum_hours,
+            deletion_vectors=args.deletion_vectors,
         )
     except CompactionError as exc:
         raise SystemExit(str(exc)) from exc
     started = time.monotonic()
-    spark = build_session(args.master, _key_values(args.conf, "--conf"))
+    spark = build_session(
+        args.master, _key_values(args.conf, "--conf"), delta=config.format == "delta"
+    )
     logger.info("spark %s up in %.1fs", spark.version, time.monotonic() - started)
     try:
         summary = Compactor(spark, config, progress=logger.info).run()

@@ -1,10 +1,15 @@
 """One compaction run: plan the offset ranges, compact them into the table, store offsets.
 
-The steps are public so a crash between them can be reproduced (tests do):
-:meth:`Compactor.plan` (driver, reads the stored offsets and the high watermarks),
-:meth:`Compactor.compact` (reads Kafka, writes the data, stores nothing) and
-:meth:`Compactor.commit` (stores the offsets). :meth:`Compactor.run` does all three, and
-nothing at all when there is nothing new to read.
+Two table formats (:attr:`CompactionConfig.format`):
+
+- ``delta`` (:mod:`service.compaction.delta_table`): the run is one Delta commit, a
+  ``MERGE`` holding the changed rows and the offsets together; :meth:`Compactor.run`.
+- ``parquet``: a plain Parquet dataset; the steps are public so a crash between them
+  can be reproduced (tests do): :meth:`Compactor.plan` (driver, reads the stored offsets
+  and the high watermarks), :meth:`Compactor.compact` (reads Kafka, writes the data,
+  stores nothing) and :meth:`Compactor.commit` (stores the offsets).
+
+:meth:`Compactor.run` does it all, and nothing at all when there is nothing new to read.
 
 Why a crash cannot duplicate: the table holds one row per ``id``, the newest by rank
 (see :mod:`service.compaction.job`); records read again rank the same, so they change
@@ -14,9 +19,11 @@ keep their files byte for byte.
 
 from __future__ import annotations
 
+import contextlib
+import datetime
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from pyspark import StorageLevel
@@ -25,15 +32,19 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StringType, StructType
 
 from service.compaction import job
+from service.compaction.delta_table import DeltaResultTable
+from service.compaction.errors import CompactionError
 from service.compaction.kafka_client import watermarks
 from service.compaction.kafka_source import read_kafka
 from service.compaction.offsets import OffsetStore, StoredOffsets
 from service.compaction.ranges import OffsetRange, end_offsets, plan_ranges
-from service.compaction.schemas import parse_result_schema
+from service.compaction.schemas import parse_result_schema, widen_struct
 from service.compaction.security import ClientSecurity
 from service.compaction.storage import Storage
 
 logger = logging.getLogger(__name__)
+
+FORMATS = ("delta", "parquet")
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +54,8 @@ class CompactionConfig:
     bootstrap_servers: str
     topics: tuple[str, ...]
     output: str
+    format: str = "delta"
+    """``delta`` (a Delta Lake table, one commit per run) or ``parquet``."""
     source: str = "python"
     """``python`` (the Python data source) or ``kafka`` (Spark's, needs the jar)."""
     result_schemas: Mapping[str, str] = field(default_factory=dict)
@@ -57,6 +70,32 @@ class CompactionConfig:
     fail_on_data_loss: bool = True
     security: ClientSecurity = field(default_factory=ClientSecurity)
     """TLS and SASL for every client of the run (driver and executors, both sources)."""
+    optimize: bool = False
+    """Delta: after the run, compact small files (``OPTIMIZE``)."""
+    zorder: bool = False
+    """Delta: ``OPTIMIZE`` Z-ordered by key (rewrites whole partitions)."""
+    vacuum_hours: float | None = None
+    """Delta: after the run, ``VACUUM`` files unreferenced for this many hours."""
+    deletion_vectors: bool = False
+    """Delta: create the table with deletion vectors (see :mod:`.delta_table`)."""
+
+    def __post_init__(self) -> None:
+        if self.format not in FORMATS:
+            raise CompactionError(
+                f"format must be one of {', '.join(FORMATS)}, not {self.format!r}"
+            )
+        delta_only = (
+            self.optimize,
+            self.zorder,
+            self.vacuum_hours is not None,
+            self.deletion_vectors,
+        )
+        if self.format != "delta" and any(delta_only):
+            raise CompactionError(
+                "--optimize, --zorder, --vacuum-hours and --deletion-vectors need --format delta"
+            )
+        if self.vacuum_hours is not None and self.vacuum_hours < 0:
+            raise CompactionError(f"--vacuum-hours must be >= 0, not {self.vacuum_hours}")
 
 
 @dataclass(slots=True)
@@ -74,6 +113,8 @@ class Summary:
     """Rows in the rewritten partitions (changed and carried over)."""
     partitions_touched: list[str] = field(default_factory=list)
     offsets_run: int | None = None
+    table_version: int | None = None
+    """Delta: the table version the run committed."""
     seconds: float = 0.0
 
     def text(self) -> str:
@@ -88,6 +129,11 @@ class Summary:
                 f"partitions touched {len(self.partitions_touched)}",
                 *(f"  {p}" for p in self.partitions_touched),
                 f"offsets stored     {stored}",
+                *(
+                    [f"table version      {self.table_version}"]
+                    if self.table_version is not None
+                    else []
+                ),
                 f"time               {self.seconds:.1f}s",
             ]
         )
@@ -97,7 +143,7 @@ Progress = Callable[[str], None]
 
 
 class Compactor:
-    """Compacts ``config.topics`` into the Parquet dataset at ``config.output``."""
+    """Compacts ``config.topics`` into the table at ``config.output``."""
 
     def __init__(
         self, spark: SparkSession, config: CompactionConfig, progress: Progress | None = None
@@ -107,11 +153,23 @@ class Compactor:
         self.storage = Storage(spark, config.output)
         self.offsets = OffsetStore(spark, config.output)
         self._progress = progress or logger.info
+        self.delta = DeltaResultTable(
+            spark, config.output, self._progress, deletion_vectors=config.deletion_vectors
+        )
+        self._planned_from: StoredOffsets | None = None
+        """Delta: the stored offsets the last :meth:`plan` started from."""
 
     def plan(self) -> list[OffsetRange]:
         """Per partition of every topic: from the stored offset (or the earliest) to the
         current high watermark."""
-        stored = self.offsets.offsets(list(self.config.topics))
+        self._check_layout()
+        topics = list(self.config.topics)
+        if self.config.format == "delta":
+            self._planned_from = self.delta.latest()
+            held = self._planned_from.offsets if self._planned_from else {}
+            stored = {tp: o for tp, o in held.items() if tp[0] in set(topics)}
+        else:
+            stored = self.offsets.offsets(topics)
         marks = watermarks(
             self.config.bootstrap_servers,
             self.config.topics,
@@ -123,10 +181,66 @@ class Compactor:
         return ranges
 
     def compact(self, ranges: list[OffsetRange], summary: Summary | None = None) -> Summary:
-        """Read ``ranges`` and merge them into the table. Stores no offsets."""
+        """Read ``ranges`` and merge them into the table. With Parquet, stores no
+        offsets (:meth:`commit` does); with Delta, the data and the offsets are one
+        commit, so this is the whole run: the one after the run :meth:`plan` started
+        from (if another job committed that run meanwhile, this one fails)."""
         summary = summary or Summary()
         if not any(r.size for r in ranges):
             return summary
+        with self._winners(ranges, summary) as (winners, per_partition):
+            partitions = job.by_pipeline(per_partition)
+            if self.config.format == "delta":
+                self._merge_delta(winners, partitions, ranges, summary)
+            else:
+                for pipeline, days in sorted(partitions.items()):
+                    self._merge_pipeline(winners, pipeline, days, summary)
+        return summary
+
+    def commit(self, ranges: list[OffsetRange]) -> StoredOffsets:
+        """Parquet: store the ends of ``ranges`` as where the next run starts."""
+        if self.config.format == "delta":
+            raise CompactionError("a Delta run commits its offsets with its data (compact)")
+        stored = self.offsets.commit(end_offsets(ranges))
+        self._progress(f"offsets: stored run {stored.run}")
+        return stored
+
+    def run(self) -> Summary:
+        """Plan, compact, commit; a run with nothing new to read writes nothing. Then,
+        with Delta, the maintenance asked for (even when nothing was new)."""
+        started = time.monotonic()
+        ranges = self.plan()
+        summary = Summary()
+        if any(r.size for r in ranges):
+            self.compact(ranges, summary)
+            if self.config.format == "parquet":
+                summary.offsets_run = self.commit(ranges).run
+        if self.config.optimize or self.config.zorder:
+            self.delta.optimize(zorder=self.config.zorder)
+        if self.config.vacuum_hours is not None:
+            self.delta.vacuum(self.config.vacuum_hours)
+        summary.seconds = time.monotonic() - started
+        return summary
+
+    def _check_layout(self) -> None:
+        """Refuse to mix the formats in one output (a Parquet dataset of this job has its
+        offsets under ``_clockwork``, a Delta table its ``_delta_log``)."""
+        parquet = self.storage.exists(f"{self.storage.output}/_clockwork")
+        delta = self.storage.exists(f"{self.storage.output}/_delta_log")
+        if self.config.format == "delta" and parquet:
+            raise CompactionError(
+                f"{self.config.output} is a Parquet dataset of this job: compact into a new "
+                "path with --format delta, or keep --format parquet"
+            )
+        if self.config.format == "parquet" and delta:
+            raise CompactionError(f"{self.config.output} is a Delta table: use --format delta")
+
+    @contextlib.contextmanager
+    def _winners(
+        self, ranges: list[OffsetRange], summary: Summary
+    ) -> Iterator[tuple[DataFrame, dict[tuple[str, object], int]]]:
+        """The newest record per id among ``ranges`` (``result`` as JSON text), cached
+        while the block runs, and its row count per ``(pipeline, window_date)``."""
         raw = read_kafka(
             self.spark,
             self.config.bootstrap_servers,
@@ -152,31 +266,44 @@ class Compactor:
             self._progress(
                 f"dedupe: {summary.windows} distinct windows in {len(per_partition)} partitions"
             )
-            partitions = job.by_pipeline(per_partition)
-            for pipeline, days in sorted(partitions.items()):
-                self._merge_pipeline(winners, pipeline, days, summary)
+            yield winners, per_partition
         finally:
             parsed.unpersist()
             if winners is not None:
                 winners.unpersist()
-        return summary
 
-    def commit(self, ranges: list[OffsetRange]) -> StoredOffsets:
-        """Store the ends of ``ranges`` as where the next run starts."""
-        stored = self.offsets.commit(end_offsets(ranges))
-        self._progress(f"offsets: stored run {stored.run}")
-        return stored
-
-    def run(self) -> Summary:
-        """Plan, compact, commit; a run with nothing new to read writes nothing."""
-        started = time.monotonic()
-        ranges = self.plan()
-        summary = Summary()
-        if any(r.size for r in ranges):
-            self.compact(ranges, summary)
-            summary.offsets_run = self.commit(ranges).run
-        summary.seconds = time.monotonic() - started
-        return summary
+    def _merge_delta(
+        self,
+        winners: DataFrame,
+        partitions: dict[str, list[object]],
+        ranges: list[OffsetRange],
+        summary: Summary,
+    ) -> None:
+        """One Delta commit: the rows, typed, and the offsets (:mod:`.delta_table`)."""
+        types: dict[str, StructType] = {}
+        result_type = self.delta.result_type()
+        for pipeline in sorted(partitions):
+            spec = self.config.result_schemas.get(pipeline)
+            if spec is not None:
+                types[pipeline] = parse_result_schema(spec)
+                result_type = widen_struct(result_type, types[pipeline], strict=True)
+            elif self.config.infer_result_schema:
+                candidates = winners.where(F.col("pipeline") == pipeline)
+                inferred = self._inferred_type(pipeline, candidates)
+                if inferred is not None:
+                    types[pipeline] = inferred
+                    result_type = widen_struct(result_type, inferred, strict=False)
+        rows = job.delta_rows(winners, types, result_type)
+        days = {
+            pipeline: [d for d in ds if isinstance(d, datetime.date)]
+            for pipeline, ds in partitions.items()
+        }
+        commit = self.delta.merge(rows, days, end_offsets(ranges), self._planned_from)
+        summary.rows_changed += commit.rows_inserted + commit.rows_updated
+        summary.rows_written += commit.rows_written
+        summary.partitions_touched.extend(commit.partitions)
+        summary.offsets_run = commit.run
+        summary.table_version = commit.version
 
     def _merge_pipeline(
         self, winners: DataFrame, pipeline: str, days: list[object], summary: Summary
@@ -245,10 +372,17 @@ class Compactor:
         if isinstance(stored, StructType):
             return stored
         if self.config.infer_result_schema:
-            texts = candidates.select("result").where(F.col("result").isNotNull())
-            inferred = self.spark.read.json(texts.rdd.map(lambda row: row[0])).schema
-            fields = [f for f in inferred.fields if f.name != "_corrupt_record"]
-            if fields:
-                self._progress(f"schema: {pipeline}: inferred {StructType(fields).simpleString()}")
-                return StructType(fields)
+            inferred = self._inferred_type(pipeline, candidates)
+            if inferred is not None:
+                return inferred
         return StringType()
+
+    def _inferred_type(self, pipeline: str, candidates: DataFrame) -> StructType | None:
+        """The struct Spark infers from the JSON ``result`` texts of ``candidates``."""
+        texts = candidates.select("result").where(F.col("result").isNotNull())
+        inferred = self.spark.read.json(texts.rdd.map(lambda row: row[0])).schema
+        fields = [f for f in inferred.fields if f.name != "_corrupt_record"]
+        if not fields:
+            return None
+        self._progress(f"schema: {pipeline}: inferred {StructType(fields).simpleString()}")
+        return StructType(fields)

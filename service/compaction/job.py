@@ -17,7 +17,7 @@ twice picks the same winner.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -183,3 +183,41 @@ def by_pipeline(pairs: Iterable[tuple[str, object]]) -> dict[str, list[object]]:
     for pipeline, day in sorted(pairs, key=lambda pair: (pair[0], str(pair[1]))):
         grouped.setdefault(pipeline, []).append(day)
     return grouped
+
+
+def delta_rows(
+    winners: DataFrame, types: Mapping[str, StructType], result_type: StructType | None
+) -> DataFrame:
+    """``winners`` (``result`` as JSON text) as rows of the Delta table, whose one schema
+    serves every pipeline: ``result`` is a struct of ``result_type`` (the union of the
+    typed pipelines' fields) for the pipelines in ``types``, each parsing its own fields
+    (the others null), and ``result_json`` is the JSON text for the other pipelines.
+    Without ``result_type`` (nothing typed yet) there is no ``result`` column."""
+    text = F.col("result")
+    typed = F.col("pipeline").isin(list(types)) if types else F.lit(False)
+    columns: dict[str, Column] = {"result_json": F.when(~typed, text)}
+    if result_type is not None:
+        value: Column = F.lit(None).cast(result_type)
+        for pipeline, own in sorted(types.items()):
+            names = set(own.fieldNames())
+            parsed = F.from_json(
+                text, StructType([f for f in result_type.fields if f.name in names])
+            )
+            struct = F.struct(
+                *[
+                    (parsed[f.name] if f.name in names else F.lit(None).cast(f.dataType)).alias(
+                        f.name
+                    )
+                    for f in result_type.fields
+                ]
+            )
+            value = F.when((F.col("pipeline") == pipeline) & text.isNotNull(), struct).otherwise(
+                value
+            )
+        columns["result"] = value
+    ordered: list[str] = []
+    for name in TABLE_COLUMNS:
+        ordered += (
+            [c for c in ("result", "result_json") if c in columns] if name == "result" else [name]
+        )
+    return winners.withColumns(columns).select(*ordered)

@@ -33,16 +33,23 @@ class StoredOffsets:
     offsets: dict[TopicPartition, int]
     written_at_ms: int
 
-    def to_json(self) -> bytes:
+    def to_dict(self) -> dict[str, Any]:
         topics: dict[str, dict[str, int]] = {}
         for (topic, partition), offset in sorted(self.offsets.items()):
             topics.setdefault(topic, {})[str(partition)] = offset
-        body = {"run": self.run, "written_at_ms": self.written_at_ms, "offsets": topics}
-        return json.dumps(body, indent=1, sort_keys=True).encode()
+        return {"run": self.run, "written_at_ms": self.written_at_ms, "offsets": topics}
+
+    def to_json(self) -> bytes:
+        return json.dumps(self.to_dict(), indent=1, sort_keys=True).encode()
 
     @classmethod
     def from_json(cls, data: bytes) -> StoredOffsets:
-        body = json.loads(data)
+        return cls.from_dict(json.loads(data))
+
+    @classmethod
+    def from_dict(cls, body: Mapping[str, Any]) -> StoredOffsets:
+        """The inverse of :meth:`to_dict`; ``KeyError``, ``ValueError`` or ``TypeError``
+        when ``body`` is not one."""
         offsets = {
             (topic, int(p)): int(o)
             for topic, parts in body["offsets"].items()

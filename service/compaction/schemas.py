@@ -85,3 +85,32 @@ def json_schema_to_spark(schema: dict[str, object]) -> DataType:
     if isinstance(kind, str) and kind in _JSON_SCHEMA_TYPES:
         return _JSON_SCHEMA_TYPES[kind]
     raise ResultSchemaError(f"unsupported JSON Schema type {kind!r}")
+
+
+def widen_struct(held: StructType | None, incoming: StructType, *, strict: bool) -> StructType:
+    """``held`` with the fields of ``incoming`` it lacks appended (nested structs too):
+    how a table's ``result`` type grows when a pipeline brings new fields.
+
+    A field both have keeps ``held``'s type. When the types differ, ``strict`` (the
+    incoming type was configured) raises :class:`ResultSchemaError`; otherwise (it was
+    inferred from a few records) the held type wins and the values are read as that.
+    """
+    if held is None:
+        return incoming
+    fields = list(held.fields)
+    index = {f.name: i for i, f in enumerate(fields)}
+    for new in incoming.fields:
+        if new.name not in index:
+            fields.append(StructField(new.name, new.dataType, True))
+            continue
+        old = fields[index[new.name]]
+        if isinstance(old.dataType, StructType) and isinstance(new.dataType, StructType):
+            merged = widen_struct(old.dataType, new.dataType, strict=strict)
+            fields[index[new.name]] = StructField(old.name, merged, True)
+        elif old.dataType != new.dataType and strict:
+            raise ResultSchemaError(
+                f"result field {new.name!r} is {old.dataType.simpleString()} in the table "
+                f"and {new.dataType.simpleString()} in the schema given: one Delta table "
+                "holds one type per field"
+            )
+    return StructType(fields)

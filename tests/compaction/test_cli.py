@@ -18,14 +18,16 @@ from tests.integration.kafka_utils import produce as produce_records
 from tests.integration.secure_kafka import SECRETS, Pki, scram_env, scram_security
 from tests.kafka.kafka_broker import KafkaBroker
 
-from .conftest import IVY_SETTINGS, SPARK_KAFKA_PACKAGE, T0, create_topic, produce, record
+from .conftest import T0, create_topic, on_apache_kafka_only, produce, record
+from .spark_jars import read_jars
 
 pytestmark = pytest.mark.spark
 
 
 def test_cli_compacts_a_topic_and_prints_a_summary(
-    bootstrap_servers: str, topic_name: str, tmp_path: Path
+    broker_name: str, bootstrap_servers: str, topic_name: str, tmp_path: Path
 ) -> None:
+    on_apache_kafka_only(broker_name)  # the CLI's side; reading is checked on both brokers
     create_topic(bootstrap_servers, topic_name, 2)
     firings = [
         record("cli", key, T0 + w * 60_000, seq, {"n": seq + 1})
@@ -46,6 +48,8 @@ def test_cli_compacts_a_topic_and_prints_a_summary(
             topic_name,
             "--output",
             str(output),
+            "--format",
+            "parquet",
             "--master",
             "local[1]",
             "--result-schema",
@@ -115,6 +119,8 @@ async def test_cli_reads_over_sasl_ssl_with_both_sources(
                 topic_name,
                 "--output",
                 str(output),
+                "--format",
+                "parquet",
                 "--source",
                 source,
                 "--master",
@@ -125,10 +131,8 @@ async def test_cli_reads_over_sasl_ssl_with_both_sources(
                 "spark.sql.shuffle.partitions=2",
                 "--conf",
                 "spark.ui.enabled=false",
-                "--conf",
-                f"spark.jars.packages={SPARK_KAFKA_PACKAGE}",
-                "--conf",
-                f"spark.jars.ivySettings={IVY_SETTINGS}",
+                "--conf",  # Spark's Kafka source, resolved by `make spark-jars`
+                f"spark.jars={','.join(read_jars())}",
             ],
             capture_output=True,
             text=True,

@@ -1,4 +1,6 @@
-"""The compaction job end to end: embedded broker in, Parquet out, one shared SparkSession."""
+"""The compaction job end to end into a Parquet dataset (``--format parquet``), one shared
+SparkSession: what is read (records, replays, offsets, high watermarks) on each broker,
+the table's side (recovery, partitions rewritten, result typing) on Apache Kafka."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from pyspark.sql.types import StringType, StructType
 from service.compaction import CompactionConfig, Compactor
 from service.compaction.offsets import OffsetStore
 
-from .conftest import DAY_MS, T0, create_topic, produce, record, snapshot
+from .conftest import DAY_MS, T0, create_topic, on_apache_kafka_only, produce, record, snapshot
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -24,6 +26,7 @@ def compactor(
         bootstrap_servers=bootstrap_servers,
         topics=tuple(topics),
         output=str(output),
+        format="parquet",
         max_records_per_split=options.pop("max_records_per_split", 40),
         **options,
     )
@@ -99,8 +102,9 @@ def test_a_second_run_without_new_records_changes_nothing(
 
 
 def test_interrupted_run_then_full_run_gives_the_clean_table(
-    spark: SparkSession, bootstrap_servers: str, topic_name: str, tmp_path: Path
+    spark: SparkSession, broker_name: str, bootstrap_servers: str, topic_name: str, tmp_path: Path
 ) -> None:
+    on_apache_kafka_only(broker_name)
     create_topic(bootstrap_servers, topic_name, 2)
     batch1 = [record("p", f"k{i}", T0 + (i % 3) * DAY_MS, 0, {"n": i}) for i in range(40)]
     batch2 = [record("p", f"k{i}", T0 + (i % 3) * DAY_MS, 1, {"n": -i}) for i in range(0, 40, 3)]
@@ -125,8 +129,9 @@ def test_interrupted_run_then_full_run_gives_the_clean_table(
 
 
 def test_partitions_without_new_records_keep_their_files(
-    spark: SparkSession, bootstrap_servers: str, topic_name: str, tmp_path: Path
+    spark: SparkSession, broker_name: str, bootstrap_servers: str, topic_name: str, tmp_path: Path
 ) -> None:
+    on_apache_kafka_only(broker_name)
     create_topic(bootstrap_servers, topic_name, 2)
     days = [T0, T0 + DAY_MS, T0 + 2 * DAY_MS]
     produce(
@@ -158,8 +163,9 @@ def test_partitions_without_new_records_keep_their_files(
 
 
 def test_result_is_a_struct_when_its_schema_is_known_and_json_text_otherwise(
-    spark: SparkSession, bootstrap_servers: str, topic_name: str, tmp_path: Path
+    spark: SparkSession, broker_name: str, bootstrap_servers: str, topic_name: str, tmp_path: Path
 ) -> None:
+    on_apache_kafka_only(broker_name)
     create_topic(bootstrap_servers, topic_name, 1)
     values = [
         record("typed", "a", T0, 0, {"orders": 3, "revenue": 42.5}),

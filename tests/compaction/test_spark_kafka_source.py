@@ -27,6 +27,7 @@ def run(spark: SparkSession, bootstrap: str, topic: str, output: Path, source: s
         bootstrap_servers=bootstrap,
         topics=(topic,),
         output=str(output),
+        format="parquet",
         source=source,
         max_records_per_split=40,
         result_schemas={"typed": "orders long"},
