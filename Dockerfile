@@ -65,9 +65,15 @@ RUN useradd --system --uid 10001 --home-dir /app --create-home clockwork
 WORKDIR /app
 USER 10001
 # Delta Lake's jar (for the default --format delta) resolved from Maven Central into
-# ~/.ivy2* now, so that a run starts without downloading it.
-RUN python -c "from service.compaction.cli import build_session; \
-build_session('local[1]', {'spark.ui.enabled': 'false'}, delta=True).stop()"
+# ~/.ivy2* now, so that a run starts without downloading it. On loopback: a build
+# container's host name need not resolve (Spark looks its own address up at start).
+# A run then takes them from /app/jars (CLOCKWORK_COMPACTION_JARS) and resolves nothing:
+# Ivy would write its resolution cache, and the root filesystem may be read-only.
+RUN SPARK_LOCAL_IP=127.0.0.1 SPARK_LOCAL_HOSTNAME=localhost python -c \
+"from service.compaction.cli import build_session; \
+build_session('local[1]', {'spark.ui.enabled': 'false'}, delta=True).stop()" \
+ && mkdir -p /app/jars && cp /app/.ivy2*/jars/*.jar /app/jars/
+ENV CLOCKWORK_COMPACTION_JARS=/app/jars
 ENTRYPOINT ["python", "-m", "service.compaction"]
 
 # The default target is the service.

@@ -17,6 +17,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
@@ -124,6 +125,12 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+SHIPPED_JARS = "CLOCKWORK_COMPACTION_JARS"
+"""A directory of jars resolved ahead of time (the compaction image's Delta jars): they
+become ``spark.jars`` unless the run sets it, so a run resolves nothing (and writes
+nothing to an Ivy cache: the image runs on a read-only root filesystem)."""
+
+
 def build_session(master: str | None, conf: dict[str, str], *, delta: bool = False) -> SparkSession:
     """A SparkSession for the job: UTC session time zone, dynamic partition overwrite;
     with ``delta``, Delta Lake's extension and catalog, and its jar added to
@@ -155,6 +162,9 @@ def build_session(master: str | None, conf: dict[str, str], *, delta: bool = Fal
         **(SESSION_SETTINGS if delta else {}),
         **conf,
     }
+    shipped = os.environ.get(SHIPPED_JARS)
+    if shipped and "spark.jars" not in settings:
+        settings["spark.jars"] = ",".join(sorted(str(j) for j in Path(shipped).glob("*.jar")))
     if delta and not lists_delta_jar(settings.get("spark.jars")):
         packages = with_package(settings.get("spark.jars.packages"), delta_package())
         settings["spark.jars.packages"] = packages
