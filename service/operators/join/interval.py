@@ -62,7 +62,46 @@ class TimeSortedRows:
         return self.rows[bisect_left(times, low) : bisect_right(times, high)]
 
 
-class IntervalJoinOperator(JoinOperator):
+class RowsPerSideJoin(JoinOperator):
+    """A join that keeps each side's rows per key in :class:`TimeSortedRows` (the
+    interval and regular joins): the state, its expiry heap, its numbers and its
+    checkpoint entries (``l:<key>``, ``r:<key>``: the key's rows as lists). A subclass
+    fills them, expires them and restores an entry's rows."""
+
+    def _init_rows(self) -> None:
+        self._sides: tuple[dict[str, TimeSortedRows], dict[str, TimeSortedRows]] = ({}, {})
+        self._expiry: list[tuple[int, int, str]] = []  # (expiry time, side, key)
+        self._dirty: set[tuple[int, str]] = set()
+
+    # -- numbers --------------------------------------------------------------------------
+    def rows_held(self, side: Side) -> int:
+        """Rows kept for ``side`` (``clockwork_join_state_rows``); O(keys)."""
+        return sum(len(rows.times) for rows in self._sides[side].values())
+
+    def gauges(self) -> OperatorGauges:
+        keys = self._sides[0].keys() | self._sides[1].keys()
+        return OperatorGauges(
+            event_timers=len(self._expiry), processing_timers=0, windows_open=0, keys=len(keys)
+        )
+
+    # -- checkpoint hooks -----------------------------------------------------------------
+    def _pieces(self) -> Iterator[tuple[int, str]]:
+        return ((side, key) for side in (0, 1) for key in self._sides[side])
+
+    def _entry(self, piece: tuple[int, str]) -> str:
+        return side_entry(*piece)
+
+    def _encode(self, piece: tuple[int, str]) -> list[Row] | None:
+        side, key = piece
+        rows = self._sides[side].get(key)
+        return None if rows is None else [list(row) for row in rows.rows]
+
+    def _clear(self) -> None:
+        self._sides = ({}, {})
+        self._expiry = []
+
+
+class IntervalJoinOperator(RowsPerSideJoin):
     """One partition's interval join (see the module docstring)."""
 
     kind = "interval"
@@ -88,9 +127,7 @@ class IntervalJoinOperator(JoinOperator):
         self._pads = (how.pads(Side.LEFT), how.pads(Side.RIGHT))
         # cleanup time = ts + this, per side
         self._keep = (upper_ms + allowed_lateness_ms, -lower_ms + allowed_lateness_ms)
-        self._sides: tuple[dict[str, TimeSortedRows], dict[str, TimeSortedRows]] = ({}, {})
-        self._expiry: list[tuple[int, int, str]] = []  # (cleanup time, side, key)
-        self._dirty: set[tuple[int, str]] = set()
+        self._init_rows()
 
     # -- input ----------------------------------------------------------------------------
     def _process(self, side: Side, records: Sequence[InputRecord]) -> None:
@@ -177,33 +214,7 @@ class IntervalJoinOperator(JoinOperator):
         else:
             del self._sides[side][key]
 
-    # -- numbers --------------------------------------------------------------------------
-    def rows_held(self, side: Side) -> int:
-        """Rows kept for ``side`` (``clockwork_join_state_rows``); O(keys)."""
-        return sum(len(rows.times) for rows in self._sides[side].values())
-
-    def gauges(self) -> OperatorGauges:
-        keys = self._sides[0].keys() | self._sides[1].keys()
-        return OperatorGauges(
-            event_timers=len(self._expiry), processing_timers=0, windows_open=0, keys=len(keys)
-        )
-
     # -- checkpoint hooks -----------------------------------------------------------------
-    def _pieces(self) -> Iterator[tuple[int, str]]:
-        return ((side, key) for side in (0, 1) for key in self._sides[side])
-
-    def _entry(self, piece: tuple[int, str]) -> str:
-        return side_entry(*piece)
-
-    def _encode(self, piece: tuple[int, str]) -> list[Row] | None:
-        side, key = piece
-        rows = self._sides[side].get(key)
-        return None if rows is None else [list(row) for row in rows.rows]
-
-    def _clear(self) -> None:
-        self._sides = ({}, {})
-        self._expiry = []
-
     def _restore_entry(self, name: str, value: Any) -> None:
         side, key = parse_side_entry(name)
         if value is None:

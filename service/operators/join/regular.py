@@ -26,17 +26,16 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_right
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from service.operators.base import InputRecord, OperatorGauges
-from service.operators.join.base import JoinOperator
-from service.operators.join.checkpoint import parse_side_entry, side_entry
-from service.operators.join.interval import TimeSortedRows
+from service.operators.base import InputRecord
+from service.operators.join.checkpoint import parse_side_entry
+from service.operators.join.interval import RowsPerSideJoin, TimeSortedRows
 from service.operators.join.rows import How, JoinConfigError, Projection, Side, both_sides
 
 
-class RegularJoinOperator(JoinOperator):
+class RegularJoinOperator(RowsPerSideJoin):
     """One partition's regular (unbounded) inner join (see the module docstring)."""
 
     kind = "regular"
@@ -59,9 +58,7 @@ class RegularJoinOperator(JoinOperator):
             raise JoinConfigError(f"state_ttl_ms must be positive, not {state_ttl_ms}")
         super().__init__(pipeline, how, 0, project, inputs, late_output)
         self.ttl = state_ttl_ms
-        self._sides: tuple[dict[str, TimeSortedRows], dict[str, TimeSortedRows]] = ({}, {})
-        self._expiry: list[tuple[int, int, str]] = []  # (expiry time, side, key); TTL only
-        self._dirty: set[tuple[int, str]] = set()
+        self._init_rows()  # the expiry heap is used with a TTL only
 
     # -- input ----------------------------------------------------------------------------
     def _process(self, side: Side, records: Sequence[InputRecord]) -> None:
@@ -114,33 +111,7 @@ class RegularJoinOperator(JoinOperator):
             else:
                 del self._sides[side][key]
 
-    # -- numbers --------------------------------------------------------------------------
-    def rows_held(self, side: Side) -> int:
-        """Rows kept for ``side`` (``clockwork_join_state_rows``); O(keys)."""
-        return sum(len(rows.times) for rows in self._sides[side].values())
-
-    def gauges(self) -> OperatorGauges:
-        keys = self._sides[0].keys() | self._sides[1].keys()
-        return OperatorGauges(
-            event_timers=len(self._expiry), processing_timers=0, windows_open=0, keys=len(keys)
-        )
-
     # -- checkpoint hooks -----------------------------------------------------------------
-    def _pieces(self) -> Iterator[tuple[int, str]]:
-        return ((side, key) for side in (0, 1) for key in self._sides[side])
-
-    def _entry(self, piece: tuple[int, str]) -> str:
-        return side_entry(*piece)
-
-    def _encode(self, piece: tuple[int, str]) -> list[list[Any]] | None:
-        side, key = piece
-        rows = self._sides[side].get(key)
-        return None if rows is None else [list(row) for row in rows.rows]
-
-    def _clear(self) -> None:
-        self._sides = ({}, {})
-        self._expiry = []
-
     def _restore_entry(self, name: str, value: Any) -> None:
         side, key = parse_side_entry(name)
         if value is None:
