@@ -38,7 +38,6 @@ import json
 import os
 import resource
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -49,6 +48,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchmarks.e2e import OPERATOR
+from benchmarks.peers.ours import call
 from benchmarks.workload import (
     Workload,
     check_results,
@@ -59,6 +59,7 @@ from benchmarks.workload import (
     produce,
     read_topic,
 )
+from service.runtime.kafka.embedded_broker import free_port
 
 POLL_S = 0.05
 
@@ -79,28 +80,6 @@ class Run:
     @property
     def label(self) -> str:
         return f"{self.kind}, {self.workers} worker(s)"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _call(url: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method="POST" if body else "GET")
-    request.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            raw = response.read()
-            code = response.status
-    except urllib.error.HTTPError as exc:
-        raw, code = exc.read(), exc.code
-    try:
-        return code, json.loads(raw)
-    except ValueError:
-        return code, raw.decode()
 
 
 def _rss_by_worker(text: str) -> tuple[float, ...]:
@@ -146,7 +125,7 @@ def run_service(
     """``spec_of(name)`` through ``python -m service`` with ``workers``, to ``finished``;
     its output checked by ``check``."""
     name = f"w{workers}-{run.kind.lower()}-{uuid.uuid4().hex[:6]}"
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
@@ -168,17 +147,17 @@ def run_service(
             if proc.poll() is not None:
                 raise RuntimeError(f"the service exited with {proc.returncode}")
             try:
-                if _call(f"{base}/readyz")[0] == 200:
+                if call(f"{base}/readyz")[0] == 200:
                     break
             except OSError:
                 pass
             time.sleep(POLL_S)
-        code, answer = _call(f"{base}/pipelines", spec)
+        code, answer = call(f"{base}/pipelines", spec)
         if code != 201:
             raise RuntimeError(f"POST /pipelines answered {code}: {answer}")
         assigned = None
         while True:
-            _, status = _call(f"{base}/pipelines/{name}/status")
+            _, status = call(f"{base}/pipelines/{name}/status")
             now = time.monotonic()
             if assigned is None and status.get("partitions"):
                 assigned = now

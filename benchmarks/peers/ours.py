@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -29,6 +28,7 @@ from typing import Any
 from benchmarks.peers.contenders import runner_args
 from benchmarks.peers.harness import Contender, Launch, Paths, Prepared
 from benchmarks.peers.venvs import HERE
+from service.runtime.kafka.embedded_broker import free_port
 
 NAME = "bench"
 STARTUP_POLL_S = 0.02
@@ -60,13 +60,9 @@ def spec(prep: Prepared, output_topic: str, partitioned: bool) -> dict[str, Any]
     }
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _call(url: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
+def call(url: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
+    """GET ``url``, or POST ``body`` as JSON: the status and the JSON answer (an error's
+    body as text). Plain urllib: the driver runs in a thread beside the service."""
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(url, data=data, method="POST" if data else "GET")
     if data:
@@ -96,20 +92,20 @@ def _drive(
             if proc.poll() is not None:
                 raise RuntimeError(f"the service exited with {proc.returncode}")
             try:
-                if _call(f"{base}/readyz")[0] == 200:
+                if call(f"{base}/readyz")[0] == 200:
                     break
             except OSError:
                 pass
             time.sleep(STARTUP_POLL_S)
         marks["ready"] = time.time()
-        status, answer = _call(f"{base}/pipelines", body)
+        status, answer = call(f"{base}/pipelines", body)
         if status != 201:
             raise RuntimeError(f"POST /pipelines answered {status}: {answer}")
         marks["created"] = time.time()
         while True:
             if proc.poll() is not None:
                 raise RuntimeError(f"the service exited with {proc.returncode}")
-            _, st = _call(f"{base}/pipelines/{NAME}/status")
+            _, st = call(f"{base}/pipelines/{NAME}/status")
             now = time.time()
             if report["first_record"] is None and isinstance(st, dict) and st.get("partitions"):
                 report["first_record"] = marks["assigned"] = now
@@ -142,7 +138,7 @@ def ours_rest_contender(partitioned: bool = True) -> Contender:
         return [sys.executable, "-m", "service"]
 
     def launch(prep: Prepared, paths: Paths) -> Launch:
-        port = _free_port()
+        port = free_port()
         env = {
             **os.environ,
             "KAFKA_BOOTSTRAP_SERVERS": paths.bootstrap,
