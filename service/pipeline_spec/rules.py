@@ -39,7 +39,7 @@ from service.operators.process.builtins import BUILTIN_FUNCTIONS
 from service.operators.process.builtins.daily_counter import MAX_OFFSET_MINUTES
 from service.operators.steps import check_expression
 from service.operators.udf import UdfError, check_allowed, parse_ref
-from service.pipeline_spec.sink_schemas import AVRO_NAME
+from service.pipeline_spec.sink_schemas import AVRO_NAME, protobuf_json_name
 
 __all__ = [
     "BUILTIN_PARAMS_SCHEMAS",
@@ -1669,5 +1669,32 @@ def _sink_format_has_a_schema(spec: Mapping[str, Any], _: Sequence[str]) -> Iter
                 "invalid_avro_name",
                 f"{name!r} is no Avro field name (letters, digits and _, not starting with "
                 "a digit), which results in Avro need",
+                name,
+            )
+
+
+@rule(
+    reports={"protobuf_json_name_clash"},
+    beyond_schema={"protobuf_json_name_clash": _COMPARES},
+)
+def _protobuf_result_names_apart(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    """protoc refuses a message two of whose fields have one JSON name (``a_b`` and
+    ``aB`` are both ``aB``), so a protobuf sink's derived schema would fail to compile at
+    run time: the second aggregation of each such pair is reported, at itself."""
+    sink = _obj(spec.get("sink"))
+    op = _obj(spec.get("operator"))
+    aggregations = _obj(op.get("aggregations")) if op is not None else None
+    if sink is None or sink.get("format") != "protobuf" or aggregations is None:
+        return
+    seen: dict[str, str] = {}
+    for name in aggregations:
+        json_name = protobuf_json_name(str(name))
+        first = seen.setdefault(json_name, str(name))
+        if first != name:
+            yield Problem(
+                ("operator", "aggregations", name),
+                "protobuf_json_name_clash",
+                f"{name!r} and {first!r} have one Protobuf JSON name ({json_name!r}), which "
+                "protoc refuses in one message: rename one of them",
                 name,
             )

@@ -106,6 +106,21 @@ _FIELD_NUMBERS = 18_000
 """Result fields are numbered in 1..18000 (below protobuf's reserved 19000-19999)."""
 
 
+def protobuf_json_name(name: str) -> str:
+    """A field's JSON name as protoc derives it (its ``ToJsonName``): each ``_`` dropped and
+    the character after it upper-cased; protoc refuses two fields of one message with
+    the same."""
+    out: list[str] = []
+    upper = False
+    for char in name:
+        if char == "_":
+            upper = True
+        else:
+            out.append(char.upper() if upper else char)
+            upper = False
+    return "".join(out)
+
+
 def result_field_numbers(names: list[str]) -> dict[str, int]:
     """A stable field number per aggregation name: from a hash of the name (so adding or
     removing another aggregation leaves it alone, as compatibility asks), the next free

@@ -12,6 +12,7 @@ from fastavro import parse_schema
 
 from service.operators.base import FireKind
 from service.pipeline_spec.sink_schemas import (
+    protobuf_json_name,
     result_field_numbers,
     window_result_avro_schema,
     window_result_schema,
@@ -146,3 +147,28 @@ def test_protobuf_field_numbers_of_an_aggregation_stay_when_others_come_and_go()
     numbers = result_field_numbers([f"agg{i}" for i in range(2000)])
     assert len(set(numbers.values())) == 2000
     assert all(1 <= n <= 18_000 for n in numbers.values())
+
+
+@pytest.mark.parametrize(
+    ("names", "clash"),
+    [
+        (["a_b", "aB"], True),
+        (["_x", "X"], True),
+        (["a_", "a"], True),
+        (["x_1", "x1"], True),
+        (["ab", "aB"], False),
+        (["a_b", "A_b"], False),
+    ],
+)
+def test_the_protobuf_json_name_rule_refuses_what_protoc_refuses(
+    names: list[str], clash: bool
+) -> None:
+    """The rule protobuf_json_name_clash says at create time what protoc would say when
+    the pipeline starts: it refuses exactly the names whose derived schema protoc does."""
+    assert (protobuf_json_name(names[0]) == protobuf_json_name(names[1])) is clash
+    text = window_result_schema("protobuf", "p", {name: {"fn": "count"} for name in names})
+    if clash:
+        with pytest.raises(protobuf.ProtoCompileError):
+            protobuf.compile_proto(text)
+    else:
+        protobuf.compile_proto(text)
