@@ -102,14 +102,26 @@ def expected(data: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]
     return dict(out)
 
 
-def avro_definition(name: str, topic: str, shuffle: bool = False, **fmt: Any) -> PipelineDefinition:
+def avro_definition(
+    name: str,
+    topic: str,
+    shuffle: bool = False,
+    more: dict[str, Any] | None = None,
+    **fmt: Any,
+) -> PipelineDefinition:
+    """A per-minute count and sum of ``amount`` of an Avro topic (``more``: other
+    aggregations beside them)."""
     definition = window_definition(
         name,
         [topic],
         {
             "type": "window",
             "assigner": {"type": "tumbling", "size_ms": 60_000},
-            "aggregations": {"n": {"fn": "count"}, "revenue": {"fn": "sum", "field": "amount"}},
+            "aggregations": {
+                "n": {"fn": "count"},
+                "revenue": {"fn": "sum", "field": "amount"},
+                **(more or {}),
+            },
         },
         shuffle=shuffle,
     )
@@ -484,12 +496,13 @@ async def test_a_format_needing_a_registry_on_a_service_without_one_is_a_422(
 async def json_results_run(
     bootstrap_servers: str, registry_url: str, name: str, fmt: str
 ) -> list[dict[str, Any]]:
-    """A JSON source of 40 orders to a sink in ``fmt``; the results' records."""
+    """A JSON source of 40 orders (each with ``big``: 2**53 + 1) to a sink in ``fmt``,
+    whose aggregations also sum ``big``; the results' records."""
     topic = f"{name}.in"
     await create_topic(bootstrap_servers, topic, 1)
-    data = orders(40)
+    data = [{**o, "big": BIG} for o in orders(40)]
     await produce(bootstrap_servers, topic, [(0, None, orjson.dumps(o), None) for o in data])
-    definition = avro_definition(name, topic)
+    definition = avro_definition(name, topic, more={"big": {"fn": "sum", "field": "big"}})
     definition = dataclasses.replace(definition, format=FormatSettings())
     aggregations = definition.spec["operator"]["aggregations"]
     schema = window_result_schema(fmt, name, aggregations)
@@ -501,10 +514,19 @@ async def json_results_run(
     return [{"value": r.value} for r in await read_topic(bootstrap_servers, f"{name}.out")]
 
 
+BIG = 2**53 + 1
+"""A value whose sums a double would round: they must stay exact in every format."""
+
+
 def window_results(values: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:
     got = {(v["key"], int(v["window"]["start"])): v["result"] for v in values}
     assert len(got) == len(values)
     return got
+
+
+def expected_with_big() -> dict[tuple[str, int], dict[str, Any]]:
+    """:func:`expected` of :func:`json_results_run`'s orders, with the sums of ``big``."""
+    return {k: {**v, "big": v["n"] * BIG} for k, v in expected(orders(40)).items()}
 
 
 async def test_json_schema_results_read_back_by_confluents_deserializer(
@@ -523,7 +545,7 @@ async def test_json_schema_results_read_back_by_confluents_deserializer(
         latest = await client.get_latest_version(f"{name}.out-value")
     finally:
         await client.aclose()
-    assert window_results(values) == expected(orders(40))
+    assert window_results(values) == expected_with_big()
     assert latest.schema.schema_type == "JSON"
     assert {frame_id(r["value"]) for r in records} == {latest.schema_id}
 
@@ -554,8 +576,11 @@ async def test_protobuf_results_read_back_with_the_registrys_schema(
         decoded = message.FromString(raw[6:])
         values.append(json_format.MessageToDict(decoded, preserving_proto_field_name=True))
     for value in values:  # protobuf's JSON mapping writes an int64 as a string
-        value["result"]["n"] = int(value["result"]["n"])
-    assert window_results(values) == expected(orders(40))
+        result = value["result"]
+        result["n"] = int(result["n"])
+        result["revenue"] = result["revenue"]["double_value"]  # the sums' Number oneof
+        result["big"] = int(result["big"]["long_value"])
+    assert window_results(values) == expected_with_big()
 
 
 def frame_id(value: bytes) -> int:
