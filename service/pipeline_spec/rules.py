@@ -1346,10 +1346,8 @@ def _state_ttl_for_regular(spec: Mapping[str, Any], _: Sequence[str]) -> Iterato
 
 
 @rule(
-    reports={"lookup_table_bounded", "lookup_table_from_latest", "lookup_table_format"},
+    reports={"lookup_table_bounded", "lookup_table_from_latest"},
     beyond_schema={
-        "lookup_table_format": "the table is the input that right names, which no JSON "
-        "Schema can follow",
         "lookup_table_bounded": "the table is the input that right names, which no JSON "
         "Schema can follow",
         "lookup_table_from_latest": "the table is the input that right names, which no "
@@ -1358,7 +1356,7 @@ def _state_ttl_for_regular(spec: Mapping[str, Any], _: Sequence[str]) -> Iterato
 )
 def _lookup_table_input(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
     """A lookup join's table (its right input) is read whole and followed live: never
-    bounded, never from the latest offset; in a format the registry is not needed for."""
+    bounded, never from the latest offset."""
     op = _join(spec)
     inputs = _obj(spec.get("inputs"))
     if op is None or op.get("kind") != "lookup" or inputs is None:
@@ -1383,15 +1381,6 @@ def _lookup_table_input(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[P
             "lookup_table_from_latest",
             "a lookup table is read whole, from its beginning: leave start_from out",
             "latest",
-        )
-    fmt = source.get("format", "json")
-    if fmt != "json" and _obj(source.get("avro_schema")) is None:
-        yield Problem(
-            ("inputs", right, "source", "format"),
-            "lookup_table_format",
-            "a lookup table is read apart from the stream, without the schema registry, "
-            "for now: json, or raw avro with an avro_schema",
-            fmt,
         )
 
 

@@ -41,6 +41,7 @@ from tests.integration.kafka_utils import (
     wait_until,
     window_definition,
 )
+from tests.integration.test_lookup_join import lookup_spec
 from tests.registry.apicurio_registry import ApicurioRegistry
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -647,3 +648,49 @@ async def test_a_join_of_an_avro_input_and_a_json_input(
     assert got == sorted((f"o{i}", o["amount"], i) for i, o in enumerate(data))
     letters = await read_topic(bootstrap_servers, f"{name}.dlq")
     assert [dict(r.headers)["clockwork.reason"] for r in letters] == [b"bad_magic"]
+
+
+CUSTOMER: dict[str, Any] = {
+    "type": "record",
+    "name": "Customer",
+    "namespace": "clockwork.test",
+    "fields": [{"name": "name", "type": "string"}],
+}
+
+
+async def test_a_lookup_table_in_avro_joined_by_a_json_stream(
+    bootstrap_servers: str, schema_registry: ApicurioRegistry
+) -> None:
+    """A lookup join's table decodes its registry format as a source does: customers in
+    Avro through the registry (a tombstone deleting one, a record not in the wire format
+    dead-lettered as such, named as the table's), orders in JSON."""
+    name = unique("avro-lookup")
+    await create_topic(bootstrap_servers, f"{name}.orders", 1)
+    await create_topic(bootstrap_servers, f"{name}.customers", 1)
+    (v1,) = await register(schema_registry.url, f"{name}.customers-value", CUSTOMER)
+    table: list[Record] = [
+        (0, f"c{i}".encode(), frame(v1, avro(CUSTOMER, {"name": f"name{i}"})), None)
+        for i in range(4)
+    ]
+    table.append((0, b"c3", None, None))  # a tombstone: c3 is deleted
+    table.append((0, b"c2", orjson.dumps({"name": "json"}), None))  # bad_magic
+    await produce(bootstrap_servers, f"{name}.customers", table)
+    orders = [{"customer": f"c{n % 5}", "ts": BASE_MS + n, "n": n} for n in range(10)]
+    await produce(
+        bootstrap_servers,
+        f"{name}.orders",
+        [(0, o["customer"].encode(), orjson.dumps(o), None) for o in orders],
+    )
+    spec = lookup_spec(name, bounded=True)
+    spec["inputs"]["customers"]["source"]["format"] = "avro"
+    definition = build_definition(validate_spec(spec, ()), ())
+    await run_to_end(bootstrap_servers, definition, schema_registry.url)
+    rows = await read_json(bootstrap_servers, f"{name}.out")
+    names = {f"c{i}": f"name{i}" for i in range(3)}
+    assert {r["value"]["n"]: r["value"]["who"] for r in rows} == {
+        n: names.get(f"c{n % 5}") for n in range(10)
+    }
+    letters = [dict(r.headers) for r in await read_topic(bootstrap_servers, f"{name}.dlq")]
+    assert [(h["clockwork.reason"], h["clockwork.input"]) for h in letters] == [
+        (b"bad_magic", b"customers")
+    ]

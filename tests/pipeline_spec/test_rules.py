@@ -325,9 +325,9 @@ EXAMPLES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
         [
             edit(lookup_join(), input_("b", source={"topics": ["in.b"], "bounded": True})),
             edit(lookup_join(), input_("b", source={"topics": ["in.b"], "start_from": "latest"})),
-            edit(lookup_join(), input_("b", source={"topics": ["in.b"], "format": "avro"})),
         ],
         [
+            edit(lookup_join(), input_("b", source={"topics": ["in.b"], "format": "avro"})),
             edit(lookup_join(), input_("a", source={"topics": ["in.a"], "bounded": True})),
             edit(lookup_join(), input_("a", source={"topics": ["in.a"], "format": "protobuf"})),
             edit(
