@@ -456,6 +456,49 @@ async def test_a_spec_whose_result_schema_the_registry_refuses_is_a_422(
         await http.delete(f"/pipelines/{name}")
 
 
+@pytest.mark.parametrize(("fmt", "kind"), [("protobuf", "PROTOBUF"), ("json_schema", "JSON")])
+async def test_a_protobuf_or_json_schema_sink_the_registry_refuses_is_a_422_at_create(
+    bootstrap_servers: str, schema_registry: ApicurioRegistry, fmt: str, kind: str
+) -> None:
+    """The registry's compatibility rules hold for every sink format: with the results'
+    schema of ``seen: first`` under ``<topic>-value`` (BACKWARD), a spec making it a
+    ``count`` (old results no longer read) is refused when it is created."""
+    name = unique(f"{fmt.replace('_', '-')}-compat")
+    out = f"{name}.out"
+    first = {"seen": {"fn": "first", "field": "user"}}
+    client = AsyncSchemaRegistryClient({"url": schema_registry.url})
+    try:
+        await client.set_compatibility(f"{out}-value", "BACKWARD")
+        await client.register_schema(
+            f"{out}-value", Schema(window_result_schema(fmt, name, first), kind)
+        )
+    finally:
+        await client.aclose()
+    spec = {
+        "name": name,
+        "source": {"topics": [f"{name}.in"]},
+        "key": {"field": "user", "partitioned": True},
+        "timestamp": {"field": "ts"},
+        "operator": {
+            "type": "window",
+            "assigner": {"type": "tumbling", "size_ms": 60_000},
+            "aggregations": {"seen": {"fn": "count"}},
+        },
+        "sink": {"topic": out, "format": fmt},
+    }
+    settings = app_settings(
+        bootstrap_servers, schema_registry=SchemaRegistrySettings(url=schema_registry.url)
+    )
+    async with running_app(settings) as url, httpx.AsyncClient(base_url=url) as http:
+        refused = await http.post("/pipelines", json=spec)
+    assert refused.status_code == 422, refused.text
+    (problem,) = refused.json()["detail"]
+    assert (problem["type"], problem["loc"][-2:]) == (
+        "sink_schema_incompatible",
+        ["sink", "format"],
+    )
+
+
 async def http_get_versions(url: str, subject: str) -> list[int]:
     client = AsyncSchemaRegistryClient({"url": url})
     try:
