@@ -39,7 +39,7 @@ from service.operators.process.builtins import BUILTIN_FUNCTIONS
 from service.operators.process.builtins.daily_counter import MAX_OFFSET_MINUTES
 from service.operators.steps import check_expression
 from service.operators.udf import UdfError, check_allowed, parse_ref
-from service.pipeline_spec.sink_schemas import AVRO_NAME
+from service.pipeline_spec.sink_schemas import AVRO_NAME, protobuf_json_name
 
 __all__ = [
     "BUILTIN_PARAMS_SCHEMAS",
@@ -1346,10 +1346,8 @@ def _state_ttl_for_regular(spec: Mapping[str, Any], _: Sequence[str]) -> Iterato
 
 
 @rule(
-    reports={"lookup_table_bounded", "lookup_table_from_latest", "lookup_table_format"},
+    reports={"lookup_table_bounded", "lookup_table_from_latest"},
     beyond_schema={
-        "lookup_table_format": "the table is the input that right names, which no JSON "
-        "Schema can follow",
         "lookup_table_bounded": "the table is the input that right names, which no JSON "
         "Schema can follow",
         "lookup_table_from_latest": "the table is the input that right names, which no "
@@ -1358,7 +1356,7 @@ def _state_ttl_for_regular(spec: Mapping[str, Any], _: Sequence[str]) -> Iterato
 )
 def _lookup_table_input(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
     """A lookup join's table (its right input) is read whole and followed live: never
-    bounded, never from the latest offset; in a format the registry is not needed for."""
+    bounded, never from the latest offset."""
     op = _join(spec)
     inputs = _obj(spec.get("inputs"))
     if op is None or op.get("kind") != "lookup" or inputs is None:
@@ -1383,15 +1381,6 @@ def _lookup_table_input(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[P
             "lookup_table_from_latest",
             "a lookup table is read whole, from its beginning: leave start_from out",
             "latest",
-        )
-    fmt = source.get("format", "json")
-    if fmt != "json" and _obj(source.get("avro_schema")) is None:
-        yield Problem(
-            ("inputs", right, "source", "format"),
-            "lookup_table_format",
-            "a lookup table is read apart from the stream, without the schema registry, "
-            "for now: json, or raw avro with an avro_schema",
-            fmt,
         )
 
 
@@ -1669,5 +1658,32 @@ def _sink_format_has_a_schema(spec: Mapping[str, Any], _: Sequence[str]) -> Iter
                 "invalid_avro_name",
                 f"{name!r} is no Avro field name (letters, digits and _, not starting with "
                 "a digit), which results in Avro need",
+                name,
+            )
+
+
+@rule(
+    reports={"protobuf_json_name_clash"},
+    beyond_schema={"protobuf_json_name_clash": _COMPARES},
+)
+def _protobuf_result_names_apart(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    """protoc refuses a message two of whose fields have one JSON name (``a_b`` and
+    ``aB`` are both ``aB``), so a protobuf sink's derived schema would fail to compile at
+    run time: the second aggregation of each such pair is reported, at itself."""
+    sink = _obj(spec.get("sink"))
+    op = _obj(spec.get("operator"))
+    aggregations = _obj(op.get("aggregations")) if op is not None else None
+    if sink is None or sink.get("format") != "protobuf" or aggregations is None:
+        return
+    seen: dict[str, str] = {}
+    for name in aggregations:
+        json_name = protobuf_json_name(str(name))
+        first = seen.setdefault(json_name, str(name))
+        if first != name:
+            yield Problem(
+                ("operator", "aggregations", name),
+                "protobuf_json_name_clash",
+                f"{name!r} and {first!r} have one Protobuf JSON name ({json_name!r}), which "
+                "protoc refuses in one message: rename one of them",
                 name,
             )

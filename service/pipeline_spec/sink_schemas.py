@@ -93,17 +93,57 @@ def window_result_schema(fmt: str, pipeline: str, aggregations: Mapping[str, Any
     raise ValueError(f"no result schema for sink format {fmt!r}")
 
 
+_NUMBER = "Number"
+_SCALAR_MESSAGE = "Scalar"
 _PROTO_TYPES: dict[str, str] = {
     "count": "int64",
     "count_distinct": "int64",
-    "avg": "google.protobuf.DoubleValue",
-    "collect": "google.protobuf.ListValue",
+    "sum": _NUMBER,
+    "avg": ".google.protobuf.DoubleValue",
+    "min": _SCALAR_MESSAGE,
+    "max": _SCALAR_MESSAGE,
+    "first": _SCALAR_MESSAGE,
+    "last": _SCALAR_MESSAGE,
+    "max_by": _SCALAR_MESSAGE,
+    "min_by": _SCALAR_MESSAGE,
+    "collect": f"repeated {_SCALAR_MESSAGE}",
 }
-"""Each function's Protobuf type; the others (a sum's long or double, min and max's
-number or string, first's any value) a ``google.protobuf.Value``: JSON's value."""
+"""Each function's Protobuf type, as its Avro type: a sum's ``long`` or ``double`` a
+``Number`` (a oneof of the two, so an integer sum stays exact), the others' scalar a
+``Scalar`` (a oneof of bool, int64, double and string; none set: null), an average a
+``DoubleValue`` (unset: null). Types are named from the root (a leading dot), so an
+aggregation named ``google`` or ``Number`` cannot shadow them."""
+
+PROTO_UNIONS = (
+    "  message Number {\n"
+    "    oneof value {\n      int64 long_value = 1;\n      double double_value = 2;\n    }\n"
+    "  }\n"
+    "  message Scalar {\n"
+    "    oneof value {\n      bool bool_value = 1;\n      int64 long_value = 2;\n"
+    "      double double_value = 3;\n      string string_value = 4;\n    }\n"
+    "  }\n"
+)
+"""``WindowResult``'s union types (Avro's ``["long", "double"]`` and its scalars); a
+``protobuf`` source reads them back as the value they hold
+(:mod:`service.runtime.formats.protobuf`)."""
 
 _FIELD_NUMBERS = 18_000
 """Result fields are numbered in 1..18000 (below protobuf's reserved 19000-19999)."""
+
+
+def protobuf_json_name(name: str) -> str:
+    """A field's JSON name as protoc derives it (its ``ToJsonName``): each ``_`` dropped and
+    the character after it upper-cased; protoc refuses two fields of one message with
+    the same."""
+    out: list[str] = []
+    upper = False
+    for char in name:
+        if char == "_":
+            upper = True
+        else:
+            out.append(char.upper() if upper else char)
+            upper = False
+    return "".join(out)
 
 
 def result_field_numbers(names: list[str]) -> dict[str, int]:
@@ -123,28 +163,27 @@ def result_field_numbers(names: list[str]) -> dict[str, int]:
 
 def window_result_proto(pipeline: str, aggregations: Mapping[str, Any]) -> str:
     """The ``.proto`` text of the results: message ``WindowResult`` (the first of the
-    file: Confluent's message index ``0``) with ``Window`` and ``Result`` nested."""
+    file: Confluent's message index ``0``) with ``Window``, ``Result`` and the union
+    types ``Number`` and ``Scalar`` nested."""
     numbers = result_field_numbers(list(aggregations))
-    types = {
-        out: _PROTO_TYPES.get(str(agg["fn"]), "google.protobuf.Value")
-        for out, agg in aggregations.items()
-    }
-    fields = "".join(f"    {kind} {out} = {numbers[out]};\n" for out, kind in types.items())
-    imports = "".join(
-        f'import "google/protobuf/{file}.proto";\n'
-        for file, used in (
-            ("struct", {"google.protobuf.Value", "google.protobuf.ListValue"}),
-            ("wrappers", {"google.protobuf.DoubleValue"}),
-        )
-        if used & set(types.values())  # protoc warns of an unused import
-    )
+    scope = f".clockwork.{_name(pipeline)}.WindowResult."
+    fields = ""
+    for out, agg in aggregations.items():
+        kind = _PROTO_TYPES[str(agg["fn"])]
+        label, _, name = kind.rpartition(" ")
+        if name in (_NUMBER, _SCALAR_MESSAGE):
+            kind = f"{label} {scope}{name}".lstrip()
+        fields += f"    {kind} {out} = {numbers[out]};\n"
+    wrappers = any(str(agg["fn"]) == "avg" for agg in aggregations.values())
     return (
         'syntax = "proto3";\n'
         f"package clockwork.{_name(pipeline)};\n"
-        f"{imports}"
-        "message WindowResult {\n"
+        # protoc warns of an unused import
+        + ('import "google/protobuf/wrappers.proto";\n' if wrappers else "")
+        + "message WindowResult {\n"
         "  message Window {\n    int64 start = 1;\n    int64 end = 2;\n  }\n"
         f"  message Result {{\n{fields}  }}\n"
+        f"{PROTO_UNIONS}"
         "  string pipeline = 1;\n  string key = 2;\n  Window window = 3;\n"
         "  Result result = 4;\n  string fire = 5;\n  int64 seq = 6;\n"
         "  int64 watermark = 7;\n  string id = 8;\n"

@@ -41,6 +41,7 @@ from tests.integration.kafka_utils import (
     wait_until,
     window_definition,
 )
+from tests.integration.test_lookup_join import lookup_spec
 from tests.registry.apicurio_registry import ApicurioRegistry
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -102,14 +103,26 @@ def expected(data: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]
     return dict(out)
 
 
-def avro_definition(name: str, topic: str, shuffle: bool = False, **fmt: Any) -> PipelineDefinition:
+def avro_definition(
+    name: str,
+    topic: str,
+    shuffle: bool = False,
+    more: dict[str, Any] | None = None,
+    **fmt: Any,
+) -> PipelineDefinition:
+    """A per-minute count and sum of ``amount`` of an Avro topic (``more``: other
+    aggregations beside them)."""
     definition = window_definition(
         name,
         [topic],
         {
             "type": "window",
             "assigner": {"type": "tumbling", "size_ms": 60_000},
-            "aggregations": {"n": {"fn": "count"}, "revenue": {"fn": "sum", "field": "amount"}},
+            "aggregations": {
+                "n": {"fn": "count"},
+                "revenue": {"fn": "sum", "field": "amount"},
+                **(more or {}),
+            },
         },
         shuffle=shuffle,
     )
@@ -443,6 +456,49 @@ async def test_a_spec_whose_result_schema_the_registry_refuses_is_a_422(
         await http.delete(f"/pipelines/{name}")
 
 
+@pytest.mark.parametrize(("fmt", "kind"), [("protobuf", "PROTOBUF"), ("json_schema", "JSON")])
+async def test_a_protobuf_or_json_schema_sink_the_registry_refuses_is_a_422_at_create(
+    bootstrap_servers: str, schema_registry: ApicurioRegistry, fmt: str, kind: str
+) -> None:
+    """The registry's compatibility rules hold for every sink format: with the results'
+    schema of ``seen: first`` under ``<topic>-value`` (BACKWARD), a spec making it a
+    ``count`` (old results no longer read) is refused when it is created."""
+    name = unique(f"{fmt.replace('_', '-')}-compat")
+    out = f"{name}.out"
+    first = {"seen": {"fn": "first", "field": "user"}}
+    client = AsyncSchemaRegistryClient({"url": schema_registry.url})
+    try:
+        await client.set_compatibility(f"{out}-value", "BACKWARD")
+        await client.register_schema(
+            f"{out}-value", Schema(window_result_schema(fmt, name, first), kind)
+        )
+    finally:
+        await client.aclose()
+    spec = {
+        "name": name,
+        "source": {"topics": [f"{name}.in"]},
+        "key": {"field": "user", "partitioned": True},
+        "timestamp": {"field": "ts"},
+        "operator": {
+            "type": "window",
+            "assigner": {"type": "tumbling", "size_ms": 60_000},
+            "aggregations": {"seen": {"fn": "count"}},
+        },
+        "sink": {"topic": out, "format": fmt},
+    }
+    settings = app_settings(
+        bootstrap_servers, schema_registry=SchemaRegistrySettings(url=schema_registry.url)
+    )
+    async with running_app(settings) as url, httpx.AsyncClient(base_url=url) as http:
+        refused = await http.post("/pipelines", json=spec)
+    assert refused.status_code == 422, refused.text
+    (problem,) = refused.json()["detail"]
+    assert (problem["type"], problem["loc"][-2:]) == (
+        "sink_schema_incompatible",
+        ["sink", "format"],
+    )
+
+
 async def http_get_versions(url: str, subject: str) -> list[int]:
     client = AsyncSchemaRegistryClient({"url": url})
     try:
@@ -484,12 +540,13 @@ async def test_a_format_needing_a_registry_on_a_service_without_one_is_a_422(
 async def json_results_run(
     bootstrap_servers: str, registry_url: str, name: str, fmt: str
 ) -> list[dict[str, Any]]:
-    """A JSON source of 40 orders to a sink in ``fmt``; the results' records."""
+    """A JSON source of 40 orders (each with ``big``: 2**53 + 1) to a sink in ``fmt``,
+    whose aggregations also sum ``big``; the results' records."""
     topic = f"{name}.in"
     await create_topic(bootstrap_servers, topic, 1)
-    data = orders(40)
+    data = [{**o, "big": BIG} for o in orders(40)]
     await produce(bootstrap_servers, topic, [(0, None, orjson.dumps(o), None) for o in data])
-    definition = avro_definition(name, topic)
+    definition = avro_definition(name, topic, more={"big": {"fn": "sum", "field": "big"}})
     definition = dataclasses.replace(definition, format=FormatSettings())
     aggregations = definition.spec["operator"]["aggregations"]
     schema = window_result_schema(fmt, name, aggregations)
@@ -501,10 +558,19 @@ async def json_results_run(
     return [{"value": r.value} for r in await read_topic(bootstrap_servers, f"{name}.out")]
 
 
+BIG = 2**53 + 1
+"""A value whose sums a double would round: they must stay exact in every format."""
+
+
 def window_results(values: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:
     got = {(v["key"], int(v["window"]["start"])): v["result"] for v in values}
     assert len(got) == len(values)
     return got
+
+
+def expected_with_big() -> dict[tuple[str, int], dict[str, Any]]:
+    """:func:`expected` of :func:`json_results_run`'s orders, with the sums of ``big``."""
+    return {k: {**v, "big": v["n"] * BIG} for k, v in expected(orders(40)).items()}
 
 
 async def test_json_schema_results_read_back_by_confluents_deserializer(
@@ -523,7 +589,7 @@ async def test_json_schema_results_read_back_by_confluents_deserializer(
         latest = await client.get_latest_version(f"{name}.out-value")
     finally:
         await client.aclose()
-    assert window_results(values) == expected(orders(40))
+    assert window_results(values) == expected_with_big()
     assert latest.schema.schema_type == "JSON"
     assert {frame_id(r["value"]) for r in records} == {latest.schema_id}
 
@@ -554,8 +620,11 @@ async def test_protobuf_results_read_back_with_the_registrys_schema(
         decoded = message.FromString(raw[6:])
         values.append(json_format.MessageToDict(decoded, preserving_proto_field_name=True))
     for value in values:  # protobuf's JSON mapping writes an int64 as a string
-        value["result"]["n"] = int(value["result"]["n"])
-    assert window_results(values) == expected(orders(40))
+        result = value["result"]
+        result["n"] = int(result["n"])
+        result["revenue"] = result["revenue"]["double_value"]  # the sums' Number oneof
+        result["big"] = int(result["big"]["long_value"])
+    assert window_results(values) == expected_with_big()
 
 
 def frame_id(value: bytes) -> int:
@@ -622,3 +691,49 @@ async def test_a_join_of_an_avro_input_and_a_json_input(
     assert got == sorted((f"o{i}", o["amount"], i) for i, o in enumerate(data))
     letters = await read_topic(bootstrap_servers, f"{name}.dlq")
     assert [dict(r.headers)["clockwork.reason"] for r in letters] == [b"bad_magic"]
+
+
+CUSTOMER: dict[str, Any] = {
+    "type": "record",
+    "name": "Customer",
+    "namespace": "clockwork.test",
+    "fields": [{"name": "name", "type": "string"}],
+}
+
+
+async def test_a_lookup_table_in_avro_joined_by_a_json_stream(
+    bootstrap_servers: str, schema_registry: ApicurioRegistry
+) -> None:
+    """A lookup join's table decodes its registry format as a source does: customers in
+    Avro through the registry (a tombstone deleting one, a record not in the wire format
+    dead-lettered as such, named as the table's), orders in JSON."""
+    name = unique("avro-lookup")
+    await create_topic(bootstrap_servers, f"{name}.orders", 1)
+    await create_topic(bootstrap_servers, f"{name}.customers", 1)
+    (v1,) = await register(schema_registry.url, f"{name}.customers-value", CUSTOMER)
+    table: list[Record] = [
+        (0, f"c{i}".encode(), frame(v1, avro(CUSTOMER, {"name": f"name{i}"})), None)
+        for i in range(4)
+    ]
+    table.append((0, b"c3", None, None))  # a tombstone: c3 is deleted
+    table.append((0, b"c2", orjson.dumps({"name": "json"}), None))  # bad_magic
+    await produce(bootstrap_servers, f"{name}.customers", table)
+    orders = [{"customer": f"c{n % 5}", "ts": BASE_MS + n, "n": n} for n in range(10)]
+    await produce(
+        bootstrap_servers,
+        f"{name}.orders",
+        [(0, o["customer"].encode(), orjson.dumps(o), None) for o in orders],
+    )
+    spec = lookup_spec(name, bounded=True)
+    spec["inputs"]["customers"]["source"]["format"] = "avro"
+    definition = build_definition(validate_spec(spec, ()), ())
+    await run_to_end(bootstrap_servers, definition, schema_registry.url)
+    rows = await read_json(bootstrap_servers, f"{name}.out")
+    names = {f"c{i}": f"name{i}" for i in range(3)}
+    assert {r["value"]["n"]: r["value"]["who"] for r in rows} == {
+        n: names.get(f"c{n % 5}") for n in range(10)
+    }
+    letters = [dict(r.headers) for r in await read_topic(bootstrap_servers, f"{name}.dlq")]
+    assert [(h["clockwork.reason"], h["clockwork.input"]) for h in letters] == [
+        (b"bad_magic", b"customers")
+    ]

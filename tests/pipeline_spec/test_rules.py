@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from service.pipeline_spec.models import PipelineSpec
-from service.pipeline_spec.rules import RULES, Fragment, Rule, rule
+from service.pipeline_spec.rules import RULES, Fragment, Rule, check, rule
 from service.pipeline_spec.schema import assemble, pipeline_schema
 from tests.api.test_spec_schema import edited_specs
 
@@ -200,6 +200,25 @@ EXAMPLES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
             edit(window(), lambda s: s["operator"].update(aggregations={"n-1": {"fn": "count"}})),
         ],
     ),
+    "protobuf_result_names_apart": (
+        [
+            edit(
+                window(aggregations={"a_b": {"fn": "count"}, "aB": {"fn": "count"}}),
+                lambda s: s["sink"].update(format="protobuf"),
+            )
+        ],
+        [
+            window(aggregations={"a_b": {"fn": "count"}, "aB": {"fn": "count"}}),
+            edit(
+                window(aggregations={"ab": {"fn": "count"}, "aB": {"fn": "count"}}),
+                lambda s: s["sink"].update(format="protobuf"),
+            ),
+            edit(
+                window(aggregations={"a_b": {"fn": "count"}, "aB": {"fn": "count"}}),
+                lambda s: s["sink"].update(format="avro"),
+            ),
+        ],
+    ),
     "inputs_agree": (
         [
             edit(join(), input_("a", source={"topics": ["in.a"], "bounded": True})),
@@ -306,9 +325,9 @@ EXAMPLES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
         [
             edit(lookup_join(), input_("b", source={"topics": ["in.b"], "bounded": True})),
             edit(lookup_join(), input_("b", source={"topics": ["in.b"], "start_from": "latest"})),
-            edit(lookup_join(), input_("b", source={"topics": ["in.b"], "format": "avro"})),
         ],
         [
+            edit(lookup_join(), input_("b", source={"topics": ["in.b"], "format": "avro"})),
             edit(lookup_join(), input_("a", source={"topics": ["in.a"], "bounded": True})),
             edit(lookup_join(), input_("a", source={"topics": ["in.a"], "format": "protobuf"})),
             edit(
@@ -577,3 +596,17 @@ def test_a_rule_without_a_fragment_says_why_for_each_problem() -> None:
     with pytest.raises(ValueError, match="no fragment"):
         rule(reports={"a"}, schema=Fragment("KeySpec", {}), beyond_schema={"a": "x"})(check)
     assert check.__name__ not in BY_NAME
+
+
+def test_aggregations_whose_protobuf_json_names_clash_are_refused_at_each_later_one() -> None:
+    """protoc refuses two fields of one message with one JSON name (``a_b``, ``aB`` and
+    ``a__b`` are all ``aB``): a protobuf sink's spec says so at create time, at each
+    aggregation after the first of its JSON name."""
+    names = ["a_b", "n", "aB", "a__b"]
+    spec = window(aggregations={name: {"fn": "count"} for name in names})
+    spec["sink"]["format"] = "protobuf"
+    problems = [(p.loc, p.type) for p in check(spec, ALLOWED)]
+    assert problems == [
+        (("operator", "aggregations", "aB"), "protobuf_json_name_clash"),
+        (("operator", "aggregations", "a__b"), "protobuf_json_name_clash"),
+    ]

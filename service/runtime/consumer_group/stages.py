@@ -72,6 +72,7 @@ class StageSession(Protocol):
     def emitter(self) -> WatermarkEmitter: ...
     def batches_for(self, tp: TopicPartition) -> BatchProducer: ...
     def abort(self, exc: BaseException) -> None: ...
+    def waiting(self, reason: str | None) -> None: ...
 
 
 class Stage:
@@ -216,6 +217,7 @@ class LookupStage(KeyedStage):
             self.reader = reader
             reader.start()
         reader.on_failure = session.abort
+        reader.on_waiting = session.waiting
         await reader.wait_loaded()
 
     def operator(self, session: StageSession, tp: TopicPartition, clock: Clock) -> Operator:

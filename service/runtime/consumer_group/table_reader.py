@@ -12,7 +12,12 @@ loop's batches (one event loop: never in the middle of a batch).
 
 Each record goes through the table input's decoder (a null value is a tombstone of its
 Kafka key, :class:`~service.runtime.partition.decoding.TableDecoder`); one that fails
-goes to the dead-letter topic, named as the table input's. A table with more keys than
+goes to the dead-letter topic, named as the table input's. A table in a registry format
+is decoded as a source is (docs/formats.md): the writer schemas a fetch names are asked
+of the registry (a client of the reader's own: the reader outlives sessions) before it
+is decoded, and while the registry cannot be reached the reader waits, the fetch in
+hand, and asks again with backoff (the session's status shows why), never
+dead-lettering a good record for it. A table with more keys than
 ``max_rows`` raises :class:`~service.operators.join.lookup.LookupTableFull`: the reader
 stops, and the stage fails with that reason (and, after its backoff, reads the table
 again: it may have shrunk). Partitions added to the topic later are not followed.
@@ -23,7 +28,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
@@ -38,6 +44,7 @@ from service.runtime.observability.metrics import RuntimeMetrics
 from service.runtime.partition.decoding import DeadLetter, RecordDecoder, TableDecoder
 from service.runtime.partition.sinks import OutputSink
 from service.runtime.pipeline_topics.creation import ensure_topics
+from service.runtime.schema_registry.client import RegistryUnavailable, SchemaRegistry
 from service.runtime.settings import RuntimeSettings
 
 logger = logging.getLogger(__name__)
@@ -71,7 +78,12 @@ class TableReader:
         self._topics = table_input.topics
         view = definition.as_input(1)
         unnest = view.steps is not None and view.steps.has_unnest
-        self._decoder = TableDecoder(RecordDecoder(view), positioned=unnest)
+        records = RecordDecoder(view)
+        self._decoder = TableDecoder(records, positioned=unnest)
+        self._schemas = records.schemas
+        self._registry: SchemaRegistry | None = None
+        self.on_waiting: Callable[[str | None], None] | None = None
+        """Told why the reader waits for the schema registry (None: no more)."""
         self._rows = metrics.lookup_table_rows.labels(definition.name, table_input.name)
         self._loaded_gauge = metrics.lookup_table_loaded.labels(definition.name, table_input.name)
         self._loaded = asyncio.Event()
@@ -134,6 +146,8 @@ class TableReader:
             acks="all", request_timeout_ms=settings.request_timeout_ms
         )
         batches: BatchProducer | None = None
+        if self._schemas is not None:
+            self._registry = SchemaRegistry(settings.schema_registry)
         try:
             await consumer.start()
             await producer.start()
@@ -150,6 +164,7 @@ class TableReader:
                 )
                 dead_letters = False
                 for tp, records in fetched.items():
+                    await self._resolve_schemas(records)
                     inputs: list[InputRecord] = []
                     failed: list[DeadLetter] = []
                     self._decoder.decode(records, inputs, failed)
@@ -167,6 +182,39 @@ class TableReader:
             if batches is not None:
                 await batches.close()
             await producer.stop()
+            if self._registry is not None:
+                await self._registry.close()
+
+    async def _resolve_schemas(self, records: Sequence[Any]) -> None:
+        """Fetch the writer schemas ``records`` name that are not known yet; while the
+        registry cannot be reached, say so and ask again with backoff (as the fetch loop
+        does for a source)."""
+        schemas, registry = self._schemas, self._registry
+        if schemas is None or registry is None:
+            return
+        missing = schemas.missing(records)
+        backoff = self._settings.restart_backoff_initial_s
+        waited = False
+        while missing:
+            try:
+                await registry.resolve(schemas, missing)
+            except RegistryUnavailable as exc:
+                table = self.table.input
+                reason = f"waiting for the schema registry (lookup table {table!r}): {exc}"
+                if not waited:
+                    logger.warning("pipeline %s: %s", self._definition.name, reason)
+                    waited = True
+                if self.on_waiting is not None:
+                    self.on_waiting(f"{reason} (retrying in {backoff:.1f}s)")
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, self._settings.restart_backoff_max_s)
+                missing = {i for i in missing if i not in schemas.by_id}
+                continue
+            break
+        if waited:
+            logger.info("pipeline %s: the schema registry answers again", self._definition.name)
+            if self.on_waiting is not None:
+                self.on_waiting(None)
 
     async def _check_loaded(
         self, consumer: AIOKafkaConsumer, unread: dict[TopicPartition, int]

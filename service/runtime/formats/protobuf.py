@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from importlib import resources
 from typing import Any
 
+import orjson
 from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError, Message
@@ -127,6 +128,8 @@ class ProtobufSchema:
         if known is not None:
             return known
         special = _SPECIAL.get(name)
+        if special is None and _result_union(descriptor):
+            special = _union
         if special is not None:
             self._converters[name] = special
             return special
@@ -200,6 +203,19 @@ def _wrapped(message: Any) -> Any:
     return message.value
 
 
+_WRAPPERS = frozenset(
+    f"google.protobuf.{kind}Value"
+    for kind in ("Double", "Float", "Int64", "UInt64", "Int32", "UInt32", "Bool", "String")
+)
+
+
+def _union(message: Any) -> Any:
+    """A result schema's ``Number`` or ``Scalar``: the value of its set branch, null for
+    none (as an Avro union reads)."""
+    branch = message.WhichOneof("value")
+    return None if branch is None else getattr(message, branch)
+
+
 _SPECIAL: dict[str, Callable[[Any], Any]] = {
     "google.protobuf.Timestamp": _timestamp,
     **{
@@ -255,6 +271,19 @@ class FramedProtobufReader:
             append(reader.convert(message))
 
 
+def _result_union(descriptor: Descriptor) -> bool:
+    """Whether ``descriptor`` is a Clockwork result schema's ``Number`` or ``Scalar``
+    (``clockwork.<pipeline>.WindowResult.Number``), read as the value it holds."""
+    parent = descriptor.containing_type
+    return (
+        descriptor.name in ("Number", "Scalar")
+        and parent is not None
+        and parent.name == "WindowResult"
+        and descriptor.full_name.startswith("clockwork.")
+        and [o.name for o in descriptor.oneofs] == ["value"]
+    )
+
+
 def _repeated(field: FieldDescriptor) -> bool:
     """``field.is_repeated`` where protobuf has it (newer releases), else the label: the
     protobuf a resolver picks varies (PyFlink, in the dev extras, pins an older one)."""
@@ -266,17 +295,116 @@ def _repeated(field: FieldDescriptor) -> bool:
 
 def framed_encoder(schema_text: str, schema_id: int) -> Callable[[dict[str, Any]], bytes]:
     """Encode one result value per call in the wire format with schema ``schema_id``:
-    the first message of ``schema_text`` (message index ``0``), filled from the value by
-    protobuf's JSON mapping (a ``google.protobuf.Value`` takes any JSON value); raises
-    ``ValueError`` (protobuf's ``ParseError``) for a value the schema does not take."""
+    message ``WindowResult`` of ``schema_text`` (message index ``0``;
+    :func:`service.pipeline_spec.sink_schemas.window_result_proto`), each field set
+    directly, each aggregation by its type: an integer in a ``Number`` or ``Scalar`` as
+    its ``int64`` (exact), a float as its ``double``, a JSON object or array as its JSON
+    text (as the Avro sink writes them). Raises ``ValueError`` or ``TypeError`` for a
+    value the schema does not take."""
     schema = ProtobufSchema(compile_proto(schema_text))
     descriptor = next(iter(schema._file.message_types_by_name.values()))
     cls = message_factory.GetMessageClass(descriptor)
+    result_type = descriptor.fields_by_name["result"].message_type
+    setters = [(f.name, _result_setter(f)) for f in result_type.fields]
     prefix = frame(schema_id, encode_message_indexes([0]))
-    parse = json_format.ParseDict
 
     def encode(value: dict[str, Any]) -> bytes:
-        encoded: bytes = parse(value, cls()).SerializeToString()
+        message = cls(
+            pipeline=value["pipeline"],
+            key=value["key"],
+            fire=value["fire"],
+            seq=value["seq"],
+            watermark=value["watermark"],
+            id=value["id"],
+        )
+        window = value["window"]
+        message.window.start = window["start"]
+        message.window.end = window["end"]
+        result = message.result
+        result.SetInParent()
+        aggregates = value["result"]
+        for name, put in setters:
+            item = aggregates.get(name)
+            if item is not None:
+                put(result, name, item)
+        encoded: bytes = message.SerializeToString()
         return prefix + encoded
 
     return encode
+
+
+_INT64 = range(-(2**63), 2**63)
+
+
+def _set_scalar(message: Any, item: Any) -> None:
+    """``item`` into a ``Scalar`` (bool, int64, double or string); an integer beyond
+    int64 as a double, an object or array as its JSON text, as the Avro sink does."""
+    kind = type(item)
+    if kind is bool:
+        message.bool_value = item
+    elif kind is int:
+        if item in _INT64:
+            message.long_value = item
+        else:
+            message.double_value = item
+    elif kind is float:
+        message.double_value = item
+    elif isinstance(item, str):
+        message.string_value = item
+    elif isinstance(item, int | float):
+        _set_scalar(message, int(item) if isinstance(item, int) else float(item))
+    else:
+        message.string_value = orjson.dumps(item).decode()
+
+
+def _set_number(message: Any, item: Any) -> None:
+    """``item`` into a ``Number``: an integer (in int64) as its ``long_value``, exact."""
+    if isinstance(item, int) and item in _INT64:
+        message.long_value = item
+    else:
+        message.double_value = item
+
+
+def _result_setter(field: FieldDescriptor) -> Callable[[Any, str, Any], None]:
+    """How one aggregation's value goes into its field of ``Result`` (never None: an
+    absent value leaves the field unset, null)."""
+    kind = field.message_type.full_name if field.message_type is not None else None
+    if kind is None:
+
+        def put_plain(result: Any, name: str, item: Any) -> None:
+            setattr(result, name, item)
+
+        return put_plain
+    if kind.endswith(".WindowResult.Scalar"):
+        if _repeated(field):
+
+            def put_scalars(result: Any, name: str, items: Any) -> None:
+                add = getattr(result, name).add
+                for item in items:
+                    element = add()
+                    if item is not None:
+                        _set_scalar(element, item)
+
+            return put_scalars
+
+        def put_scalar(result: Any, name: str, item: Any) -> None:
+            _set_scalar(getattr(result, name), item)
+
+        return put_scalar
+    if kind.endswith(".WindowResult.Number"):
+
+        def put_number(result: Any, name: str, item: Any) -> None:
+            _set_number(getattr(result, name), item)
+
+        return put_number
+    if kind in _WRAPPERS:
+
+        def put_wrapped(result: Any, name: str, item: Any) -> None:
+            getattr(result, name).value = item
+
+        return put_wrapped
+
+    def put_json(result: Any, name: str, item: Any) -> None:  # Value, ListValue...
+        json_format.ParseDict(item, getattr(result, name))
+
+    return put_json
