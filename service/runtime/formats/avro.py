@@ -65,14 +65,43 @@ def _no_named_schemas() -> dict[str, dict[str, Any]]:
     return {"writer": {}, "reader": {}}
 
 
-# fastavro's compiled reader, without schemaless_reader's per-call set-up (named types
-# gathered, the schema checked as parsed); schemaless_reader where fastavro lacks it.
-_read_datum: Callable[[BytesIO, Any, Any, None], Any] = getattr(
-    fastavro_read, "_read_data", _schemaless
-)
-_named_schemas: Callable[[], dict[str, dict[str, Any]]] = getattr(
-    fastavro_read, "_default_named_schemas", _no_named_schemas
-)
+_PROBE_SCHEMA = {
+    "type": "record",
+    "name": "Probe",
+    "fields": [
+        {"name": "kind", "type": {"type": "enum", "name": "Kind", "symbols": ["A", "B"]}},
+        {"name": "again", "type": ["null", "Kind"]},
+        {"name": "n", "type": "long"},
+    ],
+}
+_PROBE_DATUM = {"kind": "B", "again": "A", "n": -3}
+
+
+def _compiled_reader() -> tuple[
+    Callable[[BytesIO, Any, Any, None], Any], Callable[[], dict[str, dict[str, Any]]]
+]:
+    """fastavro's compiled reader ``_read_data`` and its named-types factory, without
+    ``schemaless_reader``'s per-call set-up (named types gathered, the schema checked as
+    parsed); ``schemaless_reader`` where fastavro lacks them or they no longer read a
+    probe datum as ``schemaless_reader`` does. They are private: a fastavro release
+    that changes them falls back to the slower path instead of failing every record."""
+    read = getattr(fastavro_read, "_read_data", None)
+    named_schemas = getattr(fastavro_read, "_default_named_schemas", None)
+    if read is None or named_schemas is None:
+        return _schemaless, _no_named_schemas
+    try:
+        named = named_schemas()
+        parsed = parse_schema(_PROBE_SCHEMA, named["writer"])
+        out = BytesIO()
+        schemaless_writer(out, parsed, _PROBE_DATUM)
+        if read(BytesIO(out.getvalue()), parsed, named, None) != _PROBE_DATUM:
+            return _schemaless, _no_named_schemas
+    except Exception:  # any change of signature or behaviour: the public path
+        return _schemaless, _no_named_schemas
+    return read, named_schemas
+
+
+_read_datum, _named_schemas = _compiled_reader()
 
 
 class AvroSchema:

@@ -209,3 +209,27 @@ def test_the_wire_header_names_the_schema_id() -> None:
     assert schema_id_of(frame(70000, b"x")) == 70000
     assert schema_id_of(b"\x01\x00\x00\x00\x01") is None
     assert schema_id_of(None) is None
+
+
+def test_the_compiled_reader_is_used_only_while_it_reads_as_schemaless_reader_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert avro._compiled_reader()[0] is avro.fastavro_read._read_data
+
+    def changed(stream: Any, writer: Any, named: Any, reader: Any, extra: Any) -> Any:
+        raise AssertionError("not reached: the signature no longer fits")
+
+    monkeypatch.setattr(avro.fastavro_read, "_read_data", changed)
+    assert avro._compiled_reader() == (avro._schemaless, avro._no_named_schemas)
+
+
+def test_the_fallback_reader_reads_what_the_compiled_one_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    value = {"user": "u1", "ts": dt.datetime(2024, 1, 1, tzinfo=dt.UTC), "amount": 2.5}
+    framed = frame(7, encode(ORDER, value))
+    compiled, _ = read(framed_reader(id7=ORDER), framed)
+    monkeypatch.setattr(avro, "_read_datum", avro._schemaless)
+    monkeypatch.setattr(avro, "_named_schemas", avro._no_named_schemas)
+    fallback, _ = read(framed_reader(id7=ORDER), framed)
+    assert fallback == compiled == [{"user": "u1", "ts": 1704067200000, "amount": 2.5}]
