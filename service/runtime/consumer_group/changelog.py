@@ -60,6 +60,16 @@ Encoded = list[tuple[bytes, bytes | None]]
 """Changelog records ready to append: ``(key, value or None)``, metadata last."""
 
 
+def _held(data: Any) -> bytes:
+    """``data`` as JSON, in bytes of their own size.
+
+    orjson (3.12 on) returns even a 100-byte result in a 4 KiB allocation, which is
+    harmless for bytes copied into a batch at once but not for a checkpoint's entries,
+    which are held until written: a join holding 300k rows encoded 1.2 GB for 30 MB of
+    JSON, and the heap kept it. The right-sized copy costs ~0.1 us an entry."""
+    return memoryview(dumps(data)).tobytes()
+
+
 def encode_checkpoint(tp: TopicPartition, changes: dict[str, Any], meta: dict[str, Any]) -> Encoded:
     """One partition's changed entries, then its metadata record, as bytes.
 
@@ -68,10 +78,10 @@ def encode_checkpoint(tp: TopicPartition, changes: dict[str, Any], meta: dict[st
     """
     prefix = state_prefix(tp.topic, tp.partition)
     records: Encoded = [
-        ((prefix + entry).encode(), None if data is None else dumps(data))
+        ((prefix + entry).encode(), None if data is None else _held(data))
         for entry, data in changes.items()
     ]
-    records.append((meta_key(tp.topic, tp.partition).encode(), dumps(meta)))
+    records.append((meta_key(tp.topic, tp.partition).encode(), _held(meta)))
     return records
 
 
