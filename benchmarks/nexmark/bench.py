@@ -33,6 +33,9 @@ Per query, medians over the rounds:
   work.
 - peak RSS: of the process tree, sampled every 50 ms (a peak shorter than that can be
   missed).
+- the broker's CPU while Clockwork's process ran (start to exit), per 1M events read:
+  apart, in neither engine's figures, to say how much of Clockwork's time off its own
+  CPU the broker's work on the shared cores explains.
 - generated events per CPU second (the job's CPU): every generated event counted,
   whichever the query reads, as the published ``Throughput/Cores`` counts them.
 
@@ -45,6 +48,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -55,7 +59,7 @@ from pathlib import Path
 from benchmarks.nexmark.generate import KINDS, NexmarkConfig, by_kind, produce
 from benchmarks.nexmark.published import PER_CORE, SOURCE
 from benchmarks.nexmark.queries import QUERIES, Query
-from benchmarks.peers.measure import run_measured
+from benchmarks.peers.measure import descendants, run_measured, tree_usage
 
 TIMEOUT_S = 1800.0
 
@@ -67,6 +71,8 @@ class Run:
     process_cpu_s: float
     peak_rss_mb: float
     rows: int | None
+    broker_cpu_s: float = 0.0
+    """The broker's CPU seconds while the run's process lived (Clockwork's runs)."""
 
 
 def write_files(config: NexmarkConfig, folder: Path) -> dict[str, int]:
@@ -81,16 +87,28 @@ def write_files(config: NexmarkConfig, folder: Path) -> dict[str, int]:
     return counts
 
 
-def measured(engine: str, query: Query, folder: Path, options: list[str]) -> Run:
-    """One run of ``engine`` on ``query`` in a process of its own, measured from outside."""
+def _cpu(pids: list[int]) -> float:
+    return sum(tree_usage(p)[1] for p in pids)
+
+
+def measured(engine: str, query: Query, folder: Path, options: list[str], broker: list[int]) -> Run:
+    """One run of ``engine`` on ``query`` in a process of its own, measured from outside;
+    ``broker``: its processes, whose CPU meanwhile the run reports apart."""
     out = folder / f"{engine}-{query.name}-{uuid.uuid4().hex[:6]}.json"
     cmd = [sys.executable, "-m", "benchmarks.nexmark.jobs", engine, query.name, str(out)]
+    broker_started = _cpu(broker)
     done = run_measured(cmd + options, out.with_suffix(".log"), TIMEOUT_S)
+    broker_cpu = _cpu(broker) - broker_started
     if done.returncode != 0 or not out.exists():
         raise RuntimeError(f"{engine} {query.name} failed:\n{done.log_tail}")
     found = json.loads(out.read_text())
     return Run(
-        found["seconds"], found["cpu_s"], done.cpu_s, done.peak_rss_bytes / 1e6, found["rows"]
+        found["seconds"],
+        found["cpu_s"],
+        done.cpu_s,
+        done.peak_rss_bytes / 1e6,
+        found["rows"],
+        broker_cpu,
     )
 
 
@@ -112,6 +130,7 @@ def row(query: Query, read: int, generated: int, ours: list[Run], theirs: list[R
             for f in ("job_cpu_s", "process_cpu_s")
         ),
         f"{_median(ours, 'peak_rss_mb'):,.0f} / {_median(theirs, 'peak_rss_mb'):,.0f}",
+        f"{_median(ours, 'broker_cpu_s') * 1e6 / read:.1f}",
         f"{generated / _median(ours, 'job_cpu_s'):,.0f} / "
         f"{generated / _median(theirs, 'job_cpu_s'):,.0f}",
         f"{PER_CORE[query.name]:,}" if query.name in PER_CORE else "n/a",
@@ -123,9 +142,10 @@ def row(query: Query, read: int, generated: int, ours: list[Run], theirs: list[R
 HEADER = (
     "| query | events read | events/s Clockwork | events/s Flink SQL | ratio "
     "| CPU s per 1M read, job: Clockwork / Flink | CPU s per 1M read, whole process tree "
-    "| peak RSS MB: Clockwork / Flink | generated events per CPU s: Clockwork / Flink "
+    "| peak RSS MB: Clockwork / Flink | broker CPU s per 1M read, while Clockwork ran "
+    "| generated events per CPU s: Clockwork / Flink "
     "| Flink published, generated events per core-second | Clockwork rows |\n"
-    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 )
 
 
@@ -152,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
         topics = {k: f"{prefix}.{k}" for k in KINDS}
         asyncio.run(produce(broker.bootstrap_servers, topics, config))
         clockwork = ["--bootstrap", broker.bootstrap_servers, "--prefix", prefix]
+        # This process's only child yet: the broker.
+        tansu = [p for p in descendants(os.getpid()) if p != os.getpid()]
         print(f"{args.events:,} events ({counts}), {args.rounds} rounds, medians")
         if not args.profile:
             print(f"published: {SOURCE}\n{HEADER}", flush=True)
@@ -159,13 +181,14 @@ def main(argv: list[str] | None = None) -> int:
             if args.profile:
                 args.profile.mkdir(parents=True, exist_ok=True)
                 profile = ["--profile", str(args.profile / f"{query.name}.prof")]
-                run = measured("clockwork", query, folder, clockwork + profile)
+                run = measured("clockwork", query, folder, clockwork + profile, tansu)
                 print(f"{query.name}: {run.seconds:.2f} s under cProfile", flush=True)
                 continue
             ours, theirs = [], []
             for _ in range(args.rounds):
-                ours.append(measured("clockwork", query, folder, clockwork))
-                theirs.append(measured("flink", query, folder, ["--folder", str(folder)]))
+                ours.append(measured("clockwork", query, folder, clockwork, tansu))
+                files = ["--folder", str(folder)]
+                theirs.append(measured("flink", query, folder, files, tansu))
             read = sum(counts[k] for k in query.tables)
             print(row(query, read, args.events, ours, theirs), flush=True)
     return 0
