@@ -7,7 +7,8 @@ to measure from outside (the process tree's CPU and peak RSS, start to exit):
 Each writes ``OUT``: a JSON object with ``seconds`` (the job's time: Clockwork's
 pipelines from start to finish, Flink's net job run time), ``cpu_s`` (CPU seconds spent
 meanwhile by this process and its descendants: for Flink the Python driver and its JVM)
-and ``rows`` (how many result records Clockwork wrote; Flink writes into ``blackhole``: ``null``).
+and ``rows`` (how many result records Clockwork wrote, to the topic ``sink``; Flink
+writes into ``blackhole``: ``null``).
 
 A process per run, so neither engine's figures carry the other's (or the bench's) memory,
 and the broker (a process of the bench's) counts for neither.
@@ -48,7 +49,7 @@ def clockwork(query: Query, bootstrap: str, prefix: str) -> dict[str, Any]:
         spec["sink"]["topic"] = upstream = f"{spec['sink']['topic']}.{uuid.uuid4().hex[:6]}"
         run = asyncio.run(run_spec(bootstrap, spec))
         seconds, cpu, rows = seconds + run.seconds, cpu + run.cpu_s, run.rows
-    return {"seconds": seconds, "cpu_s": cpu, "rows": rows}
+    return {"seconds": seconds, "cpu_s": cpu, "rows": rows, "sink": upstream}
 
 
 def flink(query: Query, folder: Path) -> dict[str, Any]:
