@@ -5,7 +5,7 @@ Source: ``GUIDE_V1.md`` of github.com/nexmark/nexmark at commit
 ``6b3646c3baec701f1fa74baf938d235f742e5d3c`` (2025-12-26), "Nexmark Benchmark Result",
 given there as "an example of result table" (the README links it; the README itself
 held the same table until commit ``e115ef9``, 2025-03-02, which moved it there).
-Its setup: a standalone cluster of 3 workers of 8 cores, 8
+Its setup: a standalone cluster (its stated minimum: 3 workers of 8 cores), 8
 TaskManagers of one slot, parallelism 8, RocksDB with incremental checkpoints,
 exactly-once checkpoints every 3 minutes, MiniBatch on (2 s, 50,000 rows), Flink 1.13 to
 2.0; 100 million events from nexmark-flink's in-job generator (bid 92 %, auction 6 %,
