@@ -1,26 +1,48 @@
 """``python -m benchmarks.nexmark.bench [--events N] [--rounds R] [--queries q3,q7]``: the
 Nexmark queries Clockwork's SQL runs (:mod:`benchmarks.nexmark.queries`), in Clockwork
 and in Flink SQL, side by side in one run, round robin (per query and round: Clockwork,
-then Flink).
+then Flink), beside Flink's published per-core figures
+(:mod:`benchmarks.nexmark.published`).
 
 The events: the generator's (:mod:`benchmarks.nexmark.generate`, 10,000 events/s of event
 time), generated once, written to Kafka (one partition per topic, on the embedded
 broker) for Clockwork and to JSON-lines files for Flink (PyFlink's package has no Kafka
 connector: see benchmarks/peers/flink.py).
 
-Each peer as its documentation runs it:
+Each run is a process of its own (:mod:`benchmarks.nexmark.jobs`), each peer as its
+documentation runs it:
 
-- Clockwork: the query's script compiled to its spec and run on the runtime, bounded,
-  in this process; the time is from the pipeline's start to its finish (every result
-  written to the sink topic).
+- Clockwork: the query's script compiled to its spec and run on the runtime, bounded;
+  the time is from the pipeline's start to its finish (every result written to the
+  sink topic), both stages' for q5 and q7 (whose second pipelines read the first's
+  results).
 - Flink: PyFlink's local MiniCluster, streaming mode, parallelism 1, the results into
-  the ``blackhole`` connector as nexmark-flink's queries write them, in a process of its
-  own per run; the time is the job's net run time (start-up of the JVM and the
-  cluster left out, as for Clockwork, whose process is already up).
+  the ``blackhole`` connector as nexmark-flink's queries write them; the time is the
+  job's net run time (start-up of the JVM and the cluster left out, as Clockwork's
+  start-up is).
 
-Events/s counts the events the query reads (bids: 46 in 50 of the generated events).
-The result rows are not checked here; tests/integration/test_nexmark_flink.py checks
-that both give the same rows.
+Per query, medians over the rounds:
+
+- events/s: the events the query reads (bids: 46 in 50 of the generated events) over
+  the job's time.
+- CPU s per 1M events read, two ways: over the job's time (measured inside the run:
+  Clockwork's process; Flink's Python driver and its JVM), and over the whole process
+  tree from start to exit (:func:`benchmarks.peers.measure.run_measured`: interpreter,
+  imports, the JVM's start-up and shut-down included). The broker is a process of this
+  bench, in neither tree: Flink reads files, so neither side's figure has a broker's
+  work.
+- peak RSS: of the process tree, sampled every 50 ms (a peak shorter than that can be
+  missed).
+- the broker's CPU while Clockwork's process ran (start to exit), per 1M events read:
+  apart, in neither engine's figures, to say how much of Clockwork's time off its own
+  CPU the broker's work on the shared cores explains.
+- generated events per CPU second (the job's CPU): every generated event counted,
+  whichever the query reads, as the published ``Throughput/Cores`` counts them.
+
+Clockwork's result rows are counted, and for the queries the Python reference answers
+(q3, q5, q7, q8: :mod:`benchmarks.nexmark.check`) checked against it, every round;
+tests/integration/test_nexmark_flink.py checks every query's against Flink's at 3,000
+events. Flink's go to ``blackhole``, unchecked here.
 """
 
 from __future__ import annotations
@@ -28,23 +50,41 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.nexmark.generate import KINDS, NexmarkConfig, by_kind, produce
-from benchmarks.nexmark.queries import QUERIES, Query, flink_table, script
+from benchmarks.nexmark.check import COLUMNS, matches
+from benchmarks.nexmark.generate import KINDS, Event, NexmarkConfig, by_kind, produce
+from benchmarks.nexmark.published import PER_CORE, SOURCE
+from benchmarks.nexmark.queries import QUERIES, Query
+from benchmarks.peers.measure import descendants, run_measured, tree_usage
+from benchmarks.workload import read_topic
 
-BY_NAME = {q.name: q for q in QUERIES}
+TIMEOUT_S = 1800.0
 
 
-def write_files(config: NexmarkConfig, folder: Path) -> dict[str, int]:
+@dataclass(frozen=True, slots=True)
+class Run:
+    seconds: float
+    job_cpu_s: float
+    process_cpu_s: float
+    peak_rss_mb: float
+    rows: int | None
+    broker_cpu_s: float = 0.0
+    """The broker's CPU seconds while the run's process lived (Clockwork's runs)."""
+    sink: str = ""
+    """The topic of Clockwork's results."""
+
+
+def write_files(events: dict[str, list[Event]], folder: Path) -> dict[str, int]:
     """Each kind's events as Flink's tables read them; how many of each."""
     counts = {}
-    for kind, found in by_kind(config).items():
+    for kind, found in events.items():
         with (folder / f"{kind}.json").open("w") as out:
             for e in found:
                 record = {k: v for k, v in e.record.items() if k != "dateTime"}
@@ -53,64 +93,77 @@ def write_files(config: NexmarkConfig, folder: Path) -> dict[str, int]:
     return counts
 
 
-def clockwork_seconds(bootstrap: str, query: Query, prefix: str) -> tuple[float, int]:
-    """Run the query's script to the end of its input (after the query whose results it
-    reads, to its end: the seconds of both): seconds, result rows."""
-    from benchmarks.nexmark.in_process import run_spec
-    from service.pipeline_spec.sql.compiler import compile_sql
-
-    stages = [BY_NAME[query.after], query] if query.after else [query]
-    total, rows, upstream = 0.0, 0, ""
-    for stage in stages:
-        spec = compile_sql(
-            f"{stage.name.replace('_', '-')}-{uuid.uuid4().hex[:6]}", script(stage, prefix)
-        ).spec
-        if upstream:
-            spec["source"]["topics"] = [upstream]
-        spec["sink"]["topic"] = upstream = f"{spec['sink']['topic']}.{uuid.uuid4().hex[:6]}"
-        seconds, results = asyncio.run(run_spec(bootstrap, spec))
-        total, rows = total + seconds, len(results)
-    return total, rows
+def _cpu(pids: list[int]) -> float:
+    return sum(tree_usage(p)[1] for p in pids)
 
 
-def flink_seconds(query: Query, folder: Path) -> float:
-    """Run the query in Flink SQL in a process of its own: the job's net run time."""
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks.nexmark.bench",
-            "--flink-query",
-            query.name,
-            str(folder),
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
+def measured(engine: str, query: Query, folder: Path, options: list[str], broker: list[int]) -> Run:
+    """One run of ``engine`` on ``query`` in a process of its own, measured from outside;
+    ``broker``: its processes, whose CPU meanwhile the run reports apart."""
+    out = folder / f"{engine}-{query.name}-{uuid.uuid4().hex[:6]}.json"
+    cmd = [sys.executable, "-m", "benchmarks.nexmark.jobs", engine, query.name, str(out)]
+    broker_started = _cpu(broker)
+    done = run_measured(cmd + options, out.with_suffix(".log"), TIMEOUT_S)
+    broker_cpu = _cpu(broker) - broker_started
+    if done.returncode != 0 or not out.exists():
+        raise RuntimeError(f"{engine} {query.name} failed:\n{done.log_tail}")
+    found = json.loads(out.read_text())
+    return Run(
+        found["seconds"],
+        found["cpu_s"],
+        done.cpu_s,
+        done.peak_rss_bytes / 1e6,
+        found["rows"],
+        broker_cpu,
+        found.get("sink", ""),
     )
-    return float(done.stdout.strip().splitlines()[-1])
 
 
-def _flink_job(name: str, folder: Path) -> None:
-    """In the Flink process: run one query into a blackhole sink; print its net seconds."""
-    from pyflink.table import EnvironmentSettings, TableEnvironment
+def checked(bootstrap: str, query: Query, run: Run, events: dict[str, list[Event]]) -> bool:
+    """Whether the run's results are the Python reference's rows (read back here, after
+    the run's process has ended and been measured)."""
+    records = [json.loads(v) for v in asyncio.run(read_topic(bootstrap, run.sink))]
+    return matches(query, records, events)
 
-    query = next(q for q in QUERIES if q.name == name)
-    env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
-    config = env.get_config()
-    config.set("parallelism.default", "1")
-    config.set("table.local-time-zone", "UTC")
-    for kind in query.tables:
-        env.execute_sql(flink_table(kind, folder / f"{kind}.json"))
-    columns = env.sql_query(query.flink).get_schema().get_field_names()
-    types = env.sql_query(query.flink).get_schema().get_field_data_types()
-    fields = ", ".join(f"`{c}` {t}" for c, t in zip(columns, types, strict=True))
-    env.execute_sql(f"CREATE TABLE sink ({fields}) WITH ('connector' = 'blackhole')")
-    result = env.execute_sql(f"INSERT INTO sink {query.flink}")
-    client = result.get_job_client()
-    if client is None:  # pragma: no cover (an INSERT always submits a job)
-        raise RuntimeError("Flink submitted no job")
-    print(client.get_job_execution_result().result().get_net_runtime() / 1000)
+
+def _median(runs: list[Run], field: str) -> float:
+    return statistics.median(getattr(r, field) for r in runs)
+
+
+def row(
+    query: Query, read: int, generated: int, ours: list[Run], theirs: list[Run], check: str
+) -> str:
+    """The query's line of the markdown table: medians of its rounds; ``check``: what
+    the check of Clockwork's rows found."""
+    a, b = read / _median(ours, "seconds"), read / _median(theirs, "seconds")
+    cells = [
+        query.name,
+        f"{read:,}",
+        f"{a:,.0f}",
+        f"{b:,.0f}",
+        f"{a / b:.2f}",
+        *(
+            f"{_median(ours, f) * 1e6 / read:.1f} / {_median(theirs, f) * 1e6 / read:.1f}"
+            for f in ("job_cpu_s", "process_cpu_s")
+        ),
+        f"{_median(ours, 'peak_rss_mb'):,.0f} / {_median(theirs, 'peak_rss_mb'):,.0f}",
+        f"{_median(ours, 'broker_cpu_s') * 1e6 / read:.1f}",
+        f"{generated / _median(ours, 'job_cpu_s'):,.0f} / "
+        f"{generated / _median(theirs, 'job_cpu_s'):,.0f}",
+        f"{PER_CORE[query.name]:,}" if query.name in PER_CORE else "n/a",
+        f"{ours[-1].rows:,}{check}",
+    ]
+    return "| " + " | ".join(cells) + " |"
+
+
+HEADER = (
+    "| query | events read | events/s Clockwork | events/s Flink SQL | ratio "
+    "| CPU s per 1M read, job: Clockwork / Flink | CPU s per 1M read, whole process tree "
+    "| peak RSS MB: Clockwork / Flink | broker CPU s per 1M read, while Clockwork ran "
+    "| generated events per CPU s: Clockwork / Flink "
+    "| Flink published, generated events per core-second | Clockwork rows |\n"
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -118,32 +171,49 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--events", type=int, default=500_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--queries", help="a comma-separated subset (default: every query)")
-    parser.add_argument("--flink-query", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="instead: Clockwork alone, each query once under cProfile, stats to "
+        "PROFILE/<query>.prof",
+    )
     args = parser.parse_args(argv)
-    if args.flink_query:
-        _flink_job(args.flink_query[0], Path(args.flink_query[1]))
-        return 0
     from service.runtime.kafka.embedded_broker import EmbeddedBroker
 
     config = NexmarkConfig(events=args.events)
     prefix = f"nexmark-{uuid.uuid4().hex[:6]}"
+    chosen = set(args.queries.split(",")) if args.queries else {q.name for q in QUERIES}
     with tempfile.TemporaryDirectory(prefix="nexmark-") as tmp, EmbeddedBroker() as broker:
         folder = Path(tmp)
-        counts = write_files(config, folder)
+        events = by_kind(config)
+        counts = write_files(events, folder)
         topics = {k: f"{prefix}.{k}" for k in KINDS}
         asyncio.run(produce(broker.bootstrap_servers, topics, config))
-        print(f"{args.events:,} events ({counts}), {args.rounds} rounds, median events/s")
-        print(f"{'query':<14} {'Clockwork':>12} {'Flink SQL':>12} {'ratio':>7}  rows")
-        chosen = set(args.queries.split(",")) if args.queries else {q.name for q in QUERIES}
+        clockwork = ["--bootstrap", broker.bootstrap_servers, "--prefix", prefix]
+        # This process's only child yet: the broker.
+        tansu = [p for p in descendants(os.getpid()) if p != os.getpid()]
+        print(f"{args.events:,} events ({counts}), {args.rounds} rounds, medians")
+        if not args.profile:
+            print(f"published: {SOURCE}\n{HEADER}", flush=True)
         for query in (q for q in QUERIES if q.name in chosen):
-            read = sum(counts[k] for k in query.tables)
-            ours, theirs, rows = [], [], 0
+            if args.profile:
+                args.profile.mkdir(parents=True, exist_ok=True)
+                profile = ["--profile", str(args.profile / f"{query.name}.prof")]
+                run = measured("clockwork", query, folder, clockwork + profile, tansu)
+                print(f"{query.name}: {run.seconds:.2f} s under cProfile", flush=True)
+                continue
+            ours, theirs, equal = [], [], []
             for _ in range(args.rounds):
-                seconds, rows = clockwork_seconds(broker.bootstrap_servers, query, prefix)
-                ours.append(read / seconds)
-                theirs.append(read / flink_seconds(query, folder))
-            a, b = statistics.median(ours), statistics.median(theirs)
-            print(f"{query.name:<14} {a:>12,.0f} {b:>12,.0f} {a / b:>7.2f}  {rows}")
+                ours.append(measured("clockwork", query, folder, clockwork, tansu))
+                if query.name in COLUMNS:
+                    equal.append(checked(broker.bootstrap_servers, query, ours[-1], events))
+                files = ["--folder", str(folder)]
+                theirs.append(measured("flink", query, folder, files, tansu))
+            read = sum(counts[k] for k in query.tables)
+            check = (
+                "" if not equal else ", the reference's" if all(equal) else ", NOT the reference's"
+            )
+            print(row(query, read, args.events, ours, theirs, check), flush=True)
     return 0
 
 

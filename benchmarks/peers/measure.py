@@ -57,7 +57,8 @@ def _children() -> dict[int, list[int]]:
     return tree
 
 
-def _descendants(pid: int) -> list[int]:
+def descendants(pid: int) -> list[int]:
+    """``pid`` and every process below it, now."""
     tree = _children()
     out, todo = [], [pid]
     while todo:
@@ -76,7 +77,7 @@ def tree_usage(pid: int) -> tuple[int, float]:
     """(resident bytes, CPU seconds so far) of ``pid`` and its descendants, now; the
     CPU seconds include the children each of them has reaped."""
     rss, ticks = 0, 0
-    for p in _descendants(pid):
+    for p in descendants(pid):
         try:
             with open(f"/proc/{p}/statm", "rb") as fh:
                 rss += int(fh.read().split()[1]) * _PAGE

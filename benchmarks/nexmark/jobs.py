@@ -1,0 +1,106 @@
+"""One Nexmark query run by one engine in this process, for :mod:`benchmarks.nexmark.bench`
+to measure from outside (the process tree's CPU and peak RSS, start to exit):
+
+``python -m benchmarks.nexmark.jobs clockwork QUERY OUT --bootstrap B --prefix P``
+``python -m benchmarks.nexmark.jobs flink QUERY OUT --folder F``
+
+Each writes ``OUT``: a JSON object with ``seconds`` (the job's time: Clockwork's
+pipelines from start to finish, Flink's net job run time), ``cpu_s`` (CPU seconds spent
+meanwhile by this process and its descendants: for Flink the Python driver and its JVM)
+and ``rows`` (how many result records Clockwork wrote, to the topic ``sink``; Flink
+writes into ``blackhole``: ``null``).
+
+A process per run, so neither engine's figures carry the other's (or the bench's) memory,
+and the broker (a process of the bench's) counts for neither.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import json
+import os
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+from benchmarks.nexmark.queries import QUERIES, Query, flink_table, script
+from benchmarks.peers.measure import tree_usage
+
+BY_NAME = {q.name: q for q in QUERIES}
+
+
+def clockwork(query: Query, bootstrap: str, prefix: str) -> dict[str, Any]:
+    """Run the query's script to the end of its input (after the query whose results it
+    reads, to its end: the seconds and CPU of both)."""
+    from benchmarks.nexmark.in_process import run_spec
+    from service.pipeline_spec.sql.compiler import compile_sql
+
+    stages = [BY_NAME[query.after], query] if query.after else [query]
+    seconds, cpu, rows, upstream = 0.0, 0.0, 0, ""
+    for stage in stages:
+        spec = compile_sql(
+            f"{stage.name.replace('_', '-')}-{uuid.uuid4().hex[:6]}", script(stage, prefix)
+        ).spec
+        if upstream:
+            spec["source"]["topics"] = [upstream]
+        spec["sink"]["topic"] = upstream = f"{spec['sink']['topic']}.{uuid.uuid4().hex[:6]}"
+        run = asyncio.run(run_spec(bootstrap, spec))
+        seconds, cpu, rows = seconds + run.seconds, cpu + run.cpu_s, run.rows
+    return {"seconds": seconds, "cpu_s": cpu, "rows": rows, "sink": upstream}
+
+
+def flink(query: Query, folder: Path) -> dict[str, Any]:
+    """Run the query in Flink SQL into a ``blackhole`` sink, as nexmark-flink's queries
+    write, PyFlink's local MiniCluster, parallelism 1."""
+    from pyflink.table import EnvironmentSettings, TableEnvironment
+
+    env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
+    config = env.get_config()
+    config.set("parallelism.default", "1")
+    config.set("table.local-time-zone", "UTC")
+    for kind in query.tables:
+        env.execute_sql(flink_table(kind, folder / f"{kind}.json"))
+    schema = env.sql_query(query.flink).get_schema()
+    columns, types = schema.get_field_names(), schema.get_field_data_types()
+    fields = ", ".join(f"`{c}` {t}" for c, t in zip(columns, types, strict=True))
+    env.execute_sql(f"CREATE TABLE sink ({fields}) WITH ('connector' = 'blackhole')")
+    result = env.execute_sql(f"INSERT INTO sink {query.flink}")
+    # Submitted: planned and code generated, as Clockwork's script is compiled before its
+    # clock starts. The JVM is this process's child: the tree's CPU holds both.
+    cpu_started = tree_usage(os.getpid())[1]
+    client = result.get_job_client()
+    if client is None:  # pragma: no cover (an INSERT always submits a job)
+        raise RuntimeError("Flink submitted no job")
+    net_ms = client.get_job_execution_result().result().get_net_runtime()
+    cpu = tree_usage(os.getpid())[1] - cpu_started
+    return {"seconds": net_ms / 1000, "cpu_s": cpu, "rows": None}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("engine", choices=("clockwork", "flink"))
+    parser.add_argument("query", choices=sorted(BY_NAME))
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--bootstrap", help="clockwork: the broker holding the topics")
+    parser.add_argument("--prefix", help="clockwork: the topics' prefix")
+    parser.add_argument("--folder", type=Path, help="flink: the events' JSON-lines files")
+    parser.add_argument("--profile", type=Path, help="clockwork: cProfile stats to this file")
+    args = parser.parse_args(argv)
+    query = BY_NAME[args.query]
+    if args.engine == "flink":
+        found = flink(query, args.folder)
+    elif args.profile:
+        profile = cProfile.Profile()
+        found = profile.runcall(clockwork, query, args.bootstrap, args.prefix)
+        profile.dump_stats(args.profile)
+    else:
+        found = clockwork(query, args.bootstrap, args.prefix)
+    args.out.write_text(json.dumps(found))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
