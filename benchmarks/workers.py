@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchmarks.e2e import OPERATOR
+from benchmarks.peers.measure import tree_rss
 from benchmarks.peers.ours import call
 from benchmarks.workload import (
     Workload,
@@ -74,6 +75,10 @@ class Run:
     steady_s: float = 0.0
     cpu_s: float = 0.0
     rss_mb: tuple[float, ...] = ()
+    """Each process's RSS at the end (the API process's first), from ``/metrics``."""
+    peak_mb: float = 0.0
+    """The service's process tree's RSS at its highest, sampled at every status poll
+    (a shorter peak can be missed)."""
     check: str = ""
     ok: bool = False
 
@@ -159,6 +164,7 @@ def run_service(
         while True:
             _, status = call(f"{base}/pipelines/{name}/status")
             now = time.monotonic()
+            run.peak_mb = max(run.peak_mb, tree_rss(proc.pid) / 2**20)
             if assigned is None and status.get("partitions"):
                 assigned = now
             if status.get("state") == "finished":
@@ -286,7 +292,8 @@ def describe(run: Run) -> str:
     return (
         f"{run.label}: {rate(run) / 1000:.1f}k/s from start, {rate(run, True) / 1000:.1f}k/s "
         f"steady, {run.cpu_s / run.records * 1e6 if run.records else 0:.1f} CPU s per 1M, "
-        f"RSS MB [{rss}], output {'exact' if run.ok else 'WRONG: ' + run.check}"
+        f"RSS MB [{rss}], peak {run.peak_mb:,.0f} MB (the tree), "
+        f"output {'exact' if run.ok else 'WRONG: ' + run.check}"
     )
 
 
