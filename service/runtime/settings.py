@@ -79,6 +79,10 @@ class RuntimeSettings:
     shuffle_trim_interval_s: float = 30.0
     """How often at most the keyed stage of a shuffled pipeline deletes the shuffle
     records it has checkpointed past (pipeline_topics/trim.py)."""
+    table_partition_discovery_s: float = 60.0
+    """How often a lookup join's table reader asks whether its topics gained partitions
+    (and then reads the new ones from their start), as Flink's Kafka source discovers
+    them (``scan.topic-partition-discovery.interval``)."""
     restart_backoff_initial_s: float = 0.5
     restart_backoff_max_s: float = 30.0
     broker_check_interval_s: float = 2.0

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from aiokafka.admin import AIOKafkaAdminClient, NewPartitions
 from prometheus_client import CollectorRegistry
 
 from service.pipeline_spec.build import build_definition
@@ -195,6 +196,48 @@ async def test_a_table_update_is_seen_by_the_orders_after_it_and_max_rows_fails(
 
         await wait_until(failed_again, timeout_s=60)
         assert len(await read_json(bootstrap_servers, f"{name}.out")) == 5
+    finally:
+        await runtime.shutdown()
+
+
+@pytest.mark.requires_broker("create_partitions")
+async def test_a_partition_added_to_the_table_topic_is_read_from_its_start(
+    bootstrap_servers: str,
+) -> None:
+    """Found within the discovery interval and read whole; the partitions read before
+    go on where they were (the table counts each record once)."""
+    name = unique("lookupgrow")
+    await topics(bootstrap_servers, name)
+    await produce(bootstrap_servers, f"{name}.customers", [customer(0, "c1", "Ann")])
+    settings = runtime_settings(bootstrap_servers, table_partition_discovery_s=0.2)
+    runtime = Runtime(settings, metrics=build_metrics(CollectorRegistry()))
+    await runtime.start()
+    runtime.start_pipeline(lookup_definition(name))
+    try:
+        status = runtime.status
+
+        async def table_at(updates: int) -> bool:
+            table = status(name).lookup_table
+            return table is not None and table.loaded and table.updates >= updates
+
+        await wait_until(lambda: table_at(1), timeout_s=60)
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers)
+        await admin.start()
+        try:
+            await admin.create_partitions({f"{name}.customers": NewPartitions(total_count=4)})
+        finally:
+            await admin.close()
+        await produce(bootstrap_servers, f"{name}.customers", [customer(3, "c7", "Zed")])
+        await wait_until(lambda: table_at(2), timeout_s=60)
+        await produce(bootstrap_servers, f"{name}.orders", [order(0, "c7"), order(1, "c1")])
+
+        async def outputs() -> bool:
+            return len(await read_json(bootstrap_servers, f"{name}.out")) >= 2
+
+        await wait_until(outputs, timeout_s=60)
+        assert joined(await read_json(bootstrap_servers, f"{name}.out")) == {0: "Zed", 1: "Ann"}
+        table = status(name).lookup_table
+        assert table is not None and (table.rows, table.updates) == (2, 2)
     finally:
         await runtime.shutdown()
 

@@ -38,13 +38,19 @@ checkpoint holds one entry per key and side (``l:<key>``, ``r:<key>``)."""
 
 class TimeSortedRows:
     """One key's rows of one side, sorted by time (ties: arrival order); each row is a
-    list starting with its time (the regular join keeps its rows here too)."""
+    list starting with its time (the regular join keeps its rows here too).
 
-    __slots__ = ("rows", "times")
+    ``written``: whether the changelog holds an entry of this key and side (a checkpoint
+    encoded these rows, or they were restored): only then does dropping the last of
+    them need a tombstone. Rows that come and go between two checkpoints, as most do
+    in a join whose partners arrive close together, cost the changelog nothing."""
 
-    def __init__(self) -> None:
+    __slots__ = ("rows", "times", "written")
+
+    def __init__(self, written: bool = False) -> None:
         self.times: list[int] = []
         self.rows: list[Row] = []
+        self.written = written
 
     def add(self, row: Row) -> None:
         ts = row[0]
@@ -66,22 +72,70 @@ class RowsPerSideJoin(JoinOperator):
     """A join that keeps each side's rows per key in :class:`TimeSortedRows` (the
     interval and regular joins): the state, its expiry heap, its numbers and its
     checkpoint entries (``l:<key>``, ``r:<key>``: the key's rows as lists). A subclass
-    fills them, expires them and restores an entry's rows."""
+    fills them (:meth:`_new_rows`, then counting what it adds in ``_held``), drops them
+    (:meth:`_drop_oldest`) and restores an entry's rows (:meth:`_put_rows`).
+
+    Rows held per side and keys held are counted as they change, not by walking the
+    state: the status and the metrics ask every second, and a join can hold millions."""
 
     def _init_rows(self) -> None:
         self._sides: tuple[dict[str, TimeSortedRows], dict[str, TimeSortedRows]] = ({}, {})
         self._expiry: list[tuple[int, int, str]] = []  # (expiry time, side, key)
         self._dirty: set[tuple[int, str]] = set()
+        self._held = [0, 0]
+        """Rows held per side."""
+        self._keys = 0
+        """Keys with rows on either side."""
+
+    # -- the state ------------------------------------------------------------------------
+    def _new_rows(self, side: int, key: str) -> TimeSortedRows:
+        """Empty rows for a key ``side`` holds nothing of."""
+        rows = self._sides[side][key] = TimeSortedRows()
+        if key not in self._sides[1 - side]:
+            self._keys += 1
+        return rows
+
+    def _drop_oldest(self, side: int, key: str, rows: TimeSortedRows, count: int) -> bool:
+        """Drop ``key``'s ``count`` oldest rows of ``side``, and the key when none is
+        left; mark what the next checkpoint must write. True if rows are left."""
+        del rows.times[:count]
+        del rows.rows[:count]
+        self._held[side] -= count
+        if rows.times:
+            self._dirty.add((side, key))
+            return True
+        del self._sides[side][key]
+        if key not in self._sides[1 - side]:
+            self._keys -= 1
+        if rows.written:
+            self._dirty.add((side, key))
+        else:  # never in the changelog: nothing to delete there
+            self._dirty.discard((side, key))
+        return False
+
+    def _put_rows(self, side: int, key: str, rows: TimeSortedRows | None) -> None:
+        """``key``'s rows of ``side`` are ``rows`` now (None or empty: none)."""
+        mine = self._sides[side]
+        there = key in self._sides[1 - side]
+        old = mine.pop(key, None)
+        if old is not None:
+            self._held[side] -= len(old.times)
+            if not there:
+                self._keys -= 1
+        if rows is not None and rows.times:
+            mine[key] = rows
+            self._held[side] += len(rows.times)
+            if not there:
+                self._keys += 1
 
     # -- numbers --------------------------------------------------------------------------
     def rows_held(self, side: Side) -> int:
-        """Rows kept for ``side`` (``clockwork_join_state_rows``); O(keys)."""
-        return sum(len(rows.times) for rows in self._sides[side].values())
+        """Rows kept for ``side`` (``clockwork_join_state_rows``)."""
+        return self._held[side]
 
     def gauges(self) -> OperatorGauges:
-        keys = self._sides[0].keys() | self._sides[1].keys()
         return OperatorGauges(
-            event_timers=len(self._expiry), processing_timers=0, windows_open=0, keys=len(keys)
+            event_timers=len(self._expiry), processing_timers=0, windows_open=0, keys=self._keys
         )
 
     # -- checkpoint hooks -----------------------------------------------------------------
@@ -94,11 +148,16 @@ class RowsPerSideJoin(JoinOperator):
     def _encode(self, piece: tuple[int, str]) -> list[Row] | None:
         side, key = piece
         rows = self._sides[side].get(key)
-        return None if rows is None else [list(row) for row in rows.rows]
+        if rows is None:
+            return None
+        rows.written = True
+        return [list(row) for row in rows.rows]
 
     def _clear(self) -> None:
         self._sides = ({}, {})
         self._expiry = []
+        self._held = [0, 0]
+        self._keys = 0
 
 
 class IntervalJoinOperator(RowsPerSideJoin):
@@ -142,6 +201,7 @@ class IntervalJoinOperator(RowsPerSideJoin):
         other = 1 - side
         emit = self._emit
         left_side = side is Side.LEFT
+        added = 0
         if side is Side.LEFT:
             low_delta, high_delta = self.lower, self.upper
         else:
@@ -169,12 +229,14 @@ class IntervalJoinOperator(RowsPerSideJoin):
                 continue
             rows = mine.get(key)
             if rows is None:
-                rows = mine[key] = TimeSortedRows()
+                rows = self._new_rows(side, key)
             first = rows.times[0] if rows.times else None
             rows.add([ts, position, value, matched])
+            added += 1
             if first is None or ts < first:
                 heapq.heappush(self._expiry, (cleanup, side, key))
             dirty.add((side, key))
+        self._held[side] += added
 
     def _padded(self, side: Side, key: str, row: Row) -> None:
         ts, position, value, _ = row
@@ -206,22 +268,17 @@ class IntervalJoinOperator(RowsPerSideJoin):
             for row in rows.rows[:count]:
                 if not row[3]:
                     self._padded(side, key, row)
-        del rows.times[:count]
-        del rows.rows[:count]
-        self._dirty.add((side, key))
-        if rows.times:
+        if self._drop_oldest(side, key, rows, count):
             heapq.heappush(self._expiry, (rows.times[0] + self._keep[side], side, key))
-        else:
-            del self._sides[side][key]
 
     # -- checkpoint hooks -----------------------------------------------------------------
     def _restore_entry(self, name: str, value: Any) -> None:
         side, key = parse_side_entry(name)
         if value is None:
-            self._sides[side].pop(key, None)
+            self._put_rows(side, key, None)
             return
-        rows = TimeSortedRows()
+        rows = TimeSortedRows(written=True)
         for ts, position, row_value, matched in value:
             rows.add([int(ts), int(position), row_value, bool(matched)])
-        self._sides[side][key] = rows
+        self._put_rows(side, key, rows)
         heapq.heappush(self._expiry, (rows.times[0] + self._keep[side], side, key))

@@ -69,6 +69,7 @@ class RegularJoinOperator(RowsPerSideJoin):
         ttl = self.ttl
         watermark = self._watermark
         left_side = side is Side.LEFT
+        added = 0
         for key, ts, value, position, _source in records:
             partners = theirs.get(key)
             if partners is not None:
@@ -81,11 +82,13 @@ class RegularJoinOperator(RowsPerSideJoin):
                 continue  # expired already: joined with what is held, not kept
             rows = mine.get(key)
             if rows is None:
-                rows = mine[key] = TimeSortedRows()
+                rows = self._new_rows(side, key)
             if ttl is not None and (not rows.times or ts < rows.times[0]):
                 heapq.heappush(self._expiry, (ts + ttl, side, key))
             rows.add([ts, position, value])
+            added += 1
             dirty.add((side, key))
+        self._held[side] += added
 
     # -- time -----------------------------------------------------------------------------
     def advance_watermark(self, watermark: int) -> None:
@@ -103,23 +106,18 @@ class RegularJoinOperator(RowsPerSideJoin):
             if rows is None or rows.times[0] + ttl != due:
                 continue  # stale: the key's oldest row changed since this entry
             count = bisect_right(rows.times, watermark - ttl)
-            del rows.times[:count]
-            del rows.rows[:count]
-            self._dirty.add((side, key))
-            if rows.times:
+            if self._drop_oldest(side, key, rows, count):
                 heapq.heappush(expiry, (rows.times[0] + ttl, side, key))
-            else:
-                del self._sides[side][key]
 
     # -- checkpoint hooks -----------------------------------------------------------------
     def _restore_entry(self, name: str, value: Any) -> None:
         side, key = parse_side_entry(name)
         if value is None:
-            self._sides[side].pop(key, None)
+            self._put_rows(side, key, None)
             return
-        rows = TimeSortedRows()
+        rows = TimeSortedRows(written=True)
         for ts, position, row_value in value:
             rows.add([int(ts), int(position), row_value])
-        self._sides[side][key] = rows
+        self._put_rows(side, key, rows)
         if self.ttl is not None and rows.times:
             heapq.heappush(self._expiry, (rows.times[0] + self.ttl, side, key))

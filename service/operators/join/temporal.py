@@ -83,6 +83,11 @@ class TemporalJoinOperator(JoinOperator):
         self._due: list[tuple[int, str]] = []  # (time of a key's first waiting row, key)
         self._prunable: list[tuple[int, str]] = []  # (when a key's oldest version can go, key)
         self._dirty: set[tuple[int, str]] = set()
+        self._held = [0, 0]
+        """Left rows waiting and versions kept, counted as they change (the status and
+        the metrics ask every second)."""
+        self._keys = 0
+        """Keys with rows waiting or versions kept."""
 
     # -- input ----------------------------------------------------------------------------
     def _process(self, side: Side, records: Sequence[InputRecord]) -> None:
@@ -103,9 +108,12 @@ class TemporalJoinOperator(JoinOperator):
             rows = waiting.get(key)
             if rows is None:
                 rows = waiting[key] = _Timeline()
+                if key not in self._versions:
+                    self._keys += 1
             if not rows.times or ts < rows.times[0]:
                 heapq.heappush(self._due, (ts, key))
             rows.add((ts, position, value), replace=False)
+            self._held[0] += 1
             dirty.add((Side.LEFT, key))
             if ts <= watermark:  # allowed-late: its time has come
                 self._fire(key, rows, watermark)
@@ -117,7 +125,11 @@ class TemporalJoinOperator(JoinOperator):
             rows = versions.get(key)
             if rows is None:
                 rows = versions[key] = _Timeline()
+                if key not in self._waiting:
+                    self._keys += 1
+            held = len(rows.times)
             rows.add((ts, position, value), replace=True)
+            self._held[1] += len(rows.times) - held
             dirty.add((Side.RIGHT, key))
             self._schedule_prune(key, rows)
 
@@ -161,11 +173,14 @@ class TemporalJoinOperator(JoinOperator):
             else:
                 self._emit(key, ts, position, value, version[1], version[2])
         rows.drop_through(count)
+        self._held[0] -= count
         self._dirty.add((Side.LEFT, key))
         if rows.times:
             heapq.heappush(self._due, (rows.times[0], key))
         else:
             del self._waiting[key]
+            if key not in self._versions:
+                self._keys -= 1
 
     def _prune(self, key: str, versions: _Timeline, through: int) -> None:
         """Keep the newest version at or below ``through`` and those above it; a
@@ -173,12 +188,16 @@ class TemporalJoinOperator(JoinOperator):
         newest = bisect_right(versions.times, through) - 1
         if newest > 0:
             versions.drop_through(newest)
+            self._held[1] -= newest
             self._dirty.add((Side.RIGHT, key))
         if versions.times and versions.times[0] <= through and versions.rows[0][2] is None:
             versions.drop_through(1)
+            self._held[1] -= 1
             self._dirty.add((Side.RIGHT, key))
         if not versions.times:
             del self._versions[key]
+            if key not in self._waiting:
+                self._keys -= 1
         else:
             self._schedule_prune(key, versions)
 
@@ -193,16 +212,15 @@ class TemporalJoinOperator(JoinOperator):
 
     # -- numbers --------------------------------------------------------------------------
     def rows_held(self, side: Side) -> int:
-        """Left rows waiting, or versions kept of the table; O(keys)."""
-        held = self._waiting if side is Side.LEFT else self._versions
-        return sum(len(rows.times) for rows in held.values())
+        """Left rows waiting, or versions kept of the table."""
+        return self._held[side]
 
     def gauges(self) -> OperatorGauges:
         return OperatorGauges(
             event_timers=len(self._due),
             processing_timers=0,
             windows_open=0,
-            keys=len(self._waiting.keys() | self._versions.keys()),
+            keys=self._keys,
         )
 
     # -- checkpoint hooks -----------------------------------------------------------------
@@ -222,16 +240,26 @@ class TemporalJoinOperator(JoinOperator):
     def _clear(self) -> None:
         self._waiting, self._versions = {}, {}
         self._due, self._prunable = [], []
+        self._held = [0, 0]
+        self._keys = 0
 
     def _restore_entry(self, name: str, value: Any) -> None:
         side, key = parse_side_entry(name)
         held = self._waiting if side is Side.LEFT else self._versions
+        other = self._versions if side is Side.LEFT else self._waiting
+        old = held.pop(key, None)
+        if old is not None:
+            self._held[side] -= len(old.times)
+            if key not in other:
+                self._keys -= 1
         if value is None:
-            held.pop(key, None)
             return
         rows = held[key] = _Timeline()
         for ts, position, row_value in value:
             rows.add((int(ts), int(position), row_value), replace=False)
+        self._held[side] += len(rows.times)
+        if key not in other:
+            self._keys += 1
         if side is Side.LEFT:
             heapq.heappush(self._due, (rows.times[0], key))
         else:

@@ -75,6 +75,11 @@ class WindowJoinOperator(JoinOperator):
         self._windows: dict[Window, dict[str, tuple[list[Row], list[Row]]]] = {}
         self._timers: list[tuple[int, int, Window]] = []  # (time, _FIRE | _CLEANUP, window)
         self._dirty: set[tuple[Window, str]] = set()
+        self._held = [0, 0]
+        """Rows per side, once per window they are in, counted as they change (the
+        status and the metrics ask every second)."""
+        self._pairs = 0
+        """Key-window pairs held."""
 
     # -- input ----------------------------------------------------------------------------
     def _process(self, side: Side, records: Sequence[InputRecord]) -> None:
@@ -98,8 +103,10 @@ class WindowJoinOperator(JoinOperator):
                 sides = keys.get(key)
                 if sides is None:
                     sides = keys[key] = ([], [])
+                    self._pairs += 1
                 row = (ts, position, value)
                 sides[side].append(row)
+                self._held[side] += 1
                 dirty.add((window, key))
                 if max_ts <= watermark:  # fired already (allowed lateness, inner only)
                     self._pairs_with(side, key, window, row, sides[1 - side])
@@ -132,6 +139,15 @@ class WindowJoinOperator(JoinOperator):
             if kind == _CLEANUP or not self.lateness:
                 del self._windows[window]
                 self._dirty.update((window, key) for key in keys)
+                self._forget(keys)
+
+    def _forget(self, keys: dict[str, tuple[list[Row], list[Row]]]) -> None:
+        """Uncount a window's rows and keys, dropped."""
+        held = self._held
+        for lefts, rights in keys.values():
+            held[0] -= len(lefts)
+            held[1] -= len(rights)
+        self._pairs -= len(keys)
 
     def _fire(self, key: str, window: Window, lefts: list[Row], rights: list[Row]) -> None:
         how = self.how
@@ -173,16 +189,17 @@ class WindowJoinOperator(JoinOperator):
 
     # -- numbers --------------------------------------------------------------------------
     def rows_held(self, side: Side) -> int:
-        """Rows kept for ``side``, counted once per window they are in; O(windows x keys)."""
-        return sum(len(sides[side]) for keys in self._windows.values() for sides in keys.values())
+        """Rows kept for ``side``, counted once per window they are in."""
+        return self._held[side]
 
     def gauges(self) -> OperatorGauges:
-        keys = {key for window in self._windows.values() for key in window}
+        """``keys``: key-window pairs (a key in two open windows counts twice), counted
+        as they change; distinct keys would mean walking every window each second."""
         return OperatorGauges(
             event_timers=len(self._timers),
             processing_timers=0,
             windows_open=len(self._windows),
-            keys=len(keys),
+            keys=self._pairs,
         )
 
     # -- checkpoint hooks -----------------------------------------------------------------
@@ -203,6 +220,8 @@ class WindowJoinOperator(JoinOperator):
     def _clear(self) -> None:
         self._windows = {}
         self._timers = []
+        self._held = [0, 0]
+        self._pairs = 0
 
     def _restore_entry(self, name: str, value: Any) -> None:
         if not name.startswith(WINDOW_PREFIX):
@@ -210,17 +229,20 @@ class WindowJoinOperator(JoinOperator):
         start, end, key = name[len(WINDOW_PREFIX) :].split(":", 2)
         window = (int(start), int(end))
         keys = self._windows.get(window)
+        if keys is not None and key in keys:
+            self._forget({key: keys.pop(key)})
         if value is None:
-            if keys is not None:
-                keys.pop(key, None)
-                if not keys:
-                    del self._windows[window]
+            if keys is not None and not keys:
+                del self._windows[window]
             return
         if keys is None:
             keys = self._windows[window] = {}
             self._schedule(window)
         lefts, rights = value
-        keys[key] = (
+        keys[key] = sides = (
             [(int(ts), int(pos), v) for ts, pos, v in lefts],
             [(int(ts), int(pos), v) for ts, pos, v in rights],
         )
+        self._held[0] += len(sides[0])
+        self._held[1] += len(sides[1])
+        self._pairs += 1

@@ -20,7 +20,8 @@ hand, and asks again with backoff (the session's status shows why), never
 dead-lettering a good record for it. A table with more keys than
 ``max_rows`` raises :class:`~service.operators.join.lookup.LookupTableFull`: the reader
 stops, and the stage fails with that reason (and, after its backoff, reads the table
-again: it may have shrunk). Partitions added to the topic later are not followed.
+again: it may have shrunk). Partitions added to the topic later are found within
+``RuntimeSettings.table_partition_discovery_s`` and read from their start.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -38,7 +40,7 @@ from service.operators.join.lookup import LookupTable
 from service.runtime.definition import PipelineDefinition
 from service.runtime.kafka.batch_producer import BatchProducer
 from service.runtime.kafka.clients import KafkaCluster
-from service.runtime.kafka.end_offsets import probe_end_offsets
+from service.runtime.kafka.end_offsets import probe_end_offsets, topic_partitions
 from service.runtime.kafka.topics import TopicError
 from service.runtime.observability.metrics import RuntimeMetrics
 from service.runtime.partition.decoding import DeadLetter, RecordDecoder, TableDecoder
@@ -154,11 +156,16 @@ class TableReader:
             batches = BatchProducer(producer, settings.max_pending_bytes)
             batches.start()
             sink = OutputSink(definition, batches, counts)
-            consumer.assign(list(ends))
+            assigned = list(ends)
+            consumer.assign(assigned)
             await consumer.seek_to_beginning(*ends)
             unread = dict(ends)
             await self._check_loaded(consumer, unread)
+            discover_at = time.monotonic() + settings.table_partition_discovery_s
             while True:
+                if time.monotonic() >= discover_at:
+                    await self._add_new_partitions(consumer, assigned)
+                    discover_at = time.monotonic() + settings.table_partition_discovery_s
                 fetched = await consumer.getmany(
                     timeout_ms=settings.fetch_max_wait_ms, max_records=_MAX_RECORDS
                 )
@@ -184,6 +191,27 @@ class TableReader:
             await producer.stop()
             if self._registry is not None:
                 await self._registry.close()
+
+    async def _add_new_partitions(
+        self, consumer: AIOKafkaConsumer, assigned: list[TopicPartition]
+    ) -> None:
+        """Read the table topics' partitions added since the read started, from their
+        start; the others go on where they are (a new assignment would forget it)."""
+        added = [tp for tp in await topic_partitions(consumer, self._topics) if tp not in assigned]
+        if not added:
+            return
+        positions = {tp: await consumer.position(tp) for tp in assigned}
+        assigned.extend(added)
+        consumer.assign(assigned)
+        for tp, offset in positions.items():
+            consumer.seek(tp, offset)
+        await consumer.seek_to_beginning(*added)
+        logger.info(
+            "pipeline %s: lookup table %r reads its new partitions %s",
+            self._definition.name,
+            self.table.input,
+            ", ".join(f"{tp.topic}/{tp.partition}" for tp in added),
+        )
 
     async def _resolve_schemas(self, records: Sequence[Any]) -> None:
         """Fetch the writer schemas ``records`` name that are not known yet; while the

@@ -250,7 +250,12 @@ def build_metrics(registry: CollectorRegistry) -> RuntimeMetrics:
         windows_open=Gauge(
             "clockwork_windows_open", "Windows with state in a partition.", _PP, registry=r
         ),
-        keys=Gauge("clockwork_keys", "Keys with state in a partition.", _PP, registry=r),
+        keys=Gauge(
+            "clockwork_keys",
+            "Keys with state in a partition (a window join: key-window pairs).",
+            _PP,
+            registry=r,
+        ),
         join_state_rows=Gauge(
             "clockwork_join_state_rows",
             "Rows a join holds for one input on this replica (interval and window joins: "

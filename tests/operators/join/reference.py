@@ -16,6 +16,7 @@ import orjson
 from service.core.time import MAX_TIMESTAMP, MIN_TIMESTAMP
 from service.operators.base import InputRecord, JoinRow
 from service.operators.join.rows import How, Side, both_sides, row_id
+from service.operators.join.window import WINDOW_PREFIX
 
 PIPELINE = "p"
 
@@ -90,6 +91,24 @@ class BoundedGenerator:
         return MIN_TIMESTAMP if self.max_ts is None else self.max_ts - self.bound - 1
 
 
+def held(operator: Any) -> tuple[int, int, int]:
+    """Rows held per side and keys held, as the operator counts them."""
+    return operator.rows_held(Side.LEFT), operator.rows_held(Side.RIGHT), operator.gauges().keys
+
+
+def held_by_snapshot(operator: Any) -> tuple[int, int, int]:
+    """The same, counted from a whole snapshot: rows per side of every ``l:``/``r:``
+    entry (keys: distinct keys), or of every window entry (keys: key-window pairs)."""
+    entries = {name: rows for name, rows in operator.snapshot().items() if name != "meta"}
+    if any(name.startswith(WINDOW_PREFIX) for name in entries):
+        lefts = sum(len(value[0]) for value in entries.values())
+        rights = sum(len(value[1]) for value in entries.values())
+        return lefts, rights, len(entries)
+    lefts = sum(len(rows) for name, rows in entries.items() if name.startswith("l:"))
+    rights = sum(len(rows) for name, rows in entries.items() if name.startswith("r:"))
+    return lefts, rights, len({name[2:] for name in entries})
+
+
 @dataclass
 class Driver:
     """Feeds a join the two inputs in the order ``schedule`` says (a list of sides), the
@@ -147,6 +166,7 @@ class Driver:
         self.drain()
 
     def drain(self) -> None:
+        assert held(self.operator) == held_by_snapshot(self.operator)
         collector = self.operator.collector
         self.emitted.extend(collector.results)
         self.late += len(collector.late) + collector.dropped_late

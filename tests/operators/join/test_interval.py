@@ -158,6 +158,67 @@ def test_only_the_keys_changed_since_the_last_checkpoint_are_written() -> None:
     }
 
 
+def test_a_row_that_comes_and_goes_between_two_checkpoints_leaves_the_changelog_nothing() -> None:
+    op = join()
+    op.process_left([("a", 100, "l", 1, None)])
+    op.advance_watermark(MAX_TIMESTAMP)
+    assert set(op.snapshot_changes()) == {"meta"}
+
+
+def test_a_checkpointed_row_that_goes_is_deleted_from_the_changelog() -> None:
+    op = join()
+    op.process_left([("a", 100, "l", 1, None)])
+    op.snapshot_changes()
+    op.advance_watermark(MAX_TIMESTAMP)
+    assert {k: v for k, v in op.snapshot_changes().items() if k != "meta"} == {"l:a": None}
+
+
+def test_a_restored_row_that_goes_is_deleted_from_the_changelog() -> None:
+    op = join()
+    op.process_left([("a", 100, "l", 1, None)])
+    restored = join()
+    restored.restore_changes(op.snapshot_changes().items())
+    restored.advance_watermark(MAX_TIMESTAMP)
+    assert {k: v for k, v in restored.snapshot_changes().items() if k != "meta"} == {"l:a": None}
+
+
+def held_by_snapshot(op: IntervalJoinOperator) -> tuple[int, int, int]:
+    """Rows per side and keys, counted from a whole snapshot."""
+    entries = {name: rows for name, rows in op.snapshot().items() if name != "meta"}
+    left = sum(len(rows) for name, rows in entries.items() if name.startswith("l:"))
+    right = sum(len(rows) for name, rows in entries.items() if name.startswith("r:"))
+    return left, right, len({name[2:] for name in entries})
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    actions=st.lists(
+        st.tuples(st.sampled_from(["left", "right", "watermark", "restore"]), st.integers(0, 30)),
+        max_size=40,
+    ),
+    keys=st.lists(st.sampled_from("abcd"), min_size=40, max_size=40),
+)
+def test_rows_and_keys_held_are_counted_as_the_state_changes(
+    actions: list[tuple[str, int]], keys: list[str]
+) -> None:
+    op = join(How.FULL, lower=-3, upper=5)
+    watermark = -1
+    changes: list[tuple[str, Any]] = []
+    for (action, n), key in zip(actions, keys, strict=False):
+        if action == "left":
+            op.process_left([(key, watermark + 1 + n, n, n, None)])
+        elif action == "right":
+            op.process_right([(key, watermark + 1 + n, n, n, None)])
+        elif action == "watermark":
+            watermark += n
+            op.advance_watermark(watermark)
+        else:
+            changes.extend(op.snapshot_changes().items())
+            op = join(How.FULL, lower=-3, upper=5)
+            op.restore_changes(changes)
+        assert (op.rows_held(0), op.rows_held(1), op.gauges().keys) == held_by_snapshot(op)
+
+
 @pytest.mark.parametrize(
     ("how", "lower", "upper", "lateness"),
     [(How.SEMI, 0, 1, 0), (How.INNER, 5, 1, 0), (How.INNER, 0, 1, -1)],
