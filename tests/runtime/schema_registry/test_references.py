@@ -103,3 +103,14 @@ async def test_one_name_for_two_schemas_is_unresolved() -> None:
 async def test_a_reference_without_a_subject_is_unresolved() -> None:
     with pytest.raises(UnresolvedReference, match="without a name, subject or version"):
         await resolve_references([Ref("shop.Money", None, 1)], Registry({}).fetch)
+
+
+async def test_a_registry_that_cannot_be_asked_is_not_an_unresolved_reference() -> None:
+    """The fetch's own error goes up as it is (the client's RegistryUnavailable: the
+    pipeline pauses) and nothing is returned to be kept."""
+
+    async def down(subject: str, version: int) -> Version | None:
+        raise ConnectionError("no answer")
+
+    with pytest.raises(ConnectionError, match="no answer"):
+        await resolve_references([Ref("shop.Money", "money", 1)], down)
