@@ -130,8 +130,8 @@ def parse(
 
     ``references`` (registry schema references, each before those naming it) define
     the named types the schema uses without defining: each is parsed first into the
-    named types the schema is then parsed with, as Confluent's deserializer does; one
-    subject's version named twice is parsed once (a type defined twice does not parse)."""
+    named types the schema is then parsed with; one subject's version named twice is
+    parsed once (fastavro refuses a type defined twice)."""
     raw = orjson.loads(schema) if isinstance(schema, str) else schema
     needs = [False]
     named: dict[str, Any] = {}
