@@ -35,7 +35,7 @@ from fastavro import _read as fastavro_read
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
 
 from service.runtime.formats.base import FAILED, Failure
-from service.runtime.formats.schemas import WriterSchemas
+from service.runtime.formats.schemas import Reference, WriterSchemas
 from service.runtime.formats.wire import HEADER_SIZE, REASON_UNDECODABLE, frame
 
 SCHEMA_TYPE = "AVRO"
@@ -122,13 +122,26 @@ class AvroSchema:
         parse_schema(parsed, self.named["writer"])
 
 
-def parse(schema: str | dict[str, Any] | list[Any]) -> AvroSchema:
+def parse(
+    schema: str | dict[str, Any] | list[Any], references: Sequence[Reference] = ()
+) -> AvroSchema:
     """A writer schema (JSON text or its decoded form) ready to decode with; raises
-    fastavro's ``SchemaParseException`` (or ``ValueError``) for an invalid one."""
+    fastavro's ``SchemaParseException`` (or ``ValueError``) for an invalid one.
+
+    ``references`` (registry schema references, each before those naming it) define
+    the named types the schema uses without defining: each is parsed first into the
+    named types the schema is then parsed with; one subject's version named twice is
+    parsed once (fastavro refuses a type defined twice)."""
     raw = orjson.loads(schema) if isinstance(schema, str) else schema
     needs = [False]
-    rewritten = _rewrite(raw, needs)
-    parsed = parse_schema(rewritten)
+    named: dict[str, Any] = {}
+    parsed_versions: set[tuple[str, int]] = set()
+    for reference in references:
+        where = (reference.subject, reference.version)
+        if where not in parsed_versions:
+            parsed_versions.add(where)
+            parse_schema(_rewrite(orjson.loads(reference.text), needs), named)
+    parsed = parse_schema(_rewrite(raw, needs), named)
     return AvroSchema(parsed, _to_json if needs[0] else None)
 
 

@@ -6,8 +6,10 @@ indexes", :func:`.wire.message_indexes`), then the message.
 The registry holds a schema as ``.proto`` text; protoc (grpcio-tools' in-process
 compiler, with the well-known types it bundles) turns it into descriptors once per
 schema id, in a pool of that id's own, so two versions of one message never clash. A
-schema importing anything but ``google/protobuf/*`` (registry references) does not
-compile yet: its records are ``unknown_schema``.
+schema importing other files has them as registry references, each named by the path
+it is imported as: they are written beside it under those paths, so protoc compiles
+them first (``google/protobuf/*`` comes with protoc); an import no reference names does
+not compile: its records are ``unknown_schema``.
 
 A decoded message is what JSON would have given (docs/formats.md): field names as in
 the ``.proto``; 64-bit integers as numbers; enums by name; ``bytes`` as base64 text;
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import os
+import posixpath
 import tempfile
 from collections.abc import Callable, Sequence
 from importlib import resources
@@ -34,7 +37,7 @@ from google.protobuf.message import DecodeError, Message
 from grpc_tools import protoc
 
 from service.runtime.formats.base import FAILED, Failure
-from service.runtime.formats.schemas import WriterSchemas
+from service.runtime.formats.schemas import Reference, WriterSchemas
 from service.runtime.formats.wire import (
     REASON_UNDECODABLE,
     REASON_UNKNOWN_SCHEMA,
@@ -54,27 +57,58 @@ class ProtoCompileError(ValueError):
     """protoc refused the schema (it printed why to the service's stderr)."""
 
 
-def compile_proto(text: str) -> descriptor_pb2.FileDescriptorSet:
-    """``text`` (one ``.proto`` file) and what it imports, as descriptors. protoc reads
-    files only, so the text goes through a temporary directory (once per schema)."""
+def compile_proto(
+    text: str, references: Sequence[Reference] = (), file: str = _FILE
+) -> descriptor_pb2.FileDescriptorSet:
+    """``text`` (one ``.proto`` file, named ``file``) and what it imports, as
+    descriptors: each of ``references`` is a file it may import, by the reference's
+    name. protoc reads files only, so the texts go through a temporary directory (once
+    per schema); the set lists each file after those it imports."""
     with tempfile.TemporaryDirectory(prefix="clockwork-proto-") as directory:
-        with open(os.path.join(directory, _FILE), "w", encoding="utf-8") as out:
-            out.write(text)
+        sources = {_proto_path(r.name): r.text for r in references if not _bundled(r.name)}
+        sources[file] = text
+        for path, source in sources.items():
+            os.makedirs(os.path.dirname(os.path.join(directory, "src", path)), exist_ok=True)
+            with open(os.path.join(directory, "src", path), "w", encoding="utf-8") as out:
+                out.write(source)
         target = os.path.join(directory, "set.pb")
         code = protoc.main(
             [
                 "protoc",
-                f"-I{directory}",
+                f"-I{os.path.join(directory, 'src')}",
                 f"-I{_WELL_KNOWN}",
                 f"--descriptor_set_out={target}",
                 "--include_imports",
-                _FILE,
+                file,
             ]
         )
         if code != 0:
             raise ProtoCompileError(f"protoc refused the schema (exit code {code})")
         with open(target, "rb") as compiled:
             return descriptor_pb2.FileDescriptorSet.FromString(compiled.read())
+
+
+def _bundled(name: str) -> bool:
+    """A well-known type's file, which protoc has (a reference to it is redundant)."""
+    return name.startswith("google/protobuf/")
+
+
+def _proto_path(name: str) -> str:
+    """A reference's name as a path below the compile directory; a name that would
+    leave it (absolute, ``..``) raises ``ValueError``: the schema is ``unknown_schema``."""
+    path = posixpath.normpath(name)
+    if not name or path.startswith(("/", "../")) or path in (".", "..") or "\\" in name:
+        raise ValueError(f"a reference's name is not a relative .proto path: {name!r}")
+    return path
+
+
+def _main_file(references: Sequence[Reference]) -> str:
+    """The importing schema's own file name: one no reference has."""
+    names = {r.name for r in references}
+    file = _FILE
+    while file in names:
+        file = f"_{file}"
+    return file
 
 
 class MessageReader:
@@ -92,11 +126,11 @@ class ProtobufSchema:
 
     __slots__ = ("_converters", "_file", "_readers")
 
-    def __init__(self, files: descriptor_pb2.FileDescriptorSet) -> None:
+    def __init__(self, files: descriptor_pb2.FileDescriptorSet, file: str = _FILE) -> None:
         pool = descriptor_pool.DescriptorPool()
-        for file in files.file:
-            pool.Add(file)
-        self._file = pool.FindFileByName(_FILE)
+        for proto in files.file:  # each after its imports: protoc's order
+            pool.Add(proto)
+        self._file = pool.FindFileByName(file)
         self._readers: dict[tuple[int, ...], MessageReader | None] = {}
         self._converters: dict[str, Callable[[Message], Any]] = {}
 
@@ -231,8 +265,11 @@ _SPECIAL: dict[str, Callable[[Any], Any]] = {
 """Well-known types in their JSON form (a Timestamp as epoch milliseconds)."""
 
 
-def parse(text: str) -> ProtobufSchema:
-    return ProtobufSchema(compile_proto(text))
+def parse(text: str, references: Sequence[Reference] = ()) -> ProtobufSchema:
+    """A registry schema's text with the files it imports (its references), compiled;
+    the message indexes count the messages of ``text``'s own file."""
+    file = _main_file(references)
+    return ProtobufSchema(compile_proto(text, references, file), file)
 
 
 def registry_schemas() -> WriterSchemas[ProtobufSchema]:

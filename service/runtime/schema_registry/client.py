@@ -5,6 +5,10 @@ Only an answer "no such schema" (HTTP 404) makes an id unknown, and so its recor
 dead letters; anything else (no connection, a timeout, a 5xx, a refused login) is
 :class:`RegistryUnavailable`, which the fetch loop waits out: a good record is never
 dead-lettered because the registry was down.
+
+A schema that names others (Confluent's schema references) is added with all of them,
+fetched by subject and version (:mod:`.references`; the client caches each); one the
+registry lacks (a 404) makes the schema's records ``unknown_schema`` with its name.
 """
 
 from __future__ import annotations
@@ -19,6 +23,11 @@ from confluent_kafka.schema_registry import (
 )
 
 from service.runtime.formats.schemas import WriterSchemas
+from service.runtime.schema_registry.references import (
+    UnresolvedReference,
+    Version,
+    resolve_references,
+)
 from service.runtime.settings import SchemaRegistrySettings
 
 _NOT_FOUND = 404
@@ -74,7 +83,29 @@ class SchemaRegistry:
                     schemas.absent(schema_id)
                     continue
                 raise _unavailable(exc) from exc
-            schemas.add(schema_id, schema.schema_type or "AVRO", schema.schema_str or "")
+            try:
+                references = await resolve_references(schema.references or (), self._version)
+            except UnresolvedReference as exc:
+                schemas.unresolved(schema_id, str(exc))
+                continue
+            schemas.add(
+                schema_id, schema.schema_type or "AVRO", schema.schema_str or "", references
+            )
+
+    async def _version(self, subject: str, version: int) -> Version | None:
+        """The schema of ``subject`` at ``version`` (deleted or not, as a reference
+        still names it), None where the registry has none; raises
+        :class:`RegistryUnavailable`."""
+        try:
+            found = await self._ask(AsyncSchemaRegistryClient.get_version, subject, version, True)
+        except SchemaRegistryError as exc:
+            if exc.http_status_code == _NOT_FOUND:
+                return None
+            raise _unavailable(exc) from exc
+        schema = found.schema
+        return Version(
+            schema.schema_type or "AVRO", schema.schema_str or "", schema.references or ()
+        )
 
     async def register(self, subject: str, schema_type: str, text: str) -> int:
         """The id of ``text`` under ``subject``, registering it if new (the registry's

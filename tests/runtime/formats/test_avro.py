@@ -15,6 +15,7 @@ from fastavro import parse_schema, schemaless_writer
 
 from service.runtime.formats import avro
 from service.runtime.formats.base import FAILED, Failure, SchemaNotResolved
+from service.runtime.formats.schemas import Reference
 from service.runtime.formats.wire import frame, schema_id_of
 
 
@@ -233,3 +234,88 @@ def test_the_fallback_reader_reads_what_the_compiled_one_does(
     monkeypatch.setattr(avro, "_named_schemas", avro._no_named_schemas)
     fallback, _ = read(framed_reader(id7=ORDER), framed)
     assert fallback == compiled == [{"user": "u1", "ts": 1704067200000, "amount": 2.5}]
+
+
+MONEY: dict[str, Any] = {
+    "type": "record",
+    "name": "Money",
+    "namespace": "shop",
+    "fields": [
+        {"name": "currency", "type": "shop.Currency"},
+        {
+            "name": "units",
+            "type": {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 2},
+        },
+    ],
+}
+CURRENCY: dict[str, Any] = {
+    "type": "enum",
+    "name": "Currency",
+    "namespace": "shop",
+    "symbols": ["EUR", "USD"],
+}
+PRICED: dict[str, Any] = {
+    "type": "record",
+    "name": "Priced",
+    "namespace": "shop",
+    "fields": [{"name": "user", "type": "string"}, {"name": "price", "type": "shop.Money"}],
+}
+
+
+def reference(name: str, schema: Any, subject: str | None = None) -> Reference:
+    return Reference(name, subject or name, 1, "AVRO", orjson.dumps(schema).decode())
+
+
+def test_named_types_from_references_read_as_if_defined_in_the_schema() -> None:
+    """A reference's own reference comes first (the client's order); the decimal in a
+    referenced type still gets its conversion."""
+    cache = avro.registry_schemas()
+    references = [reference("shop.Currency", CURRENCY), reference("shop.Money", MONEY)]
+    cache.add(1, "AVRO", orjson.dumps(PRICED).decode(), references)
+    named: dict[str, Any] = {}  # as a producer parses them
+    parse_schema(CURRENCY, named)
+    parse_schema(MONEY, named)
+    out = BytesIO()
+    datum = {"user": "u", "price": {"currency": "USD", "units": decimal.Decimal("12.34")}}
+    schemaless_writer(out, parse_schema(PRICED, named), datum)
+    values, failures = read(avro.FramedAvroReader(cache), frame(1, out.getvalue()))
+    assert failures == []
+    assert values == [{"user": "u", "price": {"currency": "USD", "units": 12.34}}]
+
+
+def test_a_reference_named_twice_is_parsed_once() -> None:
+    currency = reference("shop.Currency", CURRENCY)
+    parsed = avro.parse(PRICED, [currency, reference("shop.Money", MONEY), currency])
+    assert "shop.Money" in parsed.named["writer"]
+
+
+def test_a_named_type_no_reference_defines_is_an_unknown_schema() -> None:
+    cache = avro.registry_schemas()
+    cache.add(1, "AVRO", orjson.dumps(PRICED).decode(), [reference("shop.Currency", CURRENCY)])
+    values, failures = read(avro.FramedAvroReader(cache), frame(1, b"\x02u"))
+    assert values == [FAILED]
+    assert failures[0][1] == "unknown_schema"
+    assert "shop.Money" in failures[0][2]
+
+
+def test_a_reference_of_another_format_is_an_unknown_schema() -> None:
+    cache = avro.registry_schemas()
+    money = Reference("shop.Money", "money", 3, "JSON", "{}")
+    cache.add(1, "AVRO", orjson.dumps(PRICED).decode(), [money])
+    values, failures = read(avro.FramedAvroReader(cache), frame(1, b"\x02u"))
+    assert values == [FAILED]
+    assert failures[0][1:] == (
+        "unknown_schema",
+        "schema 1 references 'shop.Money' (subject 'money', version 3), which is JSON, not AVRO",
+    )
+
+
+def test_an_unresolved_schema_is_an_unknown_schema_with_the_reason() -> None:
+    cache = avro.registry_schemas()
+    cache.unresolved(1, "references 'shop.Money' (...), which the registry does not have")
+    values, failures = read(avro.FramedAvroReader(cache), frame(1, b"\x02u"))
+    assert values == [FAILED]
+    assert failures[0][1:] == (
+        "unknown_schema",
+        "schema 1 references 'shop.Money' (...), which the registry does not have",
+    )

@@ -9,6 +9,7 @@ import pytest
 
 from service.runtime.formats import json_schema
 from service.runtime.formats.base import FAILED, Failure, SchemaNotResolved
+from service.runtime.formats.schemas import Reference
 from service.runtime.formats.wire import frame
 
 SCHEMA = '{"type": "object", "properties": {"user": {"type": "string"}}}'
@@ -59,3 +60,26 @@ def test_a_schema_that_is_not_json_is_a_problem() -> None:
     cache = json_schema.registry_schemas()
     cache.add(1, "JSON", "[1, 2]")
     assert "object or a boolean" in str(cache.by_id[1])
+
+
+MONEY = '{"$id": "https://example.com/money.json", "type": "object"}'
+PRICED = '{"type": "object", "properties": {"price": {"$ref": "money.json"}}}'
+
+
+def test_referenced_documents_are_kept_by_their_ref_names_and_records_read() -> None:
+    cache = json_schema.registry_schemas()
+    cache.add(1, "JSON", PRICED, [Reference("money.json", "money", 1, "JSON", MONEY)])
+    schema = cache.by_id[1]
+    assert isinstance(schema, json_schema.JsonSchema)
+    assert schema.documents == {"money.json": orjson.loads(MONEY)}
+    out: list[Any] = []
+    failures: list[Failure] = []
+    value = {"price": {"cents": 5}}
+    json_schema.FramedJsonReader(cache).read([Record(frame(1, orjson.dumps(value)))], out, failures)
+    assert (out, failures) == ([value], [])
+
+
+def test_a_reference_that_is_not_a_json_schema_is_a_problem() -> None:
+    cache = json_schema.registry_schemas()
+    cache.add(1, "JSON", PRICED, [Reference("money.json", "money", 1, "JSON", "7")])
+    assert "reference 'money.json': a JSON Schema is an object" in str(cache.by_id[1])

@@ -9,6 +9,7 @@ from google.protobuf import descriptor_pool, message_factory
 
 from service.runtime.formats import protobuf
 from service.runtime.formats.base import FAILED, Failure
+from service.runtime.formats.schemas import Reference, SchemaProblem
 from service.runtime.formats.wire import encode_message_indexes, frame
 
 PROTO = """
@@ -119,3 +120,72 @@ def test_bad_records_say_why() -> None:
         "undecodable",
         "undecodable",
     ]
+
+
+MONEY_PROTO = """
+syntax = "proto3";
+package shop.common;
+import "shop/currency.proto";
+message Money { Currency currency = 1; int64 cents = 2; }
+"""
+CURRENCY_PROTO = 'syntax = "proto3";\npackage shop.common;\nenum Currency { EUR = 0; USD = 1; }\n'
+PRICED_PROTO = """
+syntax = "proto3";
+package shop;
+import "shop/money.proto";
+import "google/protobuf/timestamp.proto";
+message Priced { string user = 1; shop.common.Money price = 2; google.protobuf.Timestamp at = 3; }
+"""
+
+
+def proto_reference(name: str, text: str) -> Reference:
+    return Reference(name, name.replace("/", "-"), 1, "PROTOBUF", text)
+
+
+PROTO_REFERENCES = [
+    proto_reference("shop/currency.proto", CURRENCY_PROTO),
+    proto_reference("shop/money.proto", MONEY_PROTO),
+    proto_reference("google/protobuf/timestamp.proto", "not read: protoc has its own"),
+]
+
+
+def test_imports_from_references_compile_and_the_indexes_count_the_schemas_own_file() -> None:
+    """Message index 0 is ``Priced``, the schema's first message, not one of an import."""
+    schema = protobuf.parse(PRICED_PROTO, PROTO_REFERENCES)
+    pool = descriptor_pool.DescriptorPool()
+    for file in protobuf.compile_proto(PRICED_PROTO, PROTO_REFERENCES).file:
+        pool.Add(file)
+    priced = message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Priced"))
+    message = priced(user="u")
+    message.price.currency = 1
+    message.price.cents = 1234
+    message.at.FromMilliseconds(5)
+    reader = schema.reader((0,))
+    assert reader is not None
+    assert reader.convert(reader.parse(message.SerializeToString())) == {
+        "user": "u",
+        "price": {"currency": "USD", "cents": 1234},
+        "at": 5,
+    }
+
+
+def test_a_reference_named_as_the_schemas_own_file_does_not_hide_it() -> None:
+    references = [proto_reference("schema.proto", 'syntax = "proto3"; message Other {}')]
+    text = 'syntax = "proto3"; import "schema.proto"; message Mine { Other other = 1; }'
+    reader = protobuf.parse(text, references).reader((0,))
+    assert reader is not None
+    assert reader.convert(reader.parse(b"")) == {"other": None}
+
+
+def test_an_import_no_reference_names_is_an_unknown_schema() -> None:
+    cache = protobuf.registry_schemas()
+    cache.add(1, "PROTOBUF", PRICED_PROTO, PROTO_REFERENCES[:1])
+    assert type(cache.by_id[1]) is SchemaProblem
+    assert "does not parse" in cache.by_id[1]
+
+
+def test_a_reference_named_outside_the_compile_directory_is_an_unknown_schema() -> None:
+    cache = protobuf.registry_schemas()
+    text = 'syntax = "proto3"; import "../evil.proto";'
+    cache.add(1, "PROTOBUF", text, [proto_reference("../evil.proto", 'syntax = "proto3";')])
+    assert "not a relative .proto path: '../evil.proto'" in str(cache.by_id[1])
