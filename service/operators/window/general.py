@@ -9,6 +9,14 @@ timers are rebuilt by ``Trigger.on_merge`` and the covered windows' are cleared.
 
 Deviation from Flink, on purpose: a new session window equal to an existing window
 keeps the existing state window (Flink's ``MergingWindowSet`` would remap it to itself).
+
+The session fast path (Nexmark q11, #33) changes how, never what: a record whose
+session meets at most one of the key's windows skips the merging set's copy and sort
+(``merging.extend_window``), and with the default event-time trigger the trigger's
+timer calls are made directly, the same registrations and deletions in the same order
+(so the timer queue, its tie order and every snapshot are the general path's). Timers
+are not moved lazily: the queue is checkpointed, and a stale timer left in it would
+change snapshots and timer counts.
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-from service.core.time import TimeDomain
+from service.core.time import MAX_TIMESTAMP, TimeDomain
 from service.operators.base import FailedRecord, FireKind, InputRecord, WindowResult
 
 from .assigners import SessionAssigner, Window, max_timestamp
@@ -25,7 +33,8 @@ from .config import WindowOperatorConfig
 from .errors import WindowStateError
 from .functions import FUNCTION_ERROR
 from .keystate import KEY_PREFIX, KeyState, decode_key_state, encode_key_state
-from .merging import add_window, retire_window
+from .merging import add_window, extend_window, retire_window
+from .triggers import EventTimeTrigger
 
 _merge_windows = SessionAssigner.merge_windows
 
@@ -90,7 +99,8 @@ class _Context:
 class GeneralWindowOperator(WindowOperatorBase):
     """A keyed window operator for any configuration (see module docstring)."""
 
-    def __init__(self, config: WindowOperatorConfig) -> None:
+    def __init__(self, config: WindowOperatorConfig, *, session_fast_path: bool = True) -> None:
+        """``session_fast_path=False`` only for tests comparing the two paths (module doc)."""
         super().__init__(config, plan_base=0)
         self._assigner = config.assigner
         self._merging = isinstance(config.assigner, SessionAssigner)
@@ -102,6 +112,11 @@ class GeneralWindowOperator(WindowOperatorBase):
         self._keys: dict[str, KeyState] = {}
         self._open = 0
         self._ctx = _Context(self)
+        self._extend = extend_window if session_fast_path and self._merging else None
+        # The default event-time trigger's calls made inline (same timer operations).
+        self._event_trigger = (
+            session_fast_path and self._event and type(self._trigger) is EventTimeTrigger
+        )
 
     # -- records ----------------------------------------------------------------------
     def process_batch(self, records: Sequence[InputRecord]) -> None:
@@ -127,7 +142,10 @@ class GeneralWindowOperator(WindowOperatorBase):
         for window in assigned:
             if state.merging is not None:
                 ctx.key, ctx.state = key, state
-                actual = add_window(state.merging, window, _merge_windows, self._merge)
+                extend = self._extend
+                actual = None if extend is None else extend(state.merging, window, self._merge)
+                if actual is None:
+                    actual = add_window(state.merging, window, _merge_windows, self._merge)
                 if self.is_window_late(actual):
                     self._drop_contents(state, retire_window(state.merging, actual))
                     continue
@@ -138,6 +156,14 @@ class GeneralWindowOperator(WindowOperatorBase):
                 actual = state_window = window
             skipped = False
             self._add(state, state_window, timestamp, value)
+            if self._event_trigger:  # EventTimeTrigger.on_element, inline
+                max_ts = actual[1] - 1 if actual[1] != MAX_TIMESTAMP else MAX_TIMESTAMP
+                if max_ts > self._timers.current_watermark:
+                    self._timers.register_event_time_timer(max_ts, key, actual)
+                else:
+                    self._emit(key, state, actual, state_window, self.fire_kind(actual, None, 0))
+                self.register_cleanup_timer(key, actual)
+                continue
             ctx.key, ctx.state, ctx.window = key, state, actual
             result = self._trigger.on_element(timestamp, actual, ctx)
             if result.is_fire:
@@ -193,6 +219,25 @@ class GeneralWindowOperator(WindowOperatorBase):
             )
         ctx = self._ctx
         state = ctx.state
+        if self._event_trigger:  # EventTimeTrigger.on_merge and clear, inline
+            timers = self._timers
+            key = ctx.key
+            max_ts = max_timestamp(merged)
+            if max_ts > timers.current_watermark:
+                timers.register_event_time_timer(max_ts, key, merged)
+            for window in covered:
+                timers.delete_event_time_timer(max_timestamp(window), key, window)
+                state.trigger.pop(window, None)
+                state.seqs.pop(window, None)
+                self.delete_cleanup_timer(key, window)
+        else:
+            self._merge_trigger(merged, covered)
+        self._fold(state, state_window, folded)
+
+    def _merge_trigger(self, merged: Window, covered: list[Window]) -> None:
+        """The trigger's on_merge for the merged window, then every covered window cleared."""
+        ctx = self._ctx
+        state = ctx.state
         ctx.window, ctx.merged = merged, covered
         self._trigger.on_merge(merged, ctx)
         ctx.merged = []
@@ -202,6 +247,9 @@ class GeneralWindowOperator(WindowOperatorBase):
             state.trigger.pop(window, None)
             state.seqs.pop(window, None)
             self.delete_cleanup_timer(ctx.key, window)
+
+    def _fold(self, state: KeyState, state_window: Window, folded: list[Window]) -> None:
+        """The folded state windows' contents into the state window's."""
         target = state.contents.get(state_window)
         for window in folded:
             source = state.contents.pop(window, None)
