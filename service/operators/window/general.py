@@ -12,9 +12,10 @@ keeps the existing state window (Flink's ``MergingWindowSet`` would remap it to 
 
 The session fast path (Nexmark q11, #33) changes how, never what: a record whose
 session meets at most one of the key's windows skips the merging set's copy and sort
-(``merging.extend_window``), and with the default event-time trigger the trigger's
-timer calls are made directly, the same registrations and deletions in the same order
-(so the timer queue, its tie order and every snapshot are the general path's). Timers
+(``merging.extend_window``), and event-time sessions with the default trigger go
+through ``_process_session``: the trigger's timer calls made directly, the same
+registrations and deletions in the same order (so the timer queue, its tie order and
+every snapshot are the general path's), minus provable no-ops. Timers
 are not moved lazily: the queue is checkpointed, and a stale timer left in it would
 change snapshots and timer counts.
 """
@@ -113,15 +114,17 @@ class GeneralWindowOperator(WindowOperatorBase):
         self._open = 0
         self._ctx = _Context(self)
         self._extend = extend_window if session_fast_path and self._merging else None
-        # The default event-time trigger's calls made inline (same timer operations).
+        # Event-time sessions with the default trigger: _process_session, and the trigger's
+        # calls made inline in _merge (the same timer operations).
         self._event_trigger = (
-            session_fast_path and self._event and type(self._trigger) is EventTimeTrigger
+            self._extend is not None and self._event and type(self._trigger) is EventTimeTrigger
         )
+        self._gap = config.assigner.gap if isinstance(config.assigner, SessionAssigner) else 0
 
     # -- records ----------------------------------------------------------------------
     def process_batch(self, records: Sequence[InputRecord]) -> None:
         self.counters.records += len(records)
-        process = self._process
+        process = self._process_session if self._event_trigger else self._process
         has_bad = self.plan.has_bad if self.plan is not None else None
         if has_bad is None:
             for key, timestamp, value, _position, source in records:
@@ -156,14 +159,6 @@ class GeneralWindowOperator(WindowOperatorBase):
                 actual = state_window = window
             skipped = False
             self._add(state, state_window, timestamp, value)
-            if self._event_trigger:  # EventTimeTrigger.on_element, inline
-                max_ts = actual[1] - 1 if actual[1] != MAX_TIMESTAMP else MAX_TIMESTAMP
-                if max_ts > self._timers.current_watermark:
-                    self._timers.register_event_time_timer(max_ts, key, actual)
-                else:
-                    self._emit(key, state, actual, state_window, self.fire_kind(actual, None, 0))
-                self.register_cleanup_timer(key, actual)
-                continue
             ctx.key, ctx.state, ctx.window = key, state, actual
             result = self._trigger.on_element(timestamp, actual, ctx)
             if result.is_fire:
@@ -173,6 +168,52 @@ class GeneralWindowOperator(WindowOperatorBase):
             self.register_cleanup_timer(key, actual)
         if skipped and self._event and timestamp + self._lateness <= self._timers.current_watermark:
             self.late_record(key, timestamp, source)
+        self._done(key, state)
+
+    def _process_session(self, key: str, timestamp: int, value: Any, source: Any) -> None:
+        """:meth:`_process` for event-time sessions with the default trigger, step by step
+        the same (one window per record; EventTimeTrigger.on_element and the cleanup time
+        inline), minus calls that are no-ops: with no allowed lateness the cleanup timer
+        is the trigger's timer (same time, key and window), already registered."""
+        state = self._keys.get(key)
+        if state is None:
+            state = self._keys[key] = KeyState(True)
+        mapping = state.merging
+        if mapping is None:
+            raise WindowStateError("session windows without a merging window set")
+        ctx = self._ctx
+        ctx.key, ctx.state = key, state
+        window = (timestamp, timestamp + self._gap)
+        actual = extend_window(mapping, window, self._merge)
+        if actual is None:
+            actual = add_window(mapping, window, _merge_windows, self._merge)
+        timers = self._timers
+        watermark = timers.current_watermark
+        lateness = self._lateness
+        end = actual[1]
+        if end == MAX_TIMESTAMP:
+            max_ts = cleanup = MAX_TIMESTAMP
+        else:
+            max_ts = end - 1
+            cleanup = max_ts + lateness
+            if cleanup > MAX_TIMESTAMP:
+                cleanup = MAX_TIMESTAMP
+        if cleanup <= watermark:  # the window is late (is_window_late)
+            self._drop_contents(state, retire_window(mapping, actual))
+            if timestamp + lateness <= watermark:
+                self.late_record(key, timestamp, source)
+            self._done(key, state)
+            return
+        state_window = mapping[actual]
+        self._add(state, state_window, timestamp, value)
+        if max_ts > watermark:
+            timers.register_event_time_timer(max_ts, key, actual)
+            if cleanup != max_ts and cleanup != MAX_TIMESTAMP:
+                timers.register_event_time_timer(cleanup, key, actual)
+        else:  # an allowed-late record: fired at once
+            self._emit(key, state, actual, state_window, self.fire_kind(actual, None, 0))
+            if cleanup != MAX_TIMESTAMP:
+                timers.register_event_time_timer(cleanup, key, actual)
         self._done(key, state)
 
     def _add(self, state: KeyState, window: Window, timestamp: int, value: Any) -> None:
@@ -229,7 +270,8 @@ class GeneralWindowOperator(WindowOperatorBase):
                 timers.delete_event_time_timer(max_timestamp(window), key, window)
                 state.trigger.pop(window, None)
                 state.seqs.pop(window, None)
-                self.delete_cleanup_timer(key, window)
+                if self._lateness:  # else the cleanup timer was the trigger's, just deleted
+                    self.delete_cleanup_timer(key, window)
         else:
             self._merge_trigger(merged, covered)
         self._fold(state, state_window, folded)
