@@ -120,6 +120,9 @@ class GeneralWindowOperator(WindowOperatorBase):
             self._extend is not None and self._event and type(self._trigger) is EventTimeTrigger
         )
         self._gap = config.assigner.gap if isinstance(config.assigner, SessionAssigner) else 0
+        # The window whose trigger timer _merge_session registered for the current record
+        # (then the record's own registration of it is a no-op, skipped).
+        self._registered: Window | None = None
 
     # -- records ----------------------------------------------------------------------
     def process_batch(self, records: Sequence[InputRecord]) -> None:
@@ -184,9 +187,10 @@ class GeneralWindowOperator(WindowOperatorBase):
         ctx = self._ctx
         ctx.key, ctx.state = key, state
         window = (timestamp, timestamp + self._gap)
-        actual = extend_window(mapping, window, self._merge)
+        self._registered = None
+        actual = extend_window(mapping, window, self._merge_session)
         if actual is None:
-            actual = add_window(mapping, window, _merge_windows, self._merge)
+            actual = add_window(mapping, window, _merge_windows, self._merge_session)
         timers = self._timers
         watermark = timers.current_watermark
         lateness = self._lateness
@@ -207,7 +211,8 @@ class GeneralWindowOperator(WindowOperatorBase):
         state_window = mapping[actual]
         self._add(state, state_window, timestamp, value)
         if max_ts > watermark:
-            timers.register_event_time_timer(max_ts, key, actual)
+            if actual != self._registered:
+                timers.register_event_time_timer(max_ts, key, actual)
             if cleanup != max_ts and cleanup != MAX_TIMESTAMP:
                 timers.register_event_time_timer(cleanup, key, actual)
         else:  # an allowed-late record: fired at once
@@ -260,26 +265,6 @@ class GeneralWindowOperator(WindowOperatorBase):
             )
         ctx = self._ctx
         state = ctx.state
-        if self._event_trigger:  # EventTimeTrigger.on_merge and clear, inline
-            timers = self._timers
-            key = ctx.key
-            max_ts = max_timestamp(merged)
-            if max_ts > timers.current_watermark:
-                timers.register_event_time_timer(max_ts, key, merged)
-            for window in covered:
-                timers.delete_event_time_timer(max_timestamp(window), key, window)
-                state.trigger.pop(window, None)
-                state.seqs.pop(window, None)
-                if self._lateness:  # else the cleanup timer was the trigger's, just deleted
-                    self.delete_cleanup_timer(key, window)
-        else:
-            self._merge_trigger(merged, covered)
-        self._fold(state, state_window, folded)
-
-    def _merge_trigger(self, merged: Window, covered: list[Window]) -> None:
-        """The trigger's on_merge for the merged window, then every covered window cleared."""
-        ctx = self._ctx
-        state = ctx.state
         ctx.window, ctx.merged = merged, covered
         self._trigger.on_merge(merged, ctx)
         ctx.merged = []
@@ -289,6 +274,39 @@ class GeneralWindowOperator(WindowOperatorBase):
             state.trigger.pop(window, None)
             state.seqs.pop(window, None)
             self.delete_cleanup_timer(ctx.key, window)
+        self._fold(state, state_window, folded)
+
+    def _merge_session(
+        self, merged: Window, covered: list[Window], state_window: Window, folded: list[Window]
+    ) -> None:
+        """:meth:`_merge` with EventTimeTrigger's on_merge and clear inline (the same timer
+        operations in the same order), for _process_session; with no allowed lateness a
+        covered window's cleanup timer is its trigger timer, deleted once."""
+        timers = self._timers
+        watermark = timers.current_watermark
+        lateness = self._lateness
+        max_ts = merged[1] - 1 if merged[1] != MAX_TIMESTAMP else MAX_TIMESTAMP
+        if max_ts + lateness <= watermark:
+            raise WindowStateError(f"merging made window {merged} late (watermark {watermark})")
+        ctx = self._ctx
+        state = ctx.state
+        key = ctx.key
+        if max_ts > watermark:
+            timers.register_event_time_timer(max_ts, key, merged)
+            self._registered = merged
+        for window in covered:
+            end = window[1]
+            timers.delete_event_time_timer(
+                end - 1 if end != MAX_TIMESTAMP else MAX_TIMESTAMP, key, window
+            )
+            if window == merged:  # not seen (the set never holds intersecting windows)
+                self._registered = None
+            state.trigger.pop(window, None)
+            state.seqs.pop(window, None)
+            if lateness:
+                self.delete_cleanup_timer(key, window)
+        if folded:
+            self._fold(state, state_window, folded)
 
     def _fold(self, state: KeyState, state_window: Window, folded: list[Window]) -> None:
         """The folded state windows' contents into the state window's."""
