@@ -9,6 +9,15 @@ timers are rebuilt by ``Trigger.on_merge`` and the covered windows' are cleared.
 
 Deviation from Flink, on purpose: a new session window equal to an existing window
 keeps the existing state window (Flink's ``MergingWindowSet`` would remap it to itself).
+
+The session fast path (Nexmark q11, #33) changes how, never what: a record whose
+session meets at most one of the key's windows skips the merging set's copy and sort
+(``merging.extend_window``), and event-time sessions with the default trigger go
+through ``_process_session``: the trigger's timer calls made directly, the same
+registrations and deletions in the same order (so the timer queue, its tie order and
+every snapshot are the general path's), minus provable no-ops. Timers
+are not moved lazily: the queue is checkpointed, and a stale timer left in it would
+change snapshots and timer counts.
 """
 
 from __future__ import annotations
@@ -16,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-from service.core.time import TimeDomain
+from service.core.time import MAX_TIMESTAMP, TimeDomain
 from service.operators.base import FailedRecord, FireKind, InputRecord, WindowResult
 
 from .assigners import SessionAssigner, Window, max_timestamp
@@ -25,7 +34,8 @@ from .config import WindowOperatorConfig
 from .errors import WindowStateError
 from .functions import FUNCTION_ERROR
 from .keystate import KEY_PREFIX, KeyState, decode_key_state, encode_key_state
-from .merging import add_window, retire_window
+from .merging import add_window, extend_window, retire_window
+from .triggers import EventTimeTrigger
 
 _merge_windows = SessionAssigner.merge_windows
 
@@ -90,7 +100,8 @@ class _Context:
 class GeneralWindowOperator(WindowOperatorBase):
     """A keyed window operator for any configuration (see module docstring)."""
 
-    def __init__(self, config: WindowOperatorConfig) -> None:
+    def __init__(self, config: WindowOperatorConfig, *, session_fast_path: bool = True) -> None:
+        """``session_fast_path=False`` only for tests comparing the two paths (module doc)."""
         super().__init__(config, plan_base=0)
         self._assigner = config.assigner
         self._merging = isinstance(config.assigner, SessionAssigner)
@@ -102,11 +113,21 @@ class GeneralWindowOperator(WindowOperatorBase):
         self._keys: dict[str, KeyState] = {}
         self._open = 0
         self._ctx = _Context(self)
+        self._extend = extend_window if session_fast_path and self._merging else None
+        # Event-time sessions with the default trigger: _process_session, and the trigger's
+        # calls made inline in _merge (the same timer operations).
+        self._event_trigger = (
+            self._extend is not None and self._event and type(self._trigger) is EventTimeTrigger
+        )
+        self._gap = config.assigner.gap if isinstance(config.assigner, SessionAssigner) else 0
+        # The window whose trigger timer _merge_session registered for the current record
+        # (then the record's own registration of it is a no-op, skipped).
+        self._registered: Window | None = None
 
     # -- records ----------------------------------------------------------------------
     def process_batch(self, records: Sequence[InputRecord]) -> None:
         self.counters.records += len(records)
-        process = self._process
+        process = self._process_session if self._event_trigger else self._process
         has_bad = self.plan.has_bad if self.plan is not None else None
         if has_bad is None:
             for key, timestamp, value, _position, source in records:
@@ -127,7 +148,10 @@ class GeneralWindowOperator(WindowOperatorBase):
         for window in assigned:
             if state.merging is not None:
                 ctx.key, ctx.state = key, state
-                actual = add_window(state.merging, window, _merge_windows, self._merge)
+                extend = self._extend
+                actual = None if extend is None else extend(state.merging, window, self._merge)
+                if actual is None:
+                    actual = add_window(state.merging, window, _merge_windows, self._merge)
                 if self.is_window_late(actual):
                     self._drop_contents(state, retire_window(state.merging, actual))
                     continue
@@ -147,6 +171,54 @@ class GeneralWindowOperator(WindowOperatorBase):
             self.register_cleanup_timer(key, actual)
         if skipped and self._event and timestamp + self._lateness <= self._timers.current_watermark:
             self.late_record(key, timestamp, source)
+        self._done(key, state)
+
+    def _process_session(self, key: str, timestamp: int, value: Any, source: Any) -> None:
+        """:meth:`_process` for event-time sessions with the default trigger, step by step
+        the same (one window per record; EventTimeTrigger.on_element and the cleanup time
+        inline), minus calls that are no-ops: with no allowed lateness the cleanup timer
+        is the trigger's timer (same time, key and window), already registered."""
+        state = self._keys.get(key)
+        if state is None:
+            state = self._keys[key] = KeyState(True)
+        mapping = state.merging
+        if mapping is None:
+            raise WindowStateError("session windows without a merging window set")
+        ctx = self._ctx
+        ctx.key, ctx.state = key, state
+        window = (timestamp, timestamp + self._gap)
+        self._registered = None
+        actual = extend_window(mapping, window, self._merge_session)
+        if actual is None:
+            actual = add_window(mapping, window, _merge_windows, self._merge_session)
+        timers = self._timers
+        watermark = timers.current_watermark
+        lateness = self._lateness
+        end = actual[1]
+        if end == MAX_TIMESTAMP:
+            max_ts = cleanup = MAX_TIMESTAMP
+        else:
+            max_ts = end - 1
+            cleanup = max_ts + lateness
+            if cleanup > MAX_TIMESTAMP:
+                cleanup = MAX_TIMESTAMP
+        if cleanup <= watermark:  # the window is late (is_window_late)
+            self._drop_contents(state, retire_window(mapping, actual))
+            if timestamp + lateness <= watermark:
+                self.late_record(key, timestamp, source)
+            self._done(key, state)
+            return
+        state_window = mapping[actual]
+        self._add(state, state_window, timestamp, value)
+        if max_ts > watermark:
+            if actual != self._registered:
+                timers.register_event_time_timer(max_ts, key, actual)
+            if cleanup != max_ts and cleanup != MAX_TIMESTAMP:
+                timers.register_event_time_timer(cleanup, key, actual)
+        else:  # an allowed-late record: fired at once
+            self._emit(key, state, actual, state_window, self.fire_kind(actual, None, 0))
+            if cleanup != MAX_TIMESTAMP:
+                timers.register_event_time_timer(cleanup, key, actual)
         self._done(key, state)
 
     def _add(self, state: KeyState, window: Window, timestamp: int, value: Any) -> None:
@@ -202,6 +274,42 @@ class GeneralWindowOperator(WindowOperatorBase):
             state.trigger.pop(window, None)
             state.seqs.pop(window, None)
             self.delete_cleanup_timer(ctx.key, window)
+        self._fold(state, state_window, folded)
+
+    def _merge_session(
+        self, merged: Window, covered: list[Window], state_window: Window, folded: list[Window]
+    ) -> None:
+        """:meth:`_merge` with EventTimeTrigger's on_merge and clear inline (the same timer
+        operations in the same order), for _process_session; with no allowed lateness a
+        covered window's cleanup timer is its trigger timer, deleted once."""
+        timers = self._timers
+        watermark = timers.current_watermark
+        lateness = self._lateness
+        max_ts = merged[1] - 1 if merged[1] != MAX_TIMESTAMP else MAX_TIMESTAMP
+        if max_ts + lateness <= watermark:
+            raise WindowStateError(f"merging made window {merged} late (watermark {watermark})")
+        ctx = self._ctx
+        state = ctx.state
+        key = ctx.key
+        if max_ts > watermark:
+            timers.register_event_time_timer(max_ts, key, merged)
+            self._registered = merged
+        for window in covered:
+            end = window[1]
+            timers.delete_event_time_timer(
+                end - 1 if end != MAX_TIMESTAMP else MAX_TIMESTAMP, key, window
+            )
+            if window == merged:  # not seen (the set never holds intersecting windows)
+                self._registered = None
+            state.trigger.pop(window, None)
+            state.seqs.pop(window, None)
+            if lateness:
+                self.delete_cleanup_timer(key, window)
+        if folded:
+            self._fold(state, state_window, folded)
+
+    def _fold(self, state: KeyState, state_window: Window, folded: list[Window]) -> None:
+        """The folded state windows' contents into the state window's."""
         target = state.contents.get(state_window)
         for window in folded:
             source = state.contents.pop(window, None)

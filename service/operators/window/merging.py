@@ -58,6 +58,41 @@ def add_window(
     return result_window
 
 
+def extend_window(
+    mapping: dict[Window, Window], new_window: Window, merge_function: MergeFunction
+) -> Window | None:
+    """:func:`add_window` for session windows when at most one window intersects the new
+    one (the key's latest session, nearly always); None: call :func:`add_window` instead.
+
+    Same effects as :func:`add_window` with ``SessionAssigner.merge_windows`` (the
+    mapping, its order, the ``merge_function`` call, the result), without copying and
+    sorting the key's windows. Two windows merge when they intersect as closed
+    intervals, ``a.start <= b.end and a.end >= b.start`` (touching windows merge), the
+    rule of ``merge_windows``. It relies on the set's invariant that no two of its
+    windows intersect (every add merges them): then the new window's only intersecting
+    window is all it can merge with, since the union of two intersecting windows meets
+    a third only if one of them does.
+    """
+    start, end = new_window
+    found: Window | None = None
+    for window in mapping:
+        if window[0] <= end and window[1] >= start:
+            if found is not None:
+                return None  # it bridges two sessions: the general path
+            found = window
+    if found is None:  # a session of its own (add_window: no merge, setdefault)
+        mapping[new_window] = new_window
+        return new_window
+    if found == new_window:  # add_window: no merge group, the mapping untouched
+        return found
+    merged = (min(start, found[0]), max(end, found[1]))
+    state_window = mapping.pop(found)
+    mapping[merged] = state_window  # moved last, as add_window moves it, even if unchanged
+    if merged != found:  # else inside an existing window: no merge call
+        merge_function(merged, [found], state_window, [])
+    return merged
+
+
 def retire_window(mapping: dict[Window, Window], window: Window) -> Window:
     """Remove ``window``; returns its state window."""
     state_window = mapping.pop(window, None)
