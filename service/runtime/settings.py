@@ -95,10 +95,5 @@ class RuntimeSettings:
     (~200k aiokafka batch records, each with its headers list): at 50k a young
     collection ran every ~25k input records and scanned the fetch in hand each time (37
     collections, 0.34 s CPU, ~7% of the 1M e2e run); at 500k, 0-1 (0.06 s). The state's
-    own growth still triggers them, each over at most 500k young objects (tens of ms).
-    Cyclic garbage then waits for them, so :attr:`gc_young_interval_s` adds one on a
-    clock."""
-    gc_young_interval_s: float = 2.0
-    """With ``gc_threshold`` set: a young collection this often (lifecycle/garbage.py),
-    without which the cyclic garbage a pipeline makes per batch is kept for minutes and
-    the RSS grows with the records read."""
+    own growth still triggers them, each over at most 500k young objects (tens of ms);
+    nothing here relies on cycles being freed sooner."""

@@ -21,7 +21,6 @@ from service.core.time import Clock, SystemClock
 from service.runtime.definition import PipelineDefinition
 from service.runtime.kafka.access import connection_problem
 from service.runtime.kafka.clients import KafkaCluster
-from service.runtime.lifecycle.garbage import collect_young_garbage
 from service.runtime.lifecycle.pipeline_runner import PipelineRunner
 from service.runtime.observability.metrics import METRICS, RuntimeMetrics
 from service.runtime.observability.status import PipelineStatus, UnknownPipeline
@@ -55,7 +54,6 @@ class Runtime:
         self._broker_up = asyncio.Event()
         """Set while :attr:`ready`: runners wait on it after losing the broker."""
         self._health_task: asyncio.Task[None] | None = None
-        self._garbage_task: asyncio.Task[None] | None = None
         self._client: AIOKafkaClient | None = None
 
     # -- lifecycle -------------------------------------------------------------------
@@ -65,15 +63,9 @@ class Runtime:
             if self.settings.gc_threshold is not None:
                 gc.set_threshold(*self.settings.gc_threshold)
             await self.check_broker()
-            loop = asyncio.get_running_loop()
-            self._health_task = loop.create_task(
+            self._health_task = asyncio.get_running_loop().create_task(
                 self._watch_broker(), name="clockwork-broker-health"
             )
-            if self.settings.gc_threshold is not None:
-                self._garbage_task = loop.create_task(
-                    collect_young_garbage(self.settings.gc_young_interval_s),
-                    name="clockwork-young-garbage",
-                )
 
     async def shutdown(self) -> None:
         """Stop every pipeline gracefully, then the health check."""
@@ -85,12 +77,11 @@ class Runtime:
                 logger.warning(
                     "pipeline %s did not stop cleanly: %r", runner.definition.name, result
                 )
-        for task in (self._health_task, self._garbage_task):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-        self._health_task = self._garbage_task = None
+        task, self._health_task = self._health_task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         await self._close_client()
 
     # -- pipelines -------------------------------------------------------------------
