@@ -899,3 +899,76 @@ async def test_a_lookup_table_in_avro_joined_by_a_json_stream(
     assert [(h["clockwork.reason"], h["clockwork.input"]) for h in letters] == [
         (b"bad_magic", b"customers")
     ]
+
+
+CUSTOMER_V2 = {
+    **CUSTOMER,
+    "fields": [*CUSTOMER["fields"], {"name": "tier", "type": "string", "default": "basic"}],
+}
+
+
+async def test_a_lookup_table_waits_out_an_unreachable_registry_and_loses_no_row(
+    bootstrap_servers: str,
+) -> None:
+    """The table's records name a schema not fetched yet while the registry does not
+    answer: the pipeline shows paused with the table and the reason, and asks again
+    with backoff; once the registry answers, the row is in the table (no dead letter)
+    and the orders after it meet it.
+
+    A registry of its own, frozen rather than stopped (as in the source's outage test
+    above: its storage is in memory)."""
+    name = unique("avro-lookup-outage")
+    await create_topic(bootstrap_servers, f"{name}.orders", 1)
+    await create_topic(bootstrap_servers, f"{name}.customers", 1)
+    with ApicurioRegistry() as registry:
+        v1, v2 = await register(registry.url, f"{name}.customers-value", CUSTOMER, CUSTOMER_V2)
+        first = frame(v1, avro(CUSTOMER, {"name": "Ann"}))
+        await produce(bootstrap_servers, f"{name}.customers", [(0, b"c1", first, None)])
+        spec = lookup_spec(name, bounded=False)
+        spec["inputs"]["customers"]["source"]["format"] = "avro"
+        definition = build_definition(validate_spec(spec, ()), ())
+        settings = runtime_settings(
+            bootstrap_servers,
+            schema_registry=SchemaRegistrySettings(url=registry.url, timeout_s=0.5),
+        )
+        runtime = Runtime(settings)
+        await runtime.start()
+        try:
+            runtime.start_pipeline(definition)
+            runner = runtime.runner(name)
+
+            async def table_at(updates: int) -> bool:
+                table = runtime.status(name).lookup_table
+                return table is not None and table.loaded and table.updates >= updates
+
+            await wait_until(lambda: table_at(1), timeout_s=60)
+            await runner.wait_for_state(PipelineState.RUNNING, timeout_s=30)
+            registry.freeze()
+            try:
+                second = frame(v2, avro(CUSTOMER_V2, {"name": "Bea", "tier": "gold"}))
+                await produce(bootstrap_servers, f"{name}.customers", [(0, b"c2", second, None)])
+                await runner.wait_for_state(PipelineState.PAUSED, timeout_s=30)
+                reason = runner.reason or ""
+                assert "schema registry" in reason and "lookup table 'customers'" in reason
+            finally:
+                registry.thaw()
+            await wait_until(lambda: table_at(2), timeout_s=60)
+            await runner.wait_for_state(PipelineState.RUNNING, timeout_s=30)
+            orders = [
+                {"customer": c, "ts": BASE_MS + n, "n": n} for n, c in enumerate(["c1", "c2"])
+            ]
+            await produce(
+                bootstrap_servers,
+                f"{name}.orders",
+                [(0, o["customer"].encode(), orjson.dumps(o), None) for o in orders],
+            )
+
+            async def joined() -> bool:
+                return len(await read_json(bootstrap_servers, f"{name}.out")) >= 2
+
+            await wait_until(joined, timeout_s=60)
+        finally:
+            await runtime.shutdown()
+    rows = await read_json(bootstrap_servers, f"{name}.out")
+    assert {r["value"]["n"]: r["value"]["who"] for r in rows} == {0: "Ann", 1: "Bea"}
+    assert await read_topic(bootstrap_servers, f"{name}.dlq") == []

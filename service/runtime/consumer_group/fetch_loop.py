@@ -51,7 +51,8 @@ from service.runtime.kafka.end_offsets import probe_end_offsets
 from service.runtime.kafka.interrupts import Interrupted
 from service.runtime.partition.decoding import DeadLetter, RecordDecoder
 from service.runtime.partition.task import PartitionTask
-from service.runtime.schema_registry.client import RegistryUnavailable, SchemaRegistry
+from service.runtime.schema_registry.client import SchemaRegistry
+from service.runtime.schema_registry.waiting import resolve_waiting
 
 T = TypeVar("T")
 
@@ -207,34 +208,19 @@ class FetchLoop:
             return True
         session = self.session
         settings = session.settings
-        backoff = settings.restart_backoff_initial_s
-        waited = False
-        while True:
-            try:
-                for schemas, missing in wanted.values():
-                    await session.interruptible(session.registry.resolve(schemas, missing))
-            except Interrupted:
-                return False
-            except RegistryUnavailable as exc:
-                reason = f"waiting for the schema registry: {exc}"
-                if not waited:
-                    logger.warning("pipeline %s: %s", session.name, reason)
-                session.waiting(f"{reason} (retrying in {backoff:.1f}s)")
-                waited = True
-                try:
-                    await session.interruptible(asyncio.sleep(backoff))
-                except Interrupted:
-                    return False
-                backoff = min(backoff * 2, settings.restart_backoff_max_s)
-                wanted = {
-                    key: (schemas, {i for i in missing if i not in schemas.by_id})
-                    for key, (schemas, missing) in wanted.items()
-                }
-                continue
-            if waited:
-                logger.info("pipeline %s: the schema registry answers again", session.name)
-                session.waiting(None)
-            return True
+        try:
+            await resolve_waiting(
+                session.registry,
+                wanted.values(),
+                pipeline=session.name,
+                what="",
+                backoff_s=(settings.restart_backoff_initial_s, settings.restart_backoff_max_s),
+                say=session.waiting,
+                wait=session.interruptible,
+            )
+        except Interrupted:
+            return False
+        return True
 
     # -- processing --------------------------------------------------------------------
     def process(self, batch: dict[TopicPartition, list[Any]]) -> None:

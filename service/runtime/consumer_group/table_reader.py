@@ -46,7 +46,8 @@ from service.runtime.observability.metrics import RuntimeMetrics
 from service.runtime.partition.decoding import DeadLetter, RecordDecoder, TableDecoder
 from service.runtime.partition.sinks import OutputSink
 from service.runtime.pipeline_topics.creation import ensure_topics
-from service.runtime.schema_registry.client import RegistryUnavailable, SchemaRegistry
+from service.runtime.schema_registry.client import SchemaRegistry
+from service.runtime.schema_registry.waiting import resolve_waiting
 from service.runtime.settings import RuntimeSettings
 
 logger = logging.getLogger(__name__)
@@ -220,29 +221,19 @@ class TableReader:
         schemas, registry = self._schemas, self._registry
         if schemas is None or registry is None:
             return
-        missing = schemas.missing(records)
-        backoff = self._settings.restart_backoff_initial_s
-        waited = False
-        while missing:
-            try:
-                await registry.resolve(schemas, missing)
-            except RegistryUnavailable as exc:
-                table = self.table.input
-                reason = f"waiting for the schema registry (lookup table {table!r}): {exc}"
-                if not waited:
-                    logger.warning("pipeline %s: %s", self._definition.name, reason)
-                    waited = True
-                if self.on_waiting is not None:
-                    self.on_waiting(f"{reason} (retrying in {backoff:.1f}s)")
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, self._settings.restart_backoff_max_s)
-                missing = {i for i in missing if i not in schemas.by_id}
-                continue
-            break
-        if waited:
-            logger.info("pipeline %s: the schema registry answers again", self._definition.name)
-            if self.on_waiting is not None:
-                self.on_waiting(None)
+        settings = self._settings
+        await resolve_waiting(
+            registry,
+            [(schemas, schemas.missing(records))],
+            pipeline=self._definition.name,
+            what=f" (lookup table {self.table.input!r})",
+            backoff_s=(settings.restart_backoff_initial_s, settings.restart_backoff_max_s),
+            say=self._say_waiting,
+        )
+
+    def _say_waiting(self, reason: str | None) -> None:
+        if self.on_waiting is not None:
+            self.on_waiting(reason)
 
     async def _check_loaded(
         self, consumer: AIOKafkaConsumer, unread: dict[TopicPartition, int]
