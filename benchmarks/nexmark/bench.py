@@ -39,10 +39,10 @@ Per query, medians over the rounds:
 - generated events per CPU second (the job's CPU): every generated event counted,
   whichever the query reads, as the published ``Throughput/Cores`` counts them.
 
-Clockwork's result rows are counted, and for the queries the Python reference answers
-(q3, q5, q7, q8: :mod:`benchmarks.nexmark.check`) checked against it, every round;
-tests/integration/test_nexmark_flink.py checks every query's against Flink's at 3,000
-events. Flink's go to ``blackhole``, unchecked here.
+Clockwork's result rows are counted, and checked against the Python reference
+(:mod:`benchmarks.nexmark.reference`, every query; :mod:`benchmarks.nexmark.check`)
+every round; tests/integration/test_nexmark_flink.py checks every query's against
+Flink's at 3,000 events. Flink's go to ``blackhole``, unchecked here.
 """
 
 from __future__ import annotations
@@ -58,10 +58,11 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.nexmark.check import COLUMNS, matches
+from benchmarks.nexmark.check import clockwork_rows, difference, reference
 from benchmarks.nexmark.generate import KINDS, Event, NexmarkConfig, by_kind, produce
 from benchmarks.nexmark.published import PER_CORE, SOURCE
 from benchmarks.nexmark.queries import QUERIES, Query
+from benchmarks.nexmark.reference import Row
 from benchmarks.peers.measure import descendants, run_measured, tree_usage
 from benchmarks.workload import read_topic
 
@@ -119,11 +120,19 @@ def measured(engine: str, query: Query, folder: Path, options: list[str], broker
     )
 
 
-def checked(bootstrap: str, query: Query, run: Run, events: dict[str, list[Event]]) -> bool:
-    """Whether the run's results are the Python reference's rows (read back here, after
+def _report(engine: str, query: Query, got: list[Row], want: list[Row]) -> bool:
+    """Whether ``got`` is ``want``; if not, what differs, on stderr."""
+    if got == want:
+        return True
+    print(f"{query.name}, {engine}: {difference(got, want)}", file=sys.stderr, flush=True)
+    return False
+
+
+def clockwork_checked(bootstrap: str, query: Query, run: Run, want: list[Row]) -> bool:
+    """Whether the run's results are the reference's rows ``want`` (read back here, after
     the run's process has ended and been measured)."""
     records = [json.loads(v) for v in asyncio.run(read_topic(bootstrap, run.sink))]
-    return matches(query, records, events)
+    return _report("Clockwork", query, clockwork_rows(query, records), want)
 
 
 def _median(runs: list[Run], field: str) -> float:
@@ -202,17 +211,15 @@ def main(argv: list[str] | None = None) -> int:
                 run = measured("clockwork", query, folder, clockwork + profile, tansu)
                 print(f"{query.name}: {run.seconds:.2f} s under cProfile", flush=True)
                 continue
+            want = reference(query, events)
             ours, theirs, equal = [], [], []
             for _ in range(args.rounds):
                 ours.append(measured("clockwork", query, folder, clockwork, tansu))
-                if query.name in COLUMNS:
-                    equal.append(checked(broker.bootstrap_servers, query, ours[-1], events))
+                equal.append(clockwork_checked(broker.bootstrap_servers, query, ours[-1], want))
                 files = ["--folder", str(folder)]
                 theirs.append(measured("flink", query, folder, files, tansu))
             read = sum(counts[k] for k in query.tables)
-            check = (
-                "" if not equal else ", the reference's" if all(equal) else ", NOT the reference's"
-            )
+            check = ", the reference's" if all(equal) else ", NOT the reference's"
             print(row(query, read, args.events, ours, theirs, check), flush=True)
     return 0
 
