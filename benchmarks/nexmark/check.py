@@ -37,8 +37,9 @@ off by an ulp at most); both are the same float once rounded to this many places
 def cell(value: Any) -> Any:
     """One cell in the form every side is compared in: a decimal or a float rounded to
     :data:`FLOAT_PLACES` (a float), a timestamp as epoch milliseconds (Flink's window
-    bounds are ``TIMESTAMP(3)`` values, taken as UTC, the session's time zone; Clockwork's
-    and the reference's are milliseconds already), anything else as it is."""
+    bounds are ``TIMESTAMP(3)`` values, ``datetime``s or pandas' ``Timestamp``s, taken as
+    UTC, the session's time zone; Clockwork's and the reference's are milliseconds
+    already), anything else as it is."""
     if isinstance(value, datetime):
         naive = value if value.tzinfo is None else value.astimezone(UTC).replace(tzinfo=None)
         return (naive - EPOCH) // timedelta(milliseconds=1)

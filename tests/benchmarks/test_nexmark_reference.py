@@ -1,14 +1,15 @@
 """The Nexmark reference answers (benchmarks/nexmark/reference.py) and the normalisation
 both engines' rows pass through (benchmarks/nexmark/check.py), on a few bids made by
 hand: the edges the generated events seldom reach (a session gap of exactly 10 s, Flink's
-decimal beside Clockwork's double). The queries' rows against both engines are in
-tests/integration/test_nexmark_flink.py."""
+decimal beside Clockwork's double); and the bench's word on the checks. The queries' rows
+against both engines are in tests/integration/test_nexmark_flink.py."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from decimal import Decimal
 
+from benchmarks.nexmark.bench import verdict
 from benchmarks.nexmark.check import COLUMNS, cell, normalised
 from benchmarks.nexmark.generate import Event, NexmarkConfig, by_kind
 from benchmarks.nexmark.queries import QUERIES
@@ -73,3 +74,10 @@ def test_a_flink_timestamp_is_its_epoch_milliseconds_in_utc() -> None:
 def test_normalised_rows_sort_after_their_cells_are_normalised() -> None:
     rows = normalised([(1, Decimal("10.5")), (1, 9.25)])
     assert rows == [(1, 10.5), (1, 9.25)]
+
+
+def test_the_bench_says_whose_rows_are_not_the_references() -> None:
+    assert verdict([True, True], True) == ", both the reference's"
+    assert verdict([True, False], True) == ", NOT the reference's: Clockwork"
+    assert verdict([True], False) == ", NOT the reference's: Flink"
+    assert verdict([False], False) == ", NOT the reference's: Clockwork, Flink"
