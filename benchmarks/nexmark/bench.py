@@ -39,10 +39,16 @@ Per query, medians over the rounds:
 - generated events per CPU second (the job's CPU): every generated event counted,
   whichever the query reads, as the published ``Throughput/Cores`` counts them.
 
-Clockwork's result rows are counted, and for the queries the Python reference answers
-(q3, q5, q7, q8: :mod:`benchmarks.nexmark.check`) checked against it, every round;
-tests/integration/test_nexmark_flink.py checks every query's against Flink's at 3,000
-events. Flink's go to ``blackhole``, unchecked here.
+Both engines' rows are checked against the Python reference
+(:mod:`benchmarks.nexmark.reference`, every query; :mod:`benchmarks.nexmark.check`),
+outside the measured processes: Clockwork's every round (its result topic read back
+after the run's process has ended), Flink's once per query after the rounds, by a run
+of its own that collects the rows instead of writing them to ``blackhole``
+(``jobs.py flink-rows``: the same environment and query, unmeasured). The table's last
+column: Clockwork's row count and whether both engines' rows are the reference's
+("both the reference's", or "NOT the reference's:" and whose are not; what differs goes
+to stderr). tests/integration/test_nexmark_flink.py checks every query the same way at
+3,000 events, and Clockwork's rows against Flink's.
 """
 
 from __future__ import annotations
@@ -52,16 +58,18 @@ import asyncio
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.nexmark.check import COLUMNS, matches
+from benchmarks.nexmark.check import COLUMNS, clockwork_rows, difference, normalised, reference
 from benchmarks.nexmark.generate import KINDS, Event, NexmarkConfig, by_kind, produce
 from benchmarks.nexmark.published import PER_CORE, SOURCE
 from benchmarks.nexmark.queries import QUERIES, Query
+from benchmarks.nexmark.reference import Row
 from benchmarks.peers.measure import descendants, run_measured, tree_usage
 from benchmarks.workload import read_topic
 
@@ -119,11 +127,45 @@ def measured(engine: str, query: Query, folder: Path, options: list[str], broker
     )
 
 
-def checked(bootstrap: str, query: Query, run: Run, events: dict[str, list[Event]]) -> bool:
-    """Whether the run's results are the Python reference's rows (read back here, after
+def _report(engine: str, query: Query, got: list[Row], want: list[Row]) -> bool:
+    """Whether ``got`` is ``want``; if not, what differs, on stderr."""
+    if got == want:
+        return True
+    print(f"{query.name}, {engine}: {difference(got, want)}", file=sys.stderr, flush=True)
+    return False
+
+
+def clockwork_checked(bootstrap: str, query: Query, run: Run, want: list[Row]) -> bool:
+    """Whether the run's results are the reference's rows ``want`` (read back here, after
     the run's process has ended and been measured)."""
     records = [json.loads(v) for v in asyncio.run(read_topic(bootstrap, run.sink))]
-    return matches(query, records, events)
+    return _report("Clockwork", query, clockwork_rows(query, records), want)
+
+
+def flink_checked(query: Query, folder: Path, want: list[Row]) -> bool:
+    """Whether Flink's rows of the query are the reference's rows ``want``: the query run
+    once more, unmeasured, its rows collected (``jobs.py flink-rows``) rather than written
+    to ``blackhole``; in the reference's columns."""
+    out = folder / f"flink-rows-{query.name}-{uuid.uuid4().hex[:6]}.json"
+    cmd = [sys.executable, "-m", "benchmarks.nexmark.jobs", "flink-rows", query.name, str(out)]
+    with out.with_suffix(".log").open("w") as log:
+        done = subprocess.run(
+            [*cmd, "--folder", str(folder)], stdout=log, stderr=subprocess.STDOUT, timeout=TIMEOUT_S
+        )
+    if done.returncode != 0 or not out.exists():
+        tail = out.with_suffix(".log").read_text(errors="replace")[-4000:]
+        raise RuntimeError(f"flink-rows {query.name} failed:\n{tail}")
+    found = json.loads(out.read_text())
+    if found["columns"] != list(COLUMNS[query.name]):
+        print(f"{query.name}, Flink: columns {found['columns']}", file=sys.stderr, flush=True)
+        return False
+    return _report("Flink", query, normalised(found["rows"]), want)
+
+
+def verdict(clockwork: list[bool], flink: bool) -> str:
+    """The table's word on the checks: Clockwork's rows every round, Flink's once."""
+    wrong = [name for name, ok in (("Clockwork", all(clockwork)), ("Flink", flink)) if not ok]
+    return ", both the reference's" if not wrong else f", NOT the reference's: {', '.join(wrong)}"
 
 
 def _median(runs: list[Run], field: str) -> float:
@@ -134,7 +176,7 @@ def row(
     query: Query, read: int, generated: int, ours: list[Run], theirs: list[Run], check: str
 ) -> str:
     """The query's line of the markdown table: medians of its rounds; ``check``: what
-    the check of Clockwork's rows found."""
+    the checks of both engines' rows found."""
     a, b = read / _median(ours, "seconds"), read / _median(theirs, "seconds")
     cells = [
         query.name,
@@ -161,7 +203,8 @@ HEADER = (
     "| CPU s per 1M read, job: Clockwork / Flink | CPU s per 1M read, whole process tree "
     "| peak RSS MB: Clockwork / Flink | broker CPU s per 1M read, while Clockwork ran "
     "| generated events per CPU s: Clockwork / Flink "
-    "| Flink published, generated events per core-second | Clockwork rows |\n"
+    "| Flink published, generated events per core-second "
+    "| Clockwork rows; both engines' checked against the reference |\n"
     "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 )
 
@@ -202,17 +245,15 @@ def main(argv: list[str] | None = None) -> int:
                 run = measured("clockwork", query, folder, clockwork + profile, tansu)
                 print(f"{query.name}: {run.seconds:.2f} s under cProfile", flush=True)
                 continue
+            want = reference(query, events)
             ours, theirs, equal = [], [], []
             for _ in range(args.rounds):
                 ours.append(measured("clockwork", query, folder, clockwork, tansu))
-                if query.name in COLUMNS:
-                    equal.append(checked(broker.bootstrap_servers, query, ours[-1], events))
+                equal.append(clockwork_checked(broker.bootstrap_servers, query, ours[-1], want))
                 files = ["--folder", str(folder)]
                 theirs.append(measured("flink", query, folder, files, tansu))
+            check = verdict(equal, flink_checked(query, folder, want))
             read = sum(counts[k] for k in query.tables)
-            check = (
-                "" if not equal else ", the reference's" if all(equal) else ", NOT the reference's"
-            )
             print(row(query, read, args.events, ours, theirs, check), flush=True)
     return 0
 

@@ -1,9 +1,13 @@
-"""Clockwork's result records of a Nexmark query as the rows of its Python reference
+"""Both engines' rows of a Nexmark query set beside its Python reference
 (:mod:`benchmarks.nexmark.reference`), so the bench checks every run's output at its own
-size, not only the tests' 3,000 events."""
+size, not only the tests' 3,000 events: Clockwork's result records (:func:`as_row`) and
+Flink's collected rows, each cell brought to one form first (:func:`cell`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 from benchmarks.nexmark.generate import Event
@@ -11,12 +15,43 @@ from benchmarks.nexmark.queries import Query
 from benchmarks.nexmark.reference import REFERENCES, Row
 
 COLUMNS = {
+    "q0": ("auction", "bidder", "price", "dateTime", "extra"),
+    "q1": ("auction", "bidder", "price", "dateTime", "extra"),
+    "q2": ("auction", "price"),
     "q3": ("name", "city", "state", "id"),
+    "q5_bids": ("auction", "num", "window_start", "window_end"),
     "q5": ("auction", "num"),
+    "q7_max_price": ("maxprice", "window_start", "window_end"),
     "q7": ("auction", "price", "bidder", "dateTime", "extra"),
     "q8": ("id", "name", "starttime"),
+    "q11": ("bidder", "bid_count", "window_start", "window_end"),
 }
-"""The reference's columns per query, in its rows' order."""
+"""The reference's columns per query, in its rows' order (Flink's result columns)."""
+
+EPOCH = datetime(1970, 1, 1)
+FLOAT_PLACES = 6
+"""q1's price: Flink's is an exact ``DECIMAL``, Clockwork's a double (``0.908 * price``
+off by an ulp at most); both are the same float once rounded to this many places."""
+
+
+def cell(value: Any) -> Any:
+    """One cell in the form every side is compared in: a decimal or a float rounded to
+    :data:`FLOAT_PLACES` (a float), a timestamp as epoch milliseconds (Flink's window
+    bounds are ``TIMESTAMP(3)`` values, ``datetime``s or pandas' ``Timestamp``s, taken as
+    UTC, the session's time zone; Clockwork's and the reference's are milliseconds
+    already), anything else as it is."""
+    if isinstance(value, datetime):
+        naive = value if value.tzinfo is None else value.astimezone(UTC).replace(tzinfo=None)
+        return (naive - EPOCH) // timedelta(milliseconds=1)
+    if isinstance(value, Decimal):
+        value = float(value)
+    return round(value, FLOAT_PLACES) if isinstance(value, float) else value
+
+
+def normalised(rows: Iterable[Iterable[Any]]) -> list[Row]:
+    """``rows`` with each cell :func:`cell`'s, sorted as the reference's are (again: a
+    decimal's and a float's ``repr`` sort differently)."""
+    return sorted((tuple(cell(v) for v in row) for row in rows), key=repr)
 
 
 def as_row(query: Query, record: dict[str, Any]) -> Row:
@@ -35,7 +70,23 @@ def as_row(query: Query, record: dict[str, Any]) -> Row:
     return tuple(found[c] for c in COLUMNS[query.name])
 
 
-def matches(query: Query, records: list[dict[str, Any]], events: dict[str, list[Event]]) -> bool:
-    """Whether the records are the reference's rows, row for row (order aside)."""
-    got = sorted((as_row(query, r) for r in records), key=repr)
-    return got == REFERENCES[query.name](events)
+def clockwork_rows(query: Query, records: Iterable[dict[str, Any]]) -> list[Row]:
+    """Clockwork's result records as rows, normalised, to set beside :func:`reference`'s."""
+    return normalised(as_row(query, r) for r in records)
+
+
+def reference(query: Query, events: dict[str, list[Event]]) -> list[Row]:
+    """The reference's rows of ``query``, normalised: what either engine's rows
+    (:func:`clockwork_rows`; Flink's through :func:`normalised`) must equal."""
+    return normalised(REFERENCES[query.name](events))
+
+
+def difference(got: list[Row], want: list[Row], shown: int = 3) -> str:
+    """What tells ``got`` from ``want`` (both normalised), in a line: the counts and a few
+    rows only one side has."""
+    only_got = sorted(set(got) - set(want), key=repr)[:shown]
+    only_want = sorted(set(want) - set(got), key=repr)[:shown]
+    return (
+        f"{len(got):,} rows, the reference {len(want):,}; only here: {only_got}; "
+        f"only the reference's: {only_want}"
+    )

@@ -3,12 +3,16 @@ to measure from outside (the process tree's CPU and peak RSS, start to exit):
 
 ``python -m benchmarks.nexmark.jobs clockwork QUERY OUT --bootstrap B --prefix P``
 ``python -m benchmarks.nexmark.jobs flink QUERY OUT --folder F``
+``python -m benchmarks.nexmark.jobs flink-rows QUERY OUT --folder F``
 
-Each writes ``OUT``: a JSON object with ``seconds`` (the job's time: Clockwork's
-pipelines from start to finish, Flink's net job run time), ``cpu_s`` (CPU seconds spent
-meanwhile by this process and its descendants: for Flink the Python driver and its JVM)
-and ``rows`` (how many result records Clockwork wrote, to the topic ``sink``; Flink
-writes into ``blackhole``: ``null``).
+Each writes ``OUT``: a JSON object. The first two, the measured runs: ``seconds`` (the
+job's time: Clockwork's pipelines from start to finish, Flink's net job run time),
+``cpu_s`` (CPU seconds spent meanwhile by this process and its descendants: for Flink
+the Python driver and its JVM) and ``rows`` (how many result records Clockwork wrote, to
+the topic ``sink``; Flink writes into ``blackhole``: ``null``). ``flink-rows``, not
+measured: the same query in the same Flink setup, its rows collected instead
+(``columns``, and ``rows`` with each cell :func:`benchmarks.nexmark.check.cell`'s), for
+the bench to check Flink's output as it checks Clockwork's.
 
 A process per run, so neither engine's figures carry the other's (or the bench's) memory,
 and the broker (a process of the bench's) counts for neither.
@@ -52,9 +56,9 @@ def clockwork(query: Query, bootstrap: str, prefix: str) -> dict[str, Any]:
     return {"seconds": seconds, "cpu_s": cpu, "rows": rows, "sink": upstream}
 
 
-def flink(query: Query, folder: Path) -> dict[str, Any]:
-    """Run the query in Flink SQL into a ``blackhole`` sink, as nexmark-flink's queries
-    write, PyFlink's local MiniCluster, parallelism 1."""
+def _flink_env(query: Query, folder: Path) -> Any:
+    """A streaming ``TableEnvironment`` on PyFlink's local MiniCluster, parallelism 1,
+    time zone UTC, with the query's tables over the events' files."""
     from pyflink.table import EnvironmentSettings, TableEnvironment
 
     env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
@@ -63,6 +67,13 @@ def flink(query: Query, folder: Path) -> dict[str, Any]:
     config.set("table.local-time-zone", "UTC")
     for kind in query.tables:
         env.execute_sql(flink_table(kind, folder / f"{kind}.json"))
+    return env
+
+
+def flink(query: Query, folder: Path) -> dict[str, Any]:
+    """Run the query in Flink SQL into a ``blackhole`` sink, as nexmark-flink's queries
+    write, PyFlink's local MiniCluster, parallelism 1."""
+    env = _flink_env(query, folder)
     schema = env.sql_query(query.flink).get_schema()
     columns, types = schema.get_field_names(), schema.get_field_data_types()
     fields = ", ".join(f"`{c}` {t}" for c, t in zip(columns, types, strict=True))
@@ -79,19 +90,40 @@ def flink(query: Query, folder: Path) -> dict[str, Any]:
     return {"seconds": net_ms / 1000, "cpu_s": cpu, "rows": None}
 
 
+def flink_rows(query: Query, folder: Path) -> dict[str, Any]:
+    """Run the query as :func:`flink` does (the same environment and plan), its rows
+    collected instead of written to ``blackhole``: to check them, apart from the timed
+    runs (collecting adds the rows' trip to Python, which the timed runs leave out).
+
+    Collected with ``to_pandas`` (Arrow batches; ``collect()``'s one py4j call per row
+    took 2.5 min for q0's 92,000 rows). It would apply retractions, had the result any,
+    and so yields the final rows; every query's result is append-only
+    (tests/integration/test_nexmark_flink.py refuses other row kinds)."""
+    from benchmarks.nexmark.check import cell
+
+    frame = _flink_env(query, folder).sql_query(query.flink).to_pandas()
+    columns = [str(c) for c in frame.columns]
+    values = zip(*(frame[c].tolist() for c in columns), strict=True)
+    return {"columns": columns, "rows": [[cell(v) for v in row] for row in values]}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("engine", choices=("clockwork", "flink"))
+    parser.add_argument("engine", choices=("clockwork", "flink", "flink-rows"))
     parser.add_argument("query", choices=sorted(BY_NAME))
     parser.add_argument("out", type=Path)
     parser.add_argument("--bootstrap", help="clockwork: the broker holding the topics")
     parser.add_argument("--prefix", help="clockwork: the topics' prefix")
-    parser.add_argument("--folder", type=Path, help="flink: the events' JSON-lines files")
+    parser.add_argument(
+        "--folder", type=Path, help="flink, flink-rows: the events' JSON-lines files"
+    )
     parser.add_argument("--profile", type=Path, help="clockwork: cProfile stats to this file")
     args = parser.parse_args(argv)
     query = BY_NAME[args.query]
     if args.engine == "flink":
         found = flink(query, args.folder)
+    elif args.engine == "flink-rows":
+        found = flink_rows(query, args.folder)
     elif args.profile:
         profile = cProfile.Profile()
         found = profile.runcall(clockwork, query, args.bootstrap, args.prefix)

@@ -1,0 +1,83 @@
+"""The Nexmark reference answers (benchmarks/nexmark/reference.py) and the normalisation
+both engines' rows pass through (benchmarks/nexmark/check.py), on a few bids made by
+hand: the edges the generated events seldom reach (a session gap of exactly 10 s, Flink's
+decimal beside Clockwork's double); and the bench's word on the checks. The queries' rows
+against both engines are in tests/integration/test_nexmark_flink.py."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+
+from benchmarks.nexmark.bench import verdict
+from benchmarks.nexmark.check import COLUMNS, cell, normalised
+from benchmarks.nexmark.generate import Event, NexmarkConfig, by_kind
+from benchmarks.nexmark.queries import QUERIES
+from benchmarks.nexmark.reference import REFERENCES, q1, q5_bids, q7_max_price, q11
+
+
+def _bids(*bids: tuple[int, int, int]) -> dict[str, list[Event]]:
+    """Events holding only these bids: ``(bidder, price, dateTime)``, all on auction 1230."""
+    made = [
+        Event("bid", 1230, {"auction": 1230, "bidder": b, "price": p, "dateTime": t, "extra": ""})
+        for b, p, t in bids
+    ]
+    return {"person": [], "auction": [], "bid": made}
+
+
+def test_every_query_has_a_reference_and_its_columns() -> None:
+    names = {q.name for q in QUERIES}
+    assert set(REFERENCES) == names
+    assert set(COLUMNS) == names
+
+
+def test_every_reference_answers_the_generated_events_in_rows_of_its_columns() -> None:
+    events = by_kind(NexmarkConfig(events=3000, rate=100, seed=33))
+    for name, answer in REFERENCES.items():
+        rows = answer(events)
+        assert rows, name
+        assert {len(r) for r in rows} == {len(COLUMNS[name])}, name
+        assert rows == sorted(rows, key=repr), name
+
+
+def test_a_session_takes_a_bid_exactly_a_gap_after_the_last_and_ends_a_gap_after_it() -> None:
+    # Flink's SESSION window merges windows that meet (checked in PyFlink 2.3: bids 10 s
+    # apart are one session, 10.001 s apart two).
+    rows = q11(_bids((1, 5, 1_000), (1, 5, 11_000), (2, 5, 1_000), (2, 5, 11_001)))
+    assert rows == sorted(
+        [(1, 2, 1_000, 21_000), (2, 1, 1_000, 11_000), (2, 1, 11_001, 21_001)], key=repr
+    )
+
+
+def test_sliding_windows_hold_a_bid_in_each_of_the_five_windows_covering_it() -> None:
+    rows = q5_bids(_bids((1, 5, 13_500)))
+    starts = [4_000, 6_000, 8_000, 10_000, 12_000]
+    assert rows == sorted([(1230, 1, s, s + 10_000) for s in starts], key=repr)
+
+
+def test_a_tumbling_window_keeps_its_highest_price() -> None:
+    rows = q7_max_price(_bids((1, 5, 1_000), (1, 9, 9_999), (1, 7, 10_000)))
+    assert rows == [(7, 10_000, 20_000), (9, 0, 10_000)]
+
+
+def test_the_euro_price_of_flink_and_of_clockwork_is_one_cell() -> None:
+    price = 99_999_937  # near the generator's largest, where a double's ulp is largest
+    (row,) = q1(_bids((1, price, 0)))
+    assert row[2] == Decimal("90799942.796")
+    assert cell(row[2]) == cell(0.908 * price) == 90799942.796
+
+
+def test_a_flink_timestamp_is_its_epoch_milliseconds_in_utc() -> None:
+    assert cell(datetime(1970, 1, 1, 0, 0, 11, 1000)) == 11_001
+
+
+def test_normalised_rows_sort_after_their_cells_are_normalised() -> None:
+    rows = normalised([(1, Decimal("10.5")), (1, 9.25)])
+    assert rows == [(1, 10.5), (1, 9.25)]
+
+
+def test_the_bench_says_whose_rows_are_not_the_references() -> None:
+    assert verdict([True, True], True) == ", both the reference's"
+    assert verdict([True, False], True) == ", NOT the reference's: Clockwork"
+    assert verdict([True], False) == ", NOT the reference's: Flink"
+    assert verdict([False], False) == ", NOT the reference's: Clockwork, Flink"
