@@ -8,6 +8,7 @@ records of a paused partition; the consumed position moved past what was handed 
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -116,6 +117,33 @@ async def test_reads_the_same_records_as_getmany(
     for partition in range(PARTITIONS):  # and in offset order within a partition
         offsets = [r[1] for r in lean if r[0] == partition]
         assert offsets == sorted(offsets) == list(range(PER_PARTITION))
+
+
+def _fetches_not_freed(consumer: AIOKafkaConsumer) -> int:
+    """aiokafka's per-partition fetch results still in memory (collectable or not),
+    besides the completed fetches the fetcher holds for the next read."""
+    from aiokafka.consumer.fetcher import PartitionRecords
+
+    pending = sum(
+        1 for r in consumer._fetcher._records.values() if hasattr(r, "_partition_records")
+    )
+    return sum(1 for o in gc.get_objects() if type(o) is PartitionRecords) - pending
+
+
+async def test_a_drained_fetch_is_freed_at_once_not_left_to_the_cyclic_collector(
+    topic: str, consumer: AIOKafkaConsumer
+) -> None:
+    """Each fetch holds its whole response (up to ``max_partition_fetch_bytes``); one left
+    in a reference cycle waits for a collection, and the runtime's collections are rare
+    (``gc_threshold``): the buffers piled up to hundreds of MB in a long run."""
+    gc.collect()
+    gc.disable()
+    try:
+        rows = await read_all(BatchReader(consumer).read, PARTITIONS * PER_PARTITION)
+        assert len(rows) == PARTITIONS * PER_PARTITION  # several fetches per partition
+        assert _fetches_not_freed(consumer) == 0
+    finally:
+        gc.enable()
 
 
 async def test_starts_at_the_position_even_inside_a_record_batch(
