@@ -58,12 +58,12 @@ import asyncio
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from benchmarks.nexmark.check import COLUMNS, clockwork_rows, difference, normalised, reference
 from benchmarks.nexmark.generate import KINDS, Event, NexmarkConfig, by_kind, produce
@@ -105,17 +105,23 @@ def _cpu(pids: list[int]) -> float:
     return sum(tree_usage(p)[1] for p in pids)
 
 
+def _job(engine: str, query: Query, folder: Path, options: list[str]) -> tuple[Any, Any]:
+    """``jobs.py ENGINE QUERY`` in a process of its own, measured from outside: what it
+    wrote, and the measurement (:func:`~benchmarks.peers.measure.run_measured`)."""
+    out = folder / f"{engine}-{query.name}-{uuid.uuid4().hex[:6]}.json"
+    cmd = [sys.executable, "-m", "benchmarks.nexmark.jobs", engine, query.name, str(out)]
+    done = run_measured(cmd + options, out.with_suffix(".log"), TIMEOUT_S)
+    if done.returncode != 0 or not out.exists():
+        raise RuntimeError(f"{engine} {query.name} failed:\n{done.log_tail}")
+    return json.loads(out.read_text()), done
+
+
 def measured(engine: str, query: Query, folder: Path, options: list[str], broker: list[int]) -> Run:
     """One run of ``engine`` on ``query`` in a process of its own, measured from outside;
     ``broker``: its processes, whose CPU meanwhile the run reports apart."""
-    out = folder / f"{engine}-{query.name}-{uuid.uuid4().hex[:6]}.json"
-    cmd = [sys.executable, "-m", "benchmarks.nexmark.jobs", engine, query.name, str(out)]
     broker_started = _cpu(broker)
-    done = run_measured(cmd + options, out.with_suffix(".log"), TIMEOUT_S)
+    found, done = _job(engine, query, folder, options)
     broker_cpu = _cpu(broker) - broker_started
-    if done.returncode != 0 or not out.exists():
-        raise RuntimeError(f"{engine} {query.name} failed:\n{done.log_tail}")
-    found = json.loads(out.read_text())
     return Run(
         found["seconds"],
         found["cpu_s"],
@@ -144,18 +150,9 @@ def clockwork_checked(bootstrap: str, query: Query, run: Run, want: list[Row]) -
 
 def flink_checked(query: Query, folder: Path, want: list[Row]) -> bool:
     """Whether Flink's rows of the query are the reference's rows ``want``: the query run
-    once more, unmeasured, its rows collected (``jobs.py flink-rows``) rather than written
-    to ``blackhole``; in the reference's columns."""
-    out = folder / f"flink-rows-{query.name}-{uuid.uuid4().hex[:6]}.json"
-    cmd = [sys.executable, "-m", "benchmarks.nexmark.jobs", "flink-rows", query.name, str(out)]
-    with out.with_suffix(".log").open("w") as log:
-        done = subprocess.run(
-            [*cmd, "--folder", str(folder)], stdout=log, stderr=subprocess.STDOUT, timeout=TIMEOUT_S
-        )
-    if done.returncode != 0 or not out.exists():
-        tail = out.with_suffix(".log").read_text(errors="replace")[-4000:]
-        raise RuntimeError(f"flink-rows {query.name} failed:\n{tail}")
-    found = json.loads(out.read_text())
+    once more, its measurement unused, its rows collected (``jobs.py flink-rows``) rather
+    than written to ``blackhole``; in the reference's columns."""
+    found, _ = _job("flink-rows", query, folder, ["--folder", str(folder)])
     if found["columns"] != list(COLUMNS[query.name]):
         print(f"{query.name}, Flink: columns {found['columns']}", file=sys.stderr, flush=True)
         return False

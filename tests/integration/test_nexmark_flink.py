@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
-from benchmarks.nexmark.check import COLUMNS, cell, difference, normalised, reference
+from benchmarks.nexmark.check import COLUMNS, clockwork_rows, difference, normalised, reference
 from benchmarks.nexmark.generate import KINDS, NexmarkConfig, by_kind, produce
 from benchmarks.nexmark.queries import QUERIES, Query, flink_table, script
 from tests.api.server import app_settings, eventually, running_app, wait_ready
@@ -71,20 +71,6 @@ def _flink_rows(
     return answers[query.name]
 
 
-def _clockwork_row(query: Query, columns: list[str], record: dict[str, Any]) -> Row:
-    if "result" not in record:  # a plain select's or a join's record: the selected columns
-        return tuple(cell(record["value"][c]) for c in columns)
-    assert (record["fire"], record["seq"]) == ("on_time", 0), record
-    found = {
-        "window_start": record["window"]["start"],
-        "window_end": record["window"]["end"],
-        **record["result"],
-    }
-    if query.key:
-        found[query.key] = int(record["key"])
-    return tuple(cell(found[c]) for c in columns)
-
-
 async def _clockwork_records(query: Query, bootstrap_servers: str) -> list[dict[str, Any]]:
     """The query's script posted to the service, run to the end of its bounded input
     (after the query whose results it reads, run to its end first); every record of its
@@ -124,11 +110,14 @@ async def test_a_nexmark_query_gives_the_rows_of_flink_sql(
 ) -> None:
     columns, want = _flink_rows(query, flink, flink_answers, event_files)
     assert len(want) > 1, f"Flink gave {len(want)} rows: the query checks little"
+    assert columns == list(COLUMNS[query.name])
     records = await _clockwork_records(query, bootstrap_servers)
-    got = sorted((_clockwork_row(query, columns, r) for r in records), key=repr)
+    for record in records:  # a window's result: fired once, on time
+        if "result" in record:
+            assert (record["fire"], record["seq"]) == ("on_time", 0), record
+    got = clockwork_rows(query, records)
     missing = sorted(set(want) - set(got), key=repr)
     extra = sorted(set(got) - set(want), key=repr)
     assert got == want, f"Flink only: {missing[:20]}\nClockwork only: {extra[:20]}"
-    assert columns == list(COLUMNS[query.name])
     answer = reference(query, by_kind(CONFIG))
     assert got == answer, difference(got, answer)
