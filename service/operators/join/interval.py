@@ -89,8 +89,13 @@ class RowsPerSideJoin(JoinOperator):
 
     # -- the state ------------------------------------------------------------------------
     def _new_rows(self, side: int, key: str) -> TimeSortedRows:
-        """Empty rows for a key ``side`` holds nothing of."""
-        rows = self._sides[side][key] = TimeSortedRows()
+        """Empty rows for a key ``side`` holds nothing of.
+
+        A key marked changed while it holds no rows owes the changelog a tombstone for
+        rows written before: the new rows take that debt over (``written``), so that
+        dropping them too still deletes the entry."""
+        owed = (side, key) in self._dirty
+        rows = self._sides[side][key] = TimeSortedRows(written=owed)
         if key not in self._sides[1 - side]:
             self._keys += 1
         return rows

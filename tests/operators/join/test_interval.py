@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from service.core.time import MAX_TIMESTAMP
 from service.operators.join.interval import IntervalJoinOperator
-from service.operators.join.rows import How, JoinConfigError
+from service.operators.join.rows import How, JoinConfigError, Side
 
 from .reference import PIPELINE, Driver, in_bound, out, records, reference_interval
 
@@ -171,6 +171,25 @@ def test_a_checkpointed_row_that_goes_is_deleted_from_the_changelog() -> None:
     op.snapshot_changes()
     op.advance_watermark(MAX_TIMESTAMP)
     assert {k: v for k, v in op.snapshot_changes().items() if k != "meta"} == {"l:a": None}
+
+
+def test_a_key_s_checkpointed_rows_stay_deleted_when_newer_rows_come_and_go() -> None:
+    """The changelog holds a key's rows from the last checkpoint; they go, rows of the
+    same key come and go before the next one: that one must still delete the entry,
+    or a restore brings back a row that was already emitted padded or matched."""
+    op = join(How.LEFT, lower=0, upper=5)
+    op.process_left([("a", 10, "first", 1, None)])
+    changes = list(op.snapshot_changes().items())
+    op.advance_watermark(15)  # the first row goes (padded)
+    op.process_left([("a", 20, "second", 2, None)])
+    op.process_right([("a", 22, "r", 3, None)])
+    op.advance_watermark(25)  # the second row goes too (matched)
+    changes.extend(op.snapshot_changes().items())
+    restored = join(How.LEFT, lower=0, upper=5)
+    restored.restore_changes(changes)
+    assert restored.rows_held(Side.LEFT) == 0
+    restored.advance_watermark(MAX_TIMESTAMP)
+    assert rows(restored) == []
 
 
 def test_a_restored_row_that_goes_is_deleted_from_the_changelog() -> None:
