@@ -9,6 +9,7 @@ screenshot of every open page to a temporary directory named in the report.
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -67,12 +68,18 @@ def window_spec(name: str, source: str) -> dict[str, Any]:
     }
 
 
-async def send(bootstrap: str, topic: str, values: list[bytes], key: str = "u1") -> None:
+async def send(
+    bootstrap: str,
+    topic: str,
+    values: list[bytes],
+    key: str = "u1",
+    headers: list[tuple[str, bytes]] | None = None,
+) -> None:
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
     await producer.start()
     try:
         for value in values:
-            await producer.send(topic, key=key.encode(), value=value)
+            await producer.send(topic, key=key.encode(), value=value, headers=headers)
         await producer.flush()
     finally:
         await producer.stop()
@@ -368,3 +375,54 @@ async def test_a_sql_join_creates_its_pipeline_whose_page_shows_the_script_and_b
     await expect(page.locator('#inputs [data-field="join_watermark"]')).to_have_attribute(
         "data-value", str(base + 3000 - 1000)
     )
+
+
+async def test_the_tail_shows_a_late_record_s_own_headers_and_a_binary_one_as_hex(
+    service: Service, browser: Browser
+) -> None:
+    """A shuffled pipeline (keyed by a payload field): a record behind the watermark
+    reaches the late topic with its producer's headers, where the live tail shows a
+    header value that is not UTF-8 as hex (0x, marked), a text one as text, the
+    documented clockwork.* ones, and not the shuffle's internal header."""
+    suffix = uuid.uuid4().hex[:8]
+    source, name = f"orders-{suffix}", f"late-{suffix}"
+    await create_topic(service.bootstrap, source, partitions=1)
+    created = await service.client.post("/pipelines", json=window_spec(name, source))
+    assert created.status_code == 201, created.text
+    page = await browser.new_page()
+    await page.goto(f"{service.url}/ui/#/pipelines/{name}")
+    await expect(page.locator("#state [data-state]")).to_have_text("running")
+
+    base = (int(time.time() * 1000) - 60_000) // 1000 * 1000
+    await send(service.bootstrap, source, orders(base + 5000))
+    await page.wait_for_function(
+        f"""() => Number(document.querySelector('svg[data-chart="watermark_lag"]')
+                        ?.dataset.lastWatermark) >= {base + 4999}"""
+    )
+    binary = [("trace", b"t-1"), ("blob", b"\xff\x00\xfe")]
+    await send(service.bootstrap, source, orders(base), headers=binary)
+
+    late = page.locator('#tail article[data-kind="late"]').first
+    await expect(late).to_be_visible()
+    blob = late.locator('li[data-header="blob"] .header-value')
+    await expect(blob).to_have_text("0xff00fe")
+    await expect(blob).to_have_class(re.compile(r"\bhex\b"))
+    trace = late.locator('li[data-header="trace"] .header-value')
+    await expect(trace).to_have_text("t-1")
+    await expect(trace).not_to_have_class(re.compile(r"\bhex\b"))
+    await expect(late.locator('li[data-header="clockwork.reason"] .header-value')).to_have_text(
+        "late"
+    )
+    await expect(late.locator('li[data-header="clockwork.shuffle"]')).to_have_count(0)
+    shown = await late.locator(".headers li").evaluate_all(
+        "items => items.map(item => item.dataset.header)"
+    )
+    assert shown == [
+        "trace",
+        "blob",
+        "clockwork.pipeline",
+        "clockwork.reason",
+        "clockwork.watermark",
+        "clockwork.timestamp",
+    ]
+    await page.close()  # its live tail too, before the server stops

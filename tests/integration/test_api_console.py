@@ -153,7 +153,8 @@ async def test_tail_streams_newest_records_with_key_timestamp_and_headers(
         "offset": 30,
         "timestamp": 1234,
         "key": "u2",
-        "headers": [["why", "test"]],
+        "key_format": "text",
+        "headers": [{"name": "why", "value": "test", "format": "text"}],
         "value": "not json",
         "value_format": "text",
     }

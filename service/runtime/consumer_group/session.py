@@ -186,6 +186,7 @@ class Session:
             counts,
             self.transactions.by_partition if self.transactions is not None else None,
             encode,
+            stage.origin(),
         )
         heartbeat = settings.heartbeat_interval_ms or max(100, settings.session_timeout_ms // 3)
         self.consumer = cluster.consumer(

@@ -49,10 +49,11 @@ from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.observability.metrics import RuntimeMetrics
 from service.runtime.partition.decoding import Decoder, RecordDecoder, TableDecoder
 from service.runtime.partition.partitioning_check import PartitioningCheck
+from service.runtime.partition.sinks import OriginOf, fetched_origin
 from service.runtime.partition.task import PartitionTask
 from service.runtime.pipeline_topics.trim import ShuffleTrimmer
 from service.runtime.settings import RuntimeSettings
-from service.runtime.shuffle.reader import ShuffleDecoder
+from service.runtime.shuffle.reader import RoutedOrigin, ShuffleDecoder
 from service.runtime.shuffle.task import ShuffledPartitionTask
 from service.runtime.shuffle.writer import ShuffleWriter
 
@@ -156,6 +157,11 @@ class Stage:
 
     def committed(self, offsets: Mapping[TopicPartition, int]) -> None:
         """After a checkpoint whose offset commit the group accepted."""
+
+    def origin(self) -> OriginOf:
+        """How the sink finds the input record behind a record this stage fetched (for
+        late records and dead letters; after :meth:`prepare`)."""
+        return fetched_origin
 
     async def close(self) -> None:
         """When the stage runner stops for good."""
@@ -349,6 +355,8 @@ class ShuffledStage(Stage):
         self.trimmer: ShuffleTrimmer | None = None
         self.sides: list[Side] = []
         """A join's: the input of each source partition number (prepare)."""
+        self.origins = RoutedOrigin(())
+        """The source partition of each number (prepare)."""
         # Idleness comes from the markers, declared upstream; never from silence here.
         self.watermark = replace(
             definition.watermark, idle_timeout_ms=None, idle_advance=False, max_drift_ms=None
@@ -392,10 +400,10 @@ class ShuffledStage(Stage):
 
     def prepare(self, session: StageSession, counts: dict[str, int]) -> None:
         definition = self.definition
+        sources = source_numbers(definition, counts)
+        self.origins = RoutedOrigin(sources)
         if definition.inputs is not None:
-            self.sides = [
-                Side(definition.input_of(tp.topic)) for tp in source_numbers(definition, counts)
-            ]
+            self.sides = [Side(definition.input_of(tp.topic)) for tp in sources]
         if self.trimmer is None:
             self.trimmer = ShuffleTrimmer(
                 KafkaCluster.of(session.settings),
@@ -407,6 +415,9 @@ class ShuffledStage(Stage):
     def committed(self, offsets: Mapping[TopicPartition, int]) -> None:
         if self.trimmer is not None:
             self.trimmer.committed(offsets)
+
+    def origin(self) -> OriginOf:
+        return self.origins
 
     async def close(self) -> None:
         if self.trimmer is not None:

@@ -11,12 +11,17 @@ Bounded everywhere: the fetch size, and each batch handed out keeps only its new
 ``max_batch`` records (the rest are counted as skipped), so a topic written at 100k
 records/s costs a watcher a few dozen records per fetch. Topics that do not exist yet
 (a late topic nothing was late for) are looked for again every few seconds.
+
+Each record is handed out as JSON (:func:`tail_record`): a key, a header value or a
+value that is not readable text (:func:`readable`) comes as hex and says so, so a page
+never shows bytes as text.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -27,16 +32,63 @@ from aiokafka import ConsumerRecord, TopicPartition
 
 from service.runtime.kafka.clients import KafkaCluster
 
-__all__ = ["TailBatch", "TopicTail", "open_tails"]
+__all__ = ["TailBatch", "TopicTail", "open_tails", "readable", "tail_record"]
 
 logger = logging.getLogger(__name__)
 
 _OPEN: set[TopicTail] = set()
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+"""Control characters but tab, line feed and carriage return: in a string that decodes
+as UTF-8, a sign of binary data (a big-endian integer's zero bytes)."""
+
+
 def open_tails() -> int:
     """Tails whose consumer is open in this process."""
     return len(_OPEN)
+
+
+def readable(data: bytes) -> tuple[str, str]:
+    """``(text, "text")`` when ``data`` is UTF-8 without control characters (tabs and
+    line breaks allowed); otherwise ``(lowercase hex of every byte, "hex")``."""
+    try:
+        text = data.decode()
+    except UnicodeDecodeError:
+        return data.hex(), "hex"
+    if _CONTROL.search(text):
+        return data.hex(), "hex"
+    return text, "text"
+
+
+def tail_record(record: ConsumerRecord[bytes, bytes], kind: str) -> dict[str, Any]:
+    """One record as the tail's event shows it. ``value_format`` is ``json`` (a JSON
+    value, parsed), ``text`` or ``hex`` (see :func:`readable`); ``key_format`` and each
+    header's ``format`` are ``text`` or ``hex``; a null key or value is ``None``."""
+    value: Any = None
+    value_format = "json"
+    if record.value is not None:
+        try:
+            value = orjson.loads(record.value)
+        except orjson.JSONDecodeError:
+            value, value_format = readable(record.value)
+    key, key_format = (None, "text") if record.key is None else readable(record.key)
+    headers = []
+    for name, data in record.headers or ():
+        shown, shown_format = readable(data)
+        headers.append({"name": name, "value": shown, "format": shown_format})
+    return {
+        "kind": kind,
+        "topic": record.topic,
+        "partition": record.partition,
+        "offset": record.offset,
+        "timestamp": record.timestamp,
+        "key": key,
+        "key_format": key_format,
+        "headers": headers,
+        "value": value,
+        "value_format": value_format,
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +168,10 @@ class TopicTail:
             # a result topic does not write in order.
             records = [r for tp, batch in fetched.items() for r in self._backlog(tp, batch)]
             skipped = max(len(records) - self.max_batch, 0)
-            yield TailBatch([self._record(r) for r in records[skipped:]], skipped)
+            kinds = self._kinds
+            yield TailBatch(
+                [tail_record(r, kinds.get(r.topic, r.topic)) for r in records[skipped:]], skipped
+            )
 
     async def _discover(self) -> None:
         """Assign the partitions of the topics that exist now, each from ``backlog``
@@ -166,23 +221,3 @@ class TopicTail:
         if batch and batch[-1].offset + 1 < start:
             self._consumer.seek(tp, start)
         return [r for r in batch if r.offset >= start]
-
-    def _record(self, record: ConsumerRecord[bytes, bytes]) -> dict[str, Any]:
-        value: Any = None
-        value_format = "json"
-        if record.value is not None:
-            try:
-                value = orjson.loads(record.value)
-            except orjson.JSONDecodeError:
-                value, value_format = record.value.decode("utf-8", "replace"), "text"
-        return {
-            "kind": self._kinds.get(record.topic, record.topic),
-            "topic": record.topic,
-            "partition": record.partition,
-            "offset": record.offset,
-            "timestamp": record.timestamp,
-            "key": None if record.key is None else record.key.decode("utf-8", "replace"),
-            "headers": [[k, v.decode("utf-8", "replace")] for k, v in record.headers or ()],
-            "value": value,
-            "value_format": value_format,
-        }

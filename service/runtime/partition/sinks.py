@@ -6,7 +6,9 @@
   ``seq``, ``watermark``, ``id``; or ``timestamp``, ``value`` for keyed process output).
 - Late records and dead letters carry the original Kafka key, value and headers
   unchanged, plus ``clockwork.*`` headers saying the pipeline and the reason (and, for
-  late data, the watermark).
+  late data, the watermark): the ones pipeline-spec.md lists, and no other. What the
+  input record was is the stage's to say (its :data:`OriginOf`): the record fetched, or
+  behind a shuffle record the source record it carries, without the shuffle's header.
 
 Output partition: the source partition number modulo the output topic's partition
 count. The input is partitioned by the pipeline key (semantics.md section 7), so every
@@ -15,8 +17,8 @@ result of one key lands in one output partition, in order, without hashing each 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 import orjson
 from aiokafka import TopicPartition
@@ -48,6 +50,26 @@ _ERROR_LIMIT = 1000
 _DUMPS_OPTIONS = orjson.OPT_NON_STR_KEYS
 
 
+class Origin(NamedTuple):
+    """The input record behind a late record or a dead letter, as its producer wrote it."""
+
+    topic: str
+    partition: int
+    offset: int
+    headers: Sequence[tuple[str, bytes]]
+    """The producer's headers, none of the service's own added on the way."""
+
+
+OriginOf = Callable[[TopicPartition, Any], Origin]
+"""``(partition fetched from, record fetched) -> Origin``; asked only on the late and
+dead-letter paths, never per record processed."""
+
+
+def fetched_origin(tp: TopicPartition, record: Any) -> Origin:
+    """A record read from the topic its producer wrote it to: it is its own origin."""
+    return Origin(tp.topic, tp.partition, record.offset, record.headers or ())
+
+
 def _json_default(value: Any) -> Any:
     """Values orjson cannot write natively: sets as sorted lists, the rest as text."""
     if isinstance(value, set | frozenset):
@@ -77,6 +99,7 @@ class OutputSink:
         "_late_topic",
         "_name",
         "_name_header",
+        "_origin",
         "_partitions",
         "_result_parts",
         "_result_topic",
@@ -92,11 +115,14 @@ class OutputSink:
         partition_counts: dict[str, int],
         partitions: Mapping[TopicPartition, BatchProducer] | None = None,
         encode: Callable[[dict[str, Any]], bytes] | None = None,
+        origin: OriginOf = fetched_origin,
     ) -> None:
         """``partitions``: with exactly-once delivery, each input partition's own
         batches (its transaction); else everything goes to ``batches``. ``encode``: a
-        result's value in the sink's format (None: JSON)."""
+        result's value in the sink's format (None: JSON). ``origin``: the input record
+        behind a record fetched (a shuffled stage's records carry it)."""
         self._encode = encode
+        self._origin = origin
         sink = definition.sink
         self._name = definition.name
         self._name_header = definition.name.encode()
@@ -215,10 +241,11 @@ class OutputSink:
             return
         partition = source.partition % self._late_parts
         append = self._batches_of(source).append
+        origin = self._origin
         for late in records:
             record = late.source
             headers: list[tuple[str, bytes]] = [
-                *(record.headers or ()),
+                *origin(source, record).headers,
                 (HEADER_PIPELINE, self._name_header),
                 (HEADER_REASON, REASON_LATE.encode()),
                 (HEADER_WATERMARK, str(late.watermark).encode()),
@@ -256,10 +283,13 @@ class OutputSink:
         """``source`` is the fetched Kafka record (it has no topic: ``tp`` says where)."""
         source_partition = tp.partition
         headers: list[tuple[str, bytes]] = []
+        topic = tp.topic
         if source is not None and hasattr(source, "offset"):
-            headers.extend(source.headers or ())
+            origin = self._origin(tp, source)
+            topic = origin.topic
+            headers.extend(origin.headers)
             raw_key, raw_value, timestamp = source.key, source.value, source.timestamp
-            where = f"{tp.topic}/{source_partition}/{source.offset}"
+            where = f"{topic}/{origin.partition}/{origin.offset}"
             headers.append((HEADER_SOURCE, where.encode()))
         else:  # a timer's failure has no input record: describe it
             raw_key = key.encode() if key is not None else None
@@ -269,7 +299,7 @@ class OutputSink:
         headers.append((HEADER_REASON, reason.encode()))
         headers.append((HEADER_ERROR, error[:_ERROR_LIMIT].encode("utf-8", "replace")))
         headers.extend(extra)
-        input_name = self._inputs.get(tp.topic)
+        input_name = self._inputs.get(topic)
         if input_name is not None:
             headers.append((HEADER_INPUT, input_name))
         if raw_key is None and raw_value is None:

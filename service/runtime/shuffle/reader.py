@@ -12,6 +12,10 @@ processed before the watermark the marker raises is delivered.
 The input record's position (what keyed process functions build output ids from) is
 ``position << 16 | source``: unique per source record (and element), the same on every
 replay and replica. Up to 65,536 source partitions.
+
+The record an operator hands back in a late record or a failure is the shuffle record;
+:class:`RoutedOrigin` tells the sink the source record behind it (topic, partition,
+offset, and the producer's headers without the shuffle's), only on those paths.
 """
 
 from __future__ import annotations
@@ -20,10 +24,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import orjson
+from aiokafka import TopicPartition
 
-from service.core.shuffle import ShuffleInput
+from service.core.shuffle import INDEX_BITS, ShuffleInput
 from service.operators.base import InputRecord
 from service.runtime.partition.decoding import REASON_DECODE, DeadLetter
+from service.runtime.partition.sinks import Origin, fetched_origin
 from service.runtime.shuffle.records import (
     MARKER,
     ROUTED,
@@ -100,3 +106,27 @@ class ShuffleDecoder:
         for _, source, watermark, idle, count in self.markers:
             marker(source, watermark, idle, count)
         self.markers.clear()
+
+
+class RoutedOrigin:
+    """A shuffle record's origin (:data:`~service.runtime.partition.sinks.OriginOf`):
+    the source partition its header numbers, the offset of its position, and the
+    headers stage 1 copied from the source record, the shuffle's own (always last) cut
+    off. A record of the shuffle topic that stage 1 did not write is its own origin."""
+
+    __slots__ = ("sources",)
+
+    def __init__(self, sources: Sequence[TopicPartition]) -> None:
+        self.sources = sources
+        """Every source partition of the pipeline, by its number (``source_numbers``)."""
+
+    def __call__(self, tp: TopicPartition, record: Any) -> Origin:
+        headers = record.headers
+        if not headers or headers[-1][0] != ROUTED:
+            return fetched_origin(tp, record)
+        own = tuple(headers[:-1])
+        _, source, at = unpack_routed(headers[-1][1])
+        if source >= len(self.sources):  # a source partition added since this stage began
+            return Origin(tp.topic, tp.partition, record.offset, own)
+        where = self.sources[source]
+        return Origin(where.topic, where.partition, at >> INDEX_BITS, own)

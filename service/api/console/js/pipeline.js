@@ -84,6 +84,24 @@ function partitionTables(status) {
   });
 }
 
+// Bytes that are not readable text come as hex (the tail says which): shown with 0x and
+// marked, so they are never taken for text.
+function bytesShown(text, format, tag = "code", attrs = {}) {
+  if (format !== "hex") return el(tag, attrs, text);
+  const marked = { ...attrs, class: [attrs.class, "hex"].filter(Boolean).join(" ") };
+  return el(tag, { ...marked, title: "not readable text: the bytes in hex" }, `0x${text}`);
+}
+
+function tailHeader(header) {
+  return el(
+    "li",
+    { dataset: { header: header.name, format: header.format } },
+    el("code", { class: "header-name" }, header.name),
+    " ",
+    bytesShown(header.value, header.format, "code", { class: "header-value" }),
+  );
+}
+
 function tailRecord(record) {
   return el(
     "article",
@@ -94,16 +112,19 @@ function tailRecord(record) {
       el("span", { class: `badge kind-${record.kind}` }, KINDS[record.kind] || record.kind),
       el("code", {}, `${record.topic}/${record.partition}@${record.offset}`),
       el("span", {}, fmtTime(record.timestamp)),
-      el("span", {}, "key ", el("code", { class: "key" }, record.key === null ? "null" : record.key)),
+      el(
+        "span",
+        {},
+        "key ",
+        record.key === null
+          ? el("code", { class: "key" }, "null")
+          : bytesShown(record.key, record.key_format, "code", { class: "key" }),
+      ),
     ),
-    record.headers.length
-      ? el("ul", { class: "headers" }, record.headers.map(([k, v]) => el("li", {}, el("code", {}, k), ` ${v}`)))
-      : null,
-    el(
-      "pre",
-      { class: "value" },
-      record.value_format === "json" ? JSON.stringify(record.value, null, 2) : record.value,
-    ),
+    record.headers.length ? el("ul", { class: "headers" }, record.headers.map(tailHeader)) : null,
+    record.value_format === "json"
+      ? el("pre", { class: "value" }, JSON.stringify(record.value, null, 2))
+      : bytesShown(record.value, record.value_format, "pre", { class: "value" }),
   );
 }
 
