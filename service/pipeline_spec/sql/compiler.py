@@ -27,9 +27,9 @@ from .context import Compilation, Loc
 from .joins import compile_join
 from .parsing import parse_script
 from .problems import SqlError, SqlProblem, Text
-from .selects import compile_select
+from .selects import compile_select, resolve_select
 from .sink import Settings, SinkDecl, read_set, read_sink, sink_spec
-from .sources import Source, read_source
+from .sources import Source, read_source, stand_in
 from .windows import compile_window, window_call
 
 __all__ = ["Compiled", "compile_sql", "validate_sql"]
@@ -214,7 +214,12 @@ def _query(
             )
         return
     table = from_.this
-    if isinstance(table, exp.Table) and table.name and table.name not in sources:
+    name = table.name if isinstance(table, exp.Table) else ""
+    source = sources.get(name)
+    if not name:
+        comp.refuse(select, number, "SELECT ... FROM a source (or a window of one)", "sql_missing")
+        source = stand_in(name, number, table)
+    elif source is None:
         comp.refuse(
             table,
             number,
@@ -222,7 +227,8 @@ def _query(
             f"SOURCE (declared: {', '.join(sources) or 'none'})",
             "sql_unknown_source",
         )
-    elif select.args.get("group"):
+        source = stand_in(table.name, number, table)
+    if select.args.get("group"):
         comp.refuse_clause(
             select.args["group"],
             number,
@@ -232,6 +238,7 @@ def _query(
             "TUMBLE(source, ts, INTERVAL ...) ... GROUP BY key, window_start, window_end)",
             "sql_unbounded_aggregate",
         )
+        resolve_select(comp, source, select, number)
     elif any(isinstance(e, exp.AggFunc) for e in select.find_all(exp.AggFunc)):
         comp.refuse_clause(
             select,
@@ -240,10 +247,9 @@ def _query(
             "an aggregate without a window is unbounded: aggregate over TUMBLE, HOP or SESSION",
             "sql_unbounded_aggregate",
         )
-    elif isinstance(table, exp.Table) and table.name:
-        compile_select(comp, sources[table.name], select, number)
+        resolve_select(comp, source, select, number)
     else:
-        comp.refuse(select, number, "SELECT ... FROM a source (or a window of one)", "sql_missing")
+        compile_select(comp, source, select, number)
 
 
 def validate_sql(

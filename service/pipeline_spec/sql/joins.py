@@ -220,11 +220,11 @@ def _side(
         if call.name.upper() not in ("TUMBLE", "HOP", "SESSION"):
             comp.refuse(call, statement, f"{call.name}(...) is not a window function here")
             return None
-        source = _window_source(comp, sources, call, statement)
+        windowed = _window_source(comp, sources, call, statement)
         assigner = _assigner(comp, call, statement)
-        if source is None or assigner is None:
+        if not windowed.known or assigner is None:
             return None
-        return _Side(source, alias or source.name, node, assigner)
+        return _Side(windowed, alias or windowed.name, node, assigner)
     if not isinstance(node, exp.Table) or not node.name or node.args.get("db"):
         comp.refuse(node, statement, "a join's side is a source or a window of one (no subquery)")
         return None

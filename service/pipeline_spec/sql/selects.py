@@ -13,10 +13,16 @@ from __future__ import annotations
 from sqlglot import exp
 
 from .context import Compilation
-from .expressions import column_path, one_source_query, translate, write_source
+from .expressions import (
+    column_path,
+    one_source_query,
+    resolve_columns,
+    translate,
+    write_source,
+)
 from .sources import Source
 
-__all__ = ["compile_select"]
+__all__ = ["compile_select", "resolve_select"]
 
 
 def compile_select(comp: Compilation, source: Source, select: exp.Select, statement: int) -> None:
@@ -57,3 +63,13 @@ def compile_select(comp: Compilation, source: Source, select: exp.Select, statem
         spec["watermark"] = source.watermark
     spec["operator"] = {"type": "map", "fields": kept} if kept else {"type": "map"}
     comp.came_from(("operator",), select, statement)
+
+
+def resolve_select(comp: Compilation, source: Source, select: exp.Select, statement: int) -> None:
+    """Check the columns of a select refused as a whole (an aggregate without a window):
+    its ``WHERE``, select list and ``GROUP BY`` are read against ``source`` all the same,
+    so that an unknown column comes in the same answer as the refusal."""
+    scope, _ = one_source_query(comp, source, select, statement)
+    group = select.args.get("group")
+    for node in [*select.expressions, *(group.expressions if isinstance(group, exp.Group) else ())]:
+        resolve_columns(comp, scope, node, statement)

@@ -1,0 +1,143 @@
+"""A refused part of a statement does not hide the rest of it (issue 47, part 3): every
+check of a statement runs, its names and columns are resolved even after an earlier
+check failed, and the one answer lists each problem at its place (and no spec comes
+out while any problem exists)."""
+
+from __future__ import annotations
+
+from .scripts import ORDERS, problems, where
+
+NO_WATERMARK = ORDERS.replace(",\n  WATERMARK FOR ts AS ts - INTERVAL '2' SECOND", "")
+WINDOW_OF = (
+    "INSERT INTO out SELECT window_start, window_end, {aggregate}\n"
+    "FROM TUMBLE(orders, ts, INTERVAL '1' MINUTE) GROUP BY window_start, window_end"
+)
+
+
+def placed(sql: str) -> list[tuple[str, int, int, int]]:
+    """Each problem of ``sql`` as (type, statement, line, column), in script order."""
+    return [(p.type, p.at.statement, p.at.line, p.at.column) for p in problems(sql)]
+
+
+def at(sql: str, kind: str, statement: int, fragment: str, occurrence: int = 0) -> tuple:
+    return (kind, statement, *where(sql, fragment, occurrence))
+
+
+def test_a_window_without_watermark_with_having_still_names_its_unknown_column() -> None:
+    """The issue's script: the watermark and the HAVING were named, the column not."""
+    sql = NO_WATERMARK + (
+        "INSERT INTO out\n"
+        "SELECT region, window_start, window_end, SUM(no_such_column) AS n\n"
+        "FROM TUMBLE(orders, ts, INTERVAL '1' MINUTE)\n"
+        "GROUP BY region, window_start, window_end\n"
+        "HAVING COUNT(*) > 1"
+    )
+    assert placed(sql) == [
+        at(sql, "sql_unknown_column", 2, "no_such_column"),
+        at(sql, "sql_no_watermark", 2, "TUMBLE("),
+        at(sql, "sql_unsupported", 2, "HAVING"),
+    ]
+
+
+def test_a_window_on_another_time_column_still_resolves_its_columns() -> None:
+    sql = ORDERS + (
+        "INSERT INTO out SELECT window_start, window_end, SUM(price) AS n\n"
+        "FROM TUMBLE(orders, amount, INTERVAL '1' MINUTE) GROUP BY window_start, window_end"
+    )
+    assert placed(sql) == [
+        at(sql, "sql_unknown_column", 2, "price"),
+        at(sql, "sql_unsupported", 2, "amount,"),
+    ]
+
+
+def test_a_window_with_a_bad_size_still_resolves_its_columns() -> None:
+    sql = ORDERS + (
+        "INSERT INTO out SELECT window_start, window_end, SUM(price) AS n\n"
+        "FROM TUMBLE(orders, ts, 'soon') GROUP BY window_start, window_end"
+    )
+    assert placed(sql) == [
+        at(sql, "sql_unknown_column", 2, "price"),
+        at(sql, "sql_unsupported", 2, "'soon'"),
+    ]
+
+
+def test_a_window_over_an_unknown_source_still_checks_its_aggregates() -> None:
+    sql = ORDERS + (
+        "INSERT INTO out SELECT window_start, window_end, STDDEV(amount) AS n\n"
+        "FROM TUMBLE(sales, ts, INTERVAL '1' MINUTE) GROUP BY window_start, window_end"
+    )
+    assert placed(sql) == [
+        at(sql, "sql_unsupported", 2, "STDDEV"),
+        at(sql, "sql_unknown_source", 2, "sales"),
+    ]
+
+
+def test_a_group_by_without_a_window_still_names_an_unknown_column() -> None:
+    sql = ORDERS + "INSERT INTO out SELECT price, COUNT(*) AS n FROM orders GROUP BY price"
+    assert placed(sql) == [
+        at(sql, "sql_unknown_column", 2, "price"),
+        at(sql, "sql_unbounded_aggregate", 2, "GROUP BY"),
+        at(sql, "sql_unknown_column", 2, "price", 1),
+    ]
+
+
+def test_an_aggregate_without_a_window_still_names_an_unknown_column() -> None:
+    sql = ORDERS + "INSERT INTO out SELECT SUM(price) AS n FROM orders WHERE colour = 'red'"
+    assert placed(sql) == [
+        at(sql, "sql_unbounded_aggregate", 2, "SELECT"),
+        at(sql, "sql_unknown_column", 2, "price"),
+        at(sql, "sql_unknown_column", 2, "colour"),
+    ]
+
+
+def test_a_refused_subquery_in_where_does_not_hide_an_unknown_column_beside_it() -> None:
+    sql = ORDERS + (
+        "INSERT INTO out SELECT order_id FROM orders WHERE amount > (SELECT 1) AND colour = 'red'"
+    )
+    assert placed(sql) == [  # the subquery at the first of its tokens with an offset
+        at(sql, "sql_unsupported", 2, "1) AND"),
+        at(sql, "sql_unknown_column", 2, "colour"),
+    ]
+
+
+def test_a_refused_watermark_is_not_reported_again_at_the_window() -> None:
+    """The WATERMARK was written (and refused at its place): the window does not add
+    that the source declares none, and its columns are still resolved."""
+    sql = ORDERS.replace("AS ts - INTERVAL '2' SECOND", "AS ts * 2") + (
+        "INSERT INTO out SELECT window_start, window_end, SUM(price) AS n\n"
+        "FROM TUMBLE(orders, ts, INTERVAL '1' MINUTE) GROUP BY window_start, window_end"
+    )
+    assert placed(sql) == [
+        at(sql, "sql_unsupported", 1, "ts * 2"),
+        at(sql, "sql_unknown_column", 2, "price"),
+    ]
+
+
+def test_each_key_of_a_composite_group_key_is_resolved() -> None:
+    sql = ORDERS + (
+        "INSERT INTO out SELECT window_start, window_end, COUNT(*) AS n\n"
+        "FROM TUMBLE(orders, ts, INTERVAL '1' MINUTE)\n"
+        "GROUP BY colour, size, window_start, window_end"
+    )
+    assert placed(sql) == [
+        at(sql, "sql_unknown_column", 2, "colour"),
+        at(sql, "sql_unknown_column", 2, "size"),
+    ]
+
+
+def test_a_refused_aggregate_still_resolves_its_argument() -> None:
+    sql = ORDERS + WINDOW_OF.format(aggregate="STDDEV(price) AS n")
+    assert placed(sql) == [
+        at(sql, "sql_unsupported", 2, "STDDEV"),
+        at(sql, "sql_unknown_column", 2, "price"),
+    ]
+
+
+def test_each_refused_duration_of_a_window_is_reported() -> None:
+    sql = ORDERS + WINDOW_OF.format(aggregate="COUNT(*) AS n").replace(
+        "TUMBLE(orders, ts, INTERVAL '1' MINUTE)", "HOP(orders, ts, 'soon', 'later')"
+    )
+    assert placed(sql) == [
+        at(sql, "sql_unsupported", 2, "'soon'"),
+        at(sql, "sql_unsupported", 2, "'later'"),
+    ]
