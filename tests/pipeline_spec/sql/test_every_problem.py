@@ -5,12 +5,16 @@ out while any problem exists)."""
 
 from __future__ import annotations
 
-from .scripts import ORDERS, problems, where
+from .scripts import ORDERS, PAYMENTS, RATES, problems, where
 
 NO_WATERMARK = ORDERS.replace(",\n  WATERMARK FOR ts AS ts - INTERVAL '2' SECOND", "")
 WINDOW_OF = (
     "INSERT INTO out SELECT window_start, window_end, {aggregate}\n"
     "FROM TUMBLE(orders, ts, INTERVAL '1' MINUTE) GROUP BY window_start, window_end"
+)
+JOIN = (
+    "INSERT INTO paid SELECT o.order_id, p.paid FROM orders o JOIN payments p "
+    "ON o.order_id = p.order_id AND p.ts BETWEEN o.ts AND o.ts + INTERVAL '1' MINUTE"
 )
 
 
@@ -98,6 +102,118 @@ def test_a_refused_subquery_in_where_does_not_hide_an_unknown_column_beside_it()
         at(sql, "sql_unsupported", 2, "1) AND"),
         at(sql, "sql_unknown_column", 2, "colour"),
     ]
+
+
+def test_a_join_over_a_source_without_watermark_still_resolves_its_select() -> None:
+    sql = NO_WATERMARK + PAYMENTS + JOIN.replace("p.paid", "p.price")
+    assert placed(sql) == [
+        at(sql, "sql_unknown_column", 3, "p.price"),
+        at(sql, "sql_no_watermark", 3, "orders o"),
+    ]
+
+
+def test_a_window_join_over_a_source_without_watermark_still_resolves_its_select() -> None:
+    sql = (
+        NO_WATERMARK + PAYMENTS + "INSERT INTO paid SELECT o.order_id, p.price "
+        "FROM TUMBLE(orders, ts, INTERVAL '1' MINUTE) o "
+        "JOIN TUMBLE(payments, ts, INTERVAL '1' MINUTE) p ON o.order_id = p.order_id "
+        "AND o.window_start = p.window_start AND o.window_end = p.window_end"
+    )
+    assert placed(sql) == [
+        at(sql, "sql_unknown_column", 3, "p.price"),
+        at(sql, "sql_no_watermark", 3, "TUMBLE(orders"),
+    ]
+
+
+def test_a_refused_join_condition_does_not_hide_the_select_or_the_where() -> None:
+    sql = ORDERS + PAYMENTS + JOIN.replace("p.paid", "p.price") + " AND o.amount > p.paid"
+    sql += " WHERE o.colour = 'red'"
+    assert placed(sql) == [
+        at(sql, "sql_unknown_column", 3, "p.price"),
+        at(sql, "sql_join_condition", 3, "o.amount > p.paid"),
+        at(sql, "sql_unknown_column", 3, "o.colour"),
+    ]
+
+
+def test_a_problem_in_an_earlier_statement_does_not_hide_a_joins_select() -> None:
+    sql = (
+        ORDERS.replace("topic = 'orders'", "topic = 'orders', colour = 'red'")
+        + PAYMENTS
+        + JOIN.replace("p.paid", "p.price")
+    )
+    assert placed(sql) == [
+        at(sql, "sql_option", 1, "'red'"),
+        at(sql, "sql_unknown_column", 3, "p.price"),
+    ]
+
+
+def test_an_outer_join_without_time_bounds_still_resolves_its_select() -> None:
+    sql = (
+        ORDERS
+        + PAYMENTS
+        + "INSERT INTO paid SELECT o.order_id, p.price FROM orders o LEFT JOIN payments p "
+        "ON o.order_id = p.order_id"
+    )
+    assert placed(sql) == [
+        at(sql, "sql_unknown_column", 3, "p.price"),
+        at(sql, "sql_join_condition", 3, "LEFT JOIN"),
+    ]
+
+
+def test_a_semi_join_without_windows_still_resolves_its_select() -> None:
+    sql = (
+        ORDERS
+        + PAYMENTS
+        + "INSERT INTO paid SELECT o.price FROM orders o LEFT SEMI JOIN payments p "
+        "ON o.order_id = p.order_id"
+    )
+    assert placed(sql) == [
+        at(sql, "sql_unknown_column", 3, "o.price"),
+        at(sql, "sql_join_condition", 3, "payments p"),
+    ]
+
+
+def test_a_self_join_still_resolves_its_select() -> None:
+    sql = ORDERS + (
+        "INSERT INTO paid SELECT a.order_id, b.price FROM orders a JOIN orders b "
+        "ON a.order_id = b.order_id AND b.ts BETWEEN a.ts AND a.ts + INTERVAL '1' MINUTE"
+    )
+    assert placed(sql) == [
+        at(sql, "sql_unknown_column", 2, "b.price"),
+        at(sql, "sql_unsupported", 2, "orders b"),
+    ]
+
+
+def test_a_join_using_still_resolves_its_select() -> None:
+    sql = (
+        ORDERS
+        + PAYMENTS
+        + "INSERT INTO paid SELECT o.order_id, p.price FROM orders o JOIN payments p "
+        "USING (order_id)"
+    )
+    assert placed(sql) == [
+        at(sql, "sql_unknown_column", 3, "p.price"),
+        at(sql, "sql_unsupported", 3, "payments p"),
+    ]
+
+
+def test_a_lookup_join_without_max_rows_still_resolves_its_select() -> None:
+    sql = (
+        ORDERS.replace("region VARCHAR", "currency VARCHAR")
+        + RATES
+        + "INSERT INTO eur SELECT o.order_id, r.price FROM orders o "
+        "JOIN rates FOR SYSTEM_TIME AS OF PROCTIME() AS r ON o.currency = r.currency"
+    )
+    assert placed(sql) == [
+        at(sql, "sql_unsupported", 2, "rates ("),
+        at(sql, "sql_unknown_column", 3, "r.price"),
+    ]
+
+
+def test_an_unknown_column_in_a_joins_where_is_named_as_one() -> None:
+    """It reads neither side: it is unknown, not a condition over both sides."""
+    sql = ORDERS + PAYMENTS + JOIN + " WHERE colour = 'red'"
+    assert placed(sql) == [at(sql, "sql_unknown_column", 3, "colour")]
 
 
 def test_a_refused_watermark_is_not_reported_again_at_the_window() -> None:
