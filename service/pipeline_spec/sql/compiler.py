@@ -30,7 +30,7 @@ from .problems import SqlError, SqlProblem, Text
 from .selects import compile_select, resolve_select
 from .sink import Settings, SinkDecl, read_set, read_sink, sink_spec
 from .sources import Source, read_source, stand_in
-from .windows import compile_window, window_call
+from .windows import compile_window, resolve_window, window_call
 
 __all__ = ["Compiled", "compile_sql", "validate_sql"]
 
@@ -212,6 +212,7 @@ def _query(
                 f"FROM {call.name}(...): the window functions are "
                 "TUMBLE, HOP and SESSION (CUMULATE is not supported)",
             )
+            resolve_window(comp, sources, select, call, number)
         return
     table = from_.this
     name = table.name if isinstance(table, exp.Table) else ""

@@ -543,6 +543,7 @@ def _select(
     (``windowed``: and ``window_start``/``window_end``, the row's window; ``unread``: the
     side a semi or anti join's rows do not have)."""
     out: dict[str, str] = {}
+    bounds = _BOUNDS if windowed else None
     items = select.expressions
     if len(items) == 1 and isinstance(items[0], exp.Star):
         return out
@@ -560,12 +561,14 @@ def _select(
                 comp.refuse(
                     item, statement, "an expression in a join's select needs a name: ... AS name"
                 )
+                resolve_columns(comp, scope, value, statement, bounds)  # its own problems too
                 continue
             name = path[-1]
         if name in out:
             comp.refuse(
                 item, statement, f"two outputs are named {name!r}: alias one", "sql_duplicate"
             )
+            resolve_columns(comp, scope, value, statement, bounds)
             continue
         if unread is not None and _reads(value, unread):
             comp.refuse(
@@ -583,7 +586,7 @@ def _select(
             statement,
             qualified=True,
             what="a join's select",
-            bounds=_BOUNDS if windowed else None,
+            bounds=bounds,
         )
         if text is not None:
             out[name] = text

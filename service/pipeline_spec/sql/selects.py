@@ -40,9 +40,11 @@ def compile_select(comp: Compilation, source: Source, select: exp.Select, statem
         name = item.alias if isinstance(item, exp.Alias) else (path[-1] if path else None)
         if not name:
             comp.refuse(item, statement, f"name the computed column: {item.sql()} AS <name>")
+            resolve_columns(comp, scope, node, statement)  # its own problems too
             continue
         if name in kept:
             comp.refuse(item, statement, f"the column {name!r} is selected twice")
+            resolve_columns(comp, scope, node, statement)
             continue
         text = translate(comp, scope, node, statement, what="SELECT")
         if text is None:
@@ -65,11 +67,19 @@ def compile_select(comp: Compilation, source: Source, select: exp.Select, statem
     comp.came_from(("operator",), select, statement)
 
 
-def resolve_select(comp: Compilation, source: Source, select: exp.Select, statement: int) -> None:
-    """Check the columns of a select refused as a whole (an aggregate without a window):
-    its ``WHERE``, select list and ``GROUP BY`` are read against ``source`` all the same,
-    so that an unknown column comes in the same answer as the refusal."""
+def resolve_select(
+    comp: Compilation,
+    source: Source,
+    select: exp.Select,
+    statement: int,
+    bounds: dict[str, tuple[str, ...]] | None = None,
+) -> None:
+    """Check the columns of a select refused as a whole (an aggregate without a window, a
+    window function there is no assigner for): its ``WHERE``, select list and ``GROUP
+    BY`` are read against ``source`` all the same, so that an unknown column comes in the
+    same answer as the refusal. ``bounds``: names that are not the source's columns
+    (a window's ``window_start``)."""
     scope, _ = one_source_query(comp, source, select, statement)
     group = select.args.get("group")
     for node in [*select.expressions, *(group.expressions if isinstance(group, exp.Group) else ())]:
-        resolve_columns(comp, scope, node, statement)
+        resolve_columns(comp, scope, node, statement, bounds)

@@ -41,10 +41,11 @@ from .expressions import (
     translate,
     write_source,
 )
+from .selects import resolve_select
 from .sink import Settings
 from .sources import Source, stand_in
 
-__all__ = ["WINDOW_FUNCTIONS", "compile_window", "window_call"]
+__all__ = ["WINDOW_FUNCTIONS", "compile_window", "resolve_window", "window_call"]
 
 WINDOW_FUNCTIONS = {"TUMBLE": 3, "HOP": 4, "SESSION": 3}
 """Each window table function and its arguments (TUMBLE and HOP take one more, the
@@ -119,6 +120,20 @@ def compile_window(
     spec["operator"] = operator
     comp.came_from(("operator",), call, statement)
     comp.came_from(("operator", "assigner"), call, statement)
+
+
+def resolve_window(
+    comp: Compilation,
+    sources: dict[str, Source],
+    select: exp.Select,
+    call: exp.Anonymous,
+    statement: int,
+) -> None:
+    """Check the source and columns of a query over a window function refused by name
+    (``CUMULATE``): its other problems come in the same answer."""
+    source = _window_source(comp, sources, call, statement)
+    bounds: dict[str, tuple[str, ...]] = {column: (column,) for column in _WINDOW_COLUMNS}
+    resolve_select(comp, source, select, statement, bounds)
 
 
 def _window_source(
@@ -296,6 +311,7 @@ def _aggregations(
                     f"two results are named {name!r}: give each its own alias",
                     "sql_duplicate",
                 )
+                resolve_columns(comp, scope, value, statement)  # its own problems too
                 continue
             aggregation = _aggregation(comp, scope, value, name, statement, computed)
             if aggregation is not None:

@@ -257,3 +257,37 @@ def test_each_refused_duration_of_a_window_is_reported() -> None:
         at(sql, "sql_unsupported", 2, "'soon'"),
         at(sql, "sql_unsupported", 2, "'later'"),
     ]
+
+
+def test_a_cumulate_window_still_resolves_its_columns() -> None:
+    sql = ORDERS + WINDOW_OF.format(aggregate="SUM(price) AS n").replace(
+        "TUMBLE(orders, ts, INTERVAL '1' MINUTE)",
+        "CUMULATE(orders, ts, INTERVAL '1' MINUTE, INTERVAL '1' HOUR)",
+    )
+    assert placed(sql) == [
+        at(sql, "sql_unknown_column", 2, "price"),
+        at(sql, "sql_unsupported", 2, "CUMULATE"),
+    ]
+
+
+def test_a_select_item_refused_for_its_name_still_resolves_its_columns() -> None:
+    """A duplicate or missing name is one problem; the item's unknown column another."""
+    plain = ORDERS + "INSERT INTO out SELECT order_id, price AS order_id, colour * 2 FROM orders"
+    assert placed(plain) == [
+        at(plain, "sql_unsupported", 2, "price AS"),
+        at(plain, "sql_unknown_column", 2, "price AS"),
+        at(plain, "sql_unsupported", 2, "colour"),
+        at(plain, "sql_unknown_column", 2, "colour"),
+    ]
+    window = ORDERS + WINDOW_OF.format(aggregate="SUM(amount) AS n, SUM(price) AS n")
+    assert placed(window) == [
+        at(window, "sql_duplicate", 2, "SUM(price)"),
+        at(window, "sql_unknown_column", 2, "price"),
+    ]
+    join = ORDERS + PAYMENTS + JOIN.replace("p.paid", "p.paid, p.price AS paid, o.colour * 2")
+    assert placed(join) == [
+        at(join, "sql_duplicate", 3, "p.price"),
+        at(join, "sql_unknown_column", 3, "p.price"),
+        at(join, "sql_unsupported", 3, "o.colour"),
+        at(join, "sql_unknown_column", 3, "o.colour"),
+    ]
