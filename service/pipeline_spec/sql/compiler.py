@@ -154,6 +154,10 @@ def compile_sql(name: str, sql: str) -> Compiled:
         )
     for insert, number in inserts[1:]:
         comp.refuse(insert, number, "one INSERT INTO per script (a script is one pipeline)")
+        # Read all the same, into a spec of its own, for its own problems.
+        apart = Compilation(comp.text)
+        _query(apart, sources, sinks, settings, insert, number)
+        comp.problems.extend(p for p in apart.problems if p.at.statement == number)
     if inserts:
         insert, number = inserts[0]
         _query(comp, sources, sinks, settings, insert, number)

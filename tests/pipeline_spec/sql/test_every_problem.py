@@ -291,3 +291,14 @@ def test_a_select_item_refused_for_its_name_still_resolves_its_columns() -> None
         at(join, "sql_unsupported", 3, "o.colour"),
         at(join, "sql_unknown_column", 3, "o.colour"),
     ]
+
+
+def test_a_second_insert_is_refused_and_its_columns_still_resolved() -> None:
+    sql = (
+        ORDERS
+        + "INSERT INTO a SELECT order_id FROM orders;\nINSERT INTO b SELECT price FROM orders"
+    )
+    assert placed(sql) == [
+        at(sql, "sql_unsupported", 3, "b SELECT"),
+        at(sql, "sql_unknown_column", 3, "price"),
+    ]
