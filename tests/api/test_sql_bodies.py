@@ -61,6 +61,36 @@ def test_every_problem_of_a_script_is_one_422_with_statement_line_and_column() -
     assert all(e["loc"] == ["sql"] for e in caught.value.errors)
 
 
+NO_WATERMARK_HAVING_UNKNOWN_COLUMN = """CREATE SOURCE orders (
+  "user" VARCHAR, amount DOUBLE, ts BIGINT
+) WITH (topic = 'orders');
+INSERT INTO revenue
+SELECT "user", window_start, window_end, SUM(no_such_column) AS revenue
+FROM TUMBLE(orders, ts, INTERVAL '1' MINUTE)
+GROUP BY "user", window_start, window_end
+HAVING COUNT(*) > 1;
+"""
+"""Issue 47: the 422 named the missing watermark and the HAVING, and the unknown column
+only once the watermark was added."""
+
+
+@pytest.mark.parametrize("endpoint", ["POST /pipelines", "POST /sql/compile"])
+def test_the_422_names_every_problem_of_the_script(endpoint: str) -> None:
+    body = {"name": "revenue", "sql": NO_WATERMARK_HAVING_UNKNOWN_COLUMN}
+    with pytest.raises(SpecInvalid) as caught:
+        if endpoint == "POST /pipelines":
+            registry().parse_body(body)
+        else:
+            registry().compile(body)
+    errors = caught.value.errors
+    assert [(e["type"], e["statement"], e["line"], e["column"]) for e in errors] == [
+        ("sql_unknown_column", 2, 5, 46),
+        ("sql_no_watermark", 2, 6, 6),
+        ("sql_unsupported", 2, 8, 1),
+    ]
+    assert "no_such_column" in errors[0]["msg"]
+
+
 def test_a_bad_name_beside_sql_is_placed_on_the_name() -> None:
     with pytest.raises(SpecInvalid) as caught:
         registry().parse_body({"name": "Not A Name", "sql": SCRIPT})

@@ -135,3 +135,42 @@ async def test_a_sql_pipeline_gives_the_results_of_the_same_pipeline_in_json(
                 }
     assert results[sql_name] == results[json_name]
     assert {(key, window["start"]) for key, window, _, _ in results[sql_name].values()} == expected
+
+
+NO_WATERMARK_HAVING_UNKNOWN_COLUMN = """CREATE SOURCE orders (
+  "user" VARCHAR, amount DOUBLE, ts BIGINT
+) WITH (topic = '{source}');
+INSERT INTO "{sink}"
+SELECT "user", window_start, window_end, SUM(no_such_column) AS revenue
+FROM TUMBLE(orders, ts, INTERVAL '1' MINUTE)
+GROUP BY "user", window_start, window_end
+HAVING COUNT(*) > 1;
+"""
+
+
+async def test_the_422_of_a_sql_body_names_every_problem_at_its_place(
+    bootstrap_servers: str,
+) -> None:
+    """Issue 47: a window over a source without WATERMARK, a HAVING and an unknown
+    column; the 422 named the first two, the column only once the watermark was added."""
+    suffix = uuid.uuid4().hex[:8]
+    name = f"sql-problems-{suffix}"
+    script = NO_WATERMARK_HAVING_UNKNOWN_COLUMN.format(
+        source=f"sql-orders-{suffix}", sink=f"{name}.out"
+    )
+    async with (
+        running_app(app_settings(bootstrap_servers)) as url,
+        httpx.AsyncClient(base_url=url, timeout=30) as client,
+    ):
+        await wait_ready(client)
+        for path in ("/pipelines", "/sql/compile"):
+            response = await client.post(path, json={"name": name, "sql": script})
+            assert response.status_code == 422, (path, response.text)
+            detail = response.json()["detail"]
+            assert [(e["type"], e["statement"], e["line"], e["column"]) for e in detail] == [
+                ("sql_unknown_column", 2, 5, 46),
+                ("sql_no_watermark", 2, 6, 6),
+                ("sql_unsupported", 2, 8, 1),
+            ], path
+            assert all(e["loc"] == ["body", "sql"] for e in detail)
+        assert (await client.get(f"/pipelines/{name}")).status_code == 404

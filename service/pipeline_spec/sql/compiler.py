@@ -27,10 +27,10 @@ from .context import Compilation, Loc
 from .joins import compile_join
 from .parsing import parse_script
 from .problems import SqlError, SqlProblem, Text
-from .selects import compile_select
+from .selects import compile_select, resolve_select
 from .sink import Settings, SinkDecl, read_set, read_sink, sink_spec
-from .sources import Source, read_source
-from .windows import compile_window, window_call
+from .sources import Source, read_source, stand_in
+from .windows import compile_window, resolve_window, window_call
 
 __all__ = ["Compiled", "compile_sql", "validate_sql"]
 
@@ -154,6 +154,10 @@ def compile_sql(name: str, sql: str) -> Compiled:
         )
     for insert, number in inserts[1:]:
         comp.refuse(insert, number, "one INSERT INTO per script (a script is one pipeline)")
+        # Read all the same, into a spec of its own, for its own problems.
+        apart = Compilation(comp.text)
+        _query(apart, sources, sinks, settings, insert, number)
+        comp.problems.extend(p for p in apart.problems if p.at.statement == number)
     if inserts:
         insert, number = inserts[0]
         _query(comp, sources, sinks, settings, insert, number)
@@ -212,9 +216,15 @@ def _query(
                 f"FROM {call.name}(...): the window functions are "
                 "TUMBLE, HOP and SESSION (CUMULATE is not supported)",
             )
+            resolve_window(comp, sources, select, call, number)
         return
     table = from_.this
-    if isinstance(table, exp.Table) and table.name and table.name not in sources:
+    name = table.name if isinstance(table, exp.Table) else ""
+    source = sources.get(name)
+    if not name:
+        comp.refuse(select, number, "SELECT ... FROM a source (or a window of one)", "sql_missing")
+        source = stand_in(name, number, table)
+    elif source is None:
         comp.refuse(
             table,
             number,
@@ -222,7 +232,8 @@ def _query(
             f"SOURCE (declared: {', '.join(sources) or 'none'})",
             "sql_unknown_source",
         )
-    elif select.args.get("group"):
+        source = stand_in(table.name, number, table)
+    if select.args.get("group"):
         comp.refuse_clause(
             select.args["group"],
             number,
@@ -232,6 +243,7 @@ def _query(
             "TUMBLE(source, ts, INTERVAL ...) ... GROUP BY key, window_start, window_end)",
             "sql_unbounded_aggregate",
         )
+        resolve_select(comp, source, select, number)
     elif any(isinstance(e, exp.AggFunc) for e in select.find_all(exp.AggFunc)):
         comp.refuse_clause(
             select,
@@ -240,10 +252,9 @@ def _query(
             "an aggregate without a window is unbounded: aggregate over TUMBLE, HOP or SESSION",
             "sql_unbounded_aggregate",
         )
-    elif isinstance(table, exp.Table) and table.name:
-        compile_select(comp, sources[table.name], select, number)
+        resolve_select(comp, source, select, number)
     else:
-        comp.refuse(select, number, "SELECT ... FROM a source (or a window of one)", "sql_missing")
+        compile_select(comp, source, select, number)
 
 
 def validate_sql(

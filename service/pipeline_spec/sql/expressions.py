@@ -33,6 +33,7 @@ __all__ = [
     "describe",
     "family",
     "one_source_query",
+    "resolve_columns",
     "translate",
     "write_source",
 ]
@@ -48,8 +49,11 @@ class Scope:
     """Distinct sources, in the order of the FROM clause."""
 
     def owner(self, column: str) -> list[Source]:
-        """The sources that declare ``column`` (every one that declares no columns)."""
-        return [s for s in self.order if s.declares(column)]
+        """The sources that declare ``column`` (every one that declares no columns); a
+        stand-in for an unknown source only when no declared source does, as it
+        "declares" every column and would make each one ambiguous."""
+        found = [s for s in self.order if s.declares(column)]
+        return [s for s in found if s.known] or found
 
 
 def resolve(
@@ -200,9 +204,14 @@ def family(scope: Scope, node: exp.Expression) -> str | None:
     return None
 
 
-def _check_types(comp: Compilation, scope: Scope, node: exp.Expression, statement: int) -> None:
-    """Report each operator applied to values of types it cannot take."""
-    for sub in node.walk():
+def _check_types(
+    comp: Compilation, scope: Scope, node: exp.Expression, statement: int, skipped: set[int]
+) -> None:
+    """Report each operator applied to values of types it cannot take (outside the
+    ``skipped`` parts, refused already)."""
+    for sub in node.walk(prune=lambda n: id(n) in skipped):
+        if id(sub) in skipped:
+            continue
         if isinstance(sub, exp.EQ | exp.NEQ | exp.LT | exp.LTE | exp.GT | exp.GTE):
             left, right = family(scope, sub.this), family(scope, sub.expression)
             if left and right and left != right and "timestamp" not in (left, right):
@@ -274,28 +283,19 @@ def translate(
     ``window_start`` is ``window.start``, whichever side names it)."""
     before = len(comp.problems)
     node = node.copy()  # rewritten in place below; the copy keeps the token offsets
-    for sub in node.walk():
-        refused = next((label for kind, label in _REFUSED.items() if isinstance(sub, kind)), None)
-        if refused is not None:
-            comp.refuse(sub, statement, f"{refused} is not supported in {what}")
+    refused: set[int] = set()
+    for sub in node.walk(prune=lambda n: id(n) in refused):
+        label = next((label for kind, label in _REFUSED.items() if isinstance(sub, kind)), None)
+        if label is not None:
+            comp.refuse(sub, statement, f"{label} is not supported in {what}")
+            refused.add(id(sub))
         elif isinstance(sub, exp.AggFunc):
             comp.refuse(sub, statement, f"an aggregate ({_show(sub)}) is not allowed in {what}")
-    if len(comp.problems) > before:
-        return None
-    mapping: dict[int, tuple[str, ...]] = {}
-    for sub in node.walk():
-        if isinstance(sub, exp.Column | exp.Dot) and not isinstance(sub.parent, exp.Dot):
-            if isinstance(sub, exp.Dot) and column_path(sub) is None:
-                continue  # a Dot over something else (the steps compiler refuses it)
-            bound = _bound(scope, sub, bounds)
-            if bound is not None:
-                mapping[id(sub)] = bound
-                continue
-            resolved = resolve(comp, scope, sub, statement)
-            if resolved is not None:
-                source, path = resolved
-                mapping[id(sub)] = (source.name, *path) if qualified else path
-    _check_types(comp, scope, node, statement)  # unknown columns have no type: no echo
+            refused.add(id(sub))
+    # The rest is checked even beside a refused part (whose own columns are not the
+    # query's, or are refused with it), so that one answer names every problem.
+    mapping = _columns(comp, scope, node, statement, qualified, bounds, refused)
+    _check_types(comp, scope, node, statement, refused)  # unknown columns have no type
     if len(comp.problems) > before:
         return None
 
@@ -308,6 +308,51 @@ def translate(
     for problem in problems:
         comp.refuse(node, statement, f"{what}: {problem.message}", "sql_expression")
     return None if problems else text
+
+
+def _columns(
+    comp: Compilation,
+    scope: Scope,
+    node: exp.Expression,
+    statement: int,
+    qualified: bool,
+    bounds: dict[str, tuple[str, ...]] | None,
+    skipped: set[int],
+) -> dict[int, tuple[str, ...]]:
+    """Each column reference of ``node`` (outside the ``skipped`` parts) -> its field
+    path; an unknown or ambiguous one is reported."""
+    mapping: dict[int, tuple[str, ...]] = {}
+    for sub in node.walk(prune=lambda n: id(n) in skipped):
+        if id(sub) in skipped:
+            continue
+        if isinstance(sub, exp.Column | exp.Dot) and not isinstance(sub.parent, exp.Dot):
+            if isinstance(sub, exp.Dot) and column_path(sub) is None:
+                continue  # a Dot over something else (the steps compiler refuses it)
+            if isinstance(sub, exp.Column) and isinstance(sub.this, exp.Star):
+                continue  # o.*: refused where a select item is read
+            bound = _bound(scope, sub, bounds)
+            if bound is not None:
+                mapping[id(sub)] = bound
+                continue
+            resolved = resolve(comp, scope, sub, statement)
+            if resolved is not None:
+                source, path = resolved
+                mapping[id(sub)] = (source.name, *path) if qualified else path
+    return mapping
+
+
+def resolve_columns(
+    comp: Compilation,
+    scope: Scope,
+    node: exp.Expression,
+    statement: int,
+    bounds: dict[str, tuple[str, ...]] | None = None,
+) -> None:
+    """Report each unknown or ambiguous column of ``node``, aggregates' arguments
+    included, for a part refused as a whole (an unbounded aggregate, a condition a join
+    does not take): the rest of its problems then come in the same answer."""
+    skipped = {id(sub) for sub in node.walk() if isinstance(sub, exp.Subquery | exp.Select)}
+    _columns(comp, scope, node, statement, False, bounds, skipped)
 
 
 def _bound(

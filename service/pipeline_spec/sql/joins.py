@@ -40,11 +40,11 @@ from typing import Any
 from sqlglot import exp
 
 from .context import Compilation
-from .expressions import Scope, column_path, translate
+from .expressions import Scope, column_path, resolve_columns, translate
 from .options import OptionError, duration_ms
 from .problems import SqlProblem
 from .sink import Settings
-from .sources import Source
+from .sources import Source, stand_in
 from .windows import KEY_FIELD, _assigner, _window_source, window_call
 
 __all__ = ["compile_join"]
@@ -57,6 +57,8 @@ _BOUNDS: dict[str, tuple[str, ...]] = {
 ``window.start`` and ``window.end``."""
 _LEFT_ONLY = ("semi", "anti")
 _COMPARE = (exp.EQ, exp.LT, exp.LTE, exp.GT, exp.GTE)
+_BOUNDING = (exp.Between, exp.LT, exp.LTE, exp.GT, exp.GTE)
+"""The conditions an interval join's time bounds are written with."""
 
 
 @dataclass(slots=True)
@@ -67,6 +69,8 @@ class _Side:
     alias: str
     node: exp.Expression
     assigner: dict[str, Any] | None = None
+    windowed: bool = False
+    """Written as a window (``assigner`` is None when its durations were refused)."""
     keys: list[exp.Expression] = field(default_factory=list)
     filters: list[exp.Expression] = field(default_factory=list)
 
@@ -78,9 +82,15 @@ def compile_join(
     statement: int,
     settings: Settings,
 ) -> None:
-    """Write the two-input join of ``select`` into the spec."""
+    """Write the two-input join of ``select`` into the spec.
+
+    A refused part (a side without a watermark, a condition the operators do not take,
+    a self join, ``USING``...) is reported and the rest still read: the keys, the
+    ``WHERE`` and the select list are resolved whatever else failed, so that one answer
+    names every problem. The compiler writes no spec while any problem exists."""
     joins = select.args.get("joins") or []
     if len(joins) > 1:
+        # Not read further: any column may be a third source's, which no scope holds.
         comp.refuse(joins[1], statement, "one join per pipeline (two inputs)")
         return
     join: exp.Join = joins[0]
@@ -91,37 +101,37 @@ def compile_join(
                 statement,
                 "aggregating a join's rows is not supported: a pipeline is one operator (the join)",
             )
-    if join.args.get("using"):
+    using = bool(join.args.get("using"))
+    if using:
         comp.refuse(join, statement, "JOIN ... USING is not supported: write ON a.k = b.k")
-        return
     left = _side(comp, sources, select.args["from_"].this, statement)
     right = _side(comp, sources, join.this, statement)
-    if left is None or right is None:
-        return
     if left.source is right.source:
         comp.refuse(
             join.this,
             statement,
             "a source joined with itself is not supported (the two inputs read different topics)",
         )
-        return
     how = _how(comp, join, statement)
     version = join.this.args.get("version") if isinstance(join.this, exp.Table) else None
     kind = "interval"
     if isinstance(version, exp.Version):
         kind = _temporal_kind(comp, version, left, statement)
-    elif left.assigner is not None or right.assigner is not None:
+    elif left.windowed or right.windowed:
         kind = "window"
-    if (left.assigner is None) != (right.assigner is None) and kind != "temporal":
+    if (left.windowed != right.windowed) and kind != "temporal":
         comp.refuse(
             join, statement, "a window join joins two windows (TUMBLE or HOP on both sides)"
         )
-        return
-    scope = Scope({}, [left.source, right.source])
+    scope = Scope({}, [left.source] if left.source is right.source else [left.source, right.source])
     for side in (left, right):
         scope.names[side.source.name] = side.source
         scope.names[side.alias] = side.source
-    lower, upper = _on(comp, scope, join.args.get("on"), left, right, kind, statement)
+    before_on = len(comp.problems)
+    lower, upper = _on(comp, scope, join.args.get("on"), left, right, kind, statement, using)
+    on_refused = len(comp.problems) > before_on
+    if kind == "interval" and lower is None and upper is None:
+        kind = "regular"
     if how in _LEFT_ONLY and kind != "window":
         comp.refuse(
             join,
@@ -130,11 +140,8 @@ def compile_join(
             "both sides): only a window bounds 'never matched'",
             "sql_join_condition",
         )
-        return
-    if kind == "interval" and lower is None and upper is None:
-        kind = "regular"
-        if how != "inner":
-            comp.refuse_clause(join, statement, how, _REGULAR_INNER, "sql_join_condition")
+    elif kind == "regular" and how != "inner":
+        comp.refuse_clause(join, statement, how, _REGULAR_INNER, "sql_join_condition")
     _where(comp, scope, select.args.get("where"), left, right, statement)
     if "state_ttl" in settings.values and kind != "regular":
         comp.problems.append(
@@ -145,8 +152,6 @@ def compile_join(
                 "condition bounds their state)",
             )
         )
-    if len(comp.problems):
-        return
     operator: dict[str, Any] = {
         "type": "join",
         "kind": kind,
@@ -155,32 +160,28 @@ def compile_join(
         "right": right.source.name,
     }
     if kind == "interval":
-        if lower is None or upper is None:
+        if (lower is None or upper is None) and not on_refused:  # else ON says what is wrong
             comp.refuse(join.args.get("on") or join, statement, _INTERVAL_USAGE)
-            return
         operator["between"] = {"lower_ms": lower, "upper_ms": upper}
     if kind == "regular" and "state_ttl" in settings.values:
         operator["state_ttl_ms"] = settings.values["state_ttl"]
         comp.origins[("operator", "state_ttl_ms")] = settings.at["state_ttl"]
-    if kind == "window":
+    if kind == "window" and left.assigner is not None and right.assigner is not None:
         if left.assigner != right.assigner:
             comp.refuse(
                 join, statement, "a window join's two windows are the same (size, slide, offset)"
             )
-            return
-        if left.assigner is not None and left.assigner["type"] not in ("tumbling", "sliding"):
+        elif left.assigner["type"] not in ("tumbling", "sliding"):
             comp.refuse(left.node, statement, "a window join takes TUMBLE or HOP windows")
-            return
         operator["assigner"] = left.assigner
     if kind == "lookup":
-        if right.source.max_rows is None:
+        if right.source.max_rows is None and right.source.known:
             comp.refuse(
                 right.source.node,
                 right.source.statement,
                 f"a lookup join's table {right.source.name} needs WITH (max_rows = N) on its "
                 "CREATE SOURCE: the most rows every replica may hold in memory",
             )
-            return
         operator["max_rows"] = right.source.max_rows
     if "allowed_lateness" in settings.values:
         operator["allowed_lateness_ms"] = settings.values["allowed_lateness"]
@@ -213,21 +214,21 @@ _REGULAR_INNER = (
 
 def _side(
     comp: Compilation, sources: dict[str, Source], node: exp.Expression, statement: int
-) -> _Side | None:
+) -> _Side:
+    """One input, its problems reported; a side refused (a source without a watermark)
+    is still the source its columns are read against, an unknown one a stand-in."""
     call = window_call(node)
     alias = node.alias if isinstance(node, exp.Table) else ""
     if call is not None:
         if call.name.upper() not in ("TUMBLE", "HOP", "SESSION"):
             comp.refuse(call, statement, f"{call.name}(...) is not a window function here")
-            return None
-        source = _window_source(comp, sources, call, statement)
+            return _Side(stand_in(alias, statement, node), alias, node)
+        windowed = _window_source(comp, sources, call, statement)
         assigner = _assigner(comp, call, statement)
-        if source is None or assigner is None:
-            return None
-        return _Side(source, alias or source.name, node, assigner)
+        return _Side(windowed, alias or windowed.name, node, assigner, windowed=True)
     if not isinstance(node, exp.Table) or not node.name or node.args.get("db"):
         comp.refuse(node, statement, "a join's side is a source or a window of one (no subquery)")
-        return None
+        return _Side(stand_in(alias, statement, node), alias, node)
     source = sources.get(node.name)
     if source is None:
         comp.refuse(
@@ -237,15 +238,14 @@ def _side(
             f"SOURCE (declared: {', '.join(sources) or 'none'})",
             "sql_unknown_source",
         )
-        return None
-    if source.time_column is None:
+        source = stand_in(node.name, statement, node)
+    elif source.time_column is None and not source.watermark_refused:
         comp.refuse(
             node,
             statement,
             f"a join runs on event time: source {source.name!r} needs a WATERMARK",
             "sql_no_watermark",
         )
-        return None
     return _Side(source, alias or source.name, node)
 
 
@@ -272,6 +272,8 @@ def _temporal_kind(comp: Compilation, version: exp.Version, left: _Side, stateme
     ):
         return "lookup"
     path = column_path(at) if isinstance(at, exp.Column) else None
+    if left.source.time_column is None:
+        return "temporal"  # its lack of a watermark is reported at the side
     if path is None or (
         path != left.source.time_path
         and (path[0] not in (left.alias, left.source.name) or path[1:] != left.source.time_path)
@@ -339,17 +341,25 @@ def _on(
     right: _Side,
     kind: str,
     statement: int,
+    using: bool = False,
 ) -> tuple[int | None, int | None]:
     """Keys into the sides; the interval bounds ``(lower, upper)`` of ``r.ts - l.ts``
     (None: ON does not bound that side)."""
     if on is None:
-        comp.refuse(None, statement, "a join needs ON <left key> = <right key>")
+        if not using:  # else refused at the USING
+            comp.refuse(None, statement, "a join needs ON <left key> = <right key>")
         return None, None
     lower: int | None = None
     upper: int | None = None
     windows_named: set[str] = set()
+    # A side without event time (its refusal reported) cannot be bounded: a comparison
+    # is taken as the bound it would be, its columns still resolved.
+    timeless = left.source.time_column is None or right.source.time_column is None
     for cond in _conjuncts(on):
         bounds = _bounds(cond, left, right)
+        if bounds is None and timeless and kind == "interval" and isinstance(cond, _BOUNDING):
+            resolve_columns(comp, scope, cond, statement)
+            bounds = (0, 0)
         if bounds is not None:
             lo, hi = bounds
             lower = lo if lo is not None else lower
@@ -373,6 +383,11 @@ def _on(
                 left.keys.append(cond.expression)
                 right.keys.append(cond.this)
                 continue
+        before = len(comp.problems)
+        if "?" in _side_of(scope, cond, left, right):  # an unknown column: say so
+            resolve_columns(comp, scope, cond, statement, _BOUNDS if kind == "window" else None)
+        if len(comp.problems) > before:
+            continue
         comp.refuse(
             cond,
             statement,
@@ -463,6 +478,11 @@ def _where(
         elif sides == {"right"}:
             right.filters.append(cond)
         else:
+            before = len(comp.problems)
+            if "?" in sides:  # a column of neither side: name it (unknown, or ambiguous)
+                resolve_columns(comp, scope, cond, statement)
+            if len(comp.problems) > before:
+                continue
             comp.refuse(
                 cond,
                 statement,
@@ -523,6 +543,7 @@ def _select(
     (``windowed``: and ``window_start``/``window_end``, the row's window; ``unread``: the
     side a semi or anti join's rows do not have)."""
     out: dict[str, str] = {}
+    bounds = _BOUNDS if windowed else None
     items = select.expressions
     if len(items) == 1 and isinstance(items[0], exp.Star):
         return out
@@ -540,12 +561,14 @@ def _select(
                 comp.refuse(
                     item, statement, "an expression in a join's select needs a name: ... AS name"
                 )
+                resolve_columns(comp, scope, value, statement, bounds)  # its own problems too
                 continue
             name = path[-1]
         if name in out:
             comp.refuse(
                 item, statement, f"two outputs are named {name!r}: alias one", "sql_duplicate"
             )
+            resolve_columns(comp, scope, value, statement, bounds)
             continue
         if unread is not None and _reads(value, unread):
             comp.refuse(
@@ -563,7 +586,7 @@ def _select(
             statement,
             qualified=True,
             what="a join's select",
-            bounds=_BOUNDS if windowed else None,
+            bounds=bounds,
         )
         if text is not None:
             out[name] = text

@@ -13,10 +13,16 @@ from __future__ import annotations
 from sqlglot import exp
 
 from .context import Compilation
-from .expressions import column_path, one_source_query, translate, write_source
+from .expressions import (
+    column_path,
+    one_source_query,
+    resolve_columns,
+    translate,
+    write_source,
+)
 from .sources import Source
 
-__all__ = ["compile_select"]
+__all__ = ["compile_select", "resolve_select"]
 
 
 def compile_select(comp: Compilation, source: Source, select: exp.Select, statement: int) -> None:
@@ -34,9 +40,11 @@ def compile_select(comp: Compilation, source: Source, select: exp.Select, statem
         name = item.alias if isinstance(item, exp.Alias) else (path[-1] if path else None)
         if not name:
             comp.refuse(item, statement, f"name the computed column: {item.sql()} AS <name>")
+            resolve_columns(comp, scope, node, statement)  # its own problems too
             continue
         if name in kept:
             comp.refuse(item, statement, f"the column {name!r} is selected twice")
+            resolve_columns(comp, scope, node, statement)
             continue
         text = translate(comp, scope, node, statement, what="SELECT")
         if text is None:
@@ -57,3 +65,21 @@ def compile_select(comp: Compilation, source: Source, select: exp.Select, statem
         spec["watermark"] = source.watermark
     spec["operator"] = {"type": "map", "fields": kept} if kept else {"type": "map"}
     comp.came_from(("operator",), select, statement)
+
+
+def resolve_select(
+    comp: Compilation,
+    source: Source,
+    select: exp.Select,
+    statement: int,
+    bounds: dict[str, tuple[str, ...]] | None = None,
+) -> None:
+    """Check the columns of a select refused as a whole (an aggregate without a window, a
+    window function there is no assigner for): its ``WHERE``, select list and ``GROUP
+    BY`` are read against ``source`` all the same, so that an unknown column comes in the
+    same answer as the refusal. ``bounds``: names that are not the source's columns
+    (a window's ``window_start``)."""
+    scope, _ = one_source_query(comp, source, select, statement)
+    group = select.args.get("group")
+    for node in [*select.expressions, *(group.expressions if isinstance(group, exp.Group) else ())]:
+        resolve_columns(comp, scope, node, statement, bounds)

@@ -28,7 +28,7 @@ from service.operators.steps.compiler import column_path
 from .context import Compilation
 from .options import OptionError, duration_ms, format_of, options_of, scalar
 
-__all__ = ["Column", "Source", "read_source", "watermark_of_delay"]
+__all__ = ["Column", "Source", "read_source", "stand_in", "watermark_of_delay"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,10 +63,23 @@ class Source:
     max_rows: int | None = None
     """A lookup join's table: the most rows it may hold (the spec's ``max_rows``)."""
     watermark_node: exp.Expression | None = None
+    watermark_refused: bool = False
+    """Its ``WATERMARK`` was written but refused (reported there): a window or join over
+    it does not say again that it has none."""
+    known: bool = True
+    """False for a :func:`stand_in`, which no statement declared."""
 
     def declares(self, column: str) -> bool:
         """Whether ``column`` is a column of this source (any, if it declares none)."""
         return not self.columns or column in self.columns
+
+
+def stand_in(name: str, statement: int, node: exp.Expression) -> Source:
+    """A source a query names but that could not be read (unknown, or not a name): it
+    declares no columns, so every column resolves against it and the rest of the
+    statement (its aggregates, its other columns, its conditions) is still checked,
+    without an unknown column reported for each column of a source already refused."""
+    return Source(name, statement, node, known=False)
 
 
 _NUMBER = {
@@ -172,6 +185,7 @@ def _watermark(
     if source.time_column is not None:
         comp.refuse(item, statement, "a source has one WATERMARK")
         return
+    source.watermark_refused = True  # until it is read whole, below
     path = column_path(column) if isinstance(column, exp.Column | exp.Dot) else None
     if not path:
         comp.refuse(
@@ -230,6 +244,7 @@ def _watermark(
             f"{name}: other watermark expressions are not supported",
         )
         return
+    source.watermark_refused = False
     source.time_column = name
     source.time_path = path
     source.watermark_node = item

@@ -37,13 +37,15 @@ from .expressions import (
     describe,
     family,
     one_source_query,
+    resolve_columns,
     translate,
     write_source,
 )
+from .selects import resolve_select
 from .sink import Settings
-from .sources import Source
+from .sources import Source, stand_in
 
-__all__ = ["WINDOW_FUNCTIONS", "compile_window", "window_call"]
+__all__ = ["WINDOW_FUNCTIONS", "compile_window", "resolve_window", "window_call"]
 
 WINDOW_FUNCTIONS = {"TUMBLE": 3, "HOP": 4, "SESSION": 3}
 """Each window table function and its arguments (TUMBLE and HOP take one more, the
@@ -84,10 +86,11 @@ def compile_window(
     settings: Settings,
 ) -> None:
     """Write the window pipeline of ``select`` (FROM a window table function) into the spec."""
+    # A source or a window refused here is reported and the rest still checked (each
+    # column, aggregate and key of the query): one answer names every problem, and
+    # the compiler writes no spec while any exists.
     source = _window_source(comp, sources, call, statement)
-    assigner = _assigner(comp, call, statement)
-    if source is None or assigner is None:
-        return
+    assigner = _assigner(comp, call, statement) or {}
     scope, steps = one_source_query(comp, source, select, statement)
     computed: dict[str, str] = {}
     key = _group_key(comp, scope, source, select, statement, computed)
@@ -119,34 +122,52 @@ def compile_window(
     comp.came_from(("operator", "assigner"), call, statement)
 
 
+def resolve_window(
+    comp: Compilation,
+    sources: dict[str, Source],
+    select: exp.Select,
+    call: exp.Anonymous,
+    statement: int,
+) -> None:
+    """Check the source and columns of a query over a window function refused by name
+    (``CUMULATE``): its other problems come in the same answer."""
+    source = _window_source(comp, sources, call, statement)
+    bounds: dict[str, tuple[str, ...]] = {column: (column,) for column in _WINDOW_COLUMNS}
+    resolve_select(comp, source, select, statement, bounds)
+
+
 def _window_source(
     comp: Compilation, sources: dict[str, Source], call: exp.Anonymous, statement: int
-) -> Source | None:
+) -> Source:
+    """The source a window function reads, its problems reported: a source without a
+    watermark, or with another time column, is still the source its columns are read
+    against; one that is unknown (or not named) a :func:`stand_in`."""
     name = call.name.upper()
     args = call.expressions
     if len(args) < 2:
         comp.refuse(
             call, statement, f"{name}(source, time_column, ...) names its source and time column"
         )
-        return None
+        return stand_in("", statement, call)
     table, time = args[0], args[1]
     table_path = column_path(table) if isinstance(table, exp.Column) else None
     if not table_path or len(table_path) != 1:
         comp.refuse(table, statement, f"{name}'s first argument names a source")
-        return None
+        return stand_in("", statement, table)
     source = sources.get(table_path[0])
     if source is None:
         comp.refuse(table, statement, _unknown_source(table_path[0], sources), "sql_unknown_source")
-        return None
+        return stand_in(table_path[0], statement, table)
     if source.time_column is None:
-        comp.refuse(
-            call,
-            statement,
-            f"a window needs a watermark: source {source.name!r} declares none (add "
-            "WATERMARK FOR <time column> AS <time column> - INTERVAL '...' SECOND)",
-            "sql_no_watermark",
-        )
-        return None
+        if not source.watermark_refused:  # else refused at its WATERMARK already
+            comp.refuse(
+                call,
+                statement,
+                f"a window needs a watermark: source {source.name!r} declares none (add "
+                "WATERMARK FOR <time column> AS <time column> - INTERVAL '...' SECOND)",
+                "sql_no_watermark",
+            )
+        return source
     time_path = column_path(time) if isinstance(time, exp.Column) else None
     if time_path != source.time_path:
         comp.refuse(
@@ -155,7 +176,6 @@ def _window_source(
             f"{name} runs on the source's event time: its time column is "
             f"{source.time_column!r}, the column of the WATERMARK",
         )
-        return None
     return source
 
 
@@ -179,12 +199,13 @@ def _assigner(comp: Compilation, call: exp.Anonymous, statement: int) -> dict[st
         comp.refuse(call, statement, f"{usage}: {len(durations)} duration(s) given")
         return None
     values: list[int] = []
-    for node in durations:
+    for node in durations:  # each refused duration is reported, not only the first
         try:
             values.append(duration_ms(node))
         except OptionError as exc:
             comp.refuse(node, statement, f"{name} takes durations: {exc}")
-            return None
+    if len(values) < len(durations):
+        return None
     if name == "TUMBLE":
         tumbling: dict[str, Any] = {"type": "tumbling", "size_ms": values[0]}
         if len(values) > 1:
@@ -253,12 +274,10 @@ def _group_key(
         field = ".".join(path)
         partitioned = source.partitioned_by == field
         return {"field": field, **({"partitioned": True} if partitioned else {}), **extra_key}
-    parts: list[str] = []
-    for item in keys:
-        text = translate(comp, scope, item, statement, what="GROUP BY")
-        if text is None:
-            return None
-        parts.append(f"CAST({text} AS VARCHAR)")
+    translated = [translate(comp, scope, item, statement, what="GROUP BY") for item in keys]
+    parts = [f"CAST({text} AS VARCHAR)" for text in translated if text is not None]
+    if len(parts) < len(translated):  # each key's problems are reported, not only the first's
+        return None
     computed[KEY_FIELD] = " || '|' || ".join(parts)
     return {"field": KEY_FIELD, **extra_key}
 
@@ -292,6 +311,7 @@ def _aggregations(
                     f"two results are named {name!r}: give each its own alias",
                     "sql_duplicate",
                 )
+                resolve_columns(comp, scope, value, statement)  # its own problems too
                 continue
             aggregation = _aggregation(comp, scope, value, name, statement, computed)
             if aggregation is not None:
@@ -317,6 +337,7 @@ def _aggregations(
                 "aggregate: a window's result is its key, its window and aggregates (an "
                 "expression over aggregates is not supported)",
             )
+            resolve_columns(comp, scope, value, statement)
     if not aggregations and len(comp.problems) == before:  # not when one was refused
         comp.refuse(
             select,
@@ -367,6 +388,7 @@ def _aggregation(
             statement,
             "an aggregate's FILTER (WHERE ...) is not supported: filter the records with WHERE",
         )
+        resolve_columns(comp, scope, node, statement)
         return None
     if isinstance(node, exp.Count):
         arg = node.this
@@ -375,6 +397,7 @@ def _aggregation(
         if isinstance(arg, exp.Distinct):
             if len(arg.expressions) != 1:
                 comp.refuse(node, statement, "COUNT(DISTINCT x) takes one expression")
+                resolve_columns(comp, scope, node, statement)
                 return None
             field = _field(comp, scope, arg.expressions[0], name, statement, computed)
             return None if field is None else {"fn": "count_distinct", "field": field}
@@ -398,16 +421,19 @@ def _aggregation(
             f"aggregate {_function_name(node)} "
             f"is not supported (supported: {SUPPORTED_AGGREGATES})",
         )
+        resolve_columns(comp, scope, node, statement)
         return None
     args = node.expressions if isinstance(node, exp.Anonymous) else [node.this]
     if len(args) != 1 or not isinstance(args[0], exp.Expression):
         comp.refuse(node, statement, f"{fn.upper()} takes one argument")
+        resolve_columns(comp, scope, node, statement)
         return None
     arg = args[0]
     if isinstance(arg, exp.Distinct):
         comp.refuse(
             node, statement, f"DISTINCT is supported in COUNT(DISTINCT x) only, not in {fn.upper()}"
         )
+        resolve_columns(comp, scope, node, statement)
         return None
     if fn in ("sum", "avg"):
         kind = family(scope, arg)
