@@ -115,8 +115,12 @@ class ShuffleInput:
 
     @property
     def finished(self) -> bool:
-        """Every source partition's input ended (all said MAX)."""
-        return self._watermark == MAX_TIMESTAMP
+        """Every source partition's input ended (all said MAX). Not the watermark at
+        MAX alone: the flush of idle sources can raise it there while one of them may
+        still send records (late ones, which must still reach the operator)."""
+        if self._watermark != MAX_TIMESTAMP or self._spoken < self._count:
+            return False
+        return all(state.watermark == MAX_TIMESTAMP for state in self._sources.values())
 
     @property
     def sources(self) -> int:

@@ -138,6 +138,19 @@ def test_finished_once_every_source_said_max() -> None:
     assert s.finished and s.current_watermark == MAX_TIMESTAMP
 
 
+def test_an_idle_source_keeps_the_partition_unfinished_when_the_others_ended() -> None:
+    """The flush of every idle source may raise the watermark to MAX (a finished source
+    is among them), but the partition's input has not ended: the idle source may still
+    send records, which must reach the operator (as late rows), not be skipped."""
+    s = ShuffleInput()
+    s.marker(0, MAX_TIMESTAMP, idle=False, count=2)
+    s.marker(1, 300, idle=True, count=2)
+    assert s.current_watermark == MAX_TIMESTAMP
+    assert not s.finished
+    s.marker(1, MAX_TIMESTAMP, idle=False, count=2)
+    assert s.finished
+
+
 def test_a_record_at_or_below_the_highest_applied_position_of_its_source_is_a_replay() -> None:
     s = ShuffleInput()
     assert s.fresh(0, position(10))
