@@ -355,16 +355,19 @@ def mixed_decode(data: bytes) -> list[Out]:
     return _out(doc[1], doc[2], values, doc[3], doc)
 
 
-_CODEC_ROWS: dict[int, list[codec.FrameRow]] = {}
+_CODEC_ROWS: dict[int, tuple[Sequence[Row], list[codec.FrameRow]]] = {}
 """Each frame's rows in the codec's shape, made by the untimed first pass (``check``): in
-the runtime the route stage would build them so in its routing loop."""
+the runtime the route stage would build them so in its routing loop. The rows are kept
+with them, so an id is never reused while its entry is here."""
 
 
 def codec_encode(rows: Sequence[Row]) -> bytes:
     """The chosen layout as implemented (``service/core/frames.py``), one frame."""
-    shaped = _CODEC_ROWS.get(id(rows))
-    if shaped is None:
-        shaped = _CODEC_ROWS[id(rows)] = [(r[0], r[1], r[3], r[4], r[5], r[6], r[7]) for r in rows]
+    entry = _CODEC_ROWS.get(id(rows))
+    if entry is None or entry[0] is not rows:
+        shaped = [(r[0], r[1], r[3], r[4], r[5], r[6], r[7]) for r in rows]
+        entry = _CODEC_ROWS[id(rows)] = (rows, shaped)
+    shaped = entry[1]
     (frame,) = codec.encode(shaped, SOURCE, 1 << 30, encoded=True)
     return one_record(frame)
 
