@@ -159,6 +159,18 @@ class ShuffleInput:
         state.applied = at
         return True
 
+    def take_frame(self, source: int, last: int) -> int:
+        """A frame of ``source`` whose last row is at position ``last`` arrives: returns
+        the highest position applied from ``source`` before it (-1: none), at or below
+        which its rows are replays, and counts every row from there on applied."""
+        state = self._sources.get(source)
+        if state is None:
+            state = self._sources[source] = _Source()
+        applied = state.applied
+        if last > applied:
+            state.applied = last
+        return applied
+
     # -- the generator protocol ---------------------------------------------------------
     def on_event(self, timestamp: int, value: Any) -> None:
         """Records carry no watermark here; markers do."""

@@ -76,6 +76,10 @@ class RuntimeSettings:
     0: none. A decoded record takes ~0.7 KB until processed (~175 MB at the default)."""
     replication_factor: int = 1
     """For created topics (aiokafka cannot ask for the broker's default); 3 in production."""
+    shuffle_frame_max_bytes: int = 512 * 1024
+    """The largest frame stage 1 writes into the shuffle topic (``core/frames.py``): well
+    below the broker's ``message.bytes`` (1 MiB by default) and ``max_batch_bytes``, so a
+    frame always fits a batch of its own; a flush with more rows splits."""
     shuffle_trim_interval_s: float = 30.0
     """How often at most the keyed stage of a shuffled pipeline deletes the shuffle
     records it has checkpointed past (pipeline_topics/trim.py)."""

@@ -18,7 +18,7 @@ from service.runtime.kafka.batch_producer import BatchProducer
 from service.runtime.partition.decoding import DeadLetter
 from service.runtime.partition.sinks import OutputSink
 from service.runtime.shuffle.reader import RoutedOrigin, ShuffleDecoder
-from service.runtime.shuffle.records import ROUTED
+from service.runtime.shuffle.records import FRAME, ROUTED, pack_routed
 from service.runtime.shuffle.writer import ShuffleWriter
 
 SHUFFLE = "clockwork.p.shuffle"
@@ -87,9 +87,16 @@ def route(source: int, offset: int, positioned: int | None = None) -> Fetched:
     record = Fetched(offset, b"k", b'{"user": "u1"}', 1_000, OWN)
     at = offset if positioned is None else position(offset, positioned)
     writer.process_batch([("u1", 1_000, {"user": "u1"}, at, record)])
-    (routed,) = out.records
-    assert routed.topic == SHUFFLE and routed.headers[-1][0] == ROUTED
-    return Fetched(77, routed.key, routed.value, cast(int, routed.timestamp), routed.headers)
+    (frame,) = out.records
+    assert frame.topic == SHUFFLE and frame.headers == ((FRAME, b""),)
+    return Fetched(77, frame.key, frame.value, cast(int, frame.timestamp), frame.headers)
+
+
+def routed_before_frames(source: int, offset: int) -> Fetched:
+    """A source record with :data:`OWN` headers as the shuffle wrote it before frames:
+    a record of its own, the routing in a last ``clockwork.shuffle`` header."""
+    meta = pack_routed(1_000, source, position(offset)) + b"u1"
+    return Fetched(78, b"k", b'{"user": "u1"}', 1_000, (*OWN, (ROUTED, meta)))
 
 
 def decoded(record: Fetched) -> InputRecord:
@@ -185,3 +192,17 @@ def test_a_record_of_the_shuffle_topic_stage_1_did_not_write_is_its_own_origin()
     assert dead.headers[:2] == OWN
     assert dict(dead.headers)["clockwork.source"] == f"{SHUFFLE}/3/12".encode()
     assert dict(dead.headers)["clockwork.reason"] == b"not_routed"
+
+
+def test_a_row_routed_before_frames_is_still_read_and_names_its_source_record() -> None:
+    """A shuffle topic written by the version before frames drains after an upgrade."""
+    key, timestamp, value, at, source = decoded(routed_before_frames(source=2, offset=41))
+    assert (key, timestamp, value, at) == ("u1", 1_000, {"user": "u1"}, position(41) << 16 | 2)
+    sink, out = sink_of(definition())
+    sink.failures(TopicPartition(SHUFFLE, 0), [FailedRecord(source, key, "r", "e")])
+    sink.late(TopicPartition(SHUFFLE, 0), [LateRecord(source, key, timestamp, 5_000)])
+    dead, late = out.records
+    assert dead.headers[:2] == late.headers[:2] == OWN
+    assert dict(dead.headers)["clockwork.source"] == b"b/1/41"
+    assert (late.key, late.value) == (b"k", b'{"user": "u1"}')
+    assert "clockwork.shuffle" not in names(dead.headers) + names(late.headers)

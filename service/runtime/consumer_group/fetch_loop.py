@@ -261,8 +261,8 @@ class FetchLoop:
                     session.reporter.records_held.inc(len(inputs) - chunk.taken)
                 continue
             others = self.others(tp, now)
-            part.process(records, failed)
-            self.processed(part, len(records), others, now)
+            count = part.process(records, failed)
+            self.processed(part, count, others, now)
             if failed:
                 sink.dead_letters(tp, failed)
                 failed.clear()
@@ -398,7 +398,7 @@ class FetchLoop:
             if part.markers_before(i):  # a shuffle's markers come in order with records
                 combiner.update(tp, part.generator.current_watermark, now)
                 emit(now)
-            part.process_one(record, inputs[i + 1][4].offset if i < last else end)
+            part.process_one(record, _offset_of(inputs[i + 1][4], end) if i < last else end)
             combiner.update(tp, part.generator.current_watermark, now)
             emit(now)
         part.skipped(count - len(inputs), end)
@@ -517,6 +517,13 @@ class FetchLoop:
                 done += 1
         session.partitions_done = (done, total)
         return done == total
+
+
+def _offset_of(source: Any, end: int) -> int:
+    """The offset an input record's source was fetched at; ``end`` for a frame's row,
+    whose frame is one record (the loop processes a chunk whole before a checkpoint can
+    read the partition's next offset, so what it holds in between is never seen)."""
+    return end if type(source) is tuple else int(source.offset)
 
 
 def _sources(inputs: Sequence[InputRecord], start: int, stop: int) -> int:

@@ -324,6 +324,7 @@ class RouteStage(Stage):
             # the shuffle carries JSON: what the steps made, or what the format decoded
             reencode=steps is not None or reads.format.kind != "json",
             positioned=steps is not None and steps.has_unnest,
+            max_frame_bytes=session.settings.shuffle_frame_max_bytes,
         )
 
     def on_emit(self, session: StageSession, now: int) -> bool:

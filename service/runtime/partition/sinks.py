@@ -58,16 +58,30 @@ class Origin(NamedTuple):
     offset: int
     headers: Sequence[tuple[str, bytes]]
     """The producer's headers, none of the service's own added on the way."""
+    key: bytes | None
+    value: bytes | None
+    timestamp: int | None
 
 
-OriginOf = Callable[[TopicPartition, Any], Origin]
-"""``(partition fetched from, record fetched) -> Origin``; asked only on the late and
-dead-letter paths, never per record processed."""
+OriginOf = Callable[[TopicPartition, Any], "Origin | None"]
+"""``(partition fetched from, an input record's source) -> Origin``, None where the
+source is no record (a timer's failure); asked only on the late and dead-letter paths,
+never per record processed."""
 
 
-def fetched_origin(tp: TopicPartition, record: Any) -> Origin:
+def fetched_origin(tp: TopicPartition, record: Any) -> Origin | None:
     """A record read from the topic its producer wrote it to: it is its own origin."""
-    return Origin(tp.topic, tp.partition, record.offset, record.headers or ())
+    if not hasattr(record, "offset"):
+        return None
+    return Origin(
+        tp.topic,
+        tp.partition,
+        record.offset,
+        record.headers or (),
+        record.key,
+        record.value,
+        record.timestamp,
+    )
 
 
 def _json_default(value: Any) -> Any:
@@ -243,9 +257,11 @@ class OutputSink:
         append = self._batches_of(source).append
         origin = self._origin
         for late in records:
-            record = late.source
+            record = origin(source, late.source)
+            if record is None:  # not an input record: nothing to forward
+                continue
             headers: list[tuple[str, bytes]] = [
-                *origin(source, record).headers,
+                *record.headers,
                 (HEADER_PIPELINE, self._name_header),
                 (HEADER_REASON, REASON_LATE.encode()),
                 (HEADER_WATERMARK, str(late.watermark).encode()),
@@ -280,15 +296,17 @@ class OutputSink:
         error: str,
         extra: tuple[tuple[str, bytes], ...] = (),
     ) -> None:
-        """``source`` is the fetched Kafka record (it has no topic: ``tp`` says where)."""
+        """``source`` is the input record's source (the fetched Kafka record, or a
+        frame's row), which the stage's :data:`OriginOf` reads; ``tp`` says where it was
+        fetched."""
         source_partition = tp.partition
         headers: list[tuple[str, bytes]] = []
         topic = tp.topic
-        if source is not None and hasattr(source, "offset"):
-            origin = self._origin(tp, source)
+        origin = None if source is None else self._origin(tp, source)
+        if origin is not None:
             topic = origin.topic
             headers.extend(origin.headers)
-            raw_key, raw_value, timestamp = source.key, source.value, source.timestamp
+            raw_key, raw_value, timestamp = origin.key, origin.value, origin.timestamp
             where = f"{topic}/{origin.partition}/{origin.offset}"
             headers.append((HEADER_SOURCE, where.encode()))
         else:  # a timer's failure has no input record: describe it

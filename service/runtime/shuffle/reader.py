@@ -1,9 +1,10 @@
 """Stage 2's end of the shuffle: a shuffle partition's records back into input records.
 
-Per record: a marker updates the partition's :class:`~service.core.shuffle.ShuffleInput`
-(never reaching the operator); a routed record already applied from its source (a
-replay) is dropped; any other becomes the operator's input record with the key, event
-time and position stage 1 found, and the payload decoded again.
+Per record: a frame (``core/frames.py``) gives its rows in one decode, less those its
+source applied before (a frame replayed whole or in part after a kill is applied once);
+a marker updates the partition's :class:`~service.core.shuffle.ShuffleInput` (never
+reaching the operator); a routed record of the layout before frames (one row per
+record) is read as it was, so a shuffle topic written by the previous version drains.
 
 Markers are applied in order with the records around them, which the partition task
 does (:class:`ShuffleDecoder` only notes where each falls): a record before a marker is
@@ -13,24 +14,28 @@ The input record's position (what keyed process functions build output ids from)
 ``position << 16 | source``: unique per source record (and element), the same on every
 replay and replica. Up to 65,536 source partitions.
 
-The record an operator hands back in a late record or a failure is the shuffle record;
-:class:`RoutedOrigin` tells the sink the source record behind it (topic, partition,
-offset, and the producer's headers without the shuffle's), only on those paths.
+The source an operator hands back in a late record or a failure is the frame's row (or
+the routed record); :class:`RoutedOrigin` tells the sink the source record behind it
+(topic, partition, offset, key, value, timestamp and the producer's headers, the
+shuffle's own never among them), only on those paths.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import orjson
 from aiokafka import TopicPartition
 
+from service.core.frames import Frame, FrameError
+from service.core.frames import decode as decode_frame
 from service.core.shuffle import INDEX_BITS, ShuffleInput
 from service.operators.base import InputRecord
 from service.runtime.partition.decoding import REASON_DECODE, DeadLetter
 from service.runtime.partition.sinks import Origin, fetched_origin
 from service.runtime.shuffle.records import (
+    FRAME,
     MARKER,
     ROUTED,
     ROUTED_SIZE,
@@ -50,23 +55,42 @@ _JSONDecodeError = orjson.JSONDecodeError
 class ShuffleDecoder:
     """Decodes one shuffle partition's records; one per partition (it holds its state)."""
 
-    __slots__ = ("input", "markers")
+    __slots__ = ("frame_rows", "frames", "input", "markers")
 
     def __init__(self, shuffle_input: ShuffleInput) -> None:
         self.input = shuffle_input
         self.markers: list[Marker] = []
         """Markers decoded and not applied yet, at their index in the inputs list."""
+        self.frames = 0
+        """Frames read since this decoder was made (status, metrics)."""
+        self.frame_rows = 0
+        """The rows those frames held, replays included."""
 
     def decode(
         self, records: Sequence[Any], inputs: list[InputRecord], failed: list[DeadLetter]
     ) -> None:
         fresh = self.input.fresh
+        take_frame = self.input.take_frame
         append = inputs.append
         loads = _loads
         for record in records:
             headers = record.headers
             name, meta = headers[-1] if headers else ("", b"")
-            if name == ROUTED:
+            if name == FRAME:
+                try:
+                    frame = decode_frame(record.value)
+                except FrameError as exc:  # not written by stage 1
+                    failed.append(DeadLetter(record, None, REASON_DECODE, str(exc)))
+                    continue
+                rows = len(frame)
+                self.frames += 1
+                self.frame_rows += rows
+                start = frame.start_after(take_frame(frame.source, frame.last))
+                if start:
+                    self.input.replays += start
+                if start < rows:
+                    inputs.extend(frame.records(start))
+            elif name == ROUTED:
                 timestamp, source, at = unpack_routed(meta)
                 if not fresh(source, at):
                     continue
@@ -120,13 +144,51 @@ class RoutedOrigin:
         self.sources = sources
         """Every source partition of the pipeline, by its number (``source_numbers``)."""
 
-    def __call__(self, tp: TopicPartition, record: Any) -> Origin:
+    def __call__(self, tp: TopicPartition, record: Any) -> Origin | None:
+        if type(record) is tuple:  # a frame's row: (frame, index)
+            frame, index = record
+            assert isinstance(frame, Frame)
+            row = frame.origin(index)
+            topic, partition = self._where(tp, frame.source)
+            return Origin(
+                topic,
+                partition,
+                row.position >> INDEX_BITS,
+                cast(Sequence[tuple[str, bytes]], row.headers),
+                row.key,
+                row.value,
+                row.timestamp,
+            )
         headers = record.headers
         if not headers or headers[-1][0] != ROUTED:
             return fetched_origin(tp, record)
-        own = tuple(headers[:-1])
         _, source, at = unpack_routed(headers[-1][1])
+        own = tuple(headers[:-1])
         if source >= len(self.sources):  # a source partition added since this stage began
-            return Origin(tp.topic, tp.partition, record.offset, own)
+            return Origin(
+                tp.topic,
+                tp.partition,
+                record.offset,
+                own,
+                record.key,
+                record.value,
+                record.timestamp,
+            )
         where = self.sources[source]
-        return Origin(where.topic, where.partition, at >> INDEX_BITS, own)
+        return Origin(
+            where.topic,
+            where.partition,
+            at >> INDEX_BITS,
+            own,
+            record.key,
+            record.value,
+            record.timestamp,
+        )
+
+    def _where(self, tp: TopicPartition, source: int) -> tuple[str, int]:
+        """The source partition numbered ``source``; the shuffle partition itself for
+        one added since this stage began (its number unknown here)."""
+        if source >= len(self.sources):
+            return tp.topic, tp.partition
+        where = self.sources[source]
+        return where.topic, where.partition

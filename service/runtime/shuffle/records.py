@@ -1,9 +1,16 @@
-"""The shuffle topic's records: routed records and watermark markers.
+"""The shuffle topic's records: frames of routed rows, and watermark markers.
 
-A routed record keeps the source record's Kafka key, value (the payload as the steps
-left it), timestamp and headers, so late and dead-letter outputs of the keyed stage can
-still forward what the producer wrote; the shuffle appends one header, last, with what
-stage 2 needs without parsing the payload for it:
+A frame (``core/frames.py``) is one Kafka record holding the rows one source partition
+routed to one shuffle partition in one flush: its value is the frame, its one header
+``clockwork.frame`` (empty) says so. The rows carry the source records' Kafka keys,
+values, timestamps and headers, so late and dead-letter outputs of the keyed stage can
+still forward what the producer wrote.
+
+Before frames, each row was a routed record of its own, which stage 2 still reads, so a
+shuffle topic written by the previous version drains after an upgrade. Such a record
+keeps the source record's Kafka key, value (the payload as the steps left it),
+timestamp and headers, and appends one header, last, with what stage 2 needs without
+parsing the payload for it:
 
     clockwork.shuffle = event time (int64) | source partition number (uint32) |
                         position in the source (int64: offset << 20 | element index) |
@@ -23,6 +30,7 @@ from __future__ import annotations
 import struct
 from typing import Final
 
+FRAME: Final = "clockwork.frame"
 ROUTED: Final = "clockwork.shuffle"
 MARKER: Final = "clockwork.marker"
 

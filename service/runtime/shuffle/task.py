@@ -24,9 +24,15 @@ class ShuffledPartitionTask(PartitionTask):
     __slots__ = ()
 
     def process(self, records: Sequence[Any], failed: list[DeadLetter]) -> int:
+        """As a source partition's, counting a frame's rows as the records they were
+        (``records_in`` says how many source records crossed, whatever the framing)."""
+        decoder = self._decoder()
+        frames, rows = decoder.frames, decoder.frame_rows
         total = super().process(records, failed)
-        self._decoder().apply_all()  # the markers after the last input
-        return total
+        decoder.apply_all()  # the markers after the last input
+        unframed = (decoder.frame_rows - rows) - (decoder.frames - frames)
+        self.records_in += unframed
+        return total + unframed
 
     def _process_slice(self, inputs: Sequence[InputRecord]) -> None:
         decoder = self._decoder()

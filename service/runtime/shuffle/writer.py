@@ -6,6 +6,12 @@ checkpointer snapshots it), so routing reuses the whole partition machinery: a s
 checkpoint waits for the routed records' acknowledgements before writing the changelog
 and committing the source offset, which is what makes "nothing lost" hold.
 
+Frames: the rows of one processed batch are grouped by target shuffle partition and
+written as frames (``core/frames.py``), one Kafka record per partition and batch (more
+when a frame would pass ``shuffle_frame_max_bytes``). A batch is what the fetch loop
+hands over at once, so frames are as large as the input rate makes them and never wait:
+at a low rate a frame holds the few rows that came, and leaves with them.
+
 Markers: :meth:`ShuffleWriter.announce` writes the partition's ``(watermark, idle)`` to
 every shuffle partition when it changed since the last announcement; the route stage
 calls it after each watermark emission. A partition announced idle that gets records
@@ -20,15 +26,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from service.core.frames import FrameRow, encode
 from service.core.partitioner import KeyPartitioner
 from service.core.shuffle import position
 from service.core.time import MAX_TIMESTAMP, MIN_TIMESTAMP
 from service.operators.base import Collector, InputRecord, OperatorGauges
 from service.runtime.kafka.batch_producer import BatchProducer
 from service.runtime.partition.sinks import dumps
-from service.runtime.shuffle.records import MARKER, ROUTED, pack_marker, pack_routed
+from service.runtime.shuffle.records import FRAME, MARKER, pack_marker
 
 _NO_COUNTS: dict[str, tuple[int, int, int]] = {}
+_FRAME_HEADERS: list[tuple[str, bytes]] = [(FRAME, b"")]  # shared, never mutated
 
 
 class ShuffleWriter:
@@ -36,6 +44,7 @@ class ShuffleWriter:
 
     __slots__ = (
         "_announced",
+        "_max_bytes",
         "_outputs",
         "_partitioner",
         "_positioned",
@@ -43,6 +52,7 @@ class ShuffleWriter:
         "_watermark",
         "collector",
         "count",
+        "frames",
         "routed",
         "source",
         "topic",
@@ -57,6 +67,7 @@ class ShuffleWriter:
         count: int,
         reencode: bool = False,
         positioned: bool = False,
+        max_frame_bytes: int = 512 * 1024,
     ) -> None:
         self._outputs = outputs
         """Where routed records and markers go now, asked once per batch: with
@@ -76,28 +87,55 @@ class ShuffleWriter:
         self._watermark = MIN_TIMESTAMP
         self._announced: tuple[int, bool] | None = None
         self.collector = Collector()
+        self._max_bytes = max_frame_bytes
         self.routed = 0
         """Records routed since this writer was made (status)."""
+        self.frames = 0
+        """Frames written since this writer was made (status)."""
 
     # -- routing --------------------------------------------------------------------------
     def process_batch(self, records: Sequence[InputRecord]) -> None:
         announced = self._announced
         if announced is not None and announced[1]:  # idle until now: active first
             self._mark(announced[0], False)
-        append = self._outputs().append
-        topic = self.topic
         partition_of = self._partitioner
-        source = self.source
         reencode = self._reencode
         positioned = self._positioned
+        rows: dict[int, list[FrameRow]] = {}
         for key, timestamp, value, at, record in records:
             # several records of one offset (an unnest) keep increasing distinct positions
             where = at if positioned else position(record.offset)
-            meta = pack_routed(timestamp, source, where) + key.encode()
-            headers = [*(record.headers or ()), (ROUTED, meta)]
-            payload = dumps(value) if reencode else record.value
-            append(topic, partition_of(key), record.key, payload, record.timestamp, headers)
+            target = partition_of(key)
+            row = (
+                key,
+                timestamp,
+                where,
+                value if reencode else record.value,
+                record.key,
+                record.timestamp,
+                record.headers or (),
+            )
+            found = rows.get(target)
+            if found is None:
+                rows[target] = [row]
+            else:
+                found.append(row)
         self.routed += len(records)
+        self._write(rows)
+
+    def _write(self, rows: dict[int, list[FrameRow]]) -> None:
+        """Each target partition's rows as frames: the values as the source wrote them
+        (the JSON stage 1 decoded), or written again where steps or a format changed
+        them."""
+        append = self._outputs().append
+        topic = self.topic
+        source = self.source
+        max_bytes = self._max_bytes
+        encoded = not self._reencode
+        for target, pending in rows.items():
+            for frame in encode(pending, source, max_bytes, encoded=encoded, dumps=dumps):
+                append(topic, target, None, frame, None, _FRAME_HEADERS)
+                self.frames += 1
 
     # -- markers --------------------------------------------------------------------------
     def announce(self, watermark: int, idle: bool) -> bool:
