@@ -1,0 +1,82 @@
+"""The rules of a window's aggregations: which fields each aggregate function takes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from service.pipeline_spec.rules.base import Fragment, Loc, Problem, present, rule
+from service.pipeline_spec.rules.raw import as_map, window_of
+
+__all__ = ["FIELD_FREE_FNS", "aggregation_by", "aggregation_field"]
+
+FIELD_FREE_FNS = frozenset({"count"})
+"""Aggregate functions that take no ``field``; every other one needs it."""
+
+
+@rule(
+    reports={"aggregation_field_unused", "missing"},
+    schema=Fragment(
+        "Aggregation",
+        {
+            "if": {"properties": {"fn": {"enum": sorted(FIELD_FREE_FNS)}}},
+            "then": {"properties": {"field": False}},
+            "else": present("field", "string"),
+        },
+    ),
+)
+def aggregation_field(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    """``count`` takes no field, every other function needs one."""
+    op = window_of(spec)
+    aggregations = as_map(op.get("aggregations")) if op is not None else None
+    for name, agg in (aggregations or {}).items():
+        agg_obj = as_map(agg)
+        if agg_obj is None or not isinstance(agg_obj.get("fn"), str):
+            continue
+        fn_name = agg_obj["fn"]
+        loc: Loc = ("operator", "aggregations", name, "field")
+        if fn_name in FIELD_FREE_FNS and "field" in agg_obj:
+            yield Problem(
+                loc,
+                "aggregation_field_unused",
+                f"{fn_name!r} counts records and takes no field",
+                agg_obj["field"],
+            )
+        elif fn_name not in FIELD_FREE_FNS and agg_obj.get("field") is None:
+            yield Problem(loc, "missing", f"{fn_name!r} needs the field it aggregates")
+
+
+_BY_FNS = ("max_by", "min_by")
+
+
+@rule(
+    reports={"aggregation_by_unused", "missing"},
+    schema=Fragment(
+        "Aggregation",
+        {
+            "if": {"properties": {"fn": {"enum": list(_BY_FNS)}}},
+            "then": present("by", "string"),
+            "else": {"properties": {"by": False}},
+        },
+    ),
+)
+def aggregation_by(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    """``max_by`` and ``min_by`` need the field they order the rows by; no other
+    function takes one."""
+    op = window_of(spec)
+    aggregations = as_map(op.get("aggregations")) if op is not None else None
+    for name, agg in (aggregations or {}).items():
+        agg_obj = as_map(agg)
+        if agg_obj is None or not isinstance(agg_obj.get("fn"), str):
+            continue
+        fn_name = agg_obj["fn"]
+        loc: Loc = ("operator", "aggregations", name, "by")
+        if fn_name in _BY_FNS and agg_obj.get("by") is None:
+            yield Problem(loc, "missing", f"{fn_name!r} needs by: the field that picks the row")
+        elif fn_name not in _BY_FNS and "by" in agg_obj:
+            yield Problem(
+                loc,
+                "aggregation_by_unused",
+                f"only max_by and min_by take by, not {fn_name!r}",
+                agg_obj["by"],
+            )
