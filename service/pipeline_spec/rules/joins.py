@@ -12,6 +12,7 @@ from service.pipeline_spec.rules.base import (
     Fragment,
     JsonSchema,
     Problem,
+    Rule,
     equals,
     present,
     rule,
@@ -112,47 +113,66 @@ def join_how_fits_kind(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Pr
         )
 
 
-def _only_for(kind: str, name: str) -> JsonSchema:
-    """``name`` is given (an object) for ``kind`` joins, and left out of the others."""
-    return {
+def _field_of_kind(name: str, kind: str, field: str, field_type: str, needs: str) -> Rule:
+    """The rule that ``field`` (of JSON type ``field_type``) is given for ``kind`` joins
+    (else ``missing``, saying what it ``needs``) and left out of the others (else
+    ``<field>_unused``): one rule per field that only one kind takes."""
+    unused = f"{field}_unused"
+
+    def check(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+        op = join_of(spec)
+        if op is None or not isinstance(op.get("kind"), str):
+            return
+        if op["kind"] == kind and op.get(field) is None:
+            yield Problem(("operator", field), "missing", needs)
+        elif op["kind"] != kind and field in op:
+            yield Problem(
+                ("operator", field),
+                unused,
+                f"only {kind} joins take {field}, not {op['kind']} joins",
+                op[field],
+            )
+
+    fragment: JsonSchema = {
         "if": equals("kind", kind),
-        "then": present(name, "object"),
-        "else": {"properties": {name: False}},
+        "then": present(field, field_type),
+        "else": {"properties": {field: False}},
     }
-
-
-def _kind_field(
-    spec: Mapping[str, Any], kind: str, name: str, unused: str, needs: str
-) -> Iterator[Problem]:
-    """``name`` given for ``kind`` joins (else ``missing``, saying what it ``needs``)
-    and left out of the others (else ``unused``)."""
-    op = join_of(spec)
-    if op is None or not isinstance(op.get("kind"), str):
-        return
-    if op["kind"] == kind and op.get(name) is None:
-        yield Problem(("operator", name), "missing", needs)
-    elif op["kind"] != kind and name in op:
-        yield Problem(
-            ("operator", name),
-            unused,
-            f"only {kind} joins take {name}, not {op['kind']} joins",
-            op[name],
-        )
-
-
-@rule(
-    reports={"missing", "between_unused"},
-    schema=Fragment("JoinOperator", _only_for("interval", "between")),
-)
-def interval_between(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
-    """An interval join needs its bounds; no other kind takes them."""
-    yield from _kind_field(
-        spec,
-        "interval",
-        "between",
-        "between_unused",
-        'an interval join needs between: {"lower_ms": ..., "upper_ms": ...}',
+    return rule(reports={"missing", unused}, schema=Fragment("JoinOperator", fragment), name=name)(
+        check
     )
+
+
+def _nothing_late(kind: str, why: str) -> Rule:
+    """The rule that a ``kind`` join, which has no late rows (``why``), takes no
+    ``allowed_lateness_ms`` (``lateness_not_for_<kind>``)."""
+    problem = f"lateness_not_for_{kind}"
+
+    def check(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+        op = join_of(spec)
+        if op is None or op.get("kind") != kind:
+            return
+        lateness = as_int(op.get("allowed_lateness_ms"))
+        if lateness:
+            yield Problem(("operator", "allowed_lateness_ms"), problem, why, lateness)
+
+    fragment: JsonSchema = {
+        "if": equals("kind", kind),
+        "then": {"properties": {"allowed_lateness_ms": {"const": 0}}},
+    }
+    return rule(
+        reports={problem}, schema=Fragment("JoinOperator", fragment), name=f"{kind}_no_lateness"
+    )(check)
+
+
+interval_between = _field_of_kind(
+    "interval_between",
+    "interval",
+    "between",
+    "object",
+    'an interval join needs between: {"lower_ms": ..., "upper_ms": ...}',
+)
+"""An interval join needs its bounds; no other kind takes them."""
 
 
 @rule(reports={"lower_above_upper"}, beyond_schema={"lower_above_upper": COMPARES})
@@ -171,19 +191,14 @@ def between_in_order(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Prob
         )
 
 
-@rule(
-    reports={"missing", "assigner_unused"},
-    schema=Fragment("JoinOperator", _only_for("window", "assigner")),
+window_join_assigner = _field_of_kind(
+    "window_join_assigner",
+    "window",
+    "assigner",
+    "object",
+    "a window join needs its assigner (tumbling or sliding)",
 )
-def window_join_assigner(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
-    """A window join needs its (tumbling or sliding) assigner; no other kind takes one."""
-    yield from _kind_field(
-        spec,
-        "window",
-        "assigner",
-        "assigner_unused",
-        "a window join needs its assigner (tumbling or sliding)",
-    )
+"""A window join needs its (tumbling or sliding) assigner; no other kind takes one."""
 
 
 @rule(
@@ -217,79 +232,29 @@ def window_join_lateness(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[
         )
 
 
-@rule(
-    reports={"missing", "max_rows_unused"},
-    schema=Fragment(
-        "JoinOperator",
-        {
-            "if": equals("kind", "lookup"),
-            "then": present("max_rows", "integer"),
-            "else": {"properties": {"max_rows": False}},
-        },
-    ),
+lookup_max_rows = _field_of_kind(
+    "lookup_max_rows",
+    "lookup",
+    "max_rows",
+    "integer",
+    "a lookup join needs max_rows: the most keys its table may hold in memory on "
+    "every replica (one more fails the pipeline)",
 )
-def lookup_max_rows(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
-    """A lookup join says how many rows its table may hold; no other kind takes it."""
-    yield from _kind_field(
-        spec,
-        "lookup",
-        "max_rows",
-        "max_rows_unused",
-        "a lookup join needs max_rows: the most keys its table may hold in memory on "
-        "every replica (one more fails the pipeline)",
-    )
+"""A lookup join says how many rows its table may hold; no other kind takes it."""
 
-
-@rule(
-    reports={"lateness_not_for_lookup"},
-    schema=Fragment(
-        "JoinOperator",
-        {
-            "if": equals("kind", "lookup"),
-            "then": {"properties": {"allowed_lateness_ms": {"const": 0}}},
-        },
-    ),
+lookup_no_lateness = _nothing_late(
+    "lookup",
+    "a lookup join joins each left row when it arrives (processing time): "
+    "nothing is late, leave allowed_lateness_ms out",
 )
-def lookup_no_lateness(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
-    """A lookup join joins each left row at once: nothing is late."""
-    op = join_of(spec)
-    if op is None or op.get("kind") != "lookup":
-        return
-    lateness = as_int(op.get("allowed_lateness_ms"))
-    if lateness:
-        yield Problem(
-            ("operator", "allowed_lateness_ms"),
-            "lateness_not_for_lookup",
-            "a lookup join joins each left row when it arrives (processing time): "
-            "nothing is late, leave allowed_lateness_ms out",
-            lateness,
-        )
+"""A lookup join joins each left row at once: nothing is late."""
 
-
-@rule(
-    reports={"lateness_not_for_regular"},
-    schema=Fragment(
-        "JoinOperator",
-        {
-            "if": equals("kind", "regular"),
-            "then": {"properties": {"allowed_lateness_ms": {"const": 0}}},
-        },
-    ),
+regular_no_lateness = _nothing_late(
+    "regular",
+    "a regular join joins every row with every row of the other side: nothing "
+    "is late, leave allowed_lateness_ms out (state_ttl_ms bounds its state)",
 )
-def regular_no_lateness(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
-    """A regular join has no time condition: nothing is late."""
-    op = join_of(spec)
-    if op is None or op.get("kind") != "regular":
-        return
-    lateness = as_int(op.get("allowed_lateness_ms"))
-    if lateness:
-        yield Problem(
-            ("operator", "allowed_lateness_ms"),
-            "lateness_not_for_regular",
-            "a regular join joins every row with every row of the other side: nothing "
-            "is late, leave allowed_lateness_ms out (state_ttl_ms bounds its state)",
-            lateness,
-        )
+"""A regular join has no time condition: nothing is late."""
 
 
 @rule(
