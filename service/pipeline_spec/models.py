@@ -42,6 +42,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from service.core.time import MAX_DURATION_MS
 from service.operators.steps import MAX_TEXT, STEP_KINDS
 from service.pipeline_spec import rules
+from service.runtime.formats.registry import FormatName
 
 __all__ = [
     "INPUT_NAME_PATTERN",
@@ -142,7 +143,7 @@ class SourceSpec(_Model):
     """The topics a pipeline consumes and how far."""
 
     topics: Annotated[list[TopicName], Field(min_length=1, max_length=64)]
-    format: Literal["json", "avro", "protobuf", "json_schema"] = "json"
+    format: FormatName = "json"
     """How the record values are encoded (docs/formats.md): ``json``; ``avro``,
     ``protobuf`` or ``json_schema`` in Confluent's wire format, each record's writer
     schema fetched from the schema registry by its id (``SERVICE_SCHEMA_REGISTRY_URL``);
@@ -443,7 +444,7 @@ class SinkSpec(_Model):
     """Late records (event-time windows); without it they are counted and dropped."""
     dead_letter_topic: TopicName | None = None
     """Records that cannot be decoded, timestamped or processed; default ``<topic>.dlq``."""
-    format: Literal["json", "avro", "protobuf", "json_schema"] = "json"
+    format: FormatName = "json"
     """How results are encoded: ``json``, or ``avro``, ``protobuf`` or ``json_schema`` in
     Confluent's wire format with a schema derived from the aggregations, registered
     under ``<topic>-value``
