@@ -40,6 +40,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from service.core.time import MAX_DURATION_MS
+from service.operators.join.kinds import HowName, JoinKindName
 from service.operators.steps import MAX_TEXT, STEP_KINDS
 from service.pipeline_spec import rules
 from service.runtime.formats.registry import FormatName
@@ -394,8 +395,8 @@ class JoinOperator(_Model):
     input is the join key."""
 
     type: Literal["join"]
-    kind: Literal["interval", "window", "temporal", "lookup", "regular"]
-    how: Literal["inner", "left", "right", "full", "semi", "anti"] = "inner"
+    kind: JoinKindName
+    how: HowName = "inner"
     """Which rows besides the matches; each kind takes some (the rules say which)."""
     left: InputName
     right: InputName

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from service.operators.join.kinds import JOIN_KINDS
 from service.operators.join.projection import SelectError, compile_projection
 from service.pipeline_spec.rules.base import (
     COMPARES,
@@ -35,16 +36,9 @@ __all__ = [
 ]
 
 
-JOIN_HOWS: Mapping[str, tuple[str, ...]] = {
-    "interval": ("inner", "left", "right", "full"),
-    "window": ("inner", "left", "right", "full", "semi", "anti"),
-    "temporal": ("inner", "left"),
-    "lookup": ("inner", "left"),
-    "regular": ("inner",),
-}
-"""The ``how`` each join kind takes (Flink's: a temporal join keeps every left row or
-only the matched ones; semi and anti only where a window bounds "never matched"; a
-regular join's output is append-only, so inner only)."""
+JOIN_HOWS: Mapping[str, tuple[str, ...]] = {name: k.how_names for name, k in JOIN_KINDS.items()}
+"""The ``how`` each join kind takes, as the operators' list of kinds says
+(:mod:`service.operators.join.kinds`)."""
 _HOW_WHY = {
     "regular": ": an outer row would be emitted padded and then retracted when its "
     "partner arrives, and a regular join's output is append-only (bound the join in "
