@@ -42,6 +42,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from service.core.time import MAX_DURATION_MS
 from service.operators.join.kinds import HowName, JoinKindName
 from service.operators.steps import MAX_TEXT, STEP_KINDS
+from service.operators.window.aggregate_kinds import AggregateName
 from service.pipeline_spec import rules
 from service.runtime.formats.registry import FormatName
 
@@ -121,19 +122,8 @@ MAX_LOOKUP_ROWS = 100_000_000
 NonNegativeMs = Annotated[int, Field(ge=0, le=MAX_MS)]
 OffsetMs = Annotated[int, Field(ge=-MAX_MS, le=MAX_MS)]
 
-AggregateFn = Literal[
-    "count",
-    "sum",
-    "min",
-    "max",
-    "avg",
-    "first",
-    "last",
-    "count_distinct",
-    "collect",
-    "max_by",
-    "min_by",
-]
+AggregateFn = AggregateName
+"""An aggregate function's name (the operators' list of them)."""
 
 
 class _Model(BaseModel):

@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from service.operators.window.aggregate_kinds import AGGREGATES
 from service.pipeline_spec.rules.base import Fragment, Loc, Problem, present, rule
 from service.pipeline_spec.rules.raw import as_map, window_of
 
 __all__ = ["FIELD_FREE_FNS", "aggregation_by", "aggregation_field"]
 
-FIELD_FREE_FNS = frozenset({"count"})
+FIELD_FREE_FNS = frozenset(kind.value for kind, a in AGGREGATES.items() if not a.takes_field)
 """Aggregate functions that take no ``field``; every other one needs it."""
 
 
@@ -46,7 +47,8 @@ def aggregation_field(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Pro
             yield Problem(loc, "missing", f"{fn_name!r} needs the field it aggregates")
 
 
-_BY_FNS = ("max_by", "min_by")
+_BY_FNS = tuple(kind.value for kind, a in AGGREGATES.items() if a.takes_by)
+"""Aggregate functions that order the rows ``by`` another field; no other one takes it."""
 
 
 @rule(
