@@ -15,6 +15,18 @@ FIELD_FREE_FNS = frozenset(kind.value for kind, a in AGGREGATES.items() if not a
 """Aggregate functions that take no ``field``; every other one needs it."""
 
 
+def _aggregations(spec: Mapping[str, Any]) -> Iterator[tuple[Any, str, Mapping[str, Any]]]:
+    """Each aggregation of a window that names its function: its output name, the
+    function's name and the aggregation's object (another is the field checks' to
+    report)."""
+    op = window_of(spec)
+    aggregations = as_map(op.get("aggregations")) if op is not None else None
+    for name, agg in (aggregations or {}).items():
+        agg_obj = as_map(agg)
+        if agg_obj is not None and isinstance(agg_obj.get("fn"), str):
+            yield name, agg_obj["fn"], agg_obj
+
+
 @rule(
     reports={"aggregation_field_unused", "missing"},
     schema=Fragment(
@@ -28,13 +40,7 @@ FIELD_FREE_FNS = frozenset(kind.value for kind, a in AGGREGATES.items() if not a
 )
 def aggregation_field(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
     """``count`` takes no field, every other function needs one."""
-    op = window_of(spec)
-    aggregations = as_map(op.get("aggregations")) if op is not None else None
-    for name, agg in (aggregations or {}).items():
-        agg_obj = as_map(agg)
-        if agg_obj is None or not isinstance(agg_obj.get("fn"), str):
-            continue
-        fn_name = agg_obj["fn"]
+    for name, fn_name, agg_obj in _aggregations(spec):
         loc: Loc = ("operator", "aggregations", name, "field")
         if fn_name in FIELD_FREE_FNS and "field" in agg_obj:
             yield Problem(
@@ -65,13 +71,7 @@ _BY_FNS = tuple(kind.value for kind, a in AGGREGATES.items() if a.takes_by)
 def aggregation_by(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
     """``max_by`` and ``min_by`` need the field they order the rows by; no other
     function takes one."""
-    op = window_of(spec)
-    aggregations = as_map(op.get("aggregations")) if op is not None else None
-    for name, agg in (aggregations or {}).items():
-        agg_obj = as_map(agg)
-        if agg_obj is None or not isinstance(agg_obj.get("fn"), str):
-            continue
-        fn_name = agg_obj["fn"]
+    for name, fn_name, agg_obj in _aggregations(spec):
         loc: Loc = ("operator", "aggregations", name, "by")
         if fn_name in _BY_FNS and agg_obj.get("by") is None:
             yield Problem(loc, "missing", f"{fn_name!r} needs by: the field that picks the row")
