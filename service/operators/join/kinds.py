@@ -30,6 +30,9 @@ class JoinKind:
     name: str
     hows: tuple[How, ...]
     """The ``how`` it takes, in the order a refusal lists them."""
+    right_is_table: bool = False
+    """Its right input is a table keyed by the Kafka key: a record with a null value is
+    a tombstone that deletes its key."""
 
     @property
     def how_names(self) -> tuple[str, ...]:
@@ -42,8 +45,8 @@ _OUTER = (How.INNER, How.LEFT, How.RIGHT, How.FULL)
 _KINDS = (
     JoinKind("interval", _OUTER),
     JoinKind("window", (*_OUTER, How.SEMI, How.ANTI)),
-    JoinKind("temporal", (How.INNER, How.LEFT)),
-    JoinKind("lookup", (How.INNER, How.LEFT)),
+    JoinKind("temporal", (How.INNER, How.LEFT), right_is_table=True),
+    JoinKind("lookup", (How.INNER, How.LEFT), right_is_table=True),
     JoinKind("regular", (How.INNER,)),
 )
 """Flink's choices: a temporal or lookup join keeps every left row or only the matched
