@@ -29,9 +29,18 @@ RUNTIME_ORDER = (
     "lifecycle",
     "workers",
 )
-RUNTIME_ROOT = ("definition", "factories", "security", "settings", "pipeline_topics.names")
+RUNTIME_ROOT = (
+    "definition",
+    "factories",
+    "security",
+    "settings",
+    "pipeline_topics.names",
+    "formats.registry",
+)
 """Read by every sub-package. ``pipeline_topics.names`` is the pipeline topics' room's
-pure half (what every topic and group is called), which the definition names them with."""
+pure half (what every topic and group is called), which the definition names them with;
+``formats.registry`` the formats room's (what each payload format is called), which the
+definition types its formats with."""
 
 
 def modules() -> Iterator[tuple[str, Path]]:
@@ -109,9 +118,15 @@ def test_the_runtime_never_imports_the_pipeline_spec_the_api_or_pydantic(
     assert {n for n in names if n.split(".")[0] == "pydantic"} == set()
 
 
-SPEC_READS_OF_THE_RUNTIME = ("service.runtime.definition", "service.runtime.factories")
-"""The spec builds the runtime's definition and its operator factories; nothing else of
-the runtime (no I/O, no sessions) is the spec's business."""
+SPEC_READS_OF_THE_RUNTIME = (
+    "service.runtime.definition",
+    "service.runtime.factories",
+    "service.runtime.formats.registry",
+)
+"""The spec builds the runtime's definition and its operator factories, and names the
+payload formats as the runtime's one list of them does (its model, JSON Schema, SQL and
+result schemas read that list); nothing else of the runtime (no I/O, no readers, no
+sessions) is the spec's business."""
 
 
 @pytest.mark.parametrize(("module", "path"), in_layer("pipeline_spec"))
@@ -202,12 +217,20 @@ def runtime_package(name: str) -> str | None:
     parts = name.split(".")
     if parts[1:4] == ["runtime", "pipeline_topics", "names"]:
         return "pipeline_topics.names"
+    if parts[1:4] == ["runtime", "formats", "registry"]:
+        return "formats.registry"
     return parts[2] if len(parts) > 2 and parts[1] == "runtime" else None
 
 
 def test_the_topic_names_import_nothing_of_the_service() -> None:
     path = SERVICE / "runtime" / "pipeline_topics" / "names.py"
     assert service_imports("service.runtime.pipeline_topics.names", path) == set()
+
+
+def test_the_format_registry_imports_nothing_of_the_service() -> None:
+    """The spec and the definition read it: it must pull no reader, no I/O, no runtime."""
+    path = SERVICE / "runtime" / "formats" / "registry.py"
+    assert service_imports("service.runtime.formats.registry", path) == set()
 
 
 @pytest.mark.parametrize(("module", "path"), in_layer("runtime"))

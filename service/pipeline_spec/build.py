@@ -24,6 +24,7 @@ from typing import Any
 
 from service.core.errors import ConfigError
 from service.core.watermarks import make_generator
+from service.operators.join.kinds import JOIN_KINDS
 from service.operators.join.projection import SelectError
 from service.operators.join.rows import JoinConfigError
 from service.operators.process import ProcessFunctionError
@@ -264,7 +265,7 @@ def _join_definition(spec: PipelineSpec, inputs: dict[str, InputSpec]) -> Pipeli
     if sides[0] == sides[1] or not set(sides) <= inputs.keys():
         raise BuildError(("operator",), "left and right name the two inputs")
     left, right = (_input_settings(name, inputs[name]) for name in sides)
-    if op.kind in ("temporal", "lookup"):  # a table: a null value deletes its Kafka key
+    if JOIN_KINDS[op.kind].right_is_table:  # a null value deletes its Kafka key
         right = replace(right, table=True)
     try:
         factory = join_operator_factory(

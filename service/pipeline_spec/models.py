@@ -40,8 +40,11 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from service.core.time import MAX_DURATION_MS
+from service.operators.join.kinds import HowName, JoinKindName
 from service.operators.steps import MAX_TEXT, STEP_KINDS
+from service.operators.window.aggregate_kinds import AggregateName
 from service.pipeline_spec import rules
+from service.runtime.formats.registry import FormatName
 
 __all__ = [
     "INPUT_NAME_PATTERN",
@@ -119,19 +122,8 @@ MAX_LOOKUP_ROWS = 100_000_000
 NonNegativeMs = Annotated[int, Field(ge=0, le=MAX_MS)]
 OffsetMs = Annotated[int, Field(ge=-MAX_MS, le=MAX_MS)]
 
-AggregateFn = Literal[
-    "count",
-    "sum",
-    "min",
-    "max",
-    "avg",
-    "first",
-    "last",
-    "count_distinct",
-    "collect",
-    "max_by",
-    "min_by",
-]
+AggregateFn = AggregateName
+"""An aggregate function's name (the operators' list of them)."""
 
 
 class _Model(BaseModel):
@@ -142,7 +134,7 @@ class SourceSpec(_Model):
     """The topics a pipeline consumes and how far."""
 
     topics: Annotated[list[TopicName], Field(min_length=1, max_length=64)]
-    format: Literal["json", "avro", "protobuf", "json_schema"] = "json"
+    format: FormatName = "json"
     """How the record values are encoded (docs/formats.md): ``json``; ``avro``,
     ``protobuf`` or ``json_schema`` in Confluent's wire format, each record's writer
     schema fetched from the schema registry by its id (``SERVICE_SCHEMA_REGISTRY_URL``);
@@ -393,8 +385,8 @@ class JoinOperator(_Model):
     input is the join key."""
 
     type: Literal["join"]
-    kind: Literal["interval", "window", "temporal", "lookup", "regular"]
-    how: Literal["inner", "left", "right", "full", "semi", "anti"] = "inner"
+    kind: JoinKindName
+    how: HowName = "inner"
     """Which rows besides the matches; each kind takes some (the rules say which)."""
     left: InputName
     right: InputName
@@ -443,7 +435,7 @@ class SinkSpec(_Model):
     """Late records (event-time windows); without it they are counted and dropped."""
     dead_letter_topic: TopicName | None = None
     """Records that cannot be decoded, timestamped or processed; default ``<topic>.dlq``."""
-    format: Literal["json", "avro", "protobuf", "json_schema"] = "json"
+    format: FormatName = "json"
     """How results are encoded: ``json``, or ``avro``, ``protobuf`` or ``json_schema`` in
     Confluent's wire format with a schema derived from the aggregations, registered
     under ``<topic>-value``

@@ -5,11 +5,11 @@ Why more than ``PipelineSpec.model_json_schema()``: the models check one field a
 and :mod:`service.pipeline_spec.rules` checks how fields fit together. A schema with only
 the first half calls specs valid that the service refuses (a window with neither
 aggregations nor a function), so an editor that checks against it says nothing until
-the 422, and a fuzzer reading the OpenAPI document sends "valid" specs that are not. So each rule of
-``rules.py`` carries its fragment (``if``/``then``/``else``, ``oneOf``, ``not``,
-``const``, ``uniqueItems``), and :func:`pipeline_schema` adds every fragment to the
-definition of the model it is about, as one more ``allOf`` entry; the allowed
-user-function modules (configuration) narrow the function references. This module adds
+the 422, and a fuzzer reading the OpenAPI document sends "valid" specs that are not.
+So each rule of the ``rules`` package carries its fragment (``if``/``then``/``else``,
+``oneOf``, ``not``, ``const``, ``uniqueItems``), and :func:`pipeline_schema` adds every
+fragment to the definition of the model it is about, as one more ``allOf`` entry; the
+allowed user-function modules (configuration) narrow the function references. This module adds
 no rule of its own: only the models' schema, said where pydantic says it loosely
 (field names as ``propertyNames``).
 

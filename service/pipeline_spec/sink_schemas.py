@@ -3,7 +3,9 @@ in a format with a schema (``sink.format``: ``avro``, ``protobuf``, ``json_schem
 docs/formats.md, "Results").
 
 A result is ``{pipeline, key, window: {start, end}, result: {<aggregation>: ...},
-fire, seq, watermark, id}``; each aggregation's type follows from its function: the
+fire, seq, watermark, id}``; each aggregation's type follows from what its function
+gives (its :class:`~service.operators.window.aggregate_kinds.Result` in the operators'
+list of aggregates, so a new function is typed here by its entry there): the
 counts are longs, a sum a long or a double (as its inputs were), an average a double,
 min and max a number or a string, first, last, max_by, min_by and collect's elements
 any scalar (a JSON object or array among them is written as its JSON text); null where
@@ -18,27 +20,30 @@ import zlib
 from collections.abc import Mapping
 from typing import Any
 
+from service.operators.window.aggregate_kinds import AGGREGATES, AggKind, Result
+
 AVRO_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 """What Avro allows as a field name (an aggregation's output name in the result); a
 Protobuf field name is the same."""
 
 _SCALAR: list[Any] = ["null", "boolean", "long", "double", "string"]
-_DEFAULTS: dict[str, Any] = {"count": 0, "count_distinct": 0, "sum": 0, "collect": []}
+_DEFAULTS: dict[Result, Any] = {Result.COUNT: 0, Result.SUM: 0, Result.LIST: []}
 """Each field has a default (the others: null), so adding or removing an aggregation
 keeps the schema backward and forward compatible; changing one's type may not."""
-_TYPES: dict[str, Any] = {
-    "count": "long",
-    "count_distinct": "long",
-    "sum": ["long", "double"],
-    "avg": ["null", "double"],
-    "min": ["null", "long", "double", "string"],
-    "max": ["null", "long", "double", "string"],
-    "first": _SCALAR,
-    "last": _SCALAR,
-    "max_by": _SCALAR,
-    "min_by": _SCALAR,
-    "collect": {"type": "array", "items": _SCALAR},
+_TYPES: dict[Result, Any] = {
+    Result.COUNT: "long",
+    Result.SUM: ["long", "double"],
+    Result.AVERAGE: ["null", "double"],
+    Result.EXTREME: ["null", "long", "double", "string"],
+    Result.VALUE: _SCALAR,
+    Result.LIST: {"type": "array", "items": _SCALAR},
 }
+"""Each kind of result's Avro type."""
+
+
+def _result(agg: Any) -> Result:
+    """What the function of ``agg`` (an aggregation of the spec) gives."""
+    return AGGREGATES[AggKind(str(agg["fn"]))].result
 
 
 def _name(pipeline: str) -> str:
@@ -52,7 +57,7 @@ def window_result_avro_schema(pipeline: str, aggregations: Mapping[str, Any]) ->
     spec's ``operator.aggregations``: output name -> ``{"fn": ..., "field": ...}``)."""
     namespace = f"clockwork.{_name(pipeline)}"
     fields = [
-        {"name": out, "type": _TYPES[str(agg["fn"])], "default": _DEFAULTS.get(str(agg["fn"]))}
+        {"name": out, "type": _TYPES[_result(agg)], "default": _DEFAULTS.get(_result(agg))}
         for out, agg in aggregations.items()
     ]
     return {
@@ -95,20 +100,15 @@ def window_result_schema(fmt: str, pipeline: str, aggregations: Mapping[str, Any
 
 _NUMBER = "Number"
 _SCALAR_MESSAGE = "Scalar"
-_PROTO_TYPES: dict[str, str] = {
-    "count": "int64",
-    "count_distinct": "int64",
-    "sum": _NUMBER,
-    "avg": ".google.protobuf.DoubleValue",
-    "min": _SCALAR_MESSAGE,
-    "max": _SCALAR_MESSAGE,
-    "first": _SCALAR_MESSAGE,
-    "last": _SCALAR_MESSAGE,
-    "max_by": _SCALAR_MESSAGE,
-    "min_by": _SCALAR_MESSAGE,
-    "collect": f"repeated {_SCALAR_MESSAGE}",
+_PROTO_TYPES: dict[Result, str] = {
+    Result.COUNT: "int64",
+    Result.SUM: _NUMBER,
+    Result.AVERAGE: ".google.protobuf.DoubleValue",
+    Result.EXTREME: _SCALAR_MESSAGE,
+    Result.VALUE: _SCALAR_MESSAGE,
+    Result.LIST: f"repeated {_SCALAR_MESSAGE}",
 }
-"""Each function's Protobuf type, as its Avro type: a sum's ``long`` or ``double`` a
+"""Each kind of result's Protobuf type, as its Avro type: a sum's ``long`` or ``double`` a
 ``Number`` (a oneof of the two, so an integer sum stays exact), the others' scalar a
 ``Scalar`` (a oneof of bool, int64, double and string; none set: null), an average a
 ``DoubleValue`` (unset: null). Types are named from the root (a leading dot), so an
@@ -169,12 +169,12 @@ def window_result_proto(pipeline: str, aggregations: Mapping[str, Any]) -> str:
     scope = f".clockwork.{_name(pipeline)}.WindowResult."
     fields = ""
     for out, agg in aggregations.items():
-        kind = _PROTO_TYPES[str(agg["fn"])]
+        kind = _PROTO_TYPES[_result(agg)]
         label, _, name = kind.rpartition(" ")
         if name in (_NUMBER, _SCALAR_MESSAGE):
             kind = f"{label} {scope}{name}".lstrip()
         fields += f"    {kind} {out} = {numbers[out]};\n"
-    wrappers = any(str(agg["fn"]) == "avg" for agg in aggregations.values())
+    wrappers = any(_result(agg) is Result.AVERAGE for agg in aggregations.values())
     return (
         'syntax = "proto3";\n'
         f"package clockwork.{_name(pipeline)};\n"
@@ -191,16 +191,16 @@ def window_result_proto(pipeline: str, aggregations: Mapping[str, Any]) -> str:
     )
 
 
-_JSON_TYPES: dict[str, Any] = {
-    "count": {"type": "integer"},
-    "count_distinct": {"type": "integer"},
-    "sum": {"type": "number"},
-    "avg": {"type": ["number", "null"]},
-    "min": {"type": ["number", "string", "null"]},
-    "max": {"type": ["number", "string", "null"]},
-    "collect": {"type": "array"},
+_JSON_TYPES: dict[Result, Any] = {
+    Result.COUNT: {"type": "integer"},
+    Result.SUM: {"type": "number"},
+    Result.AVERAGE: {"type": ["number", "null"]},
+    Result.EXTREME: {"type": ["number", "string", "null"]},
+    Result.VALUE: {},
+    Result.LIST: {"type": "array"},
 }
-"""Each function's JSON Schema; first, last, max_by and min_by: any value (``{}``)."""
+"""Each kind of result's JSON Schema; a row's value (first, last, max_by, min_by): any
+value (``{}``)."""
 
 
 def window_result_json_schema(pipeline: str, aggregations: Mapping[str, Any]) -> dict[str, Any]:
@@ -222,9 +222,7 @@ def window_result_json_schema(pipeline: str, aggregations: Mapping[str, Any]) ->
             },
             "result": {
                 "type": "object",
-                "properties": {
-                    out: _JSON_TYPES.get(str(agg["fn"]), {}) for out, agg in aggregations.items()
-                },
+                "properties": {out: _JSON_TYPES[_result(agg)] for out, agg in aggregations.items()},
             },
             "fire": string,
             "seq": integer,

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from service.core.time import Clock
 from service.operators.base import Operator
 from service.operators.steps import StepProgram
+from service.runtime.formats.registry import FormatName, schema_type
 from service.runtime.pipeline_topics.names import (
     changelog_topic,
     group_id,
@@ -69,7 +70,7 @@ class ShuffleSettings:
 class FormatSettings:
     """How a source's record values are encoded (runtime/formats/, docs/formats.md)."""
 
-    kind: Literal["json", "avro", "protobuf", "json_schema"] = "json"
+    kind: FormatName = "json"
     avro_schema: str | None = None
     """Raw Avro: the writer schema of every record (JSON text), no registry; None: the
     Confluent wire format, each record's writer schema fetched by its id."""
@@ -84,7 +85,7 @@ class SinkSettings:
     topic: str
     dead_letter_topic: str
     late_topic: str | None = None
-    format: Literal["json", "avro", "protobuf", "json_schema"] = "json"
+    format: FormatName = "json"
     """How results are encoded; late records and dead letters keep their input's bytes."""
     value_schema: str | None = None
     """Not ``json``: the results' schema as the registry takes it (Avro's or JSON
@@ -98,9 +99,7 @@ class SinkSettings:
     @property
     def schema_type(self) -> str:
         """The registry's type of ``value_schema``: ``AVRO``, ``PROTOBUF``, ``JSON``."""
-        return {"avro": "AVRO", "protobuf": "PROTOBUF", "json_schema": "JSON"}.get(
-            self.format, "AVRO"
-        )
+        return schema_type(self.format)
 
 
 @dataclass(frozen=True, slots=True)

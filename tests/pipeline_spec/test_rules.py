@@ -1,4 +1,4 @@
-"""Each rule of ``service/pipeline_spec/rules.py`` is one declaration: its check and its JSON
+"""Each rule of ``service/pipeline_spec/rules/`` is one declaration: its check and its JSON
 Schema fragment. Here: every fragment is in the served schema (and nothing else is added
 to the models' schema), and each rule's check and fragment agree, on examples of each
 rule and on edited specs.
@@ -14,6 +14,8 @@ fragment accepts.
 from __future__ import annotations
 
 import copy
+import importlib
+import pkgutil
 from collections.abc import Callable
 from functools import cache
 from typing import Any
@@ -22,6 +24,7 @@ import jsonschema_rs
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from service.pipeline_spec import rules as rules_package
 from service.pipeline_spec.models import PipelineSpec
 from service.pipeline_spec.rules import RULES, Fragment, Rule, check, rule
 from service.pipeline_spec.schema import assemble, pipeline_schema
@@ -533,6 +536,23 @@ def assert_agree(r: Rule, spec: Any, allowed: tuple[str, ...] = ALLOWED) -> None
         assert not fragment_ok, (
             f"{r.name}: the check reports {stated}, the fragment accepts: {spec}"
         )
+
+
+def declared_rules() -> list[Rule]:
+    """Every rule the modules of the rules package declare (each module's own)."""
+    found: list[Rule] = []
+    for info in pkgutil.iter_modules(rules_package.__path__):
+        module = importlib.import_module(f"{rules_package.__name__}.{info.name}")
+        found.extend(v for v in vars(module).values() if isinstance(v, Rule))
+    return found
+
+
+def test_the_order_names_every_declared_rule_once() -> None:
+    """``RULES`` is the one order of a 422's problems: a rule declared in a module but
+    left out of it would never run, and one named twice would report twice."""
+    assert len(RULES) == len(set(RULES))
+    assert sorted(r.name for r in declared_rules()) == sorted(r.name for r in RULES)
+    assert set(declared_rules()) == set(RULES)
 
 
 def test_every_rule_has_examples() -> None:

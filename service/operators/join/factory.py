@@ -15,6 +15,7 @@ from typing import Any
 
 from service.operators.join.inputs import TwoInputOperator
 from service.operators.join.interval import IntervalJoinOperator
+from service.operators.join.kinds import KINDS
 from service.operators.join.lookup import LookupJoinOperator, LookupTable
 from service.operators.join.projection import projection_for
 from service.operators.join.regular import RegularJoinOperator
@@ -23,8 +24,6 @@ from service.operators.join.temporal import TemporalJoinOperator
 from service.operators.join.window import WindowJoinOperator
 from service.operators.window.assigners import SlidingAssigner, TumblingAssigner
 from service.operators.window.errors import WindowConfigError
-
-KINDS = ("interval", "window", "temporal", "lookup", "regular")
 
 
 def build_join_operator(

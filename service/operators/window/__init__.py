@@ -17,7 +17,8 @@ trigger on an event-time window fires ``early`` while ``W < max_ts``, and every 
 of the global window (``max_ts`` = MAX) before the final watermark is ``early``.
 """
 
-from .aggregations import AggKind, AggregationPlan, AggregationSpec
+from .aggregate_kinds import AggKind
+from .aggregations import AggregationPlan, AggregationSpec
 from .assigners import (
     GLOBAL_WINDOW,
     GlobalAssigner,

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 import orjson
@@ -47,25 +46,11 @@ import orjson
 from service.core.errors import ConfigError
 from service.core.paths import MISSING, get_path, split_path
 
+from .aggregate_kinds import AGGREGATES, AggKind
 from .errors import WindowConfigError
 
-
-class AggKind(StrEnum):
-    COUNT = "count"
-    SUM = "sum"
-    MIN = "min"
-    MAX = "max"
-    AVG = "avg"
-    FIRST = "first"
-    LAST = "last"
-    COUNT_DISTINCT = "count_distinct"
-    COLLECT = "collect"
-    MAX_BY = "max_by"
-    MIN_BY = "min_by"
-
-
 _WIDTH = {AggKind.AVG: 2, AggKind.FIRST: 2, AggKind.LAST: 2, AggKind.MAX_BY: 3, AggKind.MIN_BY: 3}
-_BY = frozenset({AggKind.MAX_BY, AggKind.MIN_BY})
+_BY = frozenset(kind for kind, entry in AGGREGATES.items() if entry.takes_by)
 """Functions that return one field of the row with the extreme ``by``."""
 _NUMERIC = frozenset({AggKind.SUM, AggKind.MIN, AggKind.MAX, AggKind.AVG})
 """Functions that read numbers (min and max also strings)."""

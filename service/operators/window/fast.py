@@ -60,7 +60,8 @@ from typing import Any
 from service.core.time import MAX_TIMESTAMP
 from service.operators.base import FireKind, InputRecord, OperatorGauges, WindowResult
 
-from .aggregations import AggKind, AggregationPlan
+from .aggregate_kinds import AggKind
+from .aggregations import AggregationPlan
 from .assigners import SlidingAssigner, TumblingAssigner, Window
 from .common import WindowOperatorBase
 from .config import WindowOperatorConfig

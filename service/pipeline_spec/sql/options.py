@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-__all__ = ["FORMATS", "Option", "OptionError", "duration_ms", "format_of", "options_of", "scalar"]
+from service.runtime.formats.registry import FORMAT_NAMES
 
-FORMATS = ("json", "avro", "protobuf", "json_schema")
-"""The payload formats a source reads and a sink writes (docs/formats.md)."""
+__all__ = ["Option", "OptionError", "duration_ms", "format_of", "options_of", "scalar"]
+
 _FORMAT_ALIASES = {
     "avro-confluent": "avro",
     "protobuf-confluent": "protobuf",
@@ -135,10 +135,11 @@ def _parse_duration(text: str) -> int:
 
 
 def format_of(node: exp.Expression) -> str:
-    """A ``format`` option's value: one of :data:`FORMATS` (or Flink's name of one)."""
+    """A ``format`` option's value: a format's name (:data:`FORMAT_NAMES`) or Flink's name
+    of one."""
     value = scalar(node)
     text = value.lower() if isinstance(value, str) else ""
     text = _FORMAT_ALIASES.get(text, text)
-    if text not in FORMATS:
-        raise OptionError(" or ".join(repr(f) for f in FORMATS) + " (docs/formats.md)")
+    if text not in FORMAT_NAMES:
+        raise OptionError(" or ".join(repr(f) for f in FORMAT_NAMES) + " (docs/formats.md)")
     return text
