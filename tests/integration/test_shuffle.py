@@ -161,6 +161,48 @@ async def test_a_skewed_source_keyed_by_order_gives_exact_windows_per_user(
         assert record.partition == counts[orjson.loads(record.value)["key"]] % PARTITIONS
 
 
+@pytest.mark.parametrize("frame_bytes", [512 * 1024, 2_048], ids=["default", "small-frames"])
+async def test_rows_cross_the_shuffle_in_frames_split_at_their_byte_bound(
+    bootstrap_servers: str, frame_bytes: int
+) -> None:
+    """Stage 1 writes a frame per target partition and batch, split where it would pass
+    ``shuffle_frame_max_bytes``; stage 2 reads each frame's rows once. The results are
+    exact either way; status and metrics show the frames and the rows per frame."""
+    name = unique("frames")
+    topic = f"{name}.in"
+    await create_topic(bootstrap_servers, topic, PARTITIONS)
+    data = orders(6_000)
+    await send(bootstrap_servers, topic, data)
+    registry = CollectorRegistry()
+    definition = window_definition(
+        name, [topic], TUMBLING, max_out_of_orderness_ms=2_000, shuffle=True
+    )
+    status = await run_to_finish(
+        bootstrap_servers, definition, registry, shuffle_frame_max_bytes=frame_bytes
+    )
+    results = await read_json(bootstrap_servers, f"{name}.out")
+    assert by_window(results) == expected(data)
+    assert len(results) == len(expected(data))
+    shuffled = [p for p in status.partitions if p.stage == "shuffled"]
+    assert shuffled and all(p.shuffle is not None for p in shuffled)
+    frames = sum(p.shuffle["frames"] for p in shuffled if p.shuffle is not None)
+    routed = [p for p in status.partitions if p.stage == "route"]
+    assert frames == sum(p.shuffle["frames"] for p in routed if p.shuffle is not None)
+    assert frames < len(data) / 4  # many rows per frame, not a record per row
+    if frame_bytes < 4_096:  # ~60 B per row: a frame of 2 KiB holds a few dozen
+        assert frames > len(data) * 60 / frame_bytes
+    labels = [{"pipeline": name, "partition": f"{p.topic}/{p.partition}"} for p in shuffled]
+    sampled = [
+        (
+            registry.get_sample_value("clockwork_shuffle_frames_total", label) or 0,
+            registry.get_sample_value("clockwork_shuffle_frame_rows_total", label) or 0,
+        )
+        for label in labels
+    ]
+    assert sum(f for f, _ in sampled) == frames
+    assert sum(r for _, r in sampled) == len(data)  # every row in one frame, none replayed
+
+
 @pytest.mark.requires_broker("delete_records")
 async def test_the_keyed_stage_trims_the_shuffle_topic_behind_its_checkpoints(
     bootstrap_servers: str,

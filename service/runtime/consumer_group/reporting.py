@@ -26,6 +26,7 @@ from service.runtime.consumer_group.watermark_emitter import WatermarkEmitter
 from service.runtime.observability.status import PartitionStatus
 from service.runtime.partition.sinks import OutputSink
 from service.runtime.partition.task import PartitionTask
+from service.runtime.shuffle.reader import ShuffleDecoder
 from service.runtime.shuffle.writer import ShuffleWriter
 
 
@@ -85,9 +86,14 @@ class SessionReporter:
         """The stage-specific numbers of a partition (PartitionStatus.shuffle)."""
         operator, generator, check = part.operator, part.generator, part.check
         if isinstance(operator, ShuffleWriter):
-            return {"routed": operator.routed}
+            return {"routed": operator.routed, "frames": operator.frames}
         if isinstance(generator, ShuffleInput):
+            decoder = part.decoder
+            frames = decoder.frames if isinstance(decoder, ShuffleDecoder) else 0
+            rows = decoder.frame_rows if isinstance(decoder, ShuffleDecoder) else 0
             numbers: dict[str, Any] = {
+                "frames": frames,
+                "rows_per_frame": round(rows / frames, 1) if frames else None,
                 "sources": generator.sources,
                 "markers_received": {str(s): n for s, n in generator.markers_received().items()},
                 "idle_sources": generator.idle_sources(),
@@ -120,6 +126,13 @@ class SessionReporter:
             now = (check.mismatches, 0, 0)
         else:
             return
+        decoder = part.decoder
+        if isinstance(decoder, ShuffleDecoder):
+            frames, rows = decoder.take_frame_counts()
+            if frames:
+                label = (name, f"{part.tp.topic}/{part.tp.partition}")
+                m.shuffle_frames.labels(*label).inc(frames)
+                m.shuffle_frame_rows.labels(*label).inc(rows)
         before = self._shuffle_reported.get(part.tp, (0, 0, 0))
         self._shuffle_reported[part.tp] = now
         first, markers, replays = (now[i] - before[i] for i in range(3))

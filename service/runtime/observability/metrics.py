@@ -71,6 +71,8 @@ class RuntimeMetrics:
     shuffle_records_routed: Counter
     shuffle_markers: Counter
     shuffle_replays: Counter
+    shuffle_frames: Counter
+    shuffle_frame_rows: Counter
     shuffle_trims: Counter
     key_partition_mismatches: Counter
     pipeline_up: Gauge
@@ -377,6 +379,21 @@ def build_metrics(registry: CollectorRegistry) -> RuntimeMetrics:
             _P,
             registry=r,
         ),
+        shuffle_frames=Counter(
+            "clockwork_shuffle_frames",
+            "Frames the keyed stage of a shuffled pipeline read from a shuffle partition "
+            "(replayed ones included): frames per second, and with "
+            "clockwork_shuffle_frame_rows_total rows per frame.",
+            _PP,
+            registry=r,
+        ),
+        shuffle_frame_rows=Counter(
+            "clockwork_shuffle_frame_rows",
+            "Rows in the frames the keyed stage of a shuffled pipeline read from a shuffle "
+            "partition (replayed ones included).",
+            _PP,
+            registry=r,
+        ),
         shuffle_trims=Counter(
             "clockwork_shuffle_trims",
             "Requests to delete the shuffle records the keyed stage has checkpointed past "
@@ -463,6 +480,8 @@ METRIC_NAMES: tuple[str, ...] = (
     "clockwork_shuffle_records_routed_total",
     "clockwork_shuffle_markers_total",
     "clockwork_shuffle_replays_dropped_total",
+    "clockwork_shuffle_frames_total",
+    "clockwork_shuffle_frame_rows_total",
     "clockwork_shuffle_trims_total",
     "clockwork_key_partition_mismatches_total",
     "clockwork_pipeline_running",

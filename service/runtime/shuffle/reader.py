@@ -55,7 +55,7 @@ _JSONDecodeError = orjson.JSONDecodeError
 class ShuffleDecoder:
     """Decodes one shuffle partition's records; one per partition (it holds its state)."""
 
-    __slots__ = ("frame_rows", "frames", "input", "markers")
+    __slots__ = ("_reported", "frame_rows", "frames", "input", "markers")
 
     def __init__(self, shuffle_input: ShuffleInput) -> None:
         self.input = shuffle_input
@@ -65,6 +65,13 @@ class ShuffleDecoder:
         """Frames read since this decoder was made (status, metrics)."""
         self.frame_rows = 0
         """The rows those frames held, replays included."""
+        self._reported = (0, 0)
+
+    def take_frame_counts(self) -> tuple[int, int]:
+        """Frames and their rows since the last call (the metrics' deltas)."""
+        before = self._reported
+        self._reported = (self.frames, self.frame_rows)
+        return self.frames - before[0], self.frame_rows - before[1]
 
     def decode(
         self, records: Sequence[Any], inputs: list[InputRecord], failed: list[DeadLetter]
