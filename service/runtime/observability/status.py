@@ -63,8 +63,8 @@ class PartitionStatus:
     shuffle: dict[str, Any] | None = None
     """Stage-specific numbers: a routed partition's records routed and frames written; a
     shuffle partition's frames read and rows per frame, markers received per source
-    partition, idle sources and replays dropped; a partition whose source is declared partitioned by the key, the records
-    whose key belongs to another partition."""
+    partition, idle sources and replays dropped; a partition whose source is declared
+    partitioned by the key, the records whose key belongs to another partition."""
     max_lead_ms: int | None = None
     """The largest lead of its watermark over the other partitions' minimum after any
     processed batch (alignment keeps it within ``max_drift_ms`` plus one record's step)."""
