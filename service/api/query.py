@@ -118,8 +118,8 @@ async def single_valued_query(request: Request) -> None:
     """The app's dependency: a 422 for a query with problems (see the module), else
     nothing. Runs before the route's own parameters are read."""
     route = request.scope.get("route")
-    if not isinstance(route, APIRoute):
-        return
+    if not request.query_params or not isinstance(route, APIRoute):
+        return  # probes and most reads: nothing to check, no document to build
     problems = query_problems(request.query_params.multi_items(), _query_parameters(request, route))
     if not problems:
         return
