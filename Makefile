@@ -9,7 +9,7 @@ STAMP_DEV  := $(VENV)/.installed-dev
 KAFKA_POM := tests/kafka/pom.xml
 KAFKA_CP  := tests/kafka/classpath.txt
 
-.PHONY: run test lint typecheck unit kafka spark-jars registry bench bench-peers bench-nexmark bench-workers clean screenshot console-vendor image compose-test
+.PHONY: run test fuzz lint typecheck unit kafka spark-jars registry bench bench-peers bench-nexmark bench-workers clean screenshot console-vendor image compose-test
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -86,6 +86,24 @@ image: $(CONTAINER_TOOLS)
 
 test: lint typecheck kafka spark-jars registry $(CHROMIUM) $(CONTAINER_TOOLS)
 	$(VENV)/bin/pytest -q
+
+# The random search `make test` leaves out (it runs the same tests derandomized, so the
+# same code gets the same verdict): every Hypothesis property and schemathesis against
+# the service on both brokers, from a fresh seed (FUZZ_SEED=N repeats a run), with
+# FUZZ_EXAMPLES examples per API operation. Prints the seed and how to repeat the run,
+# before and after. Not part of `make test`; docs/development.md.
+FUZZ_EXAMPLES ?= 500
+fuzz: $(STAMP_DEV) kafka
+	@seed=$${FUZZ_SEED:-$$($(PY) -c 'import secrets; print(secrets.randbelow(2**32))')}; \
+	again="make fuzz FUZZ_SEED=$$seed FUZZ_EXAMPLES=$(FUZZ_EXAMPLES)"; \
+	echo "fuzz: seed $$seed (repeat with: $$again)"; \
+	CLOCKWORK_SCHEMATHESIS_SEED=$$seed CLOCKWORK_SCHEMATHESIS_EXAMPLES=$(FUZZ_EXAMPLES) \
+	  $(VENV)/bin/pytest -q -m "hypothesis or fuzz" --timeout 7200 \
+	  --hypothesis-profile=fuzz --hypothesis-seed=$$seed $(FUZZ_ARGS); \
+	status=$$?; \
+	if [ $$status -eq 0 ]; then echo "fuzz: seed $$seed passed"; \
+	else echo "fuzz: seed $$seed FAILED (repeat with: $$again)"; fi; \
+	exit $$status
 
 # docker-compose.yml run whole under podman-compose (PyPI; podman 4.3 has no `podman
 # compose`), with deploy/compose/podman.yml over it: the service image, and Kafka and

@@ -11,6 +11,9 @@ A test that needs what one broker lacks says so with
 a feature, with the reason from :data:`MISSING_FEATURES` (a feature that is not in the
 table is an error, so a typo cannot skip silently). ``--brokers tansu`` (or
 ``CLOCKWORK_TEST_BROKERS=tansu``) runs one broker only, e.g. where Java is missing.
+
+Hypothesis runs under :data:`DERANDOMIZED` unless pytest is given another profile
+(``make fuzz`` gives ``--hypothesis-profile=fuzz --hypothesis-seed=N``).
 """
 
 from __future__ import annotations
@@ -20,11 +23,28 @@ from collections.abc import Iterator
 from typing import Protocol
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from service.runtime.kafka.embedded_broker import EmbeddedBroker
 from tests.integration.secure_kafka import Pki, make_pki, mtls_broker, sasl_ssl_broker
 from tests.kafka.kafka_broker import KafkaBroker
 from tests.registry.apicurio_registry import ApicurioRegistry
+
+# The same code gets the same verdict: `make test` runs every property on the examples a
+# fixed seed per test derives (Hypothesis's own "ci" profile, here without needing CI
+# set), with no example database (a local .hypothesis/ would replay what an earlier run
+# found) and nothing timed (a deadline or the too-slow health check fails on a loaded
+# machine, not on a wrong answer). The random search is `make fuzz`'s, with a seed it
+# prints; a failure it finds is reproduced with that seed. A test's own @settings
+# (max_examples) applies over either profile.
+DERANDOMIZED = "derandomized"
+FUZZ = "fuzz"
+_UNTIMED = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
+settings.register_profile(
+    DERANDOMIZED, derandomize=True, database=None, print_blob=True, **_UNTIMED
+)
+settings.register_profile(FUZZ, derandomize=False, database=None, print_blob=True, **_UNTIMED)
+settings.load_profile(DERANDOMIZED)
 
 BROKERS = ("tansu", "kafka")
 

@@ -20,7 +20,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response
@@ -35,6 +35,7 @@ from service.api.middleware import (
     BodySizeLimitMiddleware,
     methods_served,
 )
+from service.api.query import document_query_contract, single_valued_query
 from service.api.registry import (
     PipelineExists,
     PipelineNotFound,
@@ -66,6 +67,8 @@ Configure pipelines with `POST /pipelines` (the spec's JSON Schema is at
 `GET /schema/pipeline`). When `SERVICE_API_TOKEN` is set, every POST, PUT and DELETE needs
 `Authorization: Bearer <token>`, and so do the reads of pipeline specs, history and the
 live tail (unless the service keeps reads open). Status, probes and metrics stay open.
+A query parameter is given at most once, in the form its schema states (an integer in
+decimal digits, a boolean as `true` or `false`): anything else is a 422.
 """
 
 
@@ -127,6 +130,8 @@ def create_app(
         version="0.1.0",
         description=_DESCRIPTION,
         lifespan=lifespan,
+        # Every operation's query string: each parameter once, in its schema's form.
+        dependencies=[Depends(single_valued_query)],
     )
     app.state.services = None
     app.state.settings = settings
@@ -299,7 +304,8 @@ def _add_error_handlers(app: FastAPI) -> None:
 def _openapi(app: FastAPI, settings: Settings) -> dict[str, Any]:
     """FastAPI's document plus the spec's schemas (bodies are validated by hand: the same
     schema as ``/schema/pipeline``), links from a created pipeline to what can be done with
-    it, and the bearer scheme on mutating operations when a token is configured."""
+    it, the query string's contract (:mod:`service.api.query`) and the bearer scheme on
+    mutating operations when a token is configured."""
     if app.openapi_schema is not None:
         return app.openapi_schema
     doc = get_openapi(
@@ -313,6 +319,7 @@ def _openapi(app: FastAPI, settings: Settings) -> dict[str, Any]:
     schemas["PipelineReplacement"] = replacement_schema(spec_schema)
     schemas.update(sql_schemas())
     _link_operations(doc)
+    document_query_contract(doc)
     if settings.api_token:
         doc["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
         for template, path in doc.get("paths", {}).items():

@@ -64,6 +64,49 @@ async def test_422_lists_every_problem_with_its_path(bootstrap_servers: str) -> 
         assert (await client.post("/pipelines", json=[1, 2])).status_code == 422
 
 
+async def test_a_query_parameter_given_twice_or_mistyped_is_a_422(bootstrap_servers: str) -> None:
+    """Issue 47: ``GET /history?since_ms=false&since_ms=0.0`` was read as ``since_ms=0``
+    and answered 200. Each parameter once, in its schema's form, on every operation
+    (service/api/query.py); the well-formed query still answers."""
+    source = f"in-{uuid.uuid4().hex[:8]}"
+    await create_topic(bootstrap_servers, source, partitions=1)
+    async with (
+        running_app(app_settings(bootstrap_servers)) as url,
+        httpx.AsyncClient(base_url=url, timeout=30) as client,
+    ):
+        await wait_ready(client)
+        name = f"q-{uuid.uuid4().hex[:8]}"
+        assert (await client.post("/pipelines", json=spec(name, source))).status_code == 201
+
+        def problems(response: httpx.Response) -> list[tuple[tuple[str, ...], str]]:
+            assert response.status_code == 422, response.text
+            return [(tuple(p["loc"]), p["type"]) for p in response.json()["detail"]]
+
+        for path in ("/history", f"/pipelines/{name}/history"):
+            assert problems(await client.get(f"{path}?since_ms=false&since_ms=0.0")) == [
+                (("query", "since_ms"), "duplicate_parameter")
+            ], path
+            assert problems(await client.get(f"{path}?since_ms=0.0")) == [
+                (("query", "since_ms"), "int_parsing")
+            ], path
+            assert (await client.get(f"{path}?since_ms=0")).status_code == 200, path
+            assert (await client.get(path)).status_code == 200, path
+        status = f"/pipelines/{name}/status"
+        assert problems(await client.get(f"{status}?scope=local&scope=pipeline")) == [
+            (("query", "scope"), "duplicate_parameter")
+        ]
+        assert problems(await client.get(f"{status}?scope=everywhere")) == [
+            (("query", "scope"), "literal_error")
+        ]
+        assert (await client.get(f"{status}?scope=local")).json()["scope"] == "local"
+        replaced = f"/pipelines/{name}?reset_state=yes"
+        assert problems(await client.put(replaced, json=spec(name, source))) == [
+            (("query", "reset_state"), "bool_parsing")
+        ]
+        assert (await client.get(f"/pipelines/{name}?x=1&x=1")).status_code == 422
+        assert (await client.get(f"/pipelines/{name}?x=1")).status_code == 200
+
+
 async def test_token_guards_mutations_and_data_reads(bootstrap_servers: str) -> None:
     source = f"in-{uuid.uuid4().hex[:8]}"
     await create_topic(bootstrap_servers, source, partitions=1)

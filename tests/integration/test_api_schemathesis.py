@@ -12,8 +12,12 @@ reconfigured.
 Then every pipeline the run created and left must be running (or paused, or finished):
 a spec the service accepted and its runtime refuses is a spec the API should have refused.
 
-``CLOCKWORK_SCHEMATHESIS_EXAMPLES`` (default 60 per operation) and
-``CLOCKWORK_SCHEMATHESIS_SEED`` (default: a new seed each run, printed) tune the run.
+Without ``CLOCKWORK_SCHEMATHESIS_SEED`` (``make test``) the run is deterministic
+(``--generation-deterministic``: the same examples every run, so the same code gets the
+same verdict), and every operation of the document must have been requested. With it
+(``make fuzz``, a fresh seed each time, printed with the command that repeats the run)
+the search is random from that seed. ``CLOCKWORK_SCHEMATHESIS_EXAMPLES`` (default 60 per
+operation) sets the examples.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ import pytest
 from tests.api.server import app_settings, running_app, wait_ready
 from tests.conftest import MISSING_FEATURES
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.fuzz]
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "schemathesis-token"
@@ -62,8 +66,8 @@ async def test_schemathesis_finds_no_failure(
         "--report-ndjson-path",
         str(events),
     ]
-    if "CLOCKWORK_SCHEMATHESIS_SEED" in os.environ:
-        command += ["--seed", os.environ["CLOCKWORK_SCHEMATHESIS_SEED"]]
+    seed = os.environ.get("CLOCKWORK_SCHEMATHESIS_SEED")
+    command += ["--generation-deterministic"] if seed is None else ["--seed", seed]
     env = {
         **os.environ,
         "SCHEMATHESIS_HOOKS": "tests.api.schemathesis_hooks",
@@ -86,13 +90,17 @@ async def test_schemathesis_finds_no_failure(
         output, _ = await process.communicate()
         report = output.decode(errors="replace")
         assert process.returncode == 0, report
-        requests, checks = _tally(events)
-        print(f"\nschemathesis: {requests} requests, {sum(checks.values())} checks")
+        requests, checks, requested = _tally(events)
+        mode = "deterministic" if seed is None else f"seed {seed}"
+        print(f"\nschemathesis ({mode}): {requests} requests, {sum(checks.values())} checks")
         for (check, status), count in sorted(checks.items()):
             print(f"  {check}: {count} {status}")
         print("\n".join(report.splitlines()[-3:]))
         assert requests > 0
         assert not [name for name, status in checks if status != "success"], checks
+        doc = (await client.get("/openapi.json")).json()
+        operations = {(m.upper(), path) for path, ops in doc["paths"].items() for m in ops}
+        assert operations - requested == set(), "operations the run never requested"
 
         auth = {"Authorization": f"Bearer {TOKEN}"}  # a data read needs the token
         pipelines = (await client.get("/pipelines", headers=auth)).json()
@@ -108,16 +116,22 @@ async def test_schemathesis_finds_no_failure(
         assert failed == {}, "accepted specs that the runtime refuses"
 
 
-def _tally(events: Path) -> tuple[int, Counter[tuple[str, str]]]:
-    """Requests sent and check results by (check, status), from the run's event log."""
+def _tally(events: Path) -> tuple[int, Counter[tuple[str, str]], set[tuple[str, str]]]:
+    """Requests sent, check results by (check, status), and the operations (method, path
+    template) requested, from the run's event log."""
     requests = 0
     checks: Counter[tuple[str, str]] = Counter()
+    requested: set[tuple[str, str]] = set()
     for line in events.read_text().splitlines():
         finished = json.loads(line).get("ScenarioFinished")
         if finished is None:
             continue
         recorder = finished["recorder"]
-        requests += len(recorder.get("interactions", {}))
+        interactions = recorder.get("interactions", {})
+        requests += len(interactions)
+        for case_id in interactions:
+            case = recorder["cases"][case_id]["value"]
+            requested.add((case["method"].upper(), case["path"]))
         for results in recorder.get("checks", {}).values():
             checks.update((result["name"], result["status"]) for result in results)
-    return requests, checks
+    return requests, checks, requested
