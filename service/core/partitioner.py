@@ -51,20 +51,22 @@ def partition_for(key: bytes, partitions: int) -> int:
 class KeyPartitioner:
     """:func:`partition_for` of text keys (UTF-8), with the recent keys' answers kept."""
 
-    __slots__ = ("_cache", "_limit", "partitions")
+    __slots__ = ("_limit", "known", "partitions")
 
     def __init__(self, partitions: int, cache_size: int = 100_000) -> None:
         if type(partitions) is not int or partitions <= 0:
             raise ValueError(f"partitions must be an int > 0, not {partitions!r}")
         self.partitions = partitions
-        self._cache: dict[str, int] = {}
+        self.known: dict[str, int] = {}
+        """The recent keys' partitions: a hot loop may read it first and call only on a
+        miss (a call per record costs more than the lookup)."""
         self._limit = cache_size
 
     def __call__(self, key: str) -> int:
-        found = self._cache.get(key)
+        found = self.known.get(key)
         if found is not None:
             return found
-        cache = self._cache
+        cache = self.known
         if len(cache) >= self._limit:
             cache.clear()  # cheaper than an LRU's bookkeeping per hit; refills at once
         partition = cache[key] = partition_for(key.encode(), self.partitions)

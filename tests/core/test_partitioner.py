@@ -46,7 +46,7 @@ def test_the_cache_is_bounded() -> None:
     partitioner = KeyPartitioner(4, cache_size=10)
     for i in range(100):
         partitioner(f"k{i}")
-    assert len(partitioner._cache) <= 10
+    assert len(partitioner.known) <= 10
 
 
 def test_a_partitioner_needs_partitions() -> None:

@@ -28,7 +28,7 @@ from typing import Any
 
 from service.core.frames import FrameRow, encode
 from service.core.partitioner import KeyPartitioner
-from service.core.shuffle import position
+from service.core.shuffle import INDEX_BITS
 from service.core.time import MAX_TIMESTAMP, MIN_TIMESTAMP
 from service.operators.base import Collector, InputRecord, OperatorGauges
 from service.runtime.kafka.batch_producer import BatchProducer
@@ -98,28 +98,28 @@ class ShuffleWriter:
         announced = self._announced
         if announced is not None and announced[1]:  # idle until now: active first
             self._mark(announced[0], False)
-        partition_of = self._partitioner
+        partitioner = self._partitioner
+        known = partitioner.known  # the recent keys' partitions, read inline
         reencode = self._reencode
-        positioned = self._positioned
-        rows: dict[int, list[FrameRow]] = {}
+        # an unnest's records already carry position(offset, index); the others their offset
+        shift = 0 if self._positioned else INDEX_BITS
+        buckets: list[list[FrameRow]] = [[] for _ in range(partitioner.partitions)]
         for key, timestamp, value, at, record in records:
-            # several records of one offset (an unnest) keep increasing distinct positions
-            where = at if positioned else position(record.offset)
-            target = partition_of(key)
-            row = (
-                key,
-                timestamp,
-                where,
-                value if reencode else record.value,
-                record.key,
-                record.timestamp,
-                record.headers or (),
+            target = known.get(key)
+            if target is None:
+                target = partitioner(key)
+            buckets[target].append(
+                (
+                    key,
+                    timestamp,
+                    at << shift,
+                    value if reencode else record.value,
+                    record.key,
+                    record.timestamp,
+                    record.headers or (),
+                )
             )
-            found = rows.get(target)
-            if found is None:
-                rows[target] = [row]
-            else:
-                found.append(row)
+        rows = {target: bucket for target, bucket in enumerate(buckets) if bucket}
         self.routed += len(records)
         self._write(rows)
 
