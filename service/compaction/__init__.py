@@ -1,4 +1,4 @@
-"""The compaction job: result topics -> a clean Parquet dataset (PySpark).
+"""The compaction job: result topics -> a Delta Lake table, or a Parquet dataset (PySpark).
 
 A separate batch job, run by ``python -m service.compaction`` or ``spark-submit``; it
 does not import the service's runtime or API. See ``README.md`` in this folder.

@@ -24,7 +24,7 @@ share; a user function that imports and is of the right kind, with the params
 it accepts; for ``PUT``, the body's name equal to the path's; and what the broker can do
 (exactly-once needs transactions: the service asks the broker).
 
-The models stay the truth: ``tests/api/test_spec_schema.py`` checks that the schema and
+The models stay the truth: ``tests/pipeline_spec/test_spec_schema.py`` checks that the schema and
 the service agree on generated specs, ``tests/pipeline_spec/test_rules.py`` that each
 rule's check and fragment agree, and schemathesis checks it against the running service.
 """

@@ -28,7 +28,7 @@ from service.pipeline_spec import rules as rules_package
 from service.pipeline_spec.models import PipelineSpec
 from service.pipeline_spec.rules import RULES, Fragment, Rule, check, rule
 from service.pipeline_spec.schema import assemble, pipeline_schema
-from tests.api.test_spec_schema import edited_specs
+from tests.pipeline_spec.test_spec_schema import edited_specs
 
 ALLOWED = ("examples",)
 BY_NAME = {r.name: r for r in RULES}

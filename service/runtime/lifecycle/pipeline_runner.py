@@ -18,7 +18,6 @@ every stage runs, ``starting`` before.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol
@@ -128,17 +127,6 @@ class PipelineRunner:
         task = self._task
         if task is not None:
             await asyncio.shield(task)
-        self._stopped = True
-        self._stage_changed()
-
-    async def kill(self) -> None:
-        """Stop without a checkpoint (tests: a crash that keeps the process)."""
-        self._stop.set()
-        task = self._task
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
         self._stopped = True
         self._stage_changed()
 

@@ -7,7 +7,7 @@ from pydantic import ValidationError
 
 from service.pipeline_spec.build import build_definition, state_fingerprint
 from service.pipeline_spec.models import validate_spec
-from tests.api.test_spec import ALLOWED, base, problems
+from tests.pipeline_spec.test_spec import ALLOWED, base, problems
 
 
 def test_idle_advance_and_max_drift_reach_the_definition() -> None:

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from service.pipeline_spec.build import build_definition, state_fingerprint
 from service.pipeline_spec.models import validate_spec
 from service.pipeline_spec.schema import pipeline_schema
-from tests.api.test_spec import ALLOWED, base
+from tests.pipeline_spec.test_spec import ALLOWED, base
 
 
 def with_steps(steps: list[Any], **operator: Any) -> dict[str, Any]:
