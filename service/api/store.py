@@ -212,7 +212,9 @@ class PipelineStore:
         if isinstance(exc, KafkaConnectionError):
             return await connection_problem(self._cluster) or str(exc)
         found = authorization_problem(
-            exc, principal=self._cluster.security.principal, sources=(self.topic,)
+            exc,
+            principal=self._cluster.security.principal,
+            own_prefix=self.topic,  # read and written: the store's own
         )
         return found or str(exc) or type(exc).__name__
 

@@ -18,7 +18,9 @@ ALLOW = f"kafka-acls --add --allow-principal {PRINCIPAL}"
 
 def test_a_source_topic_needs_read_an_output_write_an_internal_both() -> None:
     exc = TopicAuthorizationFailedError({"in", "out", "clockwork.p.changelog"})
-    found = authorization_problem(exc, principal=PRINCIPAL, sources=("in",))
+    found = authorization_problem(
+        exc, principal=PRINCIPAL, sources=("in",), own_prefix="clockwork."
+    )
     assert found is not None
     assert f"{ALLOW} --operation Describe --operation Read --topic in" in found
     assert f"{ALLOW} --operation Describe --operation Write --topic out" in found

@@ -30,7 +30,6 @@ from aiokafka.errors import (
 )
 
 from service.runtime.kafka.clients import KafkaCluster
-from service.runtime.pipeline_topics.names import INTERNAL_PREFIX
 
 __all__ = ["AuthorizationError", "authorization_problem", "connection_problem"]
 
@@ -118,16 +117,19 @@ def authorization_problem(
     principal: str,
     sources: Iterable[str] = (),
     group_id: str | None = None,
+    own_prefix: str | None = None,
 ) -> str | None:
     """The ACL ``exc`` says is missing, as a ``kafka-acls`` line for ``principal``, or
     None if ``exc`` is no authorization error. ``sources``: the topics the failing
-    client reads (READ on them); any other topic is one it writes (WRITE)."""
+    client reads (READ on them); ``own_prefix``: the caller's own topics (a pipeline's
+    changelog and shuffle), read and written; any other topic is one it writes (WRITE).
+    The caller names the prefix: nothing in ``kafka/`` knows what a pipeline is."""
     allow = f"kafka-acls --add --allow-principal {principal}"
     if isinstance(exc, AuthorizationError | TopicAuthorizationFailedError):
         create = isinstance(exc, AuthorizationError) and exc.create
         topics = exc.topics if isinstance(exc, AuthorizationError) else sorted(_names(exc))
         # The service's own topics (changelogs, shuffle) are read and written.
-        both = [t for t in topics if t.startswith(INTERNAL_PREFIX)]
+        both = [t for t in topics if own_prefix and t.startswith(own_prefix)]
         read = [t for t in topics if t in set(sources) and t not in both]
         write = [t for t in topics if t not in set(sources) and t not in both]
         lines = [

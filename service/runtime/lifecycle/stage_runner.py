@@ -28,6 +28,7 @@ from service.runtime.kafka.access import authorization_problem, connection_probl
 from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.observability.metrics import RuntimeMetrics
 from service.runtime.observability.status import PipelineState
+from service.runtime.pipeline_topics.names import INTERNAL_PREFIX
 from service.runtime.settings import RuntimeSettings
 
 logger = logging.getLogger(__name__)
@@ -151,6 +152,7 @@ class StageRunner:
                         principal=self.settings.security.principal,
                         sources=self.stage.topics,
                         group_id=self.stage.group_id,
+                        own_prefix=INTERNAL_PREFIX,
                     )
                     or f"{type(exc).__name__}: {exc}"
                 )
