@@ -159,6 +159,7 @@ API_READS_OF_THE_RUNTIME = {
     "service.runtime.observability.metrics": "the registry /metrics serves",
     "service.runtime.kafka.clients": "KafkaCluster: the store's and the console's clients",
     "service.runtime.kafka.access": "why the store cannot use the cluster",
+    "service.runtime.kafka.topics": "creating the store's and the members' compacted topics",
     "service.runtime.kafka.transactions": "whether the broker runs transactions",
     "service.runtime.kafka.tail": "the console's tail of the output topics",
     "service.runtime.kafka.embedded_broker": "make run's embedded broker",
