@@ -29,7 +29,7 @@ from service.runtime.security import (
     read_secret_file,
 )
 from service.runtime.settings import SchemaRegistrySettings
-from service.runtime.workers.cpus import available_cpus
+from service.workers.cpus import available_cpus
 
 __all__ = ["Settings", "SettingsError"]
 

@@ -27,7 +27,6 @@ RUNTIME_ORDER = (
     "pipeline_topics",
     "consumer_group",
     "lifecycle",
-    "workers",
 )
 RUNTIME_ROOT = (
     "definition",
@@ -81,7 +80,7 @@ def in_layer(layer: str) -> list[tuple[str, Path]]:
 
 
 def test_every_layer_has_modules() -> None:  # a moved folder must not empty a rule below
-    for layer in ("core", "operators", "runtime", "pipeline_spec", "api", "compaction"):
+    for layer in ("core", "operators", "runtime", "pipeline_spec", "api", "compaction", "workers"):
         assert in_layer(layer), layer
 
 
@@ -113,7 +112,7 @@ def test_the_runtime_never_imports_the_pipeline_spec_the_api_or_pydantic(
     module: str, path: Path
 ) -> None:
     names = imports(module, path)
-    above = ("service.pipeline_spec", "service.api", "service.compaction")
+    above = ("service.pipeline_spec", "service.api", "service.compaction", "service.workers")
     assert {n for n in names if n.startswith(above)} == set()
     assert {n for n in names if n.split(".")[0] == "pydantic"} == set()
 
@@ -149,6 +148,26 @@ def test_compaction_stands_alone(module: str, path: Path) -> None:
     assert {n for n in service_imports(module, path) if not n.startswith(own)} == set()
 
 
+@pytest.mark.parametrize(("module", "path"), in_layer("workers"))
+def test_the_workers_import_nothing_else_of_the_service(module: str, path: Path) -> None:
+    """The worker processes are supervised beside the API, not inside the runtime: the
+    pool starts ``python -m service.worker`` by name and reads the workers' ``/metrics``
+    over HTTP, so it needs no pipeline, session or Kafka client; only the API (the pool,
+    the merged ``/metrics``) and the settings (the default count) import it."""
+    own = "service.workers"
+    assert {n for n in service_imports(module, path) if not n.startswith(own)} == set()
+
+
+def test_only_the_api_and_the_settings_import_the_workers() -> None:
+    importers = {
+        module.split(".")[1] if module.count(".") else module
+        for module, path in ALL
+        if not module.startswith("service.workers")
+        and any(n.startswith("service.workers") for n in service_imports(module, path))
+    }
+    assert importers <= {"api", "settings"}
+
+
 API_READS_OF_THE_RUNTIME = {
     "service.runtime.lifecycle.manager": "the Runtime: starting, replacing, stopping pipelines",
     "service.runtime.pipeline_topics.admin": "a pipeline's topics and state epochs",
@@ -164,8 +183,6 @@ API_READS_OF_THE_RUNTIME = {
     "service.runtime.kafka.tail": "the console's tail of the output topics",
     "service.runtime.kafka.embedded_broker": "make run's embedded broker",
     "service.runtime.schema_registry.client": "whether the registry takes a result schema",
-    "service.runtime.workers.pool": "the worker processes the API process supervises",
-    "service.runtime.workers.exposition": "/metrics over every worker",
 }
 """The only runtime modules the API may import: no session, stage, partition or
 operator wiring, and no topic naming (the pipeline's topics are the runtime's room)."""
@@ -204,7 +221,7 @@ def test_the_settings_import_no_api_spec_or_session() -> None:
         "service.operators",
         "service.runtime.security",
         "service.runtime.settings",
-        "service.runtime.workers.cpus",  # SERVICE_WORKERS' default: the CPUs we may use
+        "service.workers.cpus",  # SERVICE_WORKERS' default: the CPUs we may use
     )
     assert {n for n in names if not n.startswith(allowed)} == set()
 
@@ -262,7 +279,9 @@ def test_only_the_stage_runner_imports_the_session() -> None:
 
 def test_every_module_the_architecture_page_names_exists() -> None:
     page = (SERVICE.parent / "docs" / "architecture.md").read_text()
-    named = set(re.findall(r"`((?:core|operators|runtime|pipeline_spec|api)/[\w/]+\.py)", page))
+    named = set(
+        re.findall(r"`((?:core|operators|runtime|pipeline_spec|api|workers)/[\w/]+\.py)", page)
+    )
     assert named  # the page names modules this way
     assert sorted(p for p in named if not (SERVICE / p).is_file()) == []
 
