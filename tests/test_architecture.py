@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -80,7 +81,8 @@ def in_layer(layer: str) -> list[tuple[str, Path]]:
 
 
 def test_every_layer_has_modules() -> None:  # a moved folder must not empty a rule below
-    for layer in ("core", "operators", "runtime", "pipeline_spec", "api", "compaction", "workers"):
+    layers = ("core", "operators", "runtime", "pipeline_spec", "api", "compaction", "workers")
+    for layer in (*layers, "contract"):
         assert in_layer(layer), layer
 
 
@@ -113,6 +115,7 @@ def test_the_runtime_never_imports_the_pipeline_spec_the_api_or_pydantic(
 ) -> None:
     names = imports(module, path)
     above = ("service.pipeline_spec", "service.api", "service.compaction", "service.workers")
+    # service.contract it may read: it imports nothing (see the contract's test below)
     assert {n for n in names if n.startswith(above)} == set()
     assert {n for n in names if n.split(".")[0] == "pydantic"} == set()
 
@@ -142,10 +145,31 @@ def test_the_pipeline_spec_imports_below_it_and_no_web(module: str, path: Path) 
     assert {n.split(".")[0] for n in names} & web == set()
 
 
+COMPACTION_READS_OF_THE_SERVICE = {
+    "service.contract.kafka_security": "the KAFKA_* security variables, as the service reads them",
+    "service.contract.result_record": "the window result record's fields, as the sink writes them",
+}
+"""The only modules of the service the compaction job may import: what it must agree on
+with the service (the variables it is configured by, the records it reads), written once
+in ``service/contract``, which imports nothing else. The job runs in its own image and
+under ``spark-submit``: no runtime, API, aiokafka or pydantic."""
+
+
 @pytest.mark.parametrize(("module", "path"), in_layer("compaction"))
 def test_compaction_stands_alone(module: str, path: Path) -> None:
     own = "service.compaction"
+    reached = {runtime_module(n) for n in service_imports(module, path) if not n.startswith(own)}
+    assert reached - set(COMPACTION_READS_OF_THE_SERVICE) == set()
+
+
+@pytest.mark.parametrize(("module", "path"), in_layer("contract"))
+def test_the_contract_imports_only_the_standard_library(module: str, path: Path) -> None:
+    """Both the service and the compaction job import it: it must pull in neither's
+    dependencies (no Spark, no aiokafka) and nothing else of the service."""
+    own = "service.contract"
     assert {n for n in service_imports(module, path) if not n.startswith(own)} == set()
+    outside = {n.split(".")[0] for n in imports(module, path)} - {"service", "__future__"}
+    assert outside - set(sys.stdlib_module_names) == set()
 
 
 @pytest.mark.parametrize(("module", "path"), in_layer("workers"))
@@ -219,6 +243,7 @@ def test_the_settings_import_no_api_spec_or_session() -> None:
     allowed = (
         "service.core",
         "service.operators",
+        "service.contract.kafka_security",  # the security variables' values, and booleans
         "service.runtime.security",
         "service.runtime.settings",
         "service.workers.cpus",  # SERVICE_WORKERS' default: the CPUs we may use
@@ -280,7 +305,9 @@ def test_only_the_stage_runner_imports_the_session() -> None:
 def test_every_module_the_architecture_page_names_exists() -> None:
     page = (SERVICE.parent / "docs" / "architecture.md").read_text()
     named = set(
-        re.findall(r"`((?:core|operators|runtime|pipeline_spec|api|workers)/[\w/]+\.py)", page)
+        re.findall(
+            r"`((?:core|operators|runtime|pipeline_spec|api|workers|contract)/[\w/]+\.py)", page
+        )
     )
     assert named  # the page names modules this way
     assert sorted(p for p in named if not (SERVICE / p).is_file()) == []
