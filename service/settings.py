@@ -20,16 +20,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
-from service.operators.udf import parse_allowed_modules
-from service.runtime.security import (
-    PLAINTEXT,
+from service.contract.kafka_security import (
     SASL_MECHANISMS,
     SECURITY_PROTOCOLS,
-    KafkaSecurity,
+    parse_bool,
     read_secret_file,
 )
+from service.operators.udf import parse_allowed_modules
+from service.runtime.security import PLAINTEXT, KafkaSecurity
 from service.runtime.settings import SchemaRegistrySettings
-from service.runtime.workers.cpus import available_cpus
+from service.workers.cpus import available_cpus
 
 __all__ = ["Settings", "SettingsError"]
 
@@ -212,7 +212,7 @@ class Settings:
             "http_host": read("SERVICE_HTTP_HOST", str, "0.0.0.0"),
             "http_port": read("SERVICE_HTTP_PORT", _int_between(1, 65535), 8000),
             "api_token": read_secret("SERVICE_API_TOKEN"),
-            "api_read_open": read("SERVICE_API_READ_OPEN", _parse_bool, False),
+            "api_read_open": read("SERVICE_API_READ_OPEN", parse_bool, False),
             "http_tls_cert_file": read("SERVICE_HTTP_TLS_CERT_FILE", _parse_file, None),
             "http_tls_key_file": read("SERVICE_HTTP_TLS_KEY_FILE", _parse_file, None),
             "udf_modules": read("SERVICE_UDF_MODULES", _parse_modules, _NO_MODULES),
@@ -355,7 +355,7 @@ def _kafka_security(
     key_file: str | None = read("KAFKA_SSL_KEY_FILE", _parse_file, None)
     key_password = read_secret("KAFKA_SSL_KEY_PASSWORD")
     key_password_file = read("KAFKA_SSL_KEY_PASSWORD_FILE", str, None)
-    check_hostname: bool = read("KAFKA_SSL_CHECK_HOSTNAME", _parse_bool, True)
+    check_hostname: bool = read("KAFKA_SSL_CHECK_HOSTNAME", parse_bool, True)
     security = KafkaSecurity(
         protocol=protocol,
         sasl_mechanism=mechanism,
@@ -433,15 +433,6 @@ def _parse_mechanism(raw: str) -> str:
     if mechanism not in SASL_MECHANISMS:
         raise ValueError(f"must be one of {', '.join(SASL_MECHANISMS)}")
     return mechanism
-
-
-def _parse_bool(raw: str) -> bool:
-    value = raw.lower()
-    if value in ("true", "1", "yes"):
-        return True
-    if value in ("false", "0", "no"):
-        return False
-    raise ValueError("must be true or false")
 
 
 def _parse_file(raw: str) -> str:

@@ -1,7 +1,7 @@
 """``python -m service.worker``: one worker of a replica, started by its API process.
 
 Not a command for users: the process started with ``SERVICE_WORKERS`` above 1 runs
-one per worker (:mod:`service.runtime.workers.pool`) with the replica's configuration,
+one per worker (:mod:`service.workers.pool`) with the replica's configuration,
 the worker's number (``SERVICE_WORKER_INDEX``), its member name
 (``SERVICE_INSTANCE_ID``), the replica's name (``SERVICE_REPLICA_ID``) and the
 descriptor of the loopback socket it serves its probes and ``/metrics`` on

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,7 +28,6 @@ RUNTIME_ORDER = (
     "pipeline_topics",
     "consumer_group",
     "lifecycle",
-    "workers",
 )
 RUNTIME_ROOT = (
     "definition",
@@ -81,7 +81,8 @@ def in_layer(layer: str) -> list[tuple[str, Path]]:
 
 
 def test_every_layer_has_modules() -> None:  # a moved folder must not empty a rule below
-    for layer in ("core", "operators", "runtime", "pipeline_spec", "api", "compaction"):
+    layers = ("core", "operators", "runtime", "pipeline_spec", "api", "compaction", "workers")
+    for layer in (*layers, "contract"):
         assert in_layer(layer), layer
 
 
@@ -113,7 +114,8 @@ def test_the_runtime_never_imports_the_pipeline_spec_the_api_or_pydantic(
     module: str, path: Path
 ) -> None:
     names = imports(module, path)
-    above = ("service.pipeline_spec", "service.api", "service.compaction")
+    above = ("service.pipeline_spec", "service.api", "service.compaction", "service.workers")
+    # service.contract it may read: it imports nothing (see the contract's test below)
     assert {n for n in names if n.startswith(above)} == set()
     assert {n for n in names if n.split(".")[0] == "pydantic"} == set()
 
@@ -143,10 +145,51 @@ def test_the_pipeline_spec_imports_below_it_and_no_web(module: str, path: Path) 
     assert {n.split(".")[0] for n in names} & web == set()
 
 
+COMPACTION_READS_OF_THE_SERVICE = {
+    "service.contract.kafka_security": "the KAFKA_* security variables, as the service reads them",
+    "service.contract.result_record": "the window result record's fields, as the sink writes them",
+}
+"""The only modules of the service the compaction job may import: what it must agree on
+with the service (the variables it is configured by, the records it reads), written once
+in ``service/contract``, which imports nothing else. The job runs in its own image and
+under ``spark-submit``: no runtime, API, aiokafka or pydantic."""
+
+
 @pytest.mark.parametrize(("module", "path"), in_layer("compaction"))
 def test_compaction_stands_alone(module: str, path: Path) -> None:
     own = "service.compaction"
+    reached = {runtime_module(n) for n in service_imports(module, path) if not n.startswith(own)}
+    assert reached - set(COMPACTION_READS_OF_THE_SERVICE) == set()
+
+
+@pytest.mark.parametrize(("module", "path"), in_layer("contract"))
+def test_the_contract_imports_only_the_standard_library(module: str, path: Path) -> None:
+    """Both the service and the compaction job import it: it must pull in neither's
+    dependencies (no Spark, no aiokafka) and nothing else of the service."""
+    own = "service.contract"
     assert {n for n in service_imports(module, path) if not n.startswith(own)} == set()
+    outside = {n.split(".")[0] for n in imports(module, path)} - {"service", "__future__"}
+    assert outside - set(sys.stdlib_module_names) == set()
+
+
+@pytest.mark.parametrize(("module", "path"), in_layer("workers"))
+def test_the_workers_import_nothing_else_of_the_service(module: str, path: Path) -> None:
+    """The worker processes are supervised beside the API, not inside the runtime: the
+    pool starts ``python -m service.worker`` by name and reads the workers' ``/metrics``
+    over HTTP, so it needs no pipeline, session or Kafka client; only the API (the pool,
+    the merged ``/metrics``) and the settings (the default count) import it."""
+    own = "service.workers"
+    assert {n for n in service_imports(module, path) if not n.startswith(own)} == set()
+
+
+def test_only_the_api_and_the_settings_import_the_workers() -> None:
+    importers = {
+        module.split(".")[1] if module.count(".") else module
+        for module, path in ALL
+        if not module.startswith("service.workers")
+        and any(n.startswith("service.workers") for n in service_imports(module, path))
+    }
+    assert importers <= {"api", "settings"}
 
 
 API_READS_OF_THE_RUNTIME = {
@@ -159,12 +202,11 @@ API_READS_OF_THE_RUNTIME = {
     "service.runtime.observability.metrics": "the registry /metrics serves",
     "service.runtime.kafka.clients": "KafkaCluster: the store's and the console's clients",
     "service.runtime.kafka.access": "why the store cannot use the cluster",
+    "service.runtime.kafka.topics": "creating the store's and the members' compacted topics",
     "service.runtime.kafka.transactions": "whether the broker runs transactions",
     "service.runtime.kafka.tail": "the console's tail of the output topics",
     "service.runtime.kafka.embedded_broker": "make run's embedded broker",
     "service.runtime.schema_registry.client": "whether the registry takes a result schema",
-    "service.runtime.workers.pool": "the worker processes the API process supervises",
-    "service.runtime.workers.exposition": "/metrics over every worker",
 }
 """The only runtime modules the API may import: no session, stage, partition or
 operator wiring, and no topic naming (the pipeline's topics are the runtime's room)."""
@@ -201,9 +243,10 @@ def test_the_settings_import_no_api_spec_or_session() -> None:
     allowed = (
         "service.core",
         "service.operators",
+        "service.contract.kafka_security",  # the security variables' values, and booleans
         "service.runtime.security",
         "service.runtime.settings",
-        "service.runtime.workers.cpus",  # SERVICE_WORKERS' default: the CPUs we may use
+        "service.workers.cpus",  # SERVICE_WORKERS' default: the CPUs we may use
     )
     assert {n for n in names if not n.startswith(allowed)} == set()
 
@@ -261,7 +304,11 @@ def test_only_the_stage_runner_imports_the_session() -> None:
 
 def test_every_module_the_architecture_page_names_exists() -> None:
     page = (SERVICE.parent / "docs" / "architecture.md").read_text()
-    named = set(re.findall(r"`((?:core|operators|runtime|pipeline_spec|api)/[\w/]+\.py)", page))
+    named = set(
+        re.findall(
+            r"`((?:core|operators|runtime|pipeline_spec|api|workers|contract)/[\w/]+\.py)", page
+        )
+    )
     assert named  # the page names modules this way
     assert sorted(p for p in named if not (SERVICE / p).is_file()) == []
 

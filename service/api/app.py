@@ -54,8 +54,8 @@ from service.runtime.kafka.embedded_broker import EmbeddedBroker
 from service.runtime.lifecycle.manager import Runtime
 from service.runtime.observability.history import History
 from service.runtime.settings import RuntimeSettings
-from service.runtime.workers.pool import WorkerPool
 from service.settings import Settings
+from service.workers.pool import WorkerPool
 
 __all__ = ["WorkerRole", "create_app", "runtime_settings"]
 

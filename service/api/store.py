@@ -29,7 +29,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.admin import NewTopic
 from aiokafka.errors import KafkaConnectionError, KafkaError
 
 from service.runtime.kafka.access import (
@@ -38,13 +37,11 @@ from service.runtime.kafka.access import (
     connection_problem,
 )
 from service.runtime.kafka.clients import KafkaCluster
+from service.runtime.kafka.topics import TopicCreationFailed, create_topics
 
 __all__ = ["ChangeHandler", "PipelineStore", "StoreError", "StoreTimeout", "StoredPipeline"]
 
 logger = logging.getLogger(__name__)
-
-_TOPIC_ALREADY_EXISTS = 36
-_TOPIC_AUTHORIZATION_FAILED = 29
 
 
 class StoreError(RuntimeError):
@@ -404,24 +401,11 @@ async def ensure_compacted_topic(
     admin = cluster.admin(client_id=client_id)
     try:
         await admin.start()
-        response = await admin.create_topics(
-            [
-                NewTopic(
-                    topic,
-                    num_partitions=1,
-                    replication_factor=replication_factor,
-                    topic_configs={"cleanup.policy": "compact"},
-                )
-            ]
-        )
-        for topic_error in getattr(response, "topic_errors", ()):
-            code = topic_error[1]
-            if code == _TOPIC_AUTHORIZATION_FAILED:
-                raise AuthorizationError([topic], create=True)
-            if code not in (0, _TOPIC_ALREADY_EXISTS):
-                raise StoreError(f"creating the topic {topic!r}: {topic_error}")
+        await create_topics(admin, {topic: (1, {"cleanup.policy": "compact"})}, replication_factor)
     except AuthorizationError:
         raise
+    except TopicCreationFailed as exc:
+        raise StoreError(f"creating the topic {topic!r}: {exc.entry}") from None
     except KafkaError as exc:
         if "TopicAlreadyExists" not in type(exc).__name__:
             raise StoreError(f"creating the topic {topic!r}: {exc}") from exc

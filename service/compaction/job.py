@@ -3,10 +3,10 @@
 Pure Spark (no Kafka): the input is any DataFrame with Spark's Kafka source columns, so
 the logic is testable on hand-made frames.
 
-Output rows (:data:`TABLE_COLUMNS`): the contract's result record, typed, plus where the
-winning record came from, partitioned by ``pipeline`` and ``window_date`` (UTC date of
-the window start). ``result`` is a struct when the pipeline's result schema is known,
-JSON text otherwise.
+Output rows (:data:`TABLE_COLUMNS`): the contract's result record
+(:mod:`service.contract.result_record`), typed, plus where the winning record came from,
+partitioned by ``pipeline`` and ``window_date`` (UTC date of the window start).
+``result`` is a struct when the pipeline's result schema is known, JSON text otherwise.
 
 The newest record of a window (``id``) is the one with the highest *rank*
 ``(seq, source_offset, source_partition, source_topic)``: newest ``seq``, and on a tie
@@ -22,6 +22,8 @@ from collections.abc import Iterable, Mapping
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, LongType, StringType, StructField, StructType
+
+from service.contract.result_record import WINDOW_FIELDS, WINDOW_RESULT_FIELDS
 
 PARTITION_COLUMNS = ("pipeline", "window_date")
 TABLE_COLUMNS = (
@@ -41,23 +43,19 @@ TABLE_COLUMNS = (
 )
 RANK_COLUMNS = ("seq", "source_offset", "source_partition", "source_topic")
 
+_SPARK_TYPES: dict[str, DataType] = {
+    "string": StringType(),
+    "integer": LongType(),
+    # A string field takes an object's JSON text as it is: typed later, per pipeline.
+    "object": StringType(),
+    "window": StructType([StructField(name, LongType()) for name in WINDOW_FIELDS]),
+}
+
 RECORD_SCHEMA = StructType(
-    [
-        StructField("pipeline", StringType()),
-        StructField("key", StringType()),
-        StructField(
-            "window",
-            StructType([StructField("start", LongType()), StructField("end", LongType())]),
-        ),
-        # A string field takes an object's JSON text as it is: typed later, per pipeline.
-        StructField("result", StringType()),
-        StructField("fire", StringType()),
-        StructField("seq", LongType()),
-        StructField("watermark", LongType()),
-        StructField("id", StringType()),
-    ]
+    [StructField(name, _SPARK_TYPES[kind]) for name, kind in WINDOW_RESULT_FIELDS.items()]
 )
-"""A window result record (contract v1) as Kafka carries it."""
+"""A window result record (contract v1) as Kafka carries it: the fields the sink writes
+(:mod:`service.contract.result_record`), typed for Spark."""
 
 _MS_PER_DAY = 86_400_000
 

@@ -4,9 +4,11 @@ The job reads ``KAFKA_SECURITY_PROTOCOL``, ``KAFKA_SASL_*`` and ``KAFKA_SSL_*`` 
 service does (docs/configuration.md) and turns them into the two clients' properties:
 librdkafka's (the driver's plan and the Python data source) and the Java client's
 (Spark's Kafka source, ``kafka.``-prefixed options). It stands alone like the rest of
-the job (no import of the service), so the parsing here repeats the service's rules in
-short: a protocol that uses TLS or SASL gets exactly its variables, with the secrets
-from ``..._FILE`` when set (read once: a run is short).
+the job (no import of the runtime or the API): what the variables may say (protocols,
+mechanisms, which protocol uses TLS or SASL, a boolean, a secret file) is
+:mod:`service.contract.kafka_security`, which the service reads too; the checks here
+are the service's in short: a protocol that uses TLS or SASL gets exactly its
+variables, with the secrets from ``..._FILE`` when set (read once: a run is short).
 
 The secrets end up in the Spark options of the read (the executors need them):
 :data:`REDACTED_OPTIONS` is added to Spark's redaction patterns by
@@ -21,11 +23,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from service.compaction.errors import CompactionError
+from service.contract.kafka_security import (
+    SASL_MECHANISMS,
+    SASL_PROTOCOLS,
+    SECURITY_PROTOCOLS,
+    TLS_PROTOCOLS,
+    parse_bool,
+    read_secret_file,
+)
 
 __all__ = ["REDACTED_OPTIONS", "ClientSecurity", "SecurityConfigError"]
 
-PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 LOGIN_MODULES = {
     "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
     "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
@@ -56,11 +64,11 @@ class ClientSecurity:
 
     @property
     def uses_ssl(self) -> bool:
-        return self.protocol in ("SSL", "SASL_SSL")
+        return self.protocol in TLS_PROTOCOLS
 
     @property
     def uses_sasl(self) -> bool:
-        return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+        return self.protocol in SASL_PROTOCOLS
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> ClientSecurity:
@@ -79,20 +87,25 @@ class ClientSecurity:
             if path is None:
                 return value or None
             try:
-                return Path(path).read_text(encoding="utf-8").removesuffix("\n") or None
+                return read_secret_file(path) or None
             except (OSError, UnicodeDecodeError) as exc:
                 problems.append(f"{name}_FILE={path!r}: cannot read it ({type(exc).__name__})")
                 return None
 
         protocol = (get("KAFKA_SECURITY_PROTOCOL") or "PLAINTEXT").upper()
-        if protocol not in PROTOCOLS:
-            problems.append(f"KAFKA_SECURITY_PROTOCOL={protocol!r}: one of {', '.join(PROTOCOLS)}")
+        if protocol not in SECURITY_PROTOCOLS:
+            problems.append(
+                f"KAFKA_SECURITY_PROTOCOL={protocol!r}: one of {', '.join(SECURITY_PROTOCOLS)}"
+            )
             protocol = "PLAINTEXT"
         mechanism = get("KAFKA_SASL_MECHANISM")
         mechanism = mechanism.upper() if mechanism else None
         hostname = (get("KAFKA_SSL_CHECK_HOSTNAME") or "true").lower()
-        if hostname not in ("true", "false", "1", "0", "yes", "no"):
-            problems.append(f"KAFKA_SSL_CHECK_HOSTNAME={hostname!r}: must be true or false")
+        try:
+            check_hostname = parse_bool(hostname)
+        except ValueError as exc:
+            problems.append(f"KAFKA_SSL_CHECK_HOSTNAME={hostname!r}: {exc}")
+            check_hostname = False
         security = cls(
             protocol=protocol,
             sasl_mechanism=mechanism,
@@ -102,12 +115,12 @@ class ClientSecurity:
             ssl_cert_file=get("KAFKA_SSL_CERT_FILE"),
             ssl_key_file=get("KAFKA_SSL_KEY_FILE"),
             ssl_key_password=secret("KAFKA_SSL_KEY_PASSWORD"),
-            ssl_check_hostname=hostname in ("true", "1", "yes"),
+            ssl_check_hostname=check_hostname,
         )
         if security.uses_sasl:
-            if mechanism not in MECHANISMS:
+            if mechanism not in SASL_MECHANISMS:
                 problems.append(
-                    f"KAFKA_SASL_MECHANISM={mechanism!r}: one of {', '.join(MECHANISMS)}"
+                    f"KAFKA_SASL_MECHANISM={mechanism!r}: one of {', '.join(SASL_MECHANISMS)}"
                 )
             if security.sasl_username is None or security.sasl_password is None:
                 problems.append(

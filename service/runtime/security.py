@@ -5,7 +5,9 @@
 the keyword arguments of aiokafka's clients (:meth:`KafkaSecurity.client_kwargs`). Every
 client the service opens is made by :class:`~service.runtime.kafka.clients.KafkaCluster`,
 which passes these, so none can connect without them. A root module of the runtime
-(stdlib only): :class:`~service.runtime.settings.RuntimeSettings` carries one.
+(stdlib only): :class:`~service.runtime.settings.RuntimeSettings` carries one. What the
+variables may say (protocols, mechanisms, which protocols use TLS or SASL) is
+:mod:`service.contract.kafka_security`, which the compaction job reads too.
 
 Secrets (the SASL password, the private key's password) are kept out of ``repr`` and
 :meth:`KafkaSecurity.describe`, so the start-up log line, a status or an error message
@@ -22,18 +24,9 @@ import ssl
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = [
-    "PLAINTEXT",
-    "SASL_MECHANISMS",
-    "SECURITY_PROTOCOLS",
-    "KafkaSecurity",
-    "read_secret_file",
-]
+from service.contract.kafka_security import SASL_PROTOCOLS, TLS_PROTOCOLS, read_secret_file
 
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-"""OAUTHBEARER is not offered: aiokafka needs a token provider object (there is no
-built-in OIDC client-credentials flow), see docs/configuration.md."""
+__all__ = ["PLAINTEXT", "KafkaSecurity"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,11 +54,11 @@ class KafkaSecurity:
 
     @property
     def uses_ssl(self) -> bool:
-        return self.protocol in ("SSL", "SASL_SSL")
+        return self.protocol in TLS_PROTOCOLS
 
     @property
     def uses_sasl(self) -> bool:
-        return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+        return self.protocol in SASL_PROTOCOLS
 
     @property
     def principal(self) -> str:
@@ -119,13 +112,6 @@ class KafkaSecurity:
 
 
 PLAINTEXT = KafkaSecurity()
-
-
-def read_secret_file(path: str) -> str:
-    """A secret from a file as container secrets are mounted: one trailing newline
-    dropped. Raises ``OSError``/``UnicodeDecodeError``; the message has no content."""
-    with open(path, encoding="utf-8") as file:
-        return file.read().removesuffix("\n").removesuffix("\r")
 
 
 def secret_from(value: str | None, path: str | None) -> str | None:

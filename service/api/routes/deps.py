@@ -17,8 +17,8 @@ from service.api.store import PipelineStore
 from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.lifecycle.manager import Runtime
 from service.runtime.observability.history import History
-from service.runtime.workers.pool import WorkerPool
 from service.settings import Settings
+from service.workers.pool import WorkerPool
 
 
 @dataclass(slots=True)

@@ -1,5 +1,5 @@
 """``GET /metrics``: the runtime's registry plus this process's own metrics; with workers,
-every worker's too (merged, each labelled ``worker``: :mod:`service.runtime.workers.exposition`).
+every worker's too (merged, each labelled ``worker``: :mod:`service.workers.exposition`).
 
 The runtime's metrics live in its own registry (no surprise collectors from imported
 libraries); process and platform metrics (CPU, memory, file descriptors, Python version)
@@ -22,7 +22,7 @@ from prometheus_client import (
 )
 
 from service.runtime.observability.metrics import REGISTRY
-from service.runtime.workers.exposition import fetch_metrics, merged_exposition
+from service.workers.exposition import fetch_metrics, merged_exposition
 
 router = APIRouter(tags=["metrics"])
 

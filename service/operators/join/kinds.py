@@ -8,8 +8,9 @@ partner would retract), so the list lives with the operators, below the spec.
 Adding a join kind: its entry here, its operator (a :class:`.base.JoinOperator`) and its
 branch in ``factory.py``, the spec's rules of the fields it alone takes
 (``pipeline_spec/rules/joins.py``), its SQL form (``pipeline_spec/sql/joins.py``) and
-its documentation rows; ``tests/pipeline_spec/test_registries.py`` fails until SQL, the
-schema and the docs know it.
+its documentation rows (docs/architecture.md, "Recipe: add a join kind");
+``tests/pipeline_spec/test_registries.py`` fails until SQL, the schema and the docs know
+it.
 """
 
 from __future__ import annotations

@@ -18,12 +18,17 @@ registrations and deletions in the same order (so the timer queue, its tie order
 every snapshot are the general path's), minus provable no-ops. Timers
 are not moved lazily: the queue is checkpointed, and a stale timer left in it would
 change snapshots and timer counts.
+
+The seam that shows it: :attr:`GeneralWindowOperator.session_fast_path`, a class
+attribute, not an argument (no caller chooses a path). A subclass that sets it False
+takes the general path for every record; ``tests/operators/window/test_session_fast_path.py``
+builds one and holds the two to the same results, snapshots and timers.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from service.core.time import MAX_TIMESTAMP, TimeDomain
 from service.operators.base import FailedRecord, FireKind, InputRecord, WindowResult
@@ -100,8 +105,11 @@ class _Context:
 class GeneralWindowOperator(WindowOperatorBase):
     """A keyed window operator for any configuration (see module docstring)."""
 
-    def __init__(self, config: WindowOperatorConfig, *, session_fast_path: bool = True) -> None:
-        """``session_fast_path=False`` only for tests comparing the two paths (module doc)."""
+    session_fast_path: ClassVar[bool] = True
+    """Session windows take the fast path where it applies; False (a subclass's) sends
+    every record through the merging set and the trigger as written (module doc)."""
+
+    def __init__(self, config: WindowOperatorConfig) -> None:
         super().__init__(config, plan_base=0)
         self._assigner = config.assigner
         self._merging = isinstance(config.assigner, SessionAssigner)
@@ -113,7 +121,7 @@ class GeneralWindowOperator(WindowOperatorBase):
         self._keys: dict[str, KeyState] = {}
         self._open = 0
         self._ctx = _Context(self)
-        self._extend = extend_window if session_fast_path and self._merging else None
+        self._extend = extend_window if self.session_fast_path and self._merging else None
         # Event-time sessions with the default trigger: _process_session, and the trigger's
         # calls made inline in _merge (the same timer operations).
         self._event_trigger = (

@@ -9,9 +9,9 @@ is read inline by the decoder.
 
 Adding a format: its entry here, its reader (and ``payloads.py``'s choice of it), the
 encoder and result schema of a sink in it (``results.py``,
-``pipeline_spec/sink_schemas.py``), and its row in docs/formats.md;
-``tests/pipeline_spec/test_registries.py`` fails until SQL, the schema and the docs
-know it.
+``pipeline_spec/sink_schemas.py``), and its rows in the docs (docs/architecture.md,
+"Recipe: add a source format"); ``tests/pipeline_spec/test_registries.py`` fails until
+SQL, the schema and the docs know it.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic
 
@@ -25,13 +26,24 @@ class TopicError(RuntimeError):
     """A topic is missing, or could not be created or grown."""
 
 
+class TopicCreationFailed(TopicError):
+    """The broker answered a topic's creation with an error code other than "exists"
+    and "not authorized"; :attr:`entry` is its answer as it came (name, code, ...)."""
+
+    def __init__(self, entry: tuple[Any, ...]) -> None:
+        name, code, *rest = entry
+        super().__init__(f"could not create topic {name}: error {code} {rest}")
+        self.entry = entry
+
+
 async def create_topics(
     admin: AIOKafkaAdminClient,
     wanted: dict[str, tuple[int, dict[str, str]]],
     replication_factor: int,
 ) -> None:
     """Create ``wanted`` (name -> partitions, configs); one that exists already is
-    left as it is. :class:`AuthorizationError` names those the broker refused us."""
+    left as it is. :class:`AuthorizationError` names those the broker refused us,
+    :class:`TopicCreationFailed` is the first other error the broker answered."""
     if not wanted:
         return
     response = await admin.create_topics(
@@ -43,9 +55,9 @@ async def create_topics(
     refused = [n for n, code, *_ in response.topic_errors if code == _TOPIC_AUTHORIZATION_FAILED]
     if refused:
         raise AuthorizationError(refused, create=True)
-    for name, code, *rest in response.topic_errors:
-        if code not in (0, _TOPIC_ALREADY_EXISTS):
-            raise TopicError(f"could not create topic {name}: error {code} {rest}")
+    for entry in response.topic_errors:
+        if entry[1] not in (0, _TOPIC_ALREADY_EXISTS):
+            raise TopicCreationFailed(entry)
 
 
 async def grow_topic(admin: AIOKafkaAdminClient, topic: str, width: int) -> int:

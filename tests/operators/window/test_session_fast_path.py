@@ -53,12 +53,20 @@ def arrival_order(generated: list[tuple[str, int, int, int]]) -> list[InputRecor
     return [(key, ts, {"amount": amount}, i, None) for i, (key, ts, amount, _) in ordered]
 
 
+class GeneralPathOnly(GeneralWindowOperator):
+    """The operator without the session fast path: the seam general.py documents."""
+
+    session_fast_path = False
+
+
 def pair(operator_spec: dict[str, Any]) -> tuple[GeneralWindowOperator, GeneralWindowOperator]:
     """The operator with the fast path (as the factory builds it) and without it."""
     fast = build(operator_spec, clock=ManualClock(), late_output=True, track_keys=True)
     assert isinstance(fast, GeneralWindowOperator)
     config: WindowOperatorConfig = fast.config
-    return fast, GeneralWindowOperator(config, session_fast_path=False)
+    slow = GeneralPathOnly(config)
+    assert fast._extend is not None and slow._extend is None  # the two paths, truly
+    return fast, slow
 
 
 def drained(op: GeneralWindowOperator) -> tuple[Any, ...]:
@@ -182,7 +190,7 @@ def test_processing_time_sessions_take_the_same_path_both_ways() -> None:
     operator_spec = spec({"type": "session", "gap_ms": 10}, time="processing")
     fast = build(operator_spec, clock=clock)
     assert isinstance(fast, GeneralWindowOperator)
-    slow = GeneralWindowOperator(fast.config, session_fast_path=False)
+    slow = GeneralPathOnly(fast.config)
     for now, key in [(0, "u"), (5, "u"), (12, "v"), (15, "u"), (30, "u"), (31, "v"), (100, "v")]:
         clock.set(now)
         for op in (fast, slow):

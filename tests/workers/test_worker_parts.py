@@ -8,8 +8,8 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from service.runtime.workers.cpus import available_cpus, quota_cpus
-from service.runtime.workers.exposition import merged_exposition
+from service.workers.cpus import available_cpus, quota_cpus
+from service.workers.exposition import merged_exposition
 
 
 def test_a_cgroup_v2_quota_gives_its_cpus_rounded_up() -> None:

@@ -1,0 +1,33 @@
+"""A window result record's fields: what a window pipeline's sink writes for each firing
+and what the compaction job reads back (docs/semantics.md; pipeline-spec.md's sink).
+
+The JSON value of a result record has these fields, in this order, each of the JSON type
+given; ``window`` is an object of :data:`WINDOW_FIELDS`, ``result`` an object of the
+pipeline's aggregations. The sink (``runtime/partition/sinks.py``) writes them as a dict
+literal, the fastest way per result, and ``tests/runtime/test_result_record.py`` holds it
+to this; the compaction job types its read of the topics from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+__all__ = ["WINDOW_FIELDS", "WINDOW_RESULT_FIELDS"]
+
+WINDOW_FIELDS = ("start", "end")
+"""The window's bounds: integers, epoch milliseconds, ``end`` exclusive."""
+
+WINDOW_RESULT_FIELDS: Mapping[str, str] = MappingProxyType(
+    {
+        "pipeline": "string",
+        "key": "string",
+        "window": "window",  # an object of WINDOW_FIELDS
+        "result": "object",
+        "fire": "string",
+        "seq": "integer",
+        "watermark": "integer",
+        "id": "string",
+    }
+)
+"""Field -> its JSON type (``window``: the window's object, :data:`WINDOW_FIELDS`)."""
