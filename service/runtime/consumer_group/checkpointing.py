@@ -60,7 +60,8 @@ from service.runtime.consumer_group.changelog import (
     encode_checkpoint,
     read_changelog,
 )
-from service.runtime.consumer_group.prefetch import PendingInput, Prefetcher
+from service.runtime.consumer_group.pending_input import PendingInput
+from service.runtime.consumer_group.prefetch import Prefetcher
 from service.runtime.consumer_group.reporting import SessionReporter
 from service.runtime.consumer_group.stages import StageSession
 from service.runtime.consumer_group.views import SessionBasics, SessionClients

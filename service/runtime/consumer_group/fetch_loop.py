@@ -41,7 +41,7 @@ from aiokafka.structs import OffsetAndMetadata
 from service.core.time import MIN_TIMESTAMP
 from service.operators.base import InputRecord
 from service.runtime.consumer_group.checkpointing import Checkpointer
-from service.runtime.consumer_group.prefetch import Chunk, PendingInput
+from service.runtime.consumer_group.pending_input import Chunk, PendingInput, cut
 from service.runtime.consumer_group.reporting import SessionReporter
 from service.runtime.consumer_group.views import HeldPartitions, SessionBasics, SessionClients
 from service.runtime.formats.schemas import WriterSchemas
@@ -332,32 +332,20 @@ class FetchLoop:
 
     def take(self, part: PartitionTask, chunk: Chunk, now: int) -> None:
         """Process what may be processed of ``chunk`` now: all of it, or with watermark
-        alignment the records it admits (the rest stays in the chunk)."""
+        alignment the records it admits (the rest stays in the chunk; the rule is
+        :func:`~service.runtime.consumer_group.pending_input.cut`'s)."""
         session = self.session
-        tp = part.tp
         inputs = chunk.inputs
         start = chunk.taken
-        others = self.others(tp, now)
+        others = self.others(part.tp, now)
         alignment = session.alignment
-        if alignment is None:
-            stop = len(inputs)
-        else:
-            stop = start + alignment.admit(part.generator, inputs, start, others)
-            # never between two records of one source offset (an unnest): the checkpoint
-            # would have the first in its state and replay it from that offset
-            while start < stop < len(inputs) and inputs[stop - 1][4] is inputs[stop][4]:
-                stop -= 1
-            if stop == start and start < len(inputs):
-                return
-        if stop < len(inputs):
-            count = _sources(inputs, start, stop)
-            end = inputs[stop][4].offset  # the offset of the first record held back
-            if chunk.counted == 0:
-                # this chunk's records that gave no input (dead letters, filtered out)
-                count += chunk.count - _sources(inputs, 0, len(inputs))
-        else:
-            count = chunk.count - chunk.counted
-            end = chunk.end
+        admitted = (
+            None if alignment is None else alignment.admit(part.generator, inputs, start, others)
+        )
+        taking = cut(chunk, admitted)
+        if taking is None:
+            return
+        stop, count, end = taking
         taken = inputs if start == 0 and stop == len(inputs) else inputs[start:stop]
         if self.per_record:
             self.process_per_record(part, taken, count, end, now)
@@ -524,16 +512,3 @@ def _offset_of(source: Any, end: int) -> int:
     whose frame is one record (the loop processes a chunk whole before a checkpoint can
     read the partition's next offset, so what it holds in between is never seen)."""
     return end if type(source) is tuple else int(source.offset)
-
-
-def _sources(inputs: Sequence[InputRecord], start: int, stop: int) -> int:
-    """How many source records ``inputs[start:stop]`` came from (an unnest makes several
-    inputs of one record; they are adjacent)."""
-    count = 0
-    previous = None
-    for i in range(start, stop):
-        source = inputs[i][4]
-        if source is not previous:
-            count += 1
-            previous = source
-    return count
