@@ -8,4 +8,10 @@ it uses of the session in a protocol of its own, extending :mod:`.views`'s
 ``SessionBasics`` (``LoopSession``, ``CheckpointSession``, ``AssignmentSession``,
 ``ReportSession``; ``StageSession`` for the stages), so only :mod:`.session` knows them
 all, and nothing here imports it back.
+
+What the parts decide is kept apart from their I/O, in pure modules with unit tests of
+their own: :mod:`.pauses` (what is fetched), :mod:`.pending_input` (how much waiting
+input is taken), :mod:`.bounded_end` (when bounded input is finished, what is committed
+again), :mod:`.checkpoint_meta` (what a checkpoint writes, what a restore puts back) and
+:mod:`.route_markers` (when a stage-1 marker says idle).
 """

@@ -53,14 +53,20 @@ from aiokafka import TopicPartition
 from aiokafka.errors import CommitFailedError, IllegalStateError
 from aiokafka.structs import OffsetAndMetadata
 
-from service.core.time import MIN_TIMESTAMP
 from service.runtime.consumer_group.changelog import (
     RestoredPartition,
     append_checkpoint,
     encode_checkpoint,
     read_changelog,
 )
-from service.runtime.consumer_group.prefetch import PendingInput, Prefetcher
+from service.runtime.consumer_group.checkpoint_meta import (
+    checkpoint_meta,
+    kept_in_memory,
+    plan_restore,
+    version_to_write,
+)
+from service.runtime.consumer_group.pending_input import PendingInput
+from service.runtime.consumer_group.prefetch import Prefetcher
 from service.runtime.consumer_group.reporting import SessionReporter
 from service.runtime.consumer_group.stages import StageSession
 from service.runtime.consumer_group.views import SessionBasics, SessionClients
@@ -81,6 +87,12 @@ exactly-once a mark per partition's transaction."""
 
 def tp_label(tp: TopicPartition) -> str:
     return f"{tp.topic}/{tp.partition}"
+
+
+def _changelog_partition(part: PartitionTask) -> int:
+    """The changelog partition a partition is checkpointed to: its own number."""
+    partition: int = part.partition
+    return partition
 
 
 class CheckpointSession(StageSession, SessionBasics, SessionClients, Protocol):
@@ -154,7 +166,7 @@ class Checkpointer:
         except Exception as exc:  # the changelog can say: read it
             logger.info("pipeline %s: changelog end offsets: %r", self.session.name, exc)
             return []
-        return [part for part, end in candidates if ends.get(part.partition) == end]
+        return kept_in_memory(candidates, _changelog_partition, ends)
 
     async def checkpoint(self, parts: list[PartitionTask], *, release: bool = False) -> None:
         """Flush outputs, write the partitions' changed state, then commit their offsets
@@ -232,39 +244,33 @@ class Checkpointer:
         checkpoint; synchronous, so it sees one consistent point of the loop."""
         encoded = []
         for part in parts:
-            if part.next_offset is None:
-                continue
-            version = (
+            version = version_to_write(
                 part.next_offset,
                 part.operator.current_watermark,
                 part.timers.fired,
                 release,
+                part.checkpointed,
             )
-            if version == part.checkpointed:
-                continue  # nothing happened since the last checkpoint
+            if version is None:
+                continue  # nothing read yet, or nothing happened since the last checkpoint
             part.checkpointed = version
             changes = part.operator.snapshot_changes()
             meta = self.meta(part, release)
-            encoded.append((part, encode_checkpoint(part.tp, changes, meta), part.next_offset))
+            encoded.append((part, encode_checkpoint(part.tp, changes, meta), version[0]))
         return encoded
 
     def meta(self, part: PartitionTask, release: bool) -> dict[str, Any]:
-        """A partition's checkpoint metadata: where its input resumes, its generator's
-        state, the watermark its operator was delivered, the spec's state fingerprint;
-        bounded input's end and whether it was reached; whether the owner handed it
-        over, and when it was written (wall clock, ms)."""
-        meta: dict[str, Any] = {
-            "offset": part.next_offset,
-            "generator": part.generator.snapshot(),
-            "watermark": part.operator.current_watermark,
-            "fingerprint": self.session.definition.state_fingerprint,
-            "released": release,
-            "written_at": int(time.time() * 1000),
-        }
-        if part.end_offset is not None:
-            meta["end_offset"] = part.end_offset
-            meta["finished"] = part.finished
-        return meta
+        """``part``'s checkpoint metadata now (:func:`checkpoint_meta`)."""
+        return checkpoint_meta(
+            offset=part.next_offset,
+            generator=part.generator.snapshot(),
+            watermark=part.operator.current_watermark,
+            fingerprint=self.session.definition.state_fingerprint,
+            released=release,
+            written_at=int(time.time() * 1000),
+            end_offset=part.end_offset,
+            finished=part.finished,
+        )
 
     async def _complete(
         self,
@@ -377,17 +383,26 @@ class Checkpointer:
         assert sink is not None
         loop = asyncio.get_running_loop()
         wall = int(time.time() * 1000)
+        stage = session.stage
+        bounded = definition.bounded and stage.reads_source
+        pinned = definition.end_offsets is not None
         for tp in new:
             state = restored.get(tp) or RestoredPartition()
-            meta = state.meta
-            if meta is not None and meta.get("fingerprint", "") != definition.state_fingerprint:
+            plan = plan_restore(
+                state.meta,
+                fingerprint=definition.state_fingerprint,
+                now_ms=wall,
+                bounded=bounded,
+                pinned=pinned,
+                known_end=session.end_offsets.get(tp),
+            )
+            if plan.other_spec:
                 logger.warning(
                     "pipeline %s: %s has state of another spec; starting it afresh",
                     name,
                     tp_label(tp),
                 )
-                state, meta = RestoredPartition(), None
-            stage = session.stage
+                state = RestoredPartition()
             operator = stage.operator(session, tp, session.clock)
             if state.entries:
                 operator.restore_changes(state.entries.items())
@@ -404,23 +419,18 @@ class Checkpointer:
                 session.reporter.lateness.observe,
             )
             part.check = stage.input_check(tp)
-            if meta is not None:
-                generator.restore(meta["generator"])
-                watermark = int(meta.get("watermark", MIN_TIMESTAMP))
-                if watermark > operator.current_watermark:
-                    part.advance_watermark(watermark)
-                part.next_offset = int(meta["offset"])
-                if meta.get("released") is False:  # its owner was lost, not handing it over
-                    self._taken_over(wall - int(meta.get("written_at", wall)))
-            else:
-                part.next_offset = await self._start_offset(tp)
-            if definition.bounded and stage.reads_source:
-                # the pipeline's pinned end; unpinned, where the first owner meant to
-                # stop (another replica may have seen the topic end elsewhere)
-                end = meta.get("end_offset") if meta is not None else None
-                if end is None or definition.end_offsets is not None:
-                    end = session.end_offsets.get(tp)
-                part.end_offset = None if end is None else int(end)
+            if plan.checkpointed:
+                generator.restore(plan.generator)
+                if plan.watermark > operator.current_watermark:
+                    part.advance_watermark(plan.watermark)
+                if plan.taken_over_after_ms is not None:
+                    self._taken_over(plan.taken_over_after_ms)
+            offset = plan.offset
+            if offset is None:  # no checkpoint: start_from
+                offset = await self._start_offset(tp)
+            part.next_offset = offset
+            if bounded:
+                part.end_offset = plan.end_offset
             pending = (
                 prefetcher.take(tp, part.next_offset, part.end_offset)
                 if prefetcher is not None
@@ -473,7 +483,7 @@ class Checkpointer:
         metrics = self.session.metrics
         name = self.session.name
         metrics.partitions_taken_over.labels(name).inc()
-        metrics.takeover_delay.labels(name).observe(max(0, since_checkpoint_ms) / 1000.0)
+        metrics.takeover_delay.labels(name).observe(since_checkpoint_ms / 1000.0)
 
     async def _start_offset(self, tp: TopicPartition) -> int:
         """Where a partition without a checkpoint starts (``start_from``)."""

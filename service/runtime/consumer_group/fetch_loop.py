@@ -40,8 +40,16 @@ from aiokafka.structs import OffsetAndMetadata
 
 from service.core.time import MIN_TIMESTAMP
 from service.operators.base import InputRecord
+from service.runtime.consumer_group.bounded_end import (
+    Held,
+    check_end,
+    must_ask_position,
+    past_gap,
+    reached,
+    readable_end,
+)
 from service.runtime.consumer_group.checkpointing import Checkpointer
-from service.runtime.consumer_group.prefetch import Chunk, PendingInput
+from service.runtime.consumer_group.pending_input import Chunk, PendingInput, cut
 from service.runtime.consumer_group.reporting import SessionReporter
 from service.runtime.consumer_group.views import HeldPartitions, SessionBasics, SessionClients
 from service.runtime.formats.schemas import WriterSchemas
@@ -280,11 +288,7 @@ class FetchLoop:
             part = partitions.get(tp)
             if part is None or tp in pending or part.next_offset is None:
                 continue
-            end = part.end_offset
-            if end is not None and position > end:
-                position = end
-            if position > part.next_offset:
-                part.next_offset = position
+            part.next_offset = past_gap(part.next_offset, position, part.end_offset)
         positions.clear()
 
     def process_pending(self) -> bool:
@@ -332,32 +336,20 @@ class FetchLoop:
 
     def take(self, part: PartitionTask, chunk: Chunk, now: int) -> None:
         """Process what may be processed of ``chunk`` now: all of it, or with watermark
-        alignment the records it admits (the rest stays in the chunk)."""
+        alignment the records it admits (the rest stays in the chunk; the rule is
+        :func:`~service.runtime.consumer_group.pending_input.cut`'s)."""
         session = self.session
-        tp = part.tp
         inputs = chunk.inputs
         start = chunk.taken
-        others = self.others(tp, now)
+        others = self.others(part.tp, now)
         alignment = session.alignment
-        if alignment is None:
-            stop = len(inputs)
-        else:
-            stop = start + alignment.admit(part.generator, inputs, start, others)
-            # never between two records of one source offset (an unnest): the checkpoint
-            # would have the first in its state and replay it from that offset
-            while start < stop < len(inputs) and inputs[stop - 1][4] is inputs[stop][4]:
-                stop -= 1
-            if stop == start and start < len(inputs):
-                return
-        if stop < len(inputs):
-            count = _sources(inputs, start, stop)
-            end = inputs[stop][4].offset  # the offset of the first record held back
-            if chunk.counted == 0:
-                # this chunk's records that gave no input (dead letters, filtered out)
-                count += chunk.count - _sources(inputs, 0, len(inputs))
-        else:
-            count = chunk.count - chunk.counted
-            end = chunk.end
+        admitted = (
+            None if alignment is None else alignment.admit(part.generator, inputs, start, others)
+        )
+        taking = cut(chunk, admitted)
+        if taking is None:
+            return
+        stop, count, end = taking
         taken = inputs if start == 0 and stop == len(inputs) else inputs[start:stop]
         if self.per_record:
             self.process_per_record(part, taken, count, end, now)
@@ -421,9 +413,7 @@ class FetchLoop:
             else consumer.highwater
         )
         for tp, part in session.partitions.items():
-            highwater = end_of(tp)
-            if highwater is not None and highwater < 0:  # not known yet
-                highwater = None
+            highwater = readable_end(end_of(tp))
             if highwater is not None:
                 part.highwater = highwater
                 if bounded and part.end_offset is None:  # a partition the probe missed
@@ -466,11 +456,11 @@ class FetchLoop:
             if end is None:
                 continue
             position = part.next_offset
-            if (position is None or position < end) and not batch.get(tp):
+            if must_ask_position(position, end, bool(batch.get(tp))):
                 # offsets can have gaps (compaction, transaction markers): ask the consumer
                 position = await consumer.position(tp)
                 part.next_offset = position
-            if position is not None and position >= end:
+            if reached(position, end):
                 self.finish_partition(part)
                 finished.append(part)
         return finished
@@ -496,25 +486,21 @@ class FetchLoop:
             session.end_offsets = await probe_end_offsets(
                 KafkaCluster.of(session.settings), session.stage.topics
             )
+        reads_source = session.stage.reads_source
         done = 0
         total = 0
         for tp, probed in session.end_offsets.items():
             total += 1
             part = session.partitions.get(tp)
-            end = part.end_offset if part is not None and part.end_offset is not None else probed
             committed = await consumer.committed(tp)
-            if part is not None and part.finished:
-                done += 1
-                if not session.stage.reads_source and (part.next_offset or 0) < end:
-                    # A shuffle partition ends where its markers said so: what follows
-                    # (its last transaction's marker, a replay) changes nothing, and the
-                    # other replicas see it finished by a commit at the topic's end.
-                    part.next_offset = end
-                if committed is None or committed < end:
-                    # the finishing checkpoint's commit was skipped (a rebalance): again
-                    await consumer.commit({tp: OffsetAndMetadata(part.next_offset or end, "")})
-            elif committed is not None and committed >= end:
-                done += 1
+            held = None if part is None else Held(part.end_offset, part.finished, part.next_offset)
+            check = check_end(probed, held, committed, source=reads_source)
+            done += check.done
+            if part is not None:
+                part.next_offset = check.next_offset
+            if check.recommit is not None:
+                # the finishing checkpoint's commit was skipped (a rebalance): again
+                await consumer.commit({tp: OffsetAndMetadata(check.recommit, "")})
         session.partitions_done = (done, total)
         return done == total
 
@@ -524,16 +510,3 @@ def _offset_of(source: Any, end: int) -> int:
     whose frame is one record (the loop processes a chunk whole before a checkpoint can
     read the partition's next offset, so what it holds in between is never seen)."""
     return end if type(source) is tuple else int(source.offset)
-
-
-def _sources(inputs: Sequence[InputRecord], start: int, stop: int) -> int:
-    """How many source records ``inputs[start:stop]`` came from (an unnest makes several
-    inputs of one record; they are adjacent)."""
-    count = 0
-    previous = None
-    for i in range(start, stop):
-        source = inputs[i][4]
-        if source is not previous:
-            count += 1
-            previous = source
-    return count

@@ -26,12 +26,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import deque
-from dataclasses import dataclass, field
 
 from aiokafka import TopicPartition
 
 from service.operators.base import InputRecord
+from service.runtime.consumer_group.pending_input import Chunk, PendingInput
 from service.runtime.definition import PipelineDefinition
 from service.runtime.kafka.batch_reader import BatchReader
 from service.runtime.kafka.clients import KafkaCluster
@@ -43,45 +42,6 @@ from service.runtime.settings import RuntimeSettings
 logger = logging.getLogger(__name__)
 
 _READ_TIMEOUT_MS = 100
-
-
-@dataclass(slots=True)
-class Chunk:
-    """Decoded records of one fetch of one partition: the offsets of its first record and
-    after its last, and how many records it had (each is an input or a dead letter).
-
-    A chunk can be taken in parts (watermark alignment holds back the rest):
-    ``inputs[taken:]`` are still to process, and ``counted`` of ``count`` records are
-    accounted for."""
-
-    inputs: list[InputRecord]
-    failed: list[DeadLetter]
-    count: int
-    first: int
-    end: int
-    taken: int = 0
-    counted: int = 0
-
-
-@dataclass(slots=True)
-class PendingInput:
-    """Decoded records of one assigned partition waiting to be processed before anything
-    the consumer fetches for it (which stays paused meanwhile): prefetched during the
-    join, from its resume offset on, or held back by watermark alignment."""
-
-    chunks: deque[Chunk] = field(default_factory=deque)
-    records: int = 0
-    end: int = 0
-    """Where the consumer resumes once every chunk is processed."""
-    prefetched: bool = True
-    """Read during the join (counted in the prefetch metric); else held by alignment."""
-
-    @property
-    def held(self) -> int:
-        """Decoded records held back by watermark alignment (none if prefetched)."""
-        if self.prefetched:
-            return 0
-        return sum(len(chunk.inputs) - chunk.taken for chunk in self.chunks)
 
 
 class Prefetcher:

@@ -20,7 +20,7 @@ from service.core.time import MIN_TIMESTAMP
 from service.operators.join.inputs import SidedJoin
 from service.operators.join.rows import Side
 from service.runtime.consumer_group.pauses import PauseControl
-from service.runtime.consumer_group.prefetch import PendingInput
+from service.runtime.consumer_group.pending_input import PendingInput
 from service.runtime.consumer_group.views import SessionBasics
 from service.runtime.consumer_group.watermark_emitter import WatermarkEmitter
 from service.runtime.observability.status import PartitionStatus

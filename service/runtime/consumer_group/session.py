@@ -33,7 +33,8 @@ from service.runtime.consumer_group.assignment import Assignment
 from service.runtime.consumer_group.checkpointing import Checkpointer
 from service.runtime.consumer_group.fetch_loop import FetchLoop
 from service.runtime.consumer_group.pauses import PauseControl
-from service.runtime.consumer_group.prefetch import PendingInput, Prefetcher
+from service.runtime.consumer_group.pending_input import PendingInput
+from service.runtime.consumer_group.prefetch import Prefetcher
 from service.runtime.consumer_group.rebalance import RebalanceListener
 from service.runtime.consumer_group.reporting import SessionReporter
 from service.runtime.consumer_group.stages import Stage

@@ -39,6 +39,7 @@ from service.operators.base import Operator
 from service.operators.join.inputs import SidedJoin, TwoInputOperator
 from service.operators.join.lookup import LookupTable
 from service.operators.join.rows import Side
+from service.runtime.consumer_group.route_markers import announces_idle
 from service.runtime.consumer_group.table_reader import TableReader
 from service.runtime.consumer_group.watermark_emitter import WatermarkEmitter
 from service.runtime.definition import PipelineDefinition, WatermarkSettings
@@ -329,7 +330,7 @@ class RouteStage(Stage):
 
     def on_emit(self, session: StageSession, now: int) -> bool:
         """Markers: each source partition whose watermark or idleness changed says so
-        to every shuffle partition."""
+        to every shuffle partition (when it says idle: :func:`.route_markers.announces_idle`)."""
         combiner = session.emitter.combiner
         advancing = combiner.idle_advancing  # idle_advance: event time runs on the clock
         wrote = False
@@ -340,7 +341,7 @@ class RouteStage(Stage):
             if advancing:
                 wrote |= writer.announce(combiner.current, False)
                 continue
-            idle = combiner.is_idle(tp, now) and not part.lag()  # nothing left to read
+            idle = announces_idle(combiner.is_idle(tp, now), part.lag())
             wrote |= writer.announce(part.generator.current_watermark, idle)
         return wrote
 

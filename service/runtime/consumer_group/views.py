@@ -16,7 +16,7 @@ from aiokafka import TopicPartition
 from service.core.alignment import WatermarkAlignment
 from service.core.time import Clock
 from service.runtime.consumer_group.pauses import PauseControl
-from service.runtime.consumer_group.prefetch import PendingInput
+from service.runtime.consumer_group.pending_input import PendingInput
 from service.runtime.consumer_group.stages import Stage
 from service.runtime.consumer_group.watermark_emitter import WatermarkEmitter
 from service.runtime.definition import PipelineDefinition

@@ -8,6 +8,8 @@ against the real consumer.
 from __future__ import annotations
 
 from aiokafka import TopicPartition
+from hypothesis import given, seed, settings
+from hypothesis import strategies as st
 
 from service.runtime.consumer_group.pauses import PauseControl
 
@@ -99,3 +101,39 @@ def test_nothing_to_change_calls_nothing() -> None:
     pauses.apply()
     pauses.apply()
     assert consumer.calls == 0
+
+
+TPS = [TopicPartition("t", p) for p in range(4)]
+REASONS = ("restoring", "finished", "aligned", "draining")
+steps = st.lists(
+    st.one_of(
+        st.tuples(st.just("set"), st.sampled_from(REASONS), st.sets(st.sampled_from(TPS))),
+        st.tuples(st.just("user"), st.booleans(), st.just(frozenset())),
+        st.tuples(st.just("assign"), st.just(""), st.sets(st.sampled_from(TPS))),
+    ),
+    max_size=25,
+)
+
+
+@seed(4906)
+@settings(max_examples=300, deadline=None)
+@given(steps=steps)
+def test_after_apply_the_consumer_fetches_exactly_what_no_reason_holds(
+    steps: list[tuple[str, object, frozenset[TopicPartition]]],
+) -> None:
+    consumer = Consumer(*TPS)
+    pauses = control(consumer)
+    for kind, what, tps in steps:
+        if kind == "set":
+            setattr(pauses, str(what), set(tps))
+        elif kind == "user":
+            pauses.user_paused = bool(what)
+        else:  # a rebalance: the consumer forgets its pauses, the revoked are forgotten
+            for tp in consumer.assignment() - set(tps):
+                pauses.forget(tp)
+            consumer.assign(*tps)
+        pauses.apply()
+        assigned = consumer.assignment()
+        held = set().union(*(getattr(pauses, reason) for reason in REASONS))
+        expected = assigned if pauses.user_paused else held & assigned
+        assert consumer.paused() == expected

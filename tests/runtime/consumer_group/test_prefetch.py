@@ -6,7 +6,8 @@ from typing import Any, NamedTuple
 
 from aiokafka import TopicPartition
 
-from service.runtime.consumer_group.prefetch import Chunk, Prefetcher
+from service.runtime.consumer_group.pending_input import Chunk
+from service.runtime.consumer_group.prefetch import Prefetcher
 from service.runtime.partition.decoding import DeadLetter
 
 TP = TopicPartition("in", 0)
