@@ -119,20 +119,19 @@ class ShuffleWriter:
                     record.headers or (),
                 )
             )
-        rows = {target: bucket for target, bucket in enumerate(buckets) if bucket}
         self.routed += len(records)
-        self._write(rows)
+        self._write(buckets)
 
-    def _write(self, rows: dict[int, list[FrameRow]]) -> None:
-        """Each target partition's rows as frames: the values as the source wrote them
-        (the JSON stage 1 decoded), or written again where steps or a format changed
-        them."""
+    def _write(self, buckets: list[list[FrameRow]]) -> None:
+        """Each target partition's rows (``buckets[target]``) as frames: the values as
+        the source wrote them (the JSON stage 1 decoded), or written again where steps
+        or a format changed them. ``encode`` gives no frame for no rows."""
         append = self._outputs().append
         topic = self.topic
         source = self.source
         max_bytes = self._max_bytes
         encoded = not self._reencode
-        for target, pending in rows.items():
+        for target, pending in enumerate(buckets):
             for frame in encode(pending, source, max_bytes, encoded=encoded, dumps=dumps):
                 append(topic, target, None, frame, None, _FRAME_HEADERS)
                 self.frames += 1
