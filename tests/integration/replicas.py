@@ -22,7 +22,17 @@ ROOT = Path(__file__).resolve().parents[2]
 class Replica:
     """One worker process and the status it reports."""
 
-    def __init__(self, bootstrap: str, name: str, topic: str, path: Path, **options: Any):
+    def __init__(
+        self,
+        bootstrap: str,
+        name: str,
+        topic: str,
+        path: Path,
+        root: Path = ROOT,
+        **options: Any,
+    ):
+        """``root``: the source tree the worker runs from (another version's, for the
+        upgrade test)."""
         self.path = path
         # The worker's log beside its status file: what a failing test looks at.
         log = path.with_suffix(".log").open("ab")
@@ -36,8 +46,8 @@ class Replica:
                 topic,
                 json.dumps({"status": str(path), **options}),
             ],
-            cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            cwd=root,
+            env={**os.environ, "PYTHONPATH": str(root)},
             stdout=log,
             stderr=subprocess.STDOUT,
         )

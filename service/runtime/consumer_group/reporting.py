@@ -94,6 +94,7 @@ class SessionReporter:
             numbers: dict[str, Any] = {
                 "frames": frames,
                 "rows_per_frame": round(rows / frames, 1) if frames else None,
+                "legacy_rows": decoder.legacy_rows if isinstance(decoder, ShuffleDecoder) else 0,
                 "sources": generator.sources,
                 "markers_received": {str(s): n for s, n in generator.markers_received().items()},
                 "idle_sources": generator.idle_sources(),

@@ -55,7 +55,7 @@ _JSONDecodeError = orjson.JSONDecodeError
 class ShuffleDecoder:
     """Decodes one shuffle partition's records; one per partition (it holds its state)."""
 
-    __slots__ = ("_reported", "frame_rows", "frames", "input", "markers")
+    __slots__ = ("_reported", "frame_rows", "frames", "input", "legacy_rows", "markers")
 
     def __init__(self, shuffle_input: ShuffleInput) -> None:
         self.input = shuffle_input
@@ -65,6 +65,9 @@ class ShuffleDecoder:
         """Frames read since this decoder was made (status, metrics)."""
         self.frame_rows = 0
         """The rows those frames held, replays included."""
+        self.legacy_rows = 0
+        """Rows read in the previous version's layout, one per record, and applied: after
+        an upgrade, what the topic still held of it (status: the drain's progress)."""
         self._reported = (0, 0)
 
     def take_frame_counts(self) -> tuple[int, int]:
@@ -109,6 +112,7 @@ class ShuffleDecoder:
                     continue
                 key = meta[ROUTED_SIZE:].decode()
                 append((key, timestamp, value, at << 16 | source, record))
+                self.legacy_rows += 1
             elif name == MARKER:
                 self.markers.append((len(inputs), *unpack_marker(meta)))
             else:
