@@ -1,7 +1,7 @@
 """End-to-end join benchmark: Kafka in, a join through the shuffle, Kafka out, bounded.
 
 ``python -m benchmarks.e2e_join [--events N] [--broker tansu|kafka | --bootstrap
-HOST:PORT] [--kind interval|window|temporal|lookup]``
+HOST:PORT] [--kind interval|window|temporal|lookup] [--flink]``
 
 The standard workload's events (``benchmarks/workload.py``) become the orders, one per
 event, each with an order id of its own, produced keyed by user as in every e2e run;
@@ -18,6 +18,10 @@ same two topics:
    payments as the table (keyed by order id), read whole before the orders start; no
    shuffle; timed from start (the table's read included) to ``finished``.
 
+3. with ``--flink`` (interval only): Flink SQL's left interval join over the same
+   records in the same order (``benchmarks/flink_join.py``), its rows checked the same
+   way, its rate and its process tree's CPU printed beside Clockwork's.
+
 Prints the records per second of both and their ratio (the issue's target: at least 0.5),
 and each run's peak RSS above the process's RSS before it (the generated events are
 dropped once produced; the check's truth stays): what the pipeline holds, to compare
@@ -30,10 +34,15 @@ import argparse
 import asyncio
 import contextlib
 import gc
+import json
 import os
 import random
+import subprocess
+import sys
+import tempfile
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -272,6 +281,11 @@ async def bench(args: argparse.Namespace, bootstrap: str) -> None:
     await produce(payments, bootstrap, payments_topic, PARTITIONS)
     total = len(orders) + len(payments)
     print(f"records: {len(orders):,} orders + {len(payments):,} payments")
+    folder = None
+    if args.flink:  # the same records in the same order, as files for Flink
+        folder = tempfile.TemporaryDirectory()
+        write_lines(Path(folder.name, "orders.json"), orders)
+        write_lines(Path(folder.name, "payments.json"), payments)
     del orders, payments  # the runs' RSS is then the pipeline's
     gc.collect()
     window_rate = None
@@ -295,6 +309,45 @@ async def bench(args: argparse.Namespace, bootstrap: str) -> None:
         f"{args.kind} join: {rate:,.0f} records/s ({cpu:.1f} CPU s){ratio}, "
         f"peak RSS {rss.held_mb:,.0f} MB above the {rss.start_mb:,.0f} MB before it; {checked}"
     )
+    if folder is not None:
+        with folder:
+            flink_interval_join(folder.name, total, truth, cpu)
+
+
+def write_lines(path: Path, records: list[KafkaRecord]) -> None:
+    """The records' values as JSON lines, in their order."""
+    path.write_bytes(b"".join(value + b"\n" for _, _, value, _ in records))
+
+
+def flink_interval_join(
+    folder: str, total: int, truth: dict[str, tuple[int, int | None]], ours_cpu: float
+) -> None:
+    """Flink SQL's left interval join over the same records (benchmarks/flink_join.py):
+    timed into ``blackhole``, then run again into files whose rows are checked."""
+    orders, payments = f"{folder}/orders.json", f"{folder}/payments.json"
+    command = [sys.executable, "-m", "benchmarks.flink_join", orders, payments]
+    timed = subprocess.run(command, capture_output=True, check=True, text=True)
+    measured = json.loads(timed.stdout.strip().splitlines()[-1])
+    subprocess.run([*command, "--rows", f"{folder}/rows"], capture_output=True, check=True)
+    rows = []
+    for root, _, files in os.walk(f"{folder}/rows"):
+        for file in files:
+            if not file.startswith("."):
+                with open(os.path.join(root, file), "rb") as f:
+                    rows += [orjson.loads(line) for line in f if line.strip()]
+    checked = check(
+        "interval",
+        [
+            {"key": r["order"], "value": {"right": r["paid_at"] and {"paid_at": r["paid_at"]}}}
+            for r in rows
+        ],
+        truth,
+    )
+    print(
+        f"Flink SQL interval join (files, parallelism 1): {total / measured['seconds']:,.0f} "
+        f"records/s ({measured['cpu_s']:.1f} CPU s of its process tree, Clockwork "
+        f"{ours_cpu:.1f}), net run time {measured['seconds']:.1f} s; {checked}"
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -305,6 +358,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--kind", choices=tuple(OPERATORS), default="interval")
     parser.add_argument(
         "--no-window", action="store_true", help="only the join (e.g. to compare its RSS)"
+    )
+    parser.add_argument(
+        "--flink",
+        action="store_true",
+        help="also Flink SQL's left interval join over the same records (--kind interval)",
     )
     args = parser.parse_args(argv)
     if args.bootstrap:
