@@ -44,6 +44,10 @@ _HOW_WHY = {
     "partner arrives, and a regular join's output is append-only (bound the join in "
     "time, an interval or window join, for outer rows)",
 }
+_LEFT_ONLY_WHY = (
+    ": semi and anti are a window join's (join two windows): only a window bounds 'never matched'"
+)
+"""Why a kind without semi and anti refuses them (whatever else it refuses)."""
 
 
 @rule(
@@ -102,7 +106,7 @@ def join_how_fits_kind(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Pr
             ("operator", "how"),
             "how_not_for_kind",
             f"{kind} joins take how {' | '.join(JOIN_HOWS[kind])}, not {how!r}"
-            + _HOW_WHY.get(kind, ""),
+            + (_LEFT_ONLY_WHY if how in ("semi", "anti") else _HOW_WHY.get(kind, "")),
             how,
         )
 

@@ -156,7 +156,7 @@ def test_an_outer_join_without_time_bounds_still_resolves_its_select() -> None:
     )
     assert placed(sql) == [
         at(sql, "sql_unknown_column", 3, "p.price"),
-        at(sql, "sql_join_condition", 3, "LEFT JOIN"),
+        at(sql, "how_not_for_kind", 3, "LEFT JOIN"),  # the spec's rule, at the LEFT
     ]
 
 
@@ -169,7 +169,7 @@ def test_a_semi_join_without_windows_still_resolves_its_select() -> None:
     )
     assert placed(sql) == [
         at(sql, "sql_unknown_column", 3, "o.price"),
-        at(sql, "sql_join_condition", 3, "payments p"),
+        at(sql, "how_not_for_kind", 3, "payments p"),
     ]
 
 

@@ -1,0 +1,90 @@
+"""A JSON spec and its SQL twin are refused alike (issue 49): where a script compiles to
+a spec, the spec's rules refuse it, so the 422 entry has the rule's type and message,
+at the spec's path (``spec_loc``) and at the statement, line and column it was written
+from. SQL refuses by itself only what the spec cannot express."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from service.pipeline_spec.models import validate_spec
+
+from .scripts import ORDERS, PAYMENTS, compiled, problems, where
+
+REGULAR = (
+    "INSERT INTO paid SELECT o.order_id, p.paid FROM orders o {join} payments p "
+    "ON o.order_id = p.order_id"
+)
+INTERVAL = REGULAR + " AND p.ts BETWEEN o.ts AND o.ts + INTERVAL '1' MINUTE"
+TTL = "SET state_ttl = INTERVAL '1' HOUR;\n"
+
+
+def json_entries(spec: dict[str, Any]) -> list[tuple[tuple[Any, ...], str, str]]:
+    """A JSON spec's 422: each problem's path, type and message."""
+    with pytest.raises(ValidationError) as caught:
+        validate_spec(spec, ())
+    return [(tuple(e["loc"]), e["type"], e["msg"]) for e in caught.value.errors()]
+
+
+def sql_entries(sql: str) -> list[tuple[tuple[Any, ...] | None, str, str]]:
+    """A script's 422: each problem's spec path, type and message (without the path
+    SQL appends to a spec problem's message)."""
+    return [(p.spec_loc, p.type, p.message.split(" (the spec's ")[0]) for p in problems(sql)]
+
+
+def twin(sql: str, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    """The spec the valid ``sql`` compiles to, changed as its refused twin script is."""
+    spec = copy.deepcopy(compiled(sql))
+    change(spec)
+    return spec
+
+
+def test_an_outer_regular_join_is_refused_alike_in_json_and_sql() -> None:
+    valid = ORDERS + PAYMENTS + REGULAR.format(join="JOIN")
+    refused = ORDERS + PAYMENTS + REGULAR.format(join="LEFT JOIN")
+    spec = twin(valid, lambda s: s["operator"].update(how="left"))
+    assert sql_entries(refused) == json_entries(spec)
+    assert [e[:2] for e in json_entries(spec)] == [(("operator", "how"), "how_not_for_kind")]
+    problem = problems(refused)[0]
+    assert (problem.at.statement, problem.at.line, problem.at.column) == (
+        3,
+        *where(refused, "LEFT JOIN"),
+    )
+
+
+def test_a_semi_join_of_two_streams_is_refused_alike_in_json_and_sql() -> None:
+    valid = ORDERS + PAYMENTS + REGULAR.format(join="JOIN").replace(", p.paid", "")
+    refused = ORDERS + PAYMENTS + REGULAR.format(join="LEFT SEMI JOIN").replace(", p.paid", "")
+    spec = twin(valid, lambda s: s["operator"].update(how="semi"))
+    assert sql_entries(refused) == json_entries(spec)
+    assert "window join's" in json_entries(spec)[0][2]
+
+
+def test_a_state_ttl_on_an_interval_join_is_refused_alike_in_json_and_sql() -> None:
+    valid = ORDERS + PAYMENTS + INTERVAL.format(join="JOIN")
+    refused = ORDERS + PAYMENTS + TTL + INTERVAL.format(join="JOIN")
+    spec = twin(valid, lambda s: s["operator"].update(state_ttl_ms=3_600_000))
+    assert sql_entries(refused) == json_entries(spec)
+    assert [e[:2] for e in json_entries(spec)] == [
+        (("operator", "state_ttl_ms"), "state_ttl_unused")
+    ]
+    problem = problems(refused)[0]
+    assert (problem.at.statement, problem.at.line, problem.at.column) == (
+        3,
+        *where(refused, "'1' HOUR"),
+    )
+
+
+def test_a_scripts_own_problem_does_not_hide_a_rules_problem() -> None:
+    """An unknown column (SQL's own problem: no spec comes out) and a state TTL on an
+    interval join (the rule's) in one answer, each at its place."""
+    sql = ORDERS + PAYMENTS + TTL + INTERVAL.format(join="JOIN").replace("p.paid", "p.price")
+    assert [(p.type, p.at.statement, p.at.line, p.at.column) for p in problems(sql)] == [
+        ("state_ttl_unused", 3, *where(sql, "'1' HOUR")),
+        ("sql_unknown_column", 4, *where(sql, "p.price")),
+    ]
