@@ -266,7 +266,7 @@ def _query(
 
 
 def validate_sql(
-    name: str, sql: str, allowed_modules: Sequence[str]
+    name: str, sql: str, allowed_modules: Sequence[str], *, schema_registry: bool | None = None
 ) -> tuple[PipelineSpec, Compiled]:
     """Compile and validate as any spec is: :class:`SqlError` with every problem of
     either, each placed in the script.
@@ -281,12 +281,14 @@ def validate_sql(
     if compiled.comp.problems:
         found = [
             compiled.problem(p.loc, p.msg, p.type)
-            for p in rules.check(compiled.spec, allowed_modules)
+            for p in rules.check(
+                compiled.spec, rules.Service(tuple(allowed_modules), schema_registry)
+            )
             if _written(compiled.spec, p.loc)
         ]
         raise SqlError([*compiled.comp.problems, *found])
     try:
-        spec = validate_spec(compiled.spec, allowed_modules)
+        spec = validate_spec(compiled.spec, allowed_modules, schema_registry=schema_registry)
     except ValidationError as exc:
         problems = [
             compiled.problem(tuple(err["loc"]), err["msg"], err["type"])
