@@ -254,18 +254,25 @@ class PipelineRegistry:
     async def replace(self, name: str, raw: Any, *, reset_state: bool) -> dict[str, Any]:
         if isinstance(raw, Mapping) and "name" not in raw:
             raw = {**raw, "name": name}
-        spec, definition, sql = self.parse_body(raw)
-        if spec.name != name:
-            raise SpecInvalid(
-                [
-                    {
-                        "loc": ["name"],
-                        "msg": f"the name in the spec must be the one in the path ({name!r})",
-                        "type": "name_mismatch",
-                        "input": spec.name,
-                    }
-                ]
+        # The body's name against the path's: a fact of the request, not of the spec
+        # (no rule can know the path), named in the one 422 with the spec's problems.
+        given = raw.get("name") if isinstance(raw, Mapping) else None
+        mismatch: list[dict[str, Any]] = []
+        if isinstance(given, str) and given != name:
+            mismatch.append(
+                {
+                    "loc": ["name"],
+                    "msg": f"the name in the spec must be the one in the path ({name!r})",
+                    "type": "name_mismatch",
+                    "input": given,
+                }
             )
+        try:
+            spec, definition, sql = self.parse_body(raw)
+        except SpecInvalid as exc:
+            raise SpecInvalid([*mismatch, *exc.errors]) from exc
+        if mismatch:
+            raise SpecInvalid(mismatch)
         await self.check_broker(spec)
         await self.check_schema_registry(definition)
         async with self._store.write_lock:

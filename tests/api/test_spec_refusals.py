@@ -123,3 +123,25 @@ def test_a_stored_spec_is_not_held_to_the_registry_again() -> None:
     spec["operator"]["assigner"]["slide_ms"] = 30_000
     _, definition = registry().parse(spec)
     assert definition.sink.format == "avro"
+
+
+async def test_a_replacement_under_another_name_names_that_with_the_specs_problems() -> None:
+    """The path's name against the body's is the request's, not a rule's (no rule knows
+    the path); it comes in the same 422 all the same, first (the name is the spec's
+    first field)."""
+    with pytest.raises(SpecInvalid) as caught:
+        await registry().replace("sales", SPEC, reset_state=False)
+    assert [(e["loc"], e["type"]) for e in caught.value.errors] == [
+        (["name"], "name_mismatch"),
+        (["source", "format"], "schema_registry_unconfigured"),
+        (["operator", "assigner", "slide_ms"], "slide_greater_than_size"),
+        (["sink", "format"], "schema_registry_unconfigured"),
+    ]
+    with pytest.raises(SpecInvalid) as caught:
+        await registry().replace("sales", {"name": "revenue", "sql": SCRIPT}, reset_state=False)
+    assert [e["type"] for e in caught.value.errors] == [
+        "name_mismatch",
+        "schema_registry_unconfigured",
+        "schema_registry_unconfigured",
+        "slide_greater_than_size",
+    ]
