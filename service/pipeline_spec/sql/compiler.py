@@ -87,7 +87,8 @@ class Compiled:
     def problem(self, loc: Loc, message: str, kind: str) -> SqlProblem:
         """A problem of the spec at ``loc``, placed where that part was written."""
         path = ".".join(map(str, loc))
-        text = f"{message} (the spec's {path})" if path else message
+        hint = self.comp.hints.get(loc)
+        text = f"{message} (the spec's {path}{f': {hint}' if hint else ''})" if path else message
         return SqlProblem(self.comp.origin(loc), kind, text, loc)
 
 
@@ -284,7 +285,7 @@ def validate_sql(
             for p in rules.check(
                 compiled.spec, rules.Service(tuple(allowed_modules), schema_registry)
             )
-            if _written(compiled.spec, p.loc)
+            if _written(compiled.spec, p.loc) or p.loc in compiled.comp.hints
         ]
         raise SqlError([*compiled.comp.problems, *found])
     try:
@@ -300,7 +301,8 @@ def validate_sql(
 
 def _written(spec: Any, loc: Loc) -> bool:
     """Whether the partial spec holds a value at ``loc`` (a rule's problem of a part the
-    compiler could not write, a missing one, is the SQL problem's consequence)."""
+    compiler could not write, a missing one, is the SQL problem's consequence; a part
+    the script left out has a hint where the compiler knows how it is written)."""
     node = spec
     for part in loc:
         found = isinstance(node, dict) and part in node

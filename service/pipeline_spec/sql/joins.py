@@ -157,14 +157,12 @@ def compile_join(
             comp.refuse(left.node, statement, "a window join takes TUMBLE or HOP windows")
         operator["assigner"] = left.assigner
     if kind == "lookup":
-        if right.source.max_rows is None and right.source.known:
-            comp.refuse(
-                right.source.node,
-                right.source.statement,
-                f"a lookup join's table {right.source.name} needs WITH (max_rows = N) on its "
-                "CREATE SOURCE: the most rows every replica may hold in memory",
-            )
-        operator["max_rows"] = right.source.max_rows
+        if right.source.max_rows is not None:
+            operator["max_rows"] = right.source.max_rows
+        if right.source.known:  # without it, the spec's rule (lookup_max_rows) says so here
+            at = ("operator", "max_rows")
+            comp.came_from(at, right.source.node, right.source.statement)
+            comp.hints[at] = f"WITH (max_rows = N) on CREATE SOURCE {right.source.name}"
     if "allowed_lateness" in settings.values:
         operator["allowed_lateness_ms"] = settings.values["allowed_lateness"]
         comp.origins[("operator", "allowed_lateness_ms")] = settings.at["allowed_lateness"]

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from service.pipeline_spec.models import validate_spec
 
-from .scripts import ORDERS, PAYMENTS, compiled, problems, where
+from .scripts import ORDERS, PAYMENTS, RATES, compiled, problems, where
 
 REGULAR = (
     "INSERT INTO paid SELECT o.order_id, p.paid FROM orders o {join} payments p "
@@ -88,3 +88,21 @@ def test_a_scripts_own_problem_does_not_hide_a_rules_problem() -> None:
         ("state_ttl_unused", 3, *where(sql, "'1' HOUR")),
         ("sql_unknown_column", 4, *where(sql, "p.price")),
     ]
+
+
+def test_a_lookup_join_without_max_rows_is_refused_alike_in_json_and_sql() -> None:
+    """The table's CREATE SOURCE is where the script leaves max_rows out: the rule's
+    problem is placed there, and says how SQL writes it."""
+    lookup = (
+        ORDERS.replace("region VARCHAR", "currency VARCHAR")
+        + "{rates}INSERT INTO eur SELECT o.order_id FROM orders o "
+        "JOIN rates FOR SYSTEM_TIME AS OF PROCTIME() AS r ON o.currency = r.currency"
+    )
+    valid = lookup.format(rates=RATES.replace("topic = 'rates'", "topic = 'rates', max_rows = 9"))
+    refused = lookup.format(rates=RATES)
+    spec = twin(valid, lambda s: s["operator"].pop("max_rows"))
+    assert sql_entries(refused) == json_entries(spec)
+    assert [e[:2] for e in json_entries(spec)] == [(("operator", "max_rows"), "missing")]
+    problem = problems(refused)[0]
+    assert (problem.at.statement, problem.at.line) == (2, where(refused, "rates (")[0])
+    assert "WITH (max_rows = N) on CREATE SOURCE rates" in problem.message
