@@ -90,6 +90,11 @@ def test_the_sql_twin_names_the_same_problems_at_its_statements() -> None:
         (["sink", "format"], "schema_registry_unconfigured", 2),
         (["operator", "assigner", "slide_ms"], "slide_greater_than_size", 3),
     ]
+    source_format = SCRIPT.index("'protobuf'")  # at the WITH option, as the rule's field
+    assert (found[0]["line"], found[0]["column"]) == (
+        SCRIPT.count("\n", 0, source_format) + 1,
+        source_format - SCRIPT.rfind("\n", 0, source_format),
+    )
     json_messages = {tuple(e["loc"]): e["msg"] for e in refusal(SPEC)}
     for entry in found:
         assert entry["msg"].startswith(json_messages[tuple(entry["spec_loc"])])

@@ -43,7 +43,7 @@ from .context import Compilation
 from .expressions import Scope, column_path, resolve_columns, translate
 from .options import OptionError, duration_ms
 from .sink import Settings
-from .sources import Source, stand_in
+from .sources import Source, source_origins, stand_in
 from .windows import KEY_FIELD, _assigner, _window_source, window_call
 
 __all__ = ["compile_join"]
@@ -506,7 +506,7 @@ def _input(comp: Compilation, scope: Scope, side: _Side, statement: int) -> dict
     section["timestamp"] = source.timestamp
     section["watermark"] = source.watermark
     comp.came_from(at, source.node, source.statement)
-    comp.came_from((*at, "source"), source.node, source.statement)
+    source_origins(comp, (*at, "source"), source)
     comp.came_from((*at, "key"), side.keys[0] if side.keys else None, statement)
     comp.came_from((*at, "watermark"), source.watermark_node, source.statement)
     comp.came_from((*at, "timestamp"), source.watermark_node, source.statement)
