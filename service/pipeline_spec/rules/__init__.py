@@ -1,8 +1,11 @@
 """The cross-field rules of the pipeline spec, by concern, and the one order they run in.
 
 Each rule is one declaration (:mod:`.base`): its check (a generator of problems over the
-raw JSON) beside its JSON Schema fragment, or ``beyond_schema={type: why}`` where no
-JSON Schema can say it. The rules live by concern:
+raw JSON, told the facts of the service it may read: :class:`.base.Service`) beside its
+JSON Schema fragment, or ``beyond_schema={type: why}`` where no JSON Schema can say it.
+Every refusal of a spec is a field check of the models or one of these rules (SQL
+refuses only what a spec cannot express; the build only what needs the user's code
+imported; docs/architecture.md, "Where a refusal lives"). The rules live by concern:
 
 - :mod:`.sources`: one stream's source, topics, steps, key and timestamp;
 - :mod:`.watermarks`: its watermark;
