@@ -106,3 +106,18 @@ def test_a_lookup_join_without_max_rows_is_refused_alike_in_json_and_sql() -> No
     problem = problems(refused)[0]
     assert (problem.at.statement, problem.at.line) == (2, where(refused, "rates (")[0])
     assert "WITH (max_rows = N) on CREATE SOURCE rates" in problem.message
+
+
+def test_a_refused_clause_does_not_hide_a_windows_rule_problem() -> None:
+    """HAVING (SQL's own refusal) and a HOP whose slide exceeds its size (the rule's),
+    and a sink that is the source (another rule's): one answer, each at its place."""
+    sql = ORDERS + (
+        "INSERT INTO orders SELECT window_start, window_end, COUNT(*) AS n\n"
+        "FROM HOP(orders, ts, INTERVAL '2' MINUTE, INTERVAL '1' MINUTE)\n"
+        "GROUP BY window_start, window_end HAVING COUNT(*) > 1"
+    )
+    assert [(p.type, p.at.statement, p.at.line, p.at.column) for p in problems(sql)] == [
+        ("sink_is_source", 2, *where(sql, "orders SELECT")),
+        ("slide_greater_than_size", 2, *where(sql, "HOP(")),
+        ("sql_unsupported", 2, *where(sql, "HAVING")),
+    ]
