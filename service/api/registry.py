@@ -20,7 +20,7 @@ from service.api.store import PipelineStore, StoredPipeline, StoreError
 from service.pipeline_spec.build import BuildError, build_definition
 from service.pipeline_spec.models import PipelineSpec, validate_spec
 from service.pipeline_spec.sql import SqlError, validate_sql
-from service.runtime.definition import FormatSettings, PipelineDefinition
+from service.runtime.definition import PipelineDefinition
 from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.kafka.transactions import transactions_unsupported
 from service.runtime.pipeline_topics.admin import PinnedEnds, PipelineTopics
@@ -88,10 +88,14 @@ class PipelineRegistry:
 
     # -- validation ------------------------------------------------------------------
 
-    def parse(self, raw: Any) -> tuple[PipelineSpec, PipelineDefinition]:
-        """Validate and build; raises :class:`SpecInvalid` with every problem."""
+    def parse(self, raw: Any, *, sent: bool = False) -> tuple[PipelineSpec, PipelineDefinition]:
+        """Validate and build; raises :class:`SpecInvalid` with every problem.
+
+        ``sent``: a spec a user sends (create, replace, compile), held to this service's
+        settings too (a format that needs the schema registry it lacks); a stored one
+        (``sent=False``) was held to them when it was written."""
         try:
-            spec = validate_spec(raw, self._settings.udf_modules)
+            spec = validate_spec(raw, self._settings.udf_modules, **self._asked(sent))
         except ValidationError as exc:
             raise SpecInvalid(_errors(exc)) from exc
         try:
@@ -108,10 +112,12 @@ class PipelineRegistry:
         script (None for a JSON spec). :class:`SpecInvalid` lists every problem, a
         script's each at its statement, line and column."""
         if not is_sql_body(raw):
-            return (*self.parse(raw), None)
+            return (*self.parse(raw, sent=True), None)
         name, sql = sql_body(raw, path_name)
         try:
-            spec, compiled = validate_sql(name, sql, self._settings.udf_modules)
+            spec, compiled = validate_sql(
+                name, sql, self._settings.udf_modules, **self._asked(sent=True)
+            )
         except SqlError as exc:
             raise SpecInvalid([p.to_json() for p in exc.problems]) from exc
         try:
@@ -119,6 +125,12 @@ class PipelineRegistry:
         except BuildError as exc:
             problem = compiled.problem(exc.loc, exc.msg, "build_failed")
             raise SpecInvalid([problem.to_json()]) from exc
+
+    def _asked(self, sent: bool) -> dict[str, bool | None]:
+        """What the rules are told of this service beyond its modules
+        (:class:`service.pipeline_spec.rules.Service`): for a sent spec, whether it has
+        a schema registry; for a stored one, nothing."""
+        return {"schema_registry": self._settings.schema_registry is not None if sent else None}
 
     def compile(self, raw: Any) -> dict[str, Any]:
         """``POST /sql/compile``: the spec a script compiles to, validated and built as
@@ -161,36 +173,16 @@ class PipelineRegistry:
         )
 
     async def check_schema_registry(self, definition: PipelineDefinition) -> None:
-        """A format that needs the schema registry on a service without one
-        (``SERVICE_SCHEMA_REGISTRY_URL``) is a 422. A result schema the registry would
-        refuse under ``<topic>-value`` (its compatibility rules against the versions
-        there) is a 422 now, not a failure when the pipeline starts. A registry that
-        cannot be asked lets the spec through: the pipeline registers the schema when it
-        starts, and fails with the registry's reason then if it is refused."""
+        """A result schema the registry would refuse under ``<topic>-value`` (its
+        compatibility rules against the versions there) is a 422 now, not a failure when
+        the pipeline starts: the one check of a spec that asks the registry, so not a
+        rule (a rule is pure). A registry that cannot be asked lets the spec through: the
+        pipeline registers the schema when it starts, and fails with the registry's
+        reason then if it is refused. (A format that needs a registry on a service
+        without one is a rule's: ``source_format_has_a_registry``,
+        ``sink_format_has_a_registry``, told by :meth:`parse`.)"""
         if self._settings.schema_registry is None:
-            needing = [
-                {
-                    "loc": [*at, "format"],
-                    "msg": "this format needs a schema registry, and the service has none "
-                    "(SERVICE_SCHEMA_REGISTRY_URL)",
-                    "type": "schema_registry_unconfigured",
-                    "input": fmt.kind,
-                }
-                for at, fmt in _source_formats(definition)
-                if fmt.uses_registry
-            ]
-            if definition.sink.value_schema is not None:
-                needing.append(
-                    {
-                        "loc": ["sink", "format"],
-                        "msg": "this format needs a schema registry, and the service has "
-                        "none (SERVICE_SCHEMA_REGISTRY_URL)",
-                        "type": "schema_registry_unconfigured",
-                        "input": definition.sink.format,
-                    }
-                )
-            if needing:
-                raise SpecInvalid(needing)
+            return  # the rules refused a format that needs one
         sink = definition.sink
         if sink.value_schema is None:
             return
@@ -262,18 +254,25 @@ class PipelineRegistry:
     async def replace(self, name: str, raw: Any, *, reset_state: bool) -> dict[str, Any]:
         if isinstance(raw, Mapping) and "name" not in raw:
             raw = {**raw, "name": name}
-        spec, definition, sql = self.parse_body(raw)
-        if spec.name != name:
-            raise SpecInvalid(
-                [
-                    {
-                        "loc": ["name"],
-                        "msg": f"the name in the spec must be the one in the path ({name!r})",
-                        "type": "name_mismatch",
-                        "input": spec.name,
-                    }
-                ]
+        # The body's name against the path's: a fact of the request, not of the spec
+        # (no rule can know the path), named in the one 422 with the spec's problems.
+        given = raw.get("name") if isinstance(raw, Mapping) else None
+        mismatch: list[dict[str, Any]] = []
+        if isinstance(given, str) and given != name:
+            mismatch.append(
+                {
+                    "loc": ["name"],
+                    "msg": f"the name in the spec must be the one in the path ({name!r})",
+                    "type": "name_mismatch",
+                    "input": given,
+                }
             )
+        try:
+            spec, definition, sql = self.parse_body(raw)
+        except SpecInvalid as exc:
+            raise SpecInvalid([*mismatch, *exc.errors]) from exc
+        if mismatch:
+            raise SpecInvalid(mismatch)
         await self.check_broker(spec)
         await self.check_schema_registry(definition)
         async with self._store.write_lock:
@@ -437,14 +436,3 @@ def _errors(exc: ValidationError) -> list[dict[str, Any]]:
         {"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"], "input": e.get("input")}
         for e in exc.errors(include_url=False, include_context=False)
     ]
-
-
-def _source_formats(
-    definition: PipelineDefinition,
-) -> list[tuple[list[str | int], FormatSettings]]:
-    """Where each source's format is in the spec, and what it is: the pipeline's source,
-    or each input of a join (a lookup join's definition reads its left input as the
-    source, so its inputs are listed from ``inputs`` too)."""
-    if definition.inputs is None:
-        return [(["source"], definition.format)]
-    return [(["inputs", i.name, "source"], i.format) for i in definition.inputs]

@@ -65,8 +65,12 @@ __all__ = ["BuildError", "build_definition", "state_fingerprint"]
 
 
 class BuildError(ValueError):
-    """A valid-looking spec whose operator cannot be built here (e.g. a user function
-    that does not import, or is not the right kind of class)."""
+    """A valid spec whose operator cannot be built here: a user function that does not
+    import, is not the right kind of class, or refuses its params. Only what needs the
+    user's code imported is found here (a rule is pure: it imports nothing of the
+    user's); every other refusal is a rule's (:mod:`service.pipeline_spec.rules`), and
+    the BuildErrors marked "belt and braces" below guard invariants the rules already
+    guarantee."""
 
     def __init__(self, loc: tuple[str | int, ...], msg: str) -> None:
         self.loc = loc
@@ -277,7 +281,8 @@ def _join_definition(spec: PipelineSpec, inputs: dict[str, InputSpec]) -> Pipeli
     except SelectError as exc:  # the rules report these first; belt and braces
         field, msg = exc.problems[0]
         raise BuildError(("operator", "select", field) if field else ("operator",), msg) from exc
-    except (JoinConfigError, ConfigError, TypeError, ValueError) as exc:
+    except (JoinConfigError, ConfigError, TypeError, ValueError) as exc:  # belt and braces:
+        # the model and the rules of rules/joins.py refuse every such spec first
         raise BuildError(("operator",), str(exc)) from exc
     first = inputs[op.left].source  # the rules make the inputs agree on what they share
     definition = PipelineDefinition(
@@ -403,6 +408,8 @@ def _operator_factory(spec: PipelineSpec, allowed: tuple[str, ...]) -> OperatorF
             function=function,
         )
     except (ConfigError, ProcessFunctionError, UdfError, TypeError, ValueError) as exc:
+        # A user process function that does not import or refuses its params (its own
+        # from_params: user code); a window's config the rules refused first otherwise.
         loc: tuple[str | int, ...] = ("operator",)
         if isinstance(exc, UdfError):
             loc = ("operator", "function")

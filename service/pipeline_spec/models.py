@@ -498,8 +498,10 @@ class PipelineSpec(_Model):
             )
         if isinstance(data, Mapping):
             context = info.context if isinstance(info.context, Mapping) else {}
-            allowed = tuple(context.get("allowed_modules", ()))
-            problems.extend(rules.check(data, allowed))
+            service = rules.Service(
+                tuple(context.get("allowed_modules", ())), context.get("schema_registry")
+            )
+            problems.extend(rules.check(data, service))
         if problems:
             raise ValidationError.from_exception_data(
                 cls.__name__, [_line_error(p) for p in problems]
@@ -537,9 +539,17 @@ class PipelineSpec(_Model):
         return any(source.bounded for source in self.sources())
 
 
-def validate_spec(data: Any, allowed_modules: Sequence[str]) -> PipelineSpec:
-    """Validate a spec; raises :class:`~pydantic.ValidationError` listing every problem."""
-    return PipelineSpec.model_validate(data, context={"allowed_modules": tuple(allowed_modules)})
+def validate_spec(
+    data: Any, allowed_modules: Sequence[str], *, schema_registry: bool | None = None
+) -> PipelineSpec:
+    """Validate a spec; raises :class:`~pydantic.ValidationError` listing every problem.
+
+    ``schema_registry``: whether the service has one (None: not asked, as for a stored
+    spec; :class:`service.pipeline_spec.rules.Service`)."""
+    return PipelineSpec.model_validate(
+        data,
+        context={"allowed_modules": tuple(allowed_modules), "schema_registry": schema_registry},
+    )
 
 
 _UNION_TAGS: dict[tuple[str | int, ...], frozenset[str]] = {

@@ -26,12 +26,21 @@ from hypothesis import HealthCheck, given, settings
 
 from service.pipeline_spec import rules as rules_package
 from service.pipeline_spec.models import PipelineSpec
-from service.pipeline_spec.rules import RULES, Fragment, Rule, check, rule
+from service.pipeline_spec.rules import RULES, Fragment, Rule, Service, check, rule
 from service.pipeline_spec.schema import assemble, pipeline_schema
 from tests.pipeline_spec.test_spec_schema import edited_specs
 
 ALLOWED = ("examples",)
+SERVICE = Service(ALLOWED, schema_registry=True)
 BY_NAME = {r.name: r for r in RULES}
+WITHOUT_REGISTRY = frozenset({"source_format_has_a_registry", "sink_format_has_a_registry"})
+"""The rules whose examples are a service's without a schema registry (the others' are
+one's with it: their examples may read or write any format)."""
+
+
+def service_for(rule_name: str) -> Service:
+    """The service a rule's examples are validated by."""
+    return Service(ALLOWED, schema_registry=rule_name not in WITHOUT_REGISTRY)
 
 
 def window(**operator: Any) -> dict[str, Any]:
@@ -184,6 +193,33 @@ EXAMPLES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
             ),
         ],
         [edit(window(), lambda s: s["source"].update(format="avro", avro_schema=AVRO_ORDER))],
+    ),
+    "source_format_has_a_registry": (
+        [
+            edit(window(), lambda s: s["source"].update(format="avro")),
+            edit(join(), input_("b", source={"topics": ["in.b"], "format": "protobuf"})),
+        ],
+        [
+            window(),
+            edit(
+                window(),
+                lambda s: s["source"].update(
+                    format="avro",
+                    avro_schema={
+                        "type": "record",
+                        "name": "r",
+                        "fields": [{"name": "ts", "type": "long"}],
+                    },
+                ),
+            ),
+        ],
+    ),
+    "sink_format_has_a_registry": (
+        [
+            edit(window(), lambda s: s["sink"].update(format="avro")),
+            edit(window(), lambda s: s["sink"].update(format="json_schema")),
+        ],
+        [window(), join()],
     ),
     "sink_format_has_a_schema": (
         [
@@ -523,8 +559,10 @@ def validator(rule_name: str | None, allowed: tuple[str, ...] = ALLOWED) -> Any:
     return jsonschema_rs.validator_for(assemble(allowed, rules))
 
 
-def assert_agree(r: Rule, spec: Any, allowed: tuple[str, ...] = ALLOWED) -> None:
-    problems = list(r.check(spec, allowed))
+def assert_agree(
+    r: Rule, spec: Any, allowed: tuple[str, ...] = ALLOWED, registry: bool | None = True
+) -> None:
+    problems = list(r.check(spec, Service(allowed, registry)))
     assert {p.type for p in problems} <= r.reports, (r.name, problems)
     if r.schema is None or not validator(None, allowed).is_valid(spec):
         return
@@ -570,12 +608,16 @@ CASES = [
 @pytest.mark.parametrize(("name", "spec", "refused"), CASES)
 def test_check_and_fragment_agree_on_the_examples(name: str, spec: Any, refused: bool) -> None:
     r = BY_NAME[name]
+    service = service_for(name)
     assert validator(None).is_valid(spec), "an example the models' schema accepts"
-    assert bool(list(r.check(spec, ALLOWED))) == refused
-    assert_agree(r, spec)
+    assert bool(list(r.check(spec, service))) == refused
+    assert_agree(r, spec, registry=service.schema_registry)
     if not refused:  # and the service takes it whole (the examples are real specs)
-        assert not [p for q in RULES for p in q.check(spec, ALLOWED)]
-        PipelineSpec.model_validate(spec, context={"allowed_modules": ALLOWED})
+        assert not [p for q in RULES for p in q.check(spec, service)]
+        PipelineSpec.model_validate(
+            spec,
+            context={"allowed_modules": ALLOWED, "schema_registry": service.schema_registry},
+        )
 
 
 @settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow], deadline=None)
@@ -584,6 +626,7 @@ def test_check_and_fragment_agree_on_edited_specs(spec: Any) -> None:
     for r in RULES:
         assert_agree(r, spec)
         assert_agree(r, spec, allowed=())
+        assert_agree(r, spec, registry=False)
 
 
 @pytest.mark.parametrize("allowed", [ALLOWED, ()])
@@ -625,7 +668,7 @@ def test_aggregations_whose_protobuf_json_names_clash_are_refused_at_each_later_
     names = ["a_b", "n", "aB", "a__b"]
     spec = window(aggregations={name: {"fn": "count"} for name in names})
     spec["sink"]["format"] = "protobuf"
-    problems = [(p.loc, p.type) for p in check(spec, ALLOWED)]
+    problems = [(p.loc, p.type) for p in check(spec, SERVICE)]
     assert problems == [
         (("operator", "aggregations", "aB"), "protobuf_json_name_clash"),
         (("operator", "aggregations", "a__b"), "protobuf_json_name_clash"),

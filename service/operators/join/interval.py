@@ -29,6 +29,7 @@ from typing import Any
 from service.operators.base import InputRecord, OperatorGauges
 from service.operators.join.base import JoinOperator
 from service.operators.join.checkpoint import parse_side_entry, side_entry
+from service.operators.join.kinds import JOIN_KINDS
 from service.operators.join.rows import How, JoinConfigError, Projection, Side, both_sides, is_late
 
 Row = list[Any]
@@ -181,7 +182,10 @@ class IntervalJoinOperator(RowsPerSideJoin):
         inputs: tuple[str, str] = ("left", "right"),
         late_output: bool = True,
     ) -> None:
-        if how not in (How.INNER, How.LEFT, How.RIGHT, How.FULL):
+        # Defensive only: the spec's rules refuse both first (join_how_fits_kind and
+        # between_in_order, in pipeline_spec/rules/joins.py), so no spec reaches them;
+        # they guard a direct construction (tests, benchmarks). The hows are kinds.py's.
+        if how not in JOIN_KINDS[self.kind].hows:
             raise JoinConfigError(f"an interval join is inner, left, right or full, not {how}")
         if lower_ms > upper_ms:
             raise JoinConfigError(f"lower_ms {lower_ms} is above upper_ms {upper_ms}")

@@ -26,6 +26,7 @@ from typing import Any
 
 from service.operators.base import InputRecord, OperatorGauges
 from service.operators.join.base import JoinOperator
+from service.operators.join.kinds import JOIN_KINDS
 from service.operators.join.rows import How, JoinConfigError, Projection, Side, both_sides
 
 SOURCE_BITS = 16
@@ -95,7 +96,10 @@ class LookupJoinOperator(JoinOperator):
         source: int = 0,
     ) -> None:
         """``source``: the number of the left partition this instance reads (ids)."""
-        if how not in (How.INNER, How.LEFT):
+        # Defensive only: the spec's rules refuse this first (join_how_fits_kind, in
+        # pipeline_spec/rules/joins.py), so no spec reaches it; it guards a direct
+        # construction (tests, benchmarks). The hows are kinds.py's list.
+        if how not in JOIN_KINDS[self.kind].hows:
             raise JoinConfigError(f"a lookup join is inner or left, not {how}")
         super().__init__(pipeline, how, 0, project, inputs, late_output=False)
         self.table = table

@@ -32,6 +32,7 @@ from typing import Any
 from service.operators.base import InputRecord
 from service.operators.join.checkpoint import parse_side_entry
 from service.operators.join.interval import RowsPerSideJoin, TimeSortedRows
+from service.operators.join.kinds import JOIN_KINDS
 from service.operators.join.rows import How, JoinConfigError, Projection, Side, both_sides
 
 
@@ -49,7 +50,11 @@ class RegularJoinOperator(RowsPerSideJoin):
         inputs: tuple[str, str] = ("left", "right"),
         late_output: bool = True,
     ) -> None:
-        if how is not How.INNER:
+        # Defensive only: the spec refuses both first (the rule join_how_fits_kind, in
+        # pipeline_spec/rules/joins.py; state_ttl_ms's range, the model), so no spec
+        # reaches them; they guard a direct construction (tests, benchmarks). The hows
+        # are kinds.py's list.
+        if how not in JOIN_KINDS[self.kind].hows:
             raise JoinConfigError(
                 f"a regular join is inner, not {how}: an outer row would have to be "
                 "retracted when its partner arrives, and the output is append-only"

@@ -27,6 +27,7 @@ from typing import Any
 from service.operators.base import InputRecord, OperatorGauges
 from service.operators.join.base import JoinOperator
 from service.operators.join.checkpoint import parse_side_entry, side_entry
+from service.operators.join.kinds import JOIN_KINDS
 from service.operators.join.rows import How, JoinConfigError, Projection, Side, both_sides, is_late
 
 Row = tuple[int, int, Any]
@@ -75,7 +76,10 @@ class TemporalJoinOperator(JoinOperator):
         inputs: tuple[str, str] = ("left", "right"),
         late_output: bool = True,
     ) -> None:
-        if how not in (How.INNER, How.LEFT):
+        # Defensive only: the spec's rules refuse this first (join_how_fits_kind, in
+        # pipeline_spec/rules/joins.py), so no spec reaches it; it guards a direct
+        # construction (tests, benchmarks). The hows are kinds.py's list.
+        if how not in JOIN_KINDS[self.kind].hows:
             raise JoinConfigError(f"a temporal join is inner or left, not {how}")
         super().__init__(pipeline, how, allowed_lateness_ms, project, inputs, late_output)
         self._waiting: dict[str, _Timeline] = {}

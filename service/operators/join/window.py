@@ -63,6 +63,8 @@ class WindowJoinOperator(JoinOperator):
         inputs: tuple[str, str] = ("left", "right"),
         late_output: bool = True,
     ) -> None:
+        # Defensive only: the spec refuses both first (a join's assigner is tumbling or
+        # sliding in the model; the rule window_join_lateness), so no spec reaches them.
         if getattr(assigner, "merging", False):
             raise JoinConfigError("a window join takes tumbling or sliding windows")
         if allowed_lateness_ms and how is not How.INNER:

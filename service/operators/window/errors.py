@@ -2,7 +2,9 @@
 
 Configuration problems are found once, when the operator is built, and are
 :class:`WindowConfigError` (a :class:`~service.core.errors.ConfigError`, hence a
-``ValueError``), so a spec validator can turn them into a 422.
+``ValueError``). They guard a direct construction (tests, benchmarks): a spec's are the
+spec's models' and rules' to refuse, first and all in one 422
+(``service/pipeline_spec/rules/``), so a validated spec never raises one here.
 """
 
 from __future__ import annotations

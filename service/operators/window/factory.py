@@ -56,6 +56,9 @@ def build_window_operator(
 ) -> WindowOperator:
     """A window operator from the pipeline spec's ``"operator"`` object.
 
+    Its window config errors are defensive only: the spec's models and rules
+    (``pipeline_spec/rules/windows.py``, ``aggregates.py``) refuse every such spec first.
+
     ``function`` is the loaded window function when the spec names one
     (``"function": "package.module:Name"``); loading it is the UDF loader's job.
     """

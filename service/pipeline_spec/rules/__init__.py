@@ -1,8 +1,11 @@
 """The cross-field rules of the pipeline spec, by concern, and the one order they run in.
 
 Each rule is one declaration (:mod:`.base`): its check (a generator of problems over the
-raw JSON) beside its JSON Schema fragment, or ``beyond_schema={type: why}`` where no
-JSON Schema can say it. The rules live by concern:
+raw JSON, told the facts of the service it may read: :class:`.base.Service`) beside its
+JSON Schema fragment, or ``beyond_schema={type: why}`` where no JSON Schema can say it.
+Every refusal of a spec is a field check of the models or one of these rules (SQL
+refuses only what a spec cannot express; the build only what needs the user's code
+imported; docs/architecture.md, "Where a refusal lives"). The rules live by concern:
 
 - :mod:`.sources`: one stream's source, topics, steps, key and timestamp;
 - :mod:`.watermarks`: its watermark;
@@ -35,7 +38,7 @@ when a declared rule is missing from :data:`RULES`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from service.pipeline_spec.rules import (
@@ -48,10 +51,19 @@ from service.pipeline_spec.rules import (
     watermarks,
     windows,
 )
-from service.pipeline_spec.rules.base import Fragment, Problem, Rule, rule
+from service.pipeline_spec.rules.base import Fragment, Problem, Rule, Service, rule
 from service.pipeline_spec.rules.processes import BUILTIN_PARAMS_SCHEMAS
 
-__all__ = ["BUILTIN_PARAMS_SCHEMAS", "RULES", "Fragment", "Problem", "Rule", "check", "rule"]
+__all__ = [
+    "BUILTIN_PARAMS_SCHEMAS",
+    "RULES",
+    "Fragment",
+    "Problem",
+    "Rule",
+    "Service",
+    "check",
+    "rule",
+]
 
 RULES: tuple[Rule, ...] = (
     # the stream: source or inputs, and the source's format
@@ -59,6 +71,7 @@ RULES: tuple[Rule, ...] = (
     sources.stream_settings_in_inputs,
     sources.avro_schema_is_avro,
     sources.avro_schema_parses,
+    sources.source_format_has_a_registry,
     # a join's inputs, as streams
     join_inputs.inputs_need_a_join,
     join_inputs.inputs_agree,
@@ -104,12 +117,13 @@ RULES: tuple[Rule, ...] = (
     sinks.default_dead_letter_topic,
     sinks.late_topic_of_event_time_operators,
     sinks.sink_format_has_a_schema,
+    sinks.sink_format_has_a_registry,
     sinks.protobuf_result_names_apart,
 )
 """Every rule, in the order :func:`check` runs them: the order of the spec's sections,
 which is the order of a 422's problems."""
 
 
-def check(spec: Mapping[str, Any], allowed_modules: Sequence[str]) -> list[Problem]:
-    """Every cross-field problem of ``spec``, in the order of :data:`RULES`."""
-    return [problem for r in RULES for problem in r.check(spec, allowed_modules)]
+def check(spec: Mapping[str, Any], service: Service) -> list[Problem]:
+    """Every cross-field problem of ``spec`` for ``service``, in the order of :data:`RULES`."""
+    return [problem for r in RULES for problem in r.check(spec, service)]

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from service.operators.window.aggregate_kinds import AGGREGATES
-from service.pipeline_spec.rules.base import Fragment, Loc, Problem, present, rule
+from service.pipeline_spec.rules.base import Fragment, Loc, Problem, Service, present, rule
 from service.pipeline_spec.rules.raw import as_map, window_of
 
 __all__ = ["FIELD_FREE_FNS", "aggregation_by", "aggregation_field"]
@@ -38,7 +38,7 @@ def _aggregations(spec: Mapping[str, Any]) -> Iterator[tuple[Any, str, Mapping[s
         },
     ),
 )
-def aggregation_field(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+def aggregation_field(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
     """``count`` takes no field, every other function needs one."""
     for name, fn_name, agg_obj in _aggregations(spec):
         loc: Loc = ("operator", "aggregations", name, "field")
@@ -68,7 +68,7 @@ _BY_FNS = tuple(kind.value for kind, a in AGGREGATES.items() if a.takes_by)
         },
     ),
 )
-def aggregation_by(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+def aggregation_by(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
     """``max_by`` and ``min_by`` need the field they order the rows by; no other
     function takes one."""
     for name, fn_name, agg_obj in _aggregations(spec):

@@ -14,18 +14,24 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from service.runtime.formats.registry import FORMATS
+
 __all__ = [
     "COMPARES",
+    "NO_SCHEMA_REGISTRY",
+    "OF_THE_SERVICE",
     "Check",
     "Fragment",
     "JsonSchema",
     "Loc",
     "Problem",
     "Rule",
+    "Service",
     "equals",
     "of_type",
     "present",
     "rule",
+    "uses_registry",
 ]
 
 Loc = tuple[str | int, ...]
@@ -41,8 +47,22 @@ class Problem(NamedTuple):
     input: Any = None
 
 
-Check = Callable[[Mapping[str, Any], Sequence[str]], Iterator[Problem]]
-"""A rule's check: the raw spec and the allowed user-function modules -> its problems."""
+@dataclass(frozen=True, slots=True)
+class Service:
+    """What a rule may know of the service that validates the spec: plain facts of its
+    settings, read by the caller, so that every rule stays a pure function."""
+
+    allowed_modules: tuple[str, ...] = ()
+    """The modules user functions may come from (``SERVICE_UDF_MODULES``)."""
+    schema_registry: bool | None = None
+    """Whether the service has a schema registry (``SERVICE_SCHEMA_REGISTRY_URL``); None:
+    not asked. A spec a user sends is asked (the API's create, replace and compile); a
+    stored spec built again by a replica is not: it was held to it when it was written,
+    and the replica's own lack of a registry is its start's problem, not the spec's."""
+
+
+Check = Callable[[Mapping[str, Any], Service], Iterator[Problem]]
+"""A rule's check: the raw spec and what it may know of the service -> its problems."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +129,23 @@ def rule(
 
 COMPARES = "compares two values of one document, which no JSON Schema can"
 """Why a rule that compares two values of the spec has no fragment for it."""
+
+OF_THE_SERVICE = (
+    "depends on the service's settings, not on the document (the served schema is one for "
+    "every deployment of the service)"
+)
+"""Why a rule that reads a fact of the :class:`Service` beside the spec has no fragment."""
+
+NO_SCHEMA_REGISTRY = (
+    "this format needs a schema registry, and the service has none (SERVICE_SCHEMA_REGISTRY_URL)"
+)
+"""The problem ``schema_registry_unconfigured``: a source's or a sink's format."""
+
+
+def uses_registry(fmt: str | None) -> bool:
+    """Whether format ``fmt`` is in Confluent's wire format (its schemas in the
+    registry): every format with a schema type (runtime/formats/registry.py)."""
+    return any(f.name == fmt and f.schema_type is not None for f in FORMATS)
 
 
 # -- schema fragments' building blocks ------------------------------------------------

@@ -3,7 +3,7 @@ shares, are shuffled, read distinct topics, and (a lookup join's table) are read
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from service.pipeline_spec.rules.base import (
@@ -11,6 +11,7 @@ from service.pipeline_spec.rules.base import (
     Fragment,
     JsonSchema,
     Problem,
+    Service,
     of_type,
     present,
     rule,
@@ -43,7 +44,7 @@ _JOIN_OPERATOR: JsonSchema = {
         },
     ),
 )
-def inputs_need_a_join(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+def inputs_need_a_join(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
     """A join reads two inputs; two inputs are only read by a join."""
     op = as_map(spec.get("operator"))
     if op is None:
@@ -78,7 +79,7 @@ alignment) as one."""
 
 
 @rule(reports={"inputs_disagree"}, beyond_schema={"inputs_disagree": COMPARES})
-def inputs_agree(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+def inputs_agree(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
     """Both inputs bounded or neither, from the same start, with one idleness timeout,
     idle advance and drift bound (reported at the second input)."""
     inputs = input_sections(spec)
@@ -109,7 +110,7 @@ def inputs_agree(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]
         {"properties": {"key": {"properties": {"partitioned": {"not": {"const": True}}}}}},
     ),
 )
-def inputs_are_shuffled(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+def inputs_are_shuffled(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
     """A join brings both inputs to its key through the shuffle, whatever their
     partitioning: a promise of ``partitioned`` would not be used."""
     for name, section in input_sections(spec):
@@ -133,7 +134,7 @@ def inputs_are_shuffled(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[P
         "JSON Schema can follow",
     },
 )
-def lookup_table_input(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+def lookup_table_input(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
     """A lookup join's table (its right input) is read whole and followed live: never
     bounded, never from the latest offset."""
     op = join_of(spec)
@@ -164,7 +165,7 @@ def lookup_table_input(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Pr
 
 
 @rule(reports={"input_topics_overlap"}, beyond_schema={"input_topics_overlap": COMPARES})
-def input_topics_disjoint(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+def input_topics_disjoint(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
     """Each topic is one input's: a record belongs to one side of the join."""
     owner: dict[str, str] = {}
     for name, section in input_sections(spec):

@@ -3,7 +3,7 @@ and the fields each kind takes, its bounds, lateness and state, its ``select``."
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from service.operators.join.kinds import JOIN_KINDS
@@ -14,6 +14,7 @@ from service.pipeline_spec.rules.base import (
     JsonSchema,
     Problem,
     Rule,
+    Service,
     equals,
     present,
     rule,
@@ -44,6 +45,10 @@ _HOW_WHY = {
     "partner arrives, and a regular join's output is append-only (bound the join in "
     "time, an interval or window join, for outer rows)",
 }
+_LEFT_ONLY_WHY = (
+    ": semi and anti are a window join's (join two windows): only a window bounds 'never matched'"
+)
+"""Why a kind without semi and anti refuses them (whatever else it refuses)."""
 
 
 @rule(
@@ -53,7 +58,7 @@ _HOW_WHY = {
         "same_input": COMPARES,
     },
 )
-def join_inputs_named(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+def join_inputs_named(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
     """``left`` and ``right`` name two different inputs."""
     op = join_of(spec)
     inputs = as_map(spec.get("inputs"))
@@ -91,7 +96,7 @@ def join_inputs_named(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Pro
         },
     ),
 )
-def join_how_fits_kind(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+def join_how_fits_kind(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
     op = join_of(spec)
     kind = as_str(op.get("kind")) if op is not None else None
     if op is None or kind is None or kind not in JOIN_HOWS:
@@ -102,7 +107,7 @@ def join_how_fits_kind(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Pr
             ("operator", "how"),
             "how_not_for_kind",
             f"{kind} joins take how {' | '.join(JOIN_HOWS[kind])}, not {how!r}"
-            + _HOW_WHY.get(kind, ""),
+            + (_LEFT_ONLY_WHY if how in ("semi", "anti") else _HOW_WHY.get(kind, "")),
             how,
         )
 
@@ -113,7 +118,7 @@ def _field_of_kind(name: str, kind: str, field: str, field_type: str, needs: str
     ``<field>_unused``): one rule per field that only one kind takes."""
     unused = f"{field}_unused"
 
-    def check(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    def check(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
         op = join_of(spec)
         if op is None or not isinstance(op.get("kind"), str):
             return
@@ -142,7 +147,7 @@ def _nothing_late(kind: str, why: str) -> Rule:
     ``allowed_lateness_ms`` (``lateness_not_for_<kind>``)."""
     problem = f"lateness_not_for_{kind}"
 
-    def check(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+    def check(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
         op = join_of(spec)
         if op is None or op.get("kind") != kind:
             return
@@ -170,7 +175,7 @@ interval_between = _field_of_kind(
 
 
 @rule(reports={"lower_above_upper"}, beyond_schema={"lower_above_upper": COMPARES})
-def between_in_order(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+def between_in_order(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
     op = join_of(spec)
     between = as_map(op.get("between")) if op is not None else None
     if between is None:
@@ -208,7 +213,7 @@ window_join_assigner = _field_of_kind(
         },
     ),
 )
-def window_join_lateness(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+def window_join_lateness(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
     """Allowed lateness in a window join only with ``how: inner``: a padded, semi or
     anti row emitted when the window fires could be contradicted by a late partner."""
     op = join_of(spec)
@@ -258,7 +263,7 @@ regular_no_lateness = _nothing_late(
         {"if": equals("kind", "regular"), "else": {"properties": {"state_ttl_ms": False}}},
     ),
 )
-def state_ttl_for_regular(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+def state_ttl_for_regular(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
     """Only a regular join keeps rows the watermark does not expire: the other kinds'
     state is bounded by their time condition, so a TTL there says nothing."""
     op = join_of(spec)
@@ -281,7 +286,7 @@ def state_ttl_for_regular(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator
         "parser and the document's input names"
     },
 )
-def join_select(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+def join_select(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
     """Each output field of ``select`` compiles over ``<input>.<path>`` of the join's two
     inputs (every problem at its field); a window join's also reads ``window.start`` and
     ``window.end``, a semi or anti join's not its right input. The inputs are the names

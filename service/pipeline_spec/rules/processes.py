@@ -10,7 +10,15 @@ from typing import Any
 from service.core.time import MAX_DURATION_MS
 from service.operators.process.builtins import BUILTIN_FUNCTIONS
 from service.operators.process.builtins.daily_counter import MAX_OFFSET_MINUTES
-from service.pipeline_spec.rules.base import Fragment, JsonSchema, Loc, Problem, equals, rule
+from service.pipeline_spec.rules.base import (
+    Fragment,
+    JsonSchema,
+    Loc,
+    Problem,
+    Service,
+    equals,
+    rule,
+)
 from service.pipeline_spec.rules.raw import as_map, as_str
 from service.pipeline_spec.rules.user_functions import user_function_pattern, user_ref
 
@@ -45,13 +53,13 @@ def _process_function_schema(allowed: Sequence[str]) -> JsonSchema:
     reports={"unknown_function", "function_not_allowed", "function_ref_invalid"},
     schema=Fragment("KeyedProcessOperator", _process_function_schema),
 )
-def process_function_known(spec: Mapping[str, Any], allowed: Sequence[str]) -> Iterator[Problem]:
+def process_function_known(spec: Mapping[str, Any], service: Service) -> Iterator[Problem]:
     """A keyed process function is a built-in or an allowed module's function."""
     fn = _keyed_process_function(spec)
     if fn is None or fn in BUILTIN_PROCESS_FUNCTIONS:
         return
     if ":" in fn:
-        yield from user_ref(("operator", "function"), fn, allowed)
+        yield from user_ref(("operator", "function"), fn, service.allowed_modules)
     else:
         yield Problem(
             ("operator", "function"),
@@ -120,7 +128,7 @@ _PARAM_PATH = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)((?:\[\d+\])*)$")
     reports={"invalid_param"},
     schema=Fragment("KeyedProcessOperator", _builtin_params_schema()),
 )
-def builtin_params(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+def builtin_params(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
     """Params of a built-in, checked by the built-in itself (``"field: message"`` each)."""
     fn = _keyed_process_function(spec)
     if fn is None or fn not in BUILTIN_PROCESS_FUNCTIONS:

@@ -4,17 +4,21 @@ format with a schema derived from the aggregations."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from service.pipeline_spec.rules.base import (
     COMPARES,
+    NO_SCHEMA_REGISTRY,
+    OF_THE_SERVICE,
     Fragment,
     JsonSchema,
     Problem,
+    Service,
     of_type,
     present,
     rule,
+    uses_registry,
 )
 from service.pipeline_spec.rules.raw import as_map, as_str, source_topics
 from service.pipeline_spec.rules.topics import (
@@ -29,6 +33,7 @@ __all__ = [
     "default_dead_letter_topic",
     "late_topic_of_event_time_operators",
     "protobuf_result_names_apart",
+    "sink_format_has_a_registry",
     "sink_format_has_a_schema",
     "sink_topics_own",
 ]
@@ -52,7 +57,7 @@ _SINK_TOPICS = ("topic", "late_topic", "dead_letter_topic")
     ),
     beyond_schema={"sink_is_source": COMPARES, "sink_topics_not_distinct": COMPARES},
 )
-def sink_topics_own(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+def sink_topics_own(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
     """Each output its own topic, which Kafka accepts, outside the source topics and the
     service's namespace (one problem per topic, the first that applies)."""
     sink = as_map(spec.get("sink"))
@@ -102,7 +107,7 @@ def sink_topics_own(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Probl
     ),
     beyond_schema={"missing": f"the default dead-letter topic is taken: {COMPARES}"},
 )
-def default_dead_letter_topic(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+def default_dead_letter_topic(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
     """Without a dead-letter topic, ``<topic>.dlq`` is one: free, and a topic Kafka takes."""
     sink = as_map(spec.get("sink"))
     main = as_str(sink.get("topic")) if sink is not None else None
@@ -152,9 +157,7 @@ _LATE_RECORDS: JsonSchema = {
         },
     ),
 )
-def late_topic_of_event_time_operators(
-    spec: Mapping[str, Any], _: Sequence[str]
-) -> Iterator[Problem]:
+def late_topic_of_event_time_operators(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
     """Only event-time windows and joins have late records."""
     sink = as_map(spec.get("sink"))
     op = as_map(spec.get("operator"))
@@ -202,7 +205,7 @@ def late_topic_of_event_time_operators(
         },
     ),
 )
-def sink_format_has_a_schema(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+def sink_format_has_a_schema(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
     """A result schema is derived from a window's aggregations, each output an Avro name."""
     sink = as_map(spec.get("sink"))
     if sink is None or "format" not in sink or sink["format"] == "json":
@@ -230,10 +233,24 @@ def sink_format_has_a_schema(spec: Mapping[str, Any], _: Sequence[str]) -> Itera
 
 
 @rule(
+    reports={"schema_registry_unconfigured"},
+    beyond_schema={"schema_registry_unconfigured": OF_THE_SERVICE},
+)
+def sink_format_has_a_registry(spec: Mapping[str, Any], service: Service) -> Iterator[Problem]:
+    """Results in a format with a schema are registered under ``<topic>-value`` in the
+    service's schema registry: a service without one cannot write them. Asked only when
+    the caller says whether the service has one (:class:`Service`)."""
+    sink = as_map(spec.get("sink"))
+    fmt = as_str(sink.get("format")) if sink is not None else None
+    if service.schema_registry is False and uses_registry(fmt):
+        yield Problem(("sink", "format"), "schema_registry_unconfigured", NO_SCHEMA_REGISTRY, fmt)
+
+
+@rule(
     reports={"protobuf_json_name_clash"},
     beyond_schema={"protobuf_json_name_clash": COMPARES},
 )
-def protobuf_result_names_apart(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+def protobuf_result_names_apart(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
     """protoc refuses a message two of whose fields have one JSON name (``a_b`` and
     ``aB`` are both ``aB``), so a protobuf sink's derived schema would fail to compile at
     run time: the second aggregation of each such pair is reported, at itself."""

@@ -3,20 +3,38 @@ level, or in each input of a join). The watermark's are in :mod:`.watermarks`.""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import fastavro
 
 from service.operators.steps import check_expression
-from service.pipeline_spec.rules.base import Fragment, Loc, Problem, equals, present, rule
-from service.pipeline_spec.rules.raw import as_map, source_sections, stream_sections, topics_of
+from service.pipeline_spec.rules.base import (
+    NO_SCHEMA_REGISTRY,
+    OF_THE_SERVICE,
+    Fragment,
+    Loc,
+    Problem,
+    Service,
+    equals,
+    present,
+    rule,
+    uses_registry,
+)
+from service.pipeline_spec.rules.raw import (
+    as_map,
+    as_str,
+    source_sections,
+    stream_sections,
+    topics_of,
+)
 from service.pipeline_spec.rules.topics import KAFKA_REFUSED_TOPICS, NOT_REFUSED, refused_topic
 
 __all__ = [
     "avro_schema_is_avro",
     "avro_schema_parses",
     "partitioned_key_is_not_shuffled",
+    "source_format_has_a_registry",
     "source_or_inputs",
     "source_topics_distinct",
     "step_expressions",
@@ -34,7 +52,7 @@ _STREAM_SETTINGS = ("steps", "key", "timestamp", "watermark")
         "PipelineSpec", {"oneOf": [present("source", "object"), present("inputs", "object")]}
     ),
 )
-def source_or_inputs(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+def source_or_inputs(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
     """One stream (``source``) or a join's two (``inputs``), never both."""
     has_source = spec.get("source") is not None
     has_inputs = spec.get("inputs") is not None
@@ -64,7 +82,7 @@ def source_or_inputs(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Prob
         },
     ),
 )
-def stream_settings_in_inputs(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+def stream_settings_in_inputs(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
     """With ``inputs``, steps, key, timestamp and watermark are each input's."""
     if spec.get("inputs") is None:
         return
@@ -85,7 +103,7 @@ def stream_settings_in_inputs(spec: Mapping[str, Any], _: Sequence[str]) -> Iter
         {"if": present("avro_schema", "object"), "then": equals("format", "avro")},
     ),
 )
-def avro_schema_is_avro(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+def avro_schema_is_avro(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
     """An ``avro_schema`` says the values are raw Avro: the format is ``avro``."""
     for at, section in source_sections(spec):
         if as_map(section.get("avro_schema")) is not None and section.get("format") != "avro":
@@ -98,10 +116,26 @@ def avro_schema_is_avro(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[P
 
 
 @rule(
+    reports={"schema_registry_unconfigured"},
+    beyond_schema={"schema_registry_unconfigured": OF_THE_SERVICE},
+)
+def source_format_has_a_registry(spec: Mapping[str, Any], service: Service) -> Iterator[Problem]:
+    """A source in Confluent's wire format (its writer schemas fetched by id) needs the
+    service's schema registry; raw Avro (``avro_schema``) does not. Asked only when the
+    caller says whether the service has one (:class:`Service`)."""
+    if service.schema_registry is not False:
+        return
+    for at, section in source_sections(spec):
+        fmt = as_str(section.get("format"))
+        if uses_registry(fmt) and as_map(section.get("avro_schema")) is None:
+            yield Problem((*at, "format"), "schema_registry_unconfigured", NO_SCHEMA_REGISTRY, fmt)
+
+
+@rule(
     reports={"invalid_avro_schema"},
     beyond_schema={"invalid_avro_schema": "parsing an Avro schema is no JSON Schema's"},
 )
-def avro_schema_parses(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+def avro_schema_parses(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
     """The raw Avro schema is one fastavro can read with."""
     for at, section in source_sections(spec):
         schema = as_map(section.get("avro_schema"))
@@ -124,7 +158,7 @@ def avro_schema_parses(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Pr
         "invalid_expression": "an expression's syntax, functions and arity need its parser"
     },
 )
-def step_expressions(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+def step_expressions(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
     """Every problem of every expression of the steps (syntax, unknown functions, arity,
     unsupported syntax), each at its JSON path with its column in the expression."""
     for at, section in stream_sections(spec):
@@ -159,7 +193,7 @@ def step_expressions(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Prob
         },
     ),
 )
-def partitioned_key_is_not_shuffled(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+def partitioned_key_is_not_shuffled(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
     for at, section in stream_sections(spec):
         key = as_map(section.get("key"))
         if key is None:
@@ -185,7 +219,7 @@ def partitioned_key_is_not_shuffled(spec: Mapping[str, Any], _: Sequence[str]) -
         },
     ),
 )
-def timestamp_source(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+def timestamp_source(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
     """``source: kafka`` takes no field nor format; otherwise a field."""
     for at, section in stream_sections(spec):
         ts = as_map(section.get("timestamp"))
@@ -225,7 +259,7 @@ def _timestamp_problems(at: Loc, ts: Mapping[str, Any]) -> Iterator[Problem]:
         {"properties": {"topics": {"uniqueItems": True, "items": NOT_REFUSED}}},
     ),
 )
-def source_topics_distinct(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+def source_topics_distinct(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
     """Source topics Kafka accepts, each listed once (in each source)."""
     for at, section in stream_sections(spec):
         seen: set[str] = set()

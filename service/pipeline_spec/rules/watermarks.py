@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-from service.pipeline_spec.rules.base import Fragment, Loc, Problem, equals, present, rule
+from service.pipeline_spec.rules.base import Fragment, Loc, Problem, Service, equals, present, rule
 from service.pipeline_spec.rules.raw import as_int, watermark_sections
 
 __all__ = ["bound_only_when_out_of_order", "idle_advance_needs_timeout", "punctuated_field"]
@@ -26,7 +26,7 @@ def _strategy(wm: Mapping[str, Any]) -> Any:
         },
     ),
 )
-def punctuated_field(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+def punctuated_field(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
     """The punctuated strategy needs its field, and only it takes one."""
     for at, wm in watermark_sections(spec):
         yield from _punctuated_problems(at, wm)
@@ -64,7 +64,7 @@ def _punctuated_problems(at: Loc, wm: Mapping[str, Any]) -> Iterator[Problem]:
         },
     ),
 )
-def bound_only_when_out_of_order(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+def bound_only_when_out_of_order(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
     """Ascending (strictly or not) and punctuated watermarks have no out-of-orderness
     bound."""
     for at, wm in watermark_sections(spec):
@@ -99,7 +99,7 @@ def _bound_problems(at: Loc, wm: Mapping[str, Any]) -> Iterator[Problem]:
         {"if": equals("idle_advance", True), "then": present("idle_timeout_ms", "integer")},
     ),
 )
-def idle_advance_needs_timeout(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+def idle_advance_needs_timeout(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
     for at, wm in watermark_sections(spec):
         if wm.get("idle_advance") is True and wm.get("idle_timeout_ms") is None:
             yield Problem(

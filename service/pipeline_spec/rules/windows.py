@@ -11,6 +11,7 @@ from service.pipeline_spec.rules.base import (
     Fragment,
     JsonSchema,
     Problem,
+    Service,
     equals,
     of_type,
     present,
@@ -42,7 +43,7 @@ _DOMAIN_TRIGGERS = {"event_time": "event", "processing_time": "processing"}
 
 
 @rule(reports={"slide_greater_than_size"}, beyond_schema={"slide_greater_than_size": COMPARES})
-def slide_within_size(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+def slide_within_size(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
     assigner = assigner_of(spec)
     if assigner is None or assigner.get("type") != "sliding":
         return
@@ -59,7 +60,7 @@ def slide_within_size(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Pro
 
 
 @rule(reports={"offset_out_of_range"}, beyond_schema={"offset_out_of_range": COMPARES})
-def offset_within_period(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+def offset_within_period(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
     assigner = assigner_of(spec)
     if assigner is None:
         return
@@ -85,7 +86,7 @@ _HAS_FUNCTION = present("function", "string")
         "WindowOperator", {"oneOf": [present("aggregations", "object"), _HAS_FUNCTION]}
     ),
 )
-def aggregations_or_function(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+def aggregations_or_function(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
     op = window_of(spec)
     if op is None:
         return
@@ -110,7 +111,7 @@ def aggregations_or_function(spec: Mapping[str, Any], _: Sequence[str]) -> Itera
     reports={"evictor_needs_elements"},
     schema=Fragment("WindowOperator", {"if": present("evictor", "object"), "then": _HAS_FUNCTION}),
 )
-def evictor_needs_function(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+def evictor_needs_function(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
     op = window_of(spec)
     if op is not None and op.get("evictor") is not None and op.get("function") is None:
         yield Problem(
@@ -141,12 +142,12 @@ def _window_function_schema(allowed: Sequence[str]) -> JsonSchema:
     reports={"function_not_allowed", "function_ref_invalid"},
     schema=Fragment("WindowOperator", _window_function_schema),
 )
-def window_function_allowed(spec: Mapping[str, Any], allowed: Sequence[str]) -> Iterator[Problem]:
+def window_function_allowed(spec: Mapping[str, Any], service: Service) -> Iterator[Problem]:
     """A window function is ``package.module:Name`` in an allowed module."""
     op = window_of(spec)
     fn = as_str(op.get("function")) if op is not None else None
     if fn is not None:
-        yield from user_ref(("operator", "function"), fn, allowed)
+        yield from user_ref(("operator", "function"), fn, service.allowed_modules)
 
 
 @rule(
@@ -160,7 +161,7 @@ def window_function_allowed(spec: Mapping[str, Any], allowed: Sequence[str]) -> 
         },
     ),
 )
-def trigger_fits_time(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+def trigger_fits_time(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
     op = window_of(spec)
     time = window_time_of(op) if op is not None else None
     if op is None or time is None:
@@ -197,7 +198,7 @@ def trigger_fits_time(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Pro
         },
     ),
 )
-def global_window_trigger(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+def global_window_trigger(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
     """A global window never ends: it needs a trigger that fires without an end."""
     op = window_of(spec)
     if op is None or window_time_of(op) is None:
@@ -226,7 +227,7 @@ def global_window_trigger(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator
         },
     ),
 )
-def no_lateness_in_processing_time(spec: Mapping[str, Any], _: Sequence[str]) -> Iterator[Problem]:
+def no_lateness_in_processing_time(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
     op = window_of(spec)
     if op is None or window_time_of(op) != "processing":
         return

@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import ValidationError
 from sqlglot import exp
 
+from service.pipeline_spec import rules
 from service.pipeline_spec.models import PipelineSpec, validate_spec
 
 from .context import Compilation, Loc
@@ -86,12 +87,22 @@ class Compiled:
     def problem(self, loc: Loc, message: str, kind: str) -> SqlProblem:
         """A problem of the spec at ``loc``, placed where that part was written."""
         path = ".".join(map(str, loc))
-        text = f"{message} (the spec's {path})" if path else message
+        hint = self.comp.hints.get(loc)
+        text = f"{message} (the spec's {path}{f': {hint}' if hint else ''})" if path else message
         return SqlProblem(self.comp.origin(loc), kind, text, loc)
 
 
 def compile_sql(name: str, sql: str) -> Compiled:
     """The spec ``sql`` compiles to (named ``name``); :class:`SqlError` with every problem."""
+    compiled = _compile(name, sql)
+    if compiled.comp.problems:
+        raise SqlError(compiled.comp.problems)
+    return compiled
+
+
+def _compile(name: str, sql: str) -> Compiled:
+    """What ``sql`` compiles to, problems and all: with SQL problems (``comp.problems``)
+    the spec holds the parts that could be written, and lacks the others."""
     if not isinstance(sql, str):
         raise SqlError([SqlProblem(Text("").at_offset(0, 0), "sql_syntax", "sql is a string")])
     comp = Compilation(Text(sql))
@@ -164,8 +175,6 @@ def compile_sql(name: str, sql: str) -> Compiled:
     if "delivery" in settings.values:
         comp.spec["delivery"] = settings.values["delivery"]
         comp.origins[("delivery",)] = settings.at["delivery"]
-    if comp.problems:
-        raise SqlError(comp.problems)
     spec = {"name": name, **comp.spec}
     ordered = {key: spec[key] for key in _SPEC_ORDER if key in spec}
     return Compiled(sql, ordered, comp)
@@ -258,13 +267,29 @@ def _query(
 
 
 def validate_sql(
-    name: str, sql: str, allowed_modules: Sequence[str]
+    name: str, sql: str, allowed_modules: Sequence[str], *, schema_registry: bool | None = None
 ) -> tuple[PipelineSpec, Compiled]:
     """Compile and validate as any spec is: :class:`SqlError` with every problem of
-    either, each placed in the script."""
-    compiled = compile_sql(name, sql)
+    either, each placed in the script.
+
+    A script with problems of its own (SQL the compiler cannot translate) compiles to a
+    partial spec, which is not validated field by field (a part left out is not the
+    user's problem), but the rules still run on it: a problem of a part that *was*
+    written (a ``how`` the join's kind does not take, a setting its kind does not use)
+    is named in the same answer, as the rule words it for a JSON spec. The compiler
+    refuses only what the spec cannot express; the rules refuse the rest, for both."""
+    compiled = _compile(name, sql)
+    if compiled.comp.problems:
+        found = [
+            compiled.problem(p.loc, p.msg, p.type)
+            for p in rules.check(
+                compiled.spec, rules.Service(tuple(allowed_modules), schema_registry)
+            )
+            if _written(compiled.spec, p.loc) or p.loc in compiled.comp.hints
+        ]
+        raise SqlError([*compiled.comp.problems, *found])
     try:
-        spec = validate_spec(compiled.spec, allowed_modules)
+        spec = validate_spec(compiled.spec, allowed_modules, schema_registry=schema_registry)
     except ValidationError as exc:
         problems = [
             compiled.problem(tuple(err["loc"]), err["msg"], err["type"])
@@ -272,3 +297,17 @@ def validate_sql(
         ]
         raise SqlError(problems) from exc
     return spec, compiled
+
+
+def _written(spec: Any, loc: Loc) -> bool:
+    """Whether the partial spec holds a value at ``loc`` (a rule's problem of a part the
+    compiler could not write, a missing one, is the SQL problem's consequence; a part
+    the script left out has a hint where the compiler knows how it is written)."""
+    node = spec
+    for part in loc:
+        found = isinstance(node, dict) and part in node
+        found = found or (isinstance(node, list) and isinstance(part, int) and part < len(node))
+        if not found:
+            return False
+        node = node[part]
+    return bool(loc) and node is not None

@@ -30,6 +30,9 @@ class Compilation:
     """A spec path -> where in the script it came from (the longest known prefix of a
     spec problem's path places that problem)."""
     problems: list[SqlProblem] = field(default_factory=list)
+    hints: dict[Loc, str] = field(default_factory=dict)
+    """A spec path -> how that part is written in SQL, for a rule's problem of it (a
+    part the script left out names no SQL of its own to point at)."""
 
     def at(self, node: exp.Expr | None, statement: int) -> Position:
         return self.text.at_node(node, statement)

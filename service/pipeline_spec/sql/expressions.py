@@ -25,7 +25,7 @@ from service.operators.steps import check_expression
 from service.operators.steps.compiler import StepsDialect, column_path
 
 from .context import Compilation
-from .sources import Source, family_of
+from .sources import Source, family_of, source_origins
 
 __all__ = [
     "Scope",
@@ -403,7 +403,7 @@ def write_source(comp: Compilation, source: Source, steps: list[dict[str, Any]])
     """Put a one-source query's source and steps in the spec; the spec, for the rest."""
     spec = comp.spec
     spec["source"] = source.source
-    comp.came_from(("source",), source.node, source.statement)
+    source_origins(comp, ("source",), source)
     if steps:
         spec["steps"] = steps
     return spec

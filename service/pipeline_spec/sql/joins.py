@@ -42,9 +42,8 @@ from sqlglot import exp
 from .context import Compilation
 from .expressions import Scope, column_path, resolve_columns, translate
 from .options import OptionError, duration_ms
-from .problems import SqlProblem
 from .sink import Settings
-from .sources import Source, stand_in
+from .sources import Source, source_origins, stand_in
 from .windows import KEY_FIELD, _assigner, _window_source, window_call
 
 __all__ = ["compile_join"]
@@ -132,26 +131,7 @@ def compile_join(
     on_refused = len(comp.problems) > before_on
     if kind == "interval" and lower is None and upper is None:
         kind = "regular"
-    if how in _LEFT_ONLY and kind != "window":
-        comp.refuse(
-            join,
-            statement,
-            f"a {how.upper()} join is a window join's (join two windows: TUMBLE or HOP on "
-            "both sides): only a window bounds 'never matched'",
-            "sql_join_condition",
-        )
-    elif kind == "regular" and how != "inner":
-        comp.refuse_clause(join, statement, how, _REGULAR_INNER, "sql_join_condition")
     _where(comp, scope, select.args.get("where"), left, right, statement)
-    if "state_ttl" in settings.values and kind != "regular":
-        comp.problems.append(
-            SqlProblem(
-                settings.at["state_ttl"],
-                "sql_option",
-                f"SET state_ttl is for regular joins, not {kind} joins (their time "
-                "condition bounds their state)",
-            )
-        )
     operator: dict[str, Any] = {
         "type": "join",
         "kind": kind,
@@ -159,11 +139,13 @@ def compile_join(
         "left": left.source.name,
         "right": right.source.name,
     }
+    if left.source is right.source:  # refused above: the spec names its inputs by source,
+        del operator["right"]  # so it cannot hold this join (no rule says so again)
     if kind == "interval":
         if (lower is None or upper is None) and not on_refused:  # else ON says what is wrong
             comp.refuse(join.args.get("on") or join, statement, _INTERVAL_USAGE)
         operator["between"] = {"lower_ms": lower, "upper_ms": upper}
-    if kind == "regular" and "state_ttl" in settings.values:
+    if "state_ttl" in settings.values:  # a kind that takes none: the spec's rules say so
         operator["state_ttl_ms"] = settings.values["state_ttl"]
         comp.origins[("operator", "state_ttl_ms")] = settings.at["state_ttl"]
     if kind == "window" and left.assigner is not None and right.assigner is not None:
@@ -175,14 +157,12 @@ def compile_join(
             comp.refuse(left.node, statement, "a window join takes TUMBLE or HOP windows")
         operator["assigner"] = left.assigner
     if kind == "lookup":
-        if right.source.max_rows is None and right.source.known:
-            comp.refuse(
-                right.source.node,
-                right.source.statement,
-                f"a lookup join's table {right.source.name} needs WITH (max_rows = N) on its "
-                "CREATE SOURCE: the most rows every replica may hold in memory",
-            )
-        operator["max_rows"] = right.source.max_rows
+        if right.source.max_rows is not None:
+            operator["max_rows"] = right.source.max_rows
+        if right.source.known:  # without it, the spec's rule (lookup_max_rows) says so here
+            at = ("operator", "max_rows")
+            comp.came_from(at, right.source.node, right.source.statement)
+            comp.hints[at] = f"WITH (max_rows = N) on CREATE SOURCE {right.source.name}"
     if "allowed_lateness" in settings.values:
         operator["allowed_lateness_ms"] = settings.values["allowed_lateness"]
         comp.origins[("operator", "allowed_lateness_ms")] = settings.at["allowed_lateness"]
@@ -196,7 +176,14 @@ def compile_join(
     }
     comp.spec["operator"] = operator
     comp.came_from(("operator",), join, statement)
-    comp.came_from(("operator", "how"), join, statement)
+    # A how the kind does not take (an outer regular join, a semi join of two streams)
+    # is the spec's rule's to refuse, at the side's keyword (LEFT, RIGHT, FULL) when
+    # one was written.
+    keyword = str(join.args.get("side") or "").upper()
+    if how in ("left", "right", "full") and keyword:
+        comp.origins[("operator", "how")] = comp.text.at_keyword(join, statement, keyword)
+    else:
+        comp.came_from(("operator", "how"), join, statement)
 
 
 _INTERVAL_USAGE = (
@@ -204,11 +191,6 @@ _INTERVAL_USAGE = (
     "'...' <unit> AND a.ts + INTERVAL '...' <unit> (the time columns are the WATERMARK "
     "columns); or join two windows, or FOR SYSTEM_TIME AS OF a.ts (temporal), or leave "
     "the times out (a regular join)"
-)
-_REGULAR_INNER = (
-    "a join without time bounds (a regular join) is an inner JOIN: an outer row would be "
-    "emitted padded and then retracted when its partner arrives, and the output is "
-    "append-only; bound the times (an interval join) or join windows for outer rows"
 )
 
 
@@ -524,7 +506,7 @@ def _input(comp: Compilation, scope: Scope, side: _Side, statement: int) -> dict
     section["timestamp"] = source.timestamp
     section["watermark"] = source.watermark
     comp.came_from(at, source.node, source.statement)
-    comp.came_from((*at, "source"), source.node, source.statement)
+    source_origins(comp, (*at, "source"), source)
     comp.came_from((*at, "key"), side.keys[0] if side.keys else None, statement)
     comp.came_from((*at, "watermark"), source.watermark_node, source.statement)
     comp.came_from((*at, "timestamp"), source.watermark_node, source.statement)

@@ -68,6 +68,9 @@ class Source:
     it does not say again that it has none."""
     known: bool = True
     """False for a :func:`stand_in`, which no statement declared."""
+    written_at: dict[str, exp.Expression] = field(default_factory=dict)
+    """Each field of the spec's source -> the ``WITH`` option it was written from (a
+    rule's problem of the field is placed there: :func:`source_origins`)."""
 
     def declares(self, column: str) -> bool:
         """Whether ``column`` is a column of this source (any, if it declares none)."""
@@ -284,6 +287,8 @@ def _options(
     for option in options_of(properties):
         try:
             _option(source, option.name, option.node)
+            if option.name in _SOURCE_FIELDS:
+                source.written_at[_SOURCE_FIELDS[option.name]] = option.node
         except UnknownOption:
             comp.refuse(
                 option.node,
@@ -293,6 +298,25 @@ def _options(
             )
         except OptionError as exc:
             comp.refuse(option.node, statement, f"{option.name} takes {exc}", "sql_option")
+
+
+_SOURCE_FIELDS = {
+    "topic": "topics",
+    "topics": "topics",
+    "format": "format",
+    "value.format": "format",
+    "start_from": "start_from",
+    "scan.startup.mode": "start_from",
+    "bounded": "bounded",
+}
+"""The ``WITH`` options that are a field of the spec's source, by name."""
+
+
+def source_origins(comp: Compilation, at: tuple[str | int, ...], source: Source) -> None:
+    """Note where the source section at ``at`` and its fields were written."""
+    comp.came_from(at, source.node, source.statement)
+    for name, node in source.written_at.items():
+        comp.came_from((*at, name), node, source.statement)
 
 
 def _option(source: Source, name: str, node: exp.Expression) -> None:

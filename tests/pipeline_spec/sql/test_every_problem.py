@@ -156,7 +156,7 @@ def test_an_outer_join_without_time_bounds_still_resolves_its_select() -> None:
     )
     assert placed(sql) == [
         at(sql, "sql_unknown_column", 3, "p.price"),
-        at(sql, "sql_join_condition", 3, "LEFT JOIN"),
+        at(sql, "how_not_for_kind", 3, "LEFT JOIN"),  # the spec's rule, at the LEFT
     ]
 
 
@@ -169,7 +169,7 @@ def test_a_semi_join_without_windows_still_resolves_its_select() -> None:
     )
     assert placed(sql) == [
         at(sql, "sql_unknown_column", 3, "o.price"),
-        at(sql, "sql_join_condition", 3, "payments p"),
+        at(sql, "how_not_for_kind", 3, "payments p"),
     ]
 
 
@@ -205,7 +205,7 @@ def test_a_lookup_join_without_max_rows_still_resolves_its_select() -> None:
         "JOIN rates FOR SYSTEM_TIME AS OF PROCTIME() AS r ON o.currency = r.currency"
     )
     assert placed(sql) == [
-        at(sql, "sql_unsupported", 2, "rates ("),
+        at(sql, "missing", 2, "rates ("),  # the spec's rule (lookup_max_rows), at the table
         at(sql, "sql_unknown_column", 3, "r.price"),
     ]
 

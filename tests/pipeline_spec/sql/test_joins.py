@@ -229,7 +229,7 @@ def test_a_semi_join_without_windows_is_refused() -> None:
         + "INSERT INTO paid SELECT o.order_id FROM orders o LEFT SEMI JOIN payments p "
         "ON o.order_id = p.order_id"
     )
-    assert problem.type == "sql_join_condition" and "window join's" in problem.message
+    assert problem.type == "how_not_for_kind" and "window join's" in problem.message
 
 
 def test_window_start_outside_a_window_join_is_an_unknown_column() -> None:

@@ -153,7 +153,7 @@ def test_an_outer_join_without_time_bounds_is_refused_it_would_need_retractions(
         ORDERS + PAYMENTS + "INSERT INTO paid SELECT * FROM orders o LEFT JOIN payments p "
         "ON o.order_id = p.order_id"
     )
-    assert_at(sql, "LEFT JOIN", 3, "sql_join_condition", "retracted")
+    assert_at(sql, "LEFT JOIN", 3, "how_not_for_kind", "retracted")
 
 
 def test_half_a_time_bound_is_refused_as_an_interval_join_without_its_other_bound() -> None:
@@ -172,7 +172,7 @@ def test_a_state_ttl_on_a_join_bounded_in_time_is_refused_at_the_setting() -> No
         + "INSERT INTO paid SELECT * FROM orders o JOIN payments p ON o.order_id = p.order_id "
         "AND p.ts BETWEEN o.ts AND o.ts + INTERVAL '1' MINUTE"
     )
-    assert_at(sql, "'1' HOUR", 3, "sql_option", "regular joins")
+    assert_at(sql, "'1' HOUR", 3, "state_ttl_unused", "regular joins")
 
 
 def test_max_by_with_one_argument_is_refused_at_it() -> None:
