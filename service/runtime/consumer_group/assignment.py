@@ -78,7 +78,7 @@ class Assignment:
         pending input, the pauses, the partitions, the watermark combiner, the timers."""
         session = self._session
         consumer = session.consumer
-        combiner = session.emitter.combiner
+        emitter = session.emitter
         now = session.clock.now_ms()
         for part in restored.ready:
             # Records fetched before this point were skipped; the seek fetches them again.
@@ -91,11 +91,11 @@ class Assignment:
                 session.pauses.draining.add(part.tp)
             session.pauses.restoring.discard(part.tp)
             session.partitions[part.tp] = part
-            combiner.assign(
+            emitter.assign(
                 part.tp, now, part.generator.current_watermark, part.operator.current_watermark
             )
             if part.finished:  # kept in memory after this member finished it
-                combiner.finish(part.tp)
+                emitter.finish(part.tp)
             part.timers.reschedule()
         session.pauses.apply()
 
@@ -128,7 +128,7 @@ class Assignment:
             part.close()
             session.reporter.report_timer_counts(part)  # what happened since the last refresh
             session.reporter.report_shuffle(part)
-            session.emitter.combiner.revoke(part.tp)
+            session.emitter.revoke(part.tp)
             session.reporter.forget(part.tp)
         for tp in revoked:
             session.pending.pop(tp, None)  # not processed: the next owner reads them again

@@ -302,8 +302,8 @@ class FetchLoop:
             return False
         sink = session.sink
         assert sink is not None
-        prefetched = session.metrics.prefetched_records.labels(session.name)
-        combiner = session.emitter.combiner
+        prefetched = session.reporter.prefetched
+        emitter = session.emitter
         now = session.clock.now_ms()
         progressed = False
         for tp, waiting in list(pending.items()):
@@ -320,7 +320,7 @@ class FetchLoop:
             if chunk.counted == before:
                 # Held back: it has records, so it is not idle (the others wait for it
                 # only while it is behind, which is never the case for a held partition).
-                combiner.update(tp, part.generator.current_watermark, now)
+                emitter.partition_active(tp, part.generator.current_watermark, now)
                 continue
             progressed = True
             if waiting.prefetched:
@@ -360,12 +360,12 @@ class FetchLoop:
         self.processed(part, count, others, now)
 
     def processed(self, part: PartitionTask, count: int, others: int | None, now: int) -> None:
-        """After ``count`` records of ``part``: its watermark to the combiner, counters,
+        """After ``count`` records of ``part``: its watermark to the emitter, counters,
         and its lead over the others (what alignment bounds, reported in status)."""
         session = self.session
         watermark = part.generator.current_watermark
         if not self.per_record:
-            session.emitter.combiner.update(part.tp, watermark, now)
+            session.emitter.partition_active(part.tp, watermark, now)
         session.records_in += count
         session.reporter.records_counter(part.tp).inc(count)
         if others is not None and others != MIN_TIMESTAMP and watermark != MIN_TIMESTAMP:
@@ -375,27 +375,27 @@ class FetchLoop:
 
     def others(self, tp: TopicPartition, now: int) -> int | None:
         """The minimum over the counted partitions other than ``tp`` (None: none)."""
-        return self.session.emitter.combiner.minimum(now, excluding=tp)
+        return self.session.emitter.minimum_excluding(tp, now)
 
     def process_per_record(
         self, part: PartitionTask, inputs: Sequence[InputRecord], count: int, end: int, now: int
     ) -> None:
         """``interval_ms = 0``: the combined watermark is recomputed after every record."""
         emitter = self.session.emitter
-        combiner = emitter.combiner
+        active = emitter.partition_active  # the combiner's bound method: no call between
         emit = emitter.emit
         tp = part.tp
         last = len(inputs) - 1
         for i, record in enumerate(inputs):
             if part.markers_before(i):  # a shuffle's markers come in order with records
-                combiner.update(tp, part.generator.current_watermark, now)
+                active(tp, part.generator.current_watermark, now)
                 emit(now)
             part.process_one(record, _offset_of(inputs[i + 1][4], end) if i < last else end)
-            combiner.update(tp, part.generator.current_watermark, now)
+            active(tp, part.generator.current_watermark, now)
             emit(now)
         part.skipped(count - len(inputs), end)
         if part.markers_before(len(inputs)) or not inputs:
-            combiner.update(tp, part.generator.current_watermark, now)
+            active(tp, part.generator.current_watermark, now)
             emit(now)
         part.timers.reschedule()
 
@@ -469,7 +469,7 @@ class FetchLoop:
         session = self.session
         part.finished = True
         session.finished_here.add(part.tp)
-        session.emitter.combiner.finish(part.tp)
+        session.emitter.finish(part.tp)
         session.pauses.finished.add(part.tp)
         session.pauses.apply()
 

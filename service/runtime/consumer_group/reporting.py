@@ -61,6 +61,8 @@ class SessionReporter:
         self.batch_seconds = metrics.batch_seconds.labels(session.name)
         self.lateness = metrics.processing_timer_lateness.labels(session.name)
         self.records_held = metrics.alignment_records_held.labels(session.name)
+        self.prefetched = metrics.prefetched_records.labels(session.name)
+        """Records the prefetcher read during the join, counted as the loop takes them."""
         self.last_refresh = 0.0
         self._alignment_reported = (0, 0)
         self._shuffle_reported: dict[TopicPartition, tuple[int, int, int]] = {}
@@ -148,10 +150,10 @@ class SessionReporter:
     def partition_status(self, part: PartitionTask, now: int) -> PartitionStatus:
         session = self.session
         gauges = part.operator.gauges()
-        combiner = session.emitter.combiner
-        idle = part.tp in combiner.partitions and combiner.is_idle(part.tp, now)
+        emitter = session.emitter
+        idle = emitter.is_idle(part.tp, now)
         watermark = part.watermark
-        combined = session.emitter.current
+        combined = emitter.current
         drift = None if watermark is None or combined is None else max(0, watermark - combined)
         pending = session.pending.get(part.tp)
         return PartitionStatus(
@@ -185,8 +187,8 @@ class SessionReporter:
         name = session.name
         now = session.clock.now_ms()
         wall = time.time()
-        combiner = session.emitter.combiner
-        current = session.emitter.current
+        watermarks = session.emitter.snapshot(now)
+        current = watermarks.current
         rows_held: dict[str, int] = {}
         for tp, part in session.partitions.items():
             label = f"{tp.topic}/{tp.partition}"
@@ -236,8 +238,8 @@ class SessionReporter:
         if current is not None:
             m.combined_watermark.labels(name).set(current)
             m.combined_watermark_lag.labels(name).set(now - current)
-        m.idle_partitions.labels(name).set(len(combiner.idle_partitions(now)))
-        m.idle_advancing.labels(name).set(1 if session.emitter.idle_advancing else 0)
+        m.idle_partitions.labels(name).set(len(watermarks.idle))
+        m.idle_advancing.labels(name).set(1 if watermarks.idle_advancing else 0)
         alignment = session.alignment
         if session.definition.bounded and session.partitions_done[1]:
             m.partitions_finished.labels(name).set(session.partitions_done[0])

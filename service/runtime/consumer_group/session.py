@@ -370,10 +370,9 @@ class Session:
         alignment = self.alignment
         if alignment is None:
             return
-        combiner = self.emitter.combiner
-        tps = combiner.partitions
-        watermarks = {tp: combiner.partition_watermark(tp) for tp in tps}
-        others = {tp: combiner.minimum(now, excluding=tp) for tp in tps}
+        emitter = self.emitter
+        watermarks = emitter.partition_watermarks()
+        others = {tp: emitter.minimum_excluding(tp, now) for tp in watermarks}
         to_pause, to_resume = alignment.decide(watermarks, others, self.pending.keys())
         if to_pause or to_resume:
             self.pauses.aligned = set(alignment.paused)

@@ -331,17 +331,17 @@ class RouteStage(Stage):
     def on_emit(self, session: StageSession, now: int) -> bool:
         """Markers: each source partition whose watermark or idleness changed says so
         to every shuffle partition (when it says idle: :func:`.route_markers.announces_idle`)."""
-        combiner = session.emitter.combiner
-        advancing = combiner.idle_advancing  # idle_advance: event time runs on the clock
+        emitter = session.emitter
+        advanced = emitter.idle_advanced()  # idle_advance: event time runs on the clock
         wrote = False
         for tp, part in session.partitions.items():
             writer = part.operator
             if not isinstance(writer, ShuffleWriter) or part.finished:
                 continue
-            if advancing:
-                wrote |= writer.announce(combiner.current, False)
+            if advanced is not None:
+                wrote |= writer.announce(advanced, False)
                 continue
-            idle = announces_idle(combiner.is_idle(tp, now), part.lag())
+            idle = announces_idle(emitter.is_idle(tp, now), part.lag())
             wrote |= writer.announce(part.generator.current_watermark, idle)
         return wrote
 
