@@ -21,8 +21,9 @@ from service.operators.join.inputs import SidedJoin
 from service.operators.join.rows import Side
 from service.runtime.consumer_group.pauses import PauseControl
 from service.runtime.consumer_group.pending_input import PendingInput
-from service.runtime.consumer_group.views import SessionBasics
-from service.runtime.consumer_group.watermark_emitter import WatermarkEmitter
+from service.runtime.consumer_group.views import RunsStage, SessionBasics
+from service.runtime.consumer_group.watermark_emitter import WatermarkSnapshot
+from service.runtime.observability.metrics import RuntimeMetrics
 from service.runtime.observability.status import PartitionStatus
 from service.runtime.partition.sinks import OutputSink
 from service.runtime.partition.task import PartitionTask
@@ -30,16 +31,27 @@ from service.runtime.shuffle.reader import ShuffleDecoder
 from service.runtime.shuffle.writer import ShuffleWriter
 
 
-class ReportSession(SessionBasics, Protocol):
+class ReportedWatermarks(Protocol):
+    """What the reporter reads of the watermark emitter."""
+
+    @property
+    def current(self) -> int | None: ...
+    def is_idle(self, tp: TopicPartition, now: int) -> bool: ...
+    def snapshot(self, now: int) -> WatermarkSnapshot: ...
+
+
+class ReportSession(SessionBasics, RunsStage, Protocol):
     """What the reporter reads of its session: the partitions and what holds them back,
     the combined watermark, and the sink, whose counts it takes."""
 
+    @property
+    def metrics(self) -> RuntimeMetrics: ...
     @property
     def partitions(self) -> Mapping[TopicPartition, PartitionTask]: ...
     @property
     def partitions_done(self) -> tuple[int, int]: ...
     @property
-    def emitter(self) -> WatermarkEmitter: ...
+    def emitter(self) -> ReportedWatermarks: ...
     @property
     def alignment(self) -> WatermarkAlignment[TopicPartition] | None: ...
     @property

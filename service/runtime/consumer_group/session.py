@@ -365,15 +365,6 @@ class Session:
         self.pauses.apply()
 
     def align(self, now: int) -> None:
-        """Watermark alignment: pause the partitions that hold records back or could take
-        nothing now, resume the others (the decision is the core's; the loop holds)."""
-        alignment = self.alignment
-        if alignment is None:
-            return
-        emitter = self.emitter
-        watermarks = emitter.partition_watermarks()
-        others = {tp: emitter.minimum_excluding(tp, now) for tp in watermarks}
-        to_pause, to_resume = alignment.decide(watermarks, others, self.pending.keys())
-        if to_pause or to_resume:
-            self.pauses.aligned = set(alignment.paused)
-            self.pauses.apply()
+        """Watermark alignment, on each tick of the emitter: the loop's
+        (:meth:`FetchLoop.align`)."""
+        self.loop.align(now)
