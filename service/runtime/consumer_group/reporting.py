@@ -32,11 +32,8 @@ from service.runtime.shuffle.writer import ShuffleWriter
 
 
 class ReportedWatermarks(Protocol):
-    """What the reporter reads of the watermark emitter."""
+    """What the reporter reads of the watermark emitter: a snapshot."""
 
-    @property
-    def current(self) -> int | None: ...
-    def is_idle(self, tp: TopicPartition, now: int) -> bool: ...
     def snapshot(self, now: int) -> WatermarkSnapshot: ...
 
 
@@ -162,10 +159,10 @@ class SessionReporter:
     def partition_status(self, part: PartitionTask, now: int) -> PartitionStatus:
         session = self.session
         gauges = part.operator.gauges()
-        emitter = session.emitter
-        idle = emitter.is_idle(part.tp, now)
+        watermarks = session.emitter.snapshot(now)
+        idle = part.tp in watermarks.idle
         watermark = part.watermark
-        combined = emitter.current
+        combined = watermarks.current
         drift = None if watermark is None or combined is None else max(0, watermark - combined)
         pending = session.pending.get(part.tp)
         return PartitionStatus(

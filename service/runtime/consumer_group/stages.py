@@ -353,6 +353,7 @@ class RouteStage(Stage):
         to every shuffle partition (when it says idle: :func:`.route_markers.announces_idle`)."""
         emitter = session.emitter
         advanced = emitter.idle_advanced()  # idle_advance: event time runs on the clock
+        is_idle = emitter.is_idle
         wrote = False
         for tp, part in session.partitions.items():
             writer = part.operator
@@ -361,7 +362,7 @@ class RouteStage(Stage):
             if advanced is not None:
                 wrote |= writer.announce(advanced, False)
                 continue
-            idle = announces_idle(emitter.is_idle(tp, now), part.lag())
+            idle = announces_idle(is_idle(tp, now), part.lag())
             wrote |= writer.announce(part.generator.current_watermark, idle)
         return wrote
 

@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from aiokafka import TopicPartition
 
 from service.core.combiner import WatermarkCombiner
-from service.core.errors import PartitionError
 from service.core.time import MIN_TIMESTAMP, Clock
 from service.runtime.partition.task import PartitionTask
 
@@ -59,7 +58,7 @@ class WatermarkEmitter:
     The one holder of the session's :class:`~service.core.combiner.WatermarkCombiner`:
     the other parts tell it what happened to a partition (:meth:`assign`,
     :meth:`partition_active`, :meth:`finish`, :meth:`revoke`) and ask what they need
-    (:meth:`minimum_excluding`, :meth:`is_idle`, :meth:`snapshot`...)."""
+    (:meth:`minimum_excluding`, ``is_idle``, :meth:`snapshot`...)."""
 
     __slots__ = (
         "_after_emit",
@@ -69,6 +68,7 @@ class WatermarkEmitter:
         "_on_tick",
         "_partitions",
         "_task",
+        "is_idle",
         "partition_active",
         "tick_ms",
     )
@@ -98,6 +98,11 @@ class WatermarkEmitter:
         holds some back), its generator at ``watermark``; it counts as active (not idle)
         from ``now``. The combiner's own bound method, so the per-record loop
         (``interval_ms = 0``) calls it with no call in between."""
+        self.is_idle: Callable[[TopicPartition, int], bool] = combiner.is_idle
+        """``is_idle(tp, now)``: whether held partition ``tp`` has had no record for the
+        idle timeout at ``now`` (a finished one is not idle; one not held raises
+        :class:`~service.core.errors.PartitionError`). The combiner's own bound method:
+        stage 1's markers ask it per partition at every emission."""
         self._clock = clock
         needs_tick = idle_advance or on_tick is not None
         self.tick_ms = interval_ms if interval_ms > 0 else (IDLE_TICK_MS if needs_tick else 0)
@@ -134,14 +139,6 @@ class WatermarkEmitter:
         order (what alignment compares)."""
         combiner = self._combiner
         return {tp: combiner.partition_watermark(tp) for tp in combiner.partitions}
-
-    def is_idle(self, tp: TopicPartition, now: int) -> bool:
-        """Whether ``tp`` has had no record for the idle timeout at ``now`` (a partition
-        not held, or finished, is not idle). O(1): the markers ask it per partition."""
-        try:
-            return self._combiner.is_idle(tp, now)
-        except PartitionError:  # not held (the status of a session closing)
-            return False
 
     def idle_advanced(self) -> int | None:
         """The combined watermark while idle advance lets event time follow the wall
