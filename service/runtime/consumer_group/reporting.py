@@ -70,12 +70,17 @@ class SessionReporter:
         self.batch_seconds = metrics.batch_seconds.labels(session.name)
         self.lateness = metrics.processing_timer_lateness.labels(session.name)
         self.records_held = metrics.alignment_records_held.labels(session.name)
-        self.prefetched = metrics.prefetched_records.labels(session.name)
-        """Records the prefetcher read during the join, counted as the loop takes them."""
         self.last_refresh = 0.0
         self._alignment_reported = (0, 0)
         self._shuffle_reported: dict[TopicPartition, tuple[int, int, int]] = {}
         """Per partition: (routed, markers, replays) or mismatches, as last reported."""
+
+    @property
+    def prefetched(self) -> Any:
+        """``clockwork_prefetched_records``: records the prefetcher read during the join,
+        counted as the loop takes them (its series appears once the loop takes waiting
+        input)."""
+        return self.session.metrics.prefetched_records.labels(self.session.name)
 
     def records_counter(self, tp: TopicPartition) -> Any:
         """``clockwork_records_in`` of a source partition; a shuffle partition's records
