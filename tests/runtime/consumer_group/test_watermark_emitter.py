@@ -1,5 +1,6 @@
-"""What one emission delivers, and when the emitter ticks (watermark_emitter.py). The
-emission is synchronous: no loop runs here, and the clock is the test's."""
+"""What one emission delivers, what the other parts tell and ask the emitter, and when it
+ticks (watermark_emitter.py). The emission is synchronous: no loop runs here, and the clock
+is the test's."""
 
 from __future__ import annotations
 
