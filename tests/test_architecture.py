@@ -333,3 +333,31 @@ def test_only_the_cluster_makes_kafka_clients() -> None:
     makers = {module for module, path in ALL if constructed_clients(path)}
     assert makers == {"service.runtime.kafka.clients"}
     assert constructed_clients(SERVICE / "runtime" / "kafka" / "clients.py") == KAFKA_CLIENTS
+
+
+def attributes_read(path: Path) -> set[str]:
+    """Every attribute name ``path`` reads or writes (``x.name``)."""
+    return {
+        node.attr
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, ast.Attribute)
+    }
+
+
+def test_only_the_watermark_emitter_holds_a_sessions_combiner() -> None:
+    """The parts of a session tell the emitter what happened to a partition and ask it
+    what they need (``partition_active``, ``finish``, ``minimum_excluding``,
+    ``snapshot``...); none reaches through it to the combiner."""
+    emitter = "service.runtime.consumer_group.watermark_emitter"
+    importers = {
+        module
+        for module, path in in_layer("runtime")
+        if any(n.startswith("service.core.combiner") for n in imports(module, path))
+    }
+    assert importers <= {emitter}
+    reaching = {
+        module
+        for module, path in in_layer("runtime")
+        if {"combiner", "_combiner"} & attributes_read(path)
+    }
+    assert reaching <= {emitter}

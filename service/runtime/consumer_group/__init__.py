@@ -4,10 +4,12 @@ Why a group of its own: what a membership owns changes together with the group, 
 join, a rebalance, a checkpoint or a stop; fetching, pausing, restoring and
 checkpointing must agree on it at every such moment, so they live side by side. Only
 :mod:`.assignment` adds partitions to a session or takes them out. Each part names what
-it uses of the session in a protocol of its own, extending :mod:`.views`'s
-``SessionBasics`` (``LoopSession``, ``CheckpointSession``, ``AssignmentSession``,
-``ReportSession``; ``StageSession`` for the stages), so only :mod:`.session` knows them
-all, and nothing here imports it back.
+it uses of the session in a protocol of its own, made of :mod:`.views`'s groups and its
+own members (``LoopSession``, ``CheckpointSession``, ``AssignmentSession``,
+``ReportSession``; ``StageSetup``, ``PartitionBuilding`` and ``EmissionSession`` for the
+stages), typing the emitter, the checkpointer and the reporter as protocols of what it
+calls of them, so only :mod:`.session` knows them all, and nothing here imports it
+back. The :class:`~.watermark_emitter.WatermarkEmitter` alone holds the combiner.
 
 What the parts decide is kept apart from their I/O, in pure modules with unit tests of
 their own: :mod:`.pauses` (what is fetched), :mod:`.pending_input` (how much waiting

@@ -14,17 +14,44 @@ Nothing else adds a partition to the session or takes one out of it.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from aiokafka import TopicPartition
 
-from service.runtime.consumer_group.checkpointing import Checkpointer, Restored, tp_label
-from service.runtime.consumer_group.reporting import SessionReporter
+from service.runtime.consumer_group.checkpointing import Restored, tp_label
 from service.runtime.consumer_group.views import HeldPartitions, SessionBasics
 from service.runtime.kafka.transactions import PartitionTransactions
 from service.runtime.partition.task import PartitionTask
 
 logger = logging.getLogger(__name__)
+
+
+class AssignedWatermarks(Protocol):
+    """What joining and leaving change of the watermark emitter."""
+
+    def assign(self, tp: TopicPartition, now: int, watermark: int, delivered: int) -> None: ...
+    def finish(self, tp: TopicPartition) -> None: ...
+    def revoke(self, tp: TopicPartition) -> None: ...
+
+
+class AssignedCheckpoints(Protocol):
+    """What joining and leaving ask of the checkpointer: rebuild, save, keep."""
+
+    async def restore(
+        self, new: list[TopicPartition], join: Callable[[Restored], None]
+    ) -> None: ...
+    async def checkpoint(self, parts: list[PartitionTask], *, release: bool = False) -> None: ...
+    async def park(self, parts: list[PartitionTask]) -> None: ...
+
+
+class LeavingReport(Protocol):
+    """What the reporter does for a partition that leaves: its last counts, then forget
+    its series."""
+
+    def report_timer_counts(self, part: PartitionTask) -> None: ...
+    def report_shuffle(self, part: PartitionTask) -> None: ...
+    def forget(self, tp: TopicPartition) -> None: ...
 
 
 class AssignmentSession(SessionBasics, HeldPartitions, Protocol):
@@ -34,11 +61,13 @@ class AssignmentSession(SessionBasics, HeldPartitions, Protocol):
     @property
     def consumer(self) -> Any: ...
     @property
-    def reporter(self) -> SessionReporter: ...
-    @property
-    def checkpointer(self) -> Checkpointer: ...
-    @property
     def transactions(self) -> PartitionTransactions | None: ...
+    @property
+    def emitter(self) -> AssignedWatermarks: ...
+    @property
+    def reporter(self) -> LeavingReport: ...
+    @property
+    def checkpointer(self) -> AssignedCheckpoints: ...
     @property
     def checkpoint_on_revoke(self) -> bool: ...
     @property
@@ -78,7 +107,7 @@ class Assignment:
         pending input, the pauses, the partitions, the watermark combiner, the timers."""
         session = self._session
         consumer = session.consumer
-        combiner = session.emitter.combiner
+        emitter = session.emitter
         now = session.clock.now_ms()
         for part in restored.ready:
             # Records fetched before this point were skipped; the seek fetches them again.
@@ -91,11 +120,11 @@ class Assignment:
                 session.pauses.draining.add(part.tp)
             session.pauses.restoring.discard(part.tp)
             session.partitions[part.tp] = part
-            combiner.assign(
+            emitter.assign(
                 part.tp, now, part.generator.current_watermark, part.operator.current_watermark
             )
             if part.finished:  # kept in memory after this member finished it
-                combiner.finish(part.tp)
+                emitter.finish(part.tp)
             part.timers.reschedule()
         session.pauses.apply()
 
@@ -128,7 +157,7 @@ class Assignment:
             part.close()
             session.reporter.report_timer_counts(part)  # what happened since the last refresh
             session.reporter.report_shuffle(part)
-            session.emitter.combiner.revoke(part.tp)
+            session.emitter.revoke(part.tp)
             session.reporter.forget(part.tp)
         for tp in revoked:
             session.pending.pop(tp, None)  # not processed: the next owner reads them again

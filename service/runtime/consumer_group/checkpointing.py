@@ -67,11 +67,11 @@ from service.runtime.consumer_group.checkpoint_meta import (
 )
 from service.runtime.consumer_group.pending_input import PendingInput
 from service.runtime.consumer_group.prefetch import Prefetcher
-from service.runtime.consumer_group.reporting import SessionReporter
-from service.runtime.consumer_group.stages import StageSession
-from service.runtime.consumer_group.views import SessionBasics, SessionClients
+from service.runtime.consumer_group.stages import PartitionBuilding
+from service.runtime.consumer_group.views import RunsStage, SessionBasics, SessionClients
 from service.runtime.kafka.batch_producer import BatchProducer
 from service.runtime.kafka.clients import KafkaCluster
+from service.runtime.observability.metrics import RuntimeMetrics
 from service.runtime.partition.task import PartitionTask
 
 logger = logging.getLogger(__name__)
@@ -95,13 +95,23 @@ def _changelog_partition(part: PartitionTask) -> int:
     return partition
 
 
-class CheckpointSession(StageSession, SessionBasics, SessionClients, Protocol):
-    """What checkpoints and restores use of their session: its clients and where outputs
-    go, with the stage's view, as a restore builds partitions. A restore hands what it
-    built to its caller (:meth:`Checkpointer.restore`): it never puts it in the session."""
+class LatenessReport(Protocol):
+    """What a restored partition reports through the session's reporter."""
 
     @property
-    def reporter(self) -> SessionReporter: ...
+    def lateness(self) -> Any:
+        """The histogram of processing-time timers' lateness."""
+
+
+class CheckpointSession(SessionBasics, RunsStage, SessionClients, PartitionBuilding, Protocol):
+    """What checkpoints and restores use of their session: its clients and where outputs
+    go, with what the stage builds a partition with. A restore hands what it built to
+    its caller (:meth:`Checkpointer.restore`): it never puts it in the session."""
+
+    @property
+    def metrics(self) -> RuntimeMetrics: ...
+    @property
+    def reporter(self) -> LatenessReport: ...
     @property
     def end_offsets(self) -> Mapping[TopicPartition, int]: ...
     def fail(self, exc: BaseException) -> None: ...

@@ -48,10 +48,13 @@ from service.runtime.consumer_group.bounded_end import (
     reached,
     readable_end,
 )
-from service.runtime.consumer_group.checkpointing import Checkpointer
 from service.runtime.consumer_group.pending_input import Chunk, PendingInput, cut
-from service.runtime.consumer_group.reporting import SessionReporter
-from service.runtime.consumer_group.views import HeldPartitions, SessionBasics, SessionClients
+from service.runtime.consumer_group.views import (
+    HeldPartitions,
+    RunsStage,
+    SessionBasics,
+    SessionClients,
+)
 from service.runtime.formats.schemas import WriterSchemas
 from service.runtime.kafka.batch_reader import BatchReader
 from service.runtime.kafka.clients import KafkaCluster
@@ -61,13 +64,51 @@ from service.runtime.partition.decoding import DeadLetter, RecordDecoder
 from service.runtime.partition.task import PartitionTask
 from service.runtime.schema_registry.client import SchemaRegistry
 from service.runtime.schema_registry.waiting import resolve_waiting
+from service.runtime.settings import RuntimeSettings
 
 T = TypeVar("T")
 
 
-class LoopSession(SessionBasics, SessionClients, HeldPartitions, Protocol):
-    """What the loop uses of its session: nearly all of it, as the loop is where the
-    session's parts meet; the counters and bounded input's progress it keeps there."""
+class LoopWatermarks(Protocol):
+    """What the loop tells the watermark emitter and asks of it."""
+
+    def partition_active(self, tp: TopicPartition, watermark: int, now: int) -> None: ...
+    def minimum_excluding(self, tp: TopicPartition, now: int) -> int | None: ...
+    def partition_watermarks(self) -> dict[TopicPartition, int]: ...
+    def finish(self, tp: TopicPartition) -> None: ...
+    def emit(self, now: int) -> None: ...
+
+
+class LoopCheckpoints(Protocol):
+    """What the loop asks of the checkpointer: one on time, and one at a partition's end."""
+
+    @property
+    def last_checkpoint(self) -> float: ...
+    @property
+    def in_flight(self) -> bool: ...
+    async def start(self, parts: list[PartitionTask]) -> None: ...
+    async def checkpoint(self, parts: list[PartitionTask], *, release: bool = False) -> None: ...
+
+
+class LoopReports(Protocol):
+    """What the loop counts into the reporter, and when it has it refresh the metrics."""
+
+    last_refresh: float
+
+    @property
+    def batch_seconds(self) -> Any: ...
+    @property
+    def records_held(self) -> Any: ...
+    @property
+    def prefetched(self) -> Any: ...
+    def records_counter(self, tp: TopicPartition) -> Any: ...
+    def refresh(self) -> None: ...
+
+
+class LoopSession(SessionBasics, RunsStage, SessionClients, HeldPartitions, Protocol):
+    """What the loop uses of its session: much of it, as the loop is where the session's
+    parts meet, but of the emitter, the checkpointer and the reporter only what it
+    calls; the counters and bounded input's progress it keeps there."""
 
     polls: int
     records_in: int
@@ -75,13 +116,17 @@ class LoopSession(SessionBasics, SessionClients, HeldPartitions, Protocol):
     partitions_done: tuple[int, int]
 
     @property
+    def settings(self) -> RuntimeSettings: ...
+    @property
     def stopping(self) -> asyncio.Event: ...
     @property
     def finished_here(self) -> set[TopicPartition]: ...
     @property
-    def checkpointer(self) -> Checkpointer: ...
+    def emitter(self) -> LoopWatermarks: ...
     @property
-    def reporter(self) -> SessionReporter: ...
+    def checkpointer(self) -> LoopCheckpoints: ...
+    @property
+    def reporter(self) -> LoopReports: ...
     @property
     def decoder(self) -> RecordDecoder: ...
     @property
@@ -89,7 +134,6 @@ class LoopSession(SessionBasics, SessionClients, HeldPartitions, Protocol):
     async def interruptible(self, awaitable: Coroutine[Any, Any, T]) -> T: ...
     def raise_error(self) -> None: ...
     def waiting(self, reason: str | None) -> None: ...
-    def align(self, now: int) -> None: ...
 
 
 logger = logging.getLogger(__name__)
@@ -178,7 +222,7 @@ class FetchLoop:
             if aligning:
                 # A partition racing ahead is paused after its batch, not only at the
                 # next tick: getmany can return many batches without yielding.
-                session.align(session.clock.now_ms())
+                self.align(session.clock.now_ms())
             batches.send_open()
             await batches.wait_capacity()
             if transactions is not None:
@@ -302,8 +346,8 @@ class FetchLoop:
             return False
         sink = session.sink
         assert sink is not None
-        prefetched = session.metrics.prefetched_records.labels(session.name)
-        combiner = session.emitter.combiner
+        prefetched = session.reporter.prefetched
+        emitter = session.emitter
         now = session.clock.now_ms()
         progressed = False
         for tp, waiting in list(pending.items()):
@@ -320,7 +364,7 @@ class FetchLoop:
             if chunk.counted == before:
                 # Held back: it has records, so it is not idle (the others wait for it
                 # only while it is behind, which is never the case for a held partition).
-                combiner.update(tp, part.generator.current_watermark, now)
+                emitter.partition_active(tp, part.generator.current_watermark, now)
                 continue
             progressed = True
             if waiting.prefetched:
@@ -360,12 +404,12 @@ class FetchLoop:
         self.processed(part, count, others, now)
 
     def processed(self, part: PartitionTask, count: int, others: int | None, now: int) -> None:
-        """After ``count`` records of ``part``: its watermark to the combiner, counters,
+        """After ``count`` records of ``part``: its watermark to the emitter, counters,
         and its lead over the others (what alignment bounds, reported in status)."""
         session = self.session
         watermark = part.generator.current_watermark
         if not self.per_record:
-            session.emitter.combiner.update(part.tp, watermark, now)
+            session.emitter.partition_active(part.tp, watermark, now)
         session.records_in += count
         session.reporter.records_counter(part.tp).inc(count)
         if others is not None and others != MIN_TIMESTAMP and watermark != MIN_TIMESTAMP:
@@ -373,29 +417,45 @@ class FetchLoop:
             if part.max_lead is None or lead > part.max_lead:
                 part.max_lead = lead
 
+    def align(self, now: int) -> None:
+        """Watermark alignment: pause the partitions that hold records back or could take
+        nothing now, resume the others (the decision is the core's; the loop holds).
+        After each batch, and on each tick of the emitter."""
+        session = self.session
+        alignment = session.alignment
+        if alignment is None:
+            return
+        emitter = session.emitter
+        watermarks = emitter.partition_watermarks()
+        others = {tp: emitter.minimum_excluding(tp, now) for tp in watermarks}
+        to_pause, to_resume = alignment.decide(watermarks, others, session.pending.keys())
+        if to_pause or to_resume:
+            session.pauses.aligned = set(alignment.paused)
+            session.pauses.apply()
+
     def others(self, tp: TopicPartition, now: int) -> int | None:
         """The minimum over the counted partitions other than ``tp`` (None: none)."""
-        return self.session.emitter.combiner.minimum(now, excluding=tp)
+        return self.session.emitter.minimum_excluding(tp, now)
 
     def process_per_record(
         self, part: PartitionTask, inputs: Sequence[InputRecord], count: int, end: int, now: int
     ) -> None:
         """``interval_ms = 0``: the combined watermark is recomputed after every record."""
         emitter = self.session.emitter
-        combiner = emitter.combiner
+        active = emitter.partition_active  # the combiner's bound method: no call between
         emit = emitter.emit
         tp = part.tp
         last = len(inputs) - 1
         for i, record in enumerate(inputs):
             if part.markers_before(i):  # a shuffle's markers come in order with records
-                combiner.update(tp, part.generator.current_watermark, now)
+                active(tp, part.generator.current_watermark, now)
                 emit(now)
             part.process_one(record, _offset_of(inputs[i + 1][4], end) if i < last else end)
-            combiner.update(tp, part.generator.current_watermark, now)
+            active(tp, part.generator.current_watermark, now)
             emit(now)
         part.skipped(count - len(inputs), end)
         if part.markers_before(len(inputs)) or not inputs:
-            combiner.update(tp, part.generator.current_watermark, now)
+            active(tp, part.generator.current_watermark, now)
             emit(now)
         part.timers.reschedule()
 
@@ -469,7 +529,7 @@ class FetchLoop:
         session = self.session
         part.finished = True
         session.finished_here.add(part.tp)
-        session.emitter.combiner.finish(part.tp)
+        session.emitter.finish(part.tp)
         session.pauses.finished.add(part.tp)
         session.pauses.apply()
 

@@ -21,8 +21,9 @@ from service.operators.join.inputs import SidedJoin
 from service.operators.join.rows import Side
 from service.runtime.consumer_group.pauses import PauseControl
 from service.runtime.consumer_group.pending_input import PendingInput
-from service.runtime.consumer_group.views import SessionBasics
-from service.runtime.consumer_group.watermark_emitter import WatermarkEmitter
+from service.runtime.consumer_group.views import RunsStage, SessionBasics
+from service.runtime.consumer_group.watermark_emitter import WatermarkSnapshot
+from service.runtime.observability.metrics import RuntimeMetrics
 from service.runtime.observability.status import PartitionStatus
 from service.runtime.partition.sinks import OutputSink
 from service.runtime.partition.task import PartitionTask
@@ -30,16 +31,24 @@ from service.runtime.shuffle.reader import ShuffleDecoder
 from service.runtime.shuffle.writer import ShuffleWriter
 
 
-class ReportSession(SessionBasics, Protocol):
+class ReportedWatermarks(Protocol):
+    """What the reporter reads of the watermark emitter: a snapshot."""
+
+    def snapshot(self, now: int) -> WatermarkSnapshot: ...
+
+
+class ReportSession(SessionBasics, RunsStage, Protocol):
     """What the reporter reads of its session: the partitions and what holds them back,
     the combined watermark, and the sink, whose counts it takes."""
 
+    @property
+    def metrics(self) -> RuntimeMetrics: ...
     @property
     def partitions(self) -> Mapping[TopicPartition, PartitionTask]: ...
     @property
     def partitions_done(self) -> tuple[int, int]: ...
     @property
-    def emitter(self) -> WatermarkEmitter: ...
+    def emitter(self) -> ReportedWatermarks: ...
     @property
     def alignment(self) -> WatermarkAlignment[TopicPartition] | None: ...
     @property
@@ -65,6 +74,13 @@ class SessionReporter:
         self._alignment_reported = (0, 0)
         self._shuffle_reported: dict[TopicPartition, tuple[int, int, int]] = {}
         """Per partition: (routed, markers, replays) or mismatches, as last reported."""
+
+    @property
+    def prefetched(self) -> Any:
+        """``clockwork_prefetched_records``: records the prefetcher read during the join,
+        counted as the loop takes them (its series appears once the loop takes waiting
+        input)."""
+        return self.session.metrics.prefetched_records.labels(self.session.name)
 
     def records_counter(self, tp: TopicPartition) -> Any:
         """``clockwork_records_in`` of a source partition; a shuffle partition's records
@@ -149,10 +165,10 @@ class SessionReporter:
     def partition_status(self, part: PartitionTask, now: int) -> PartitionStatus:
         session = self.session
         gauges = part.operator.gauges()
-        combiner = session.emitter.combiner
-        idle = part.tp in combiner.partitions and combiner.is_idle(part.tp, now)
+        watermarks = session.emitter.snapshot(now)
+        idle = part.tp in watermarks.idle
         watermark = part.watermark
-        combined = session.emitter.current
+        combined = watermarks.current
         drift = None if watermark is None or combined is None else max(0, watermark - combined)
         pending = session.pending.get(part.tp)
         return PartitionStatus(
@@ -186,8 +202,8 @@ class SessionReporter:
         name = session.name
         now = session.clock.now_ms()
         wall = time.time()
-        combiner = session.emitter.combiner
-        current = session.emitter.current
+        watermarks = session.emitter.snapshot(now)
+        current = watermarks.current
         rows_held: dict[str, int] = {}
         for tp, part in session.partitions.items():
             label = f"{tp.topic}/{tp.partition}"
@@ -237,8 +253,8 @@ class SessionReporter:
         if current is not None:
             m.combined_watermark.labels(name).set(current)
             m.combined_watermark_lag.labels(name).set(now - current)
-        m.idle_partitions.labels(name).set(len(combiner.idle_partitions(now)))
-        m.idle_advancing.labels(name).set(1 if session.emitter.idle_advancing else 0)
+        m.idle_partitions.labels(name).set(len(watermarks.idle))
+        m.idle_advancing.labels(name).set(1 if watermarks.idle_advancing else 0)
         alignment = session.alignment
         if session.definition.bounded and session.partitions_done[1]:
             m.partitions_finished.labels(name).set(session.partitions_done[0])

@@ -365,16 +365,6 @@ class Session:
         self.pauses.apply()
 
     def align(self, now: int) -> None:
-        """Watermark alignment: pause the partitions that hold records back or could take
-        nothing now, resume the others (the decision is the core's; the loop holds)."""
-        alignment = self.alignment
-        if alignment is None:
-            return
-        combiner = self.emitter.combiner
-        tps = combiner.partitions
-        watermarks = {tp: combiner.partition_watermark(tp) for tp in tps}
-        others = {tp: combiner.minimum(now, excluding=tp) for tp in tps}
-        to_pause, to_resume = alignment.decide(watermarks, others, self.pending.keys())
-        if to_pause or to_resume:
-            self.pauses.aligned = set(alignment.paused)
-            self.pauses.apply()
+        """Watermark alignment, on each tick of the emitter: the loop's
+        (:meth:`FetchLoop.align`)."""
+        self.loop.align(now)

@@ -41,7 +41,6 @@ from service.operators.join.lookup import LookupTable
 from service.operators.join.rows import Side
 from service.runtime.consumer_group.route_markers import announces_idle
 from service.runtime.consumer_group.table_reader import TableReader
-from service.runtime.consumer_group.watermark_emitter import WatermarkEmitter
 from service.runtime.definition import PipelineDefinition, WatermarkSettings
 from service.runtime.factories import LookupJoinFactory, PerPartitionFactory
 from service.runtime.formats.schemas import WriterSchemas
@@ -59,22 +58,43 @@ from service.runtime.shuffle.task import ShuffledPartitionTask
 from service.runtime.shuffle.writer import ShuffleWriter
 
 
-class StageSession(Protocol):
-    """What a stage uses of the session that runs it."""
+class StageSetup(Protocol):
+    """What a stage uses of its session before the session reads anything
+    (:meth:`Stage.prepare`, :meth:`Stage.ready`)."""
 
     @property
     def settings(self) -> RuntimeSettings: ...
     @property
     def metrics(self) -> RuntimeMetrics: ...
+    def abort(self, exc: BaseException) -> None: ...
+    def waiting(self, reason: str | None) -> None: ...
+
+
+class PartitionBuilding(Protocol):
+    """What a stage uses of its session to build a partition's operator and decoder
+    (the checkpointer's restore calls it)."""
+
+    @property
+    def settings(self) -> RuntimeSettings: ...
     @property
     def decoder(self) -> Decoder: ...
+    def batches_for(self, tp: TopicPartition) -> BatchProducer: ...
+
+
+class MarkerWatermarks(Protocol):
+    """What stage 1's markers ask of the watermark emitter."""
+
+    def idle_advanced(self) -> int | None: ...
+    def is_idle(self, tp: TopicPartition, now: int) -> bool: ...
+
+
+class EmissionSession(Protocol):
+    """What a stage uses of its session after a watermark emission (:meth:`Stage.on_emit`)."""
+
     @property
     def partitions(self) -> Mapping[TopicPartition, PartitionTask]: ...
     @property
-    def emitter(self) -> WatermarkEmitter: ...
-    def batches_for(self, tp: TopicPartition) -> BatchProducer: ...
-    def abort(self, exc: BaseException) -> None: ...
-    def waiting(self, reason: str | None) -> None: ...
+    def emitter(self) -> MarkerWatermarks: ...
 
 
 class Stage:
@@ -107,10 +127,10 @@ class Stage:
         """Whether the source may be read during the group join (prefetch.py)."""
         return True
 
-    def prepare(self, session: StageSession, counts: dict[str, int]) -> None:
+    def prepare(self, session: StageSetup, counts: dict[str, int]) -> None:
         """Once per session, with the partition counts of the pipeline's topics."""
 
-    async def ready(self, session: StageSession) -> None:
+    async def ready(self, session: StageSetup) -> None:
         """Once per session, after :meth:`prepare` and before it reads anything or joins
         its group; an error fails the session."""
 
@@ -124,7 +144,7 @@ class Stage:
         return make_generator(wm.strategy, wm.max_out_of_orderness_ms, wm.field)
 
     def partition_decoder(
-        self, session: StageSession, tp: TopicPartition, generator: WatermarkGenerator
+        self, session: PartitionBuilding, tp: TopicPartition, generator: WatermarkGenerator
     ) -> Decoder:
         """The decoder of one partition (the session's, unless it needs the partition's
         own state)."""
@@ -136,7 +156,7 @@ class Stage:
         ``decoder``: the session's."""
         return decoder.schemas
 
-    def operator(self, session: StageSession, tp: TopicPartition, clock: Clock) -> Operator:
+    def operator(self, session: PartitionBuilding, tp: TopicPartition, clock: Clock) -> Operator:
         factory = self.definition.operator_factory
         if isinstance(factory, PerPartitionFactory):
             return factory.for_partition(clock, f"{tp.topic}/{tp.partition}")
@@ -151,7 +171,7 @@ class Stage:
         """What each slice of ``tp``'s input records is checked by before the operator."""
         return None
 
-    def on_emit(self, session: StageSession, now: int) -> bool:
+    def on_emit(self, session: EmissionSession, now: int) -> bool:
         """After every watermark emission (every tick, every record with
         ``interval_ms = 0``); True if it produced something."""
         return False
@@ -175,7 +195,7 @@ class KeyedStage(Stage):
         super().__init__(definition)
         self.partitioners: dict[str, KeyPartitioner] = {}
 
-    def prepare(self, session: StageSession, counts: dict[str, int]) -> None:
+    def prepare(self, session: StageSetup, counts: dict[str, int]) -> None:
         if self.definition.key_partitioned:  # the promise is checked per record
             self.partitioners = {t: KeyPartitioner(counts[t]) for t in self.definition.topics}
 
@@ -205,11 +225,11 @@ class LookupStage(KeyedStage):
         """The table in use (None before the first session)."""
         return self.reader.table if self.reader is not None else None
 
-    def prepare(self, session: StageSession, counts: dict[str, int]) -> None:
+    def prepare(self, session: StageSetup, counts: dict[str, int]) -> None:
         super().prepare(session, counts)
         self.sources = {tp: n for n, tp in enumerate(source_numbers(self.definition, counts))}
 
-    async def ready(self, session: StageSession) -> None:
+    async def ready(self, session: StageSetup) -> None:
         reader = self.reader
         if reader is None or reader.failed is not None:
             if reader is not None:
@@ -227,7 +247,7 @@ class LookupStage(KeyedStage):
         reader.on_waiting = session.waiting
         await reader.wait_loaded()
 
-    def operator(self, session: StageSession, tp: TopicPartition, clock: Clock) -> Operator:
+    def operator(self, session: PartitionBuilding, tp: TopicPartition, clock: Clock) -> Operator:
         assert self.reader is not None  # ready() made it
         return self.factory.build(clock, self.reader.table, self.sources[tp])
 
@@ -267,7 +287,7 @@ class RouteStage(Stage):
     def prefetches(self) -> bool:
         return self.definition.inputs is None  # the decoder is per input
 
-    def prepare(self, session: StageSession, counts: dict[str, int]) -> None:
+    def prepare(self, session: StageSetup, counts: dict[str, int]) -> None:
         # Every source partition of the pipeline gets a number, the same on every replica.
         self.sources = {tp: n for n, tp in enumerate(source_numbers(self.definition, counts))}
         self.partitioner = KeyPartitioner(counts[self.definition.shuffle_topic])
@@ -286,7 +306,7 @@ class RouteStage(Stage):
         return make_generator(wm.strategy, wm.max_out_of_orderness_ms, wm.field)
 
     def partition_decoder(
-        self, session: StageSession, tp: TopicPartition, generator: WatermarkGenerator
+        self, session: PartitionBuilding, tp: TopicPartition, generator: WatermarkGenerator
     ) -> Decoder:
         if not self._inputs:
             return session.decoder
@@ -312,7 +332,7 @@ class RouteStage(Stage):
             found = self._decoders[topic] = (decoder, records)
         return found
 
-    def operator(self, session: StageSession, tp: TopicPartition, clock: Clock) -> Operator:
+    def operator(self, session: PartitionBuilding, tp: TopicPartition, clock: Clock) -> Operator:
         assert self.partitioner is not None
         reads = self._input(tp)
         steps = reads.steps
@@ -328,20 +348,21 @@ class RouteStage(Stage):
             max_frame_bytes=session.settings.shuffle_frame_max_bytes,
         )
 
-    def on_emit(self, session: StageSession, now: int) -> bool:
+    def on_emit(self, session: EmissionSession, now: int) -> bool:
         """Markers: each source partition whose watermark or idleness changed says so
         to every shuffle partition (when it says idle: :func:`.route_markers.announces_idle`)."""
-        combiner = session.emitter.combiner
-        advancing = combiner.idle_advancing  # idle_advance: event time runs on the clock
+        emitter = session.emitter
+        advanced = emitter.idle_advanced()  # idle_advance: event time runs on the clock
+        is_idle = emitter.is_idle
         wrote = False
         for tp, part in session.partitions.items():
             writer = part.operator
             if not isinstance(writer, ShuffleWriter) or part.finished:
                 continue
-            if advancing:
-                wrote |= writer.announce(combiner.current, False)
+            if advanced is not None:
+                wrote |= writer.announce(advanced, False)
                 continue
-            idle = announces_idle(combiner.is_idle(tp, now), part.lag())
+            idle = announces_idle(is_idle(tp, now), part.lag())
             wrote |= writer.announce(part.generator.current_watermark, idle)
         return wrote
 
@@ -383,7 +404,7 @@ class ShuffledStage(Stage):
     def generator(self, tp: TopicPartition) -> WatermarkGenerator:
         return ShuffleInput()
 
-    def operator(self, session: StageSession, tp: TopicPartition, clock: Clock) -> Operator:
+    def operator(self, session: PartitionBuilding, tp: TopicPartition, clock: Clock) -> Operator:
         """The keyed operator; a join's, fed by the side each record's source says."""
         operator = self.definition.operator_factory(clock)
         if self.definition.inputs is None:
@@ -391,7 +412,7 @@ class ShuffledStage(Stage):
         return SidedJoin(cast(TwoInputOperator, operator), self.sides)
 
     def partition_decoder(
-        self, session: StageSession, tp: TopicPartition, generator: WatermarkGenerator
+        self, session: PartitionBuilding, tp: TopicPartition, generator: WatermarkGenerator
     ) -> Decoder:
         assert isinstance(generator, ShuffleInput)
         return ShuffleDecoder(generator)
@@ -400,7 +421,7 @@ class ShuffledStage(Stage):
     def task(self) -> type[PartitionTask]:
         return ShuffledPartitionTask
 
-    def prepare(self, session: StageSession, counts: dict[str, int]) -> None:
+    def prepare(self, session: StageSetup, counts: dict[str, int]) -> None:
         definition = self.definition
         sources = source_numbers(definition, counts)
         self.origins = RoutedOrigin(sources)

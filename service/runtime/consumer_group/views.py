@@ -1,10 +1,12 @@
-"""What every part of a session reads of it: which pipeline and stage it runs, with
-which settings, clock and metrics.
+"""What several parts of a session read of it, each group declared once.
 
-Each part (the loop, the checkpointer, the assignment, the reporter) declares what it
-uses as a protocol beside itself, extending :class:`SessionBasics` and, where it uses
-them, :class:`SessionClients` and :class:`HeldPartitions`: so each member is written
-down once, and a part's protocol lists only what is its own business.
+Each part (the loop, the checkpointer, the assignment, the reporter, the stages)
+declares what it uses as a protocol beside itself, made of the groups here that it uses
+whole and the members that are its business alone, so that no part sees more of the
+session than it uses. A member whose type a part reads only in part (the emitter, the
+checkpointer, the reporter) is declared by each part with a protocol of what it calls
+of it, never as the class: the loop cannot revoke a partition's watermark, nor the
+assignment checkpoint on time.
 """
 
 from __future__ import annotations
@@ -18,31 +20,30 @@ from service.core.time import Clock
 from service.runtime.consumer_group.pauses import PauseControl
 from service.runtime.consumer_group.pending_input import PendingInput
 from service.runtime.consumer_group.stages import Stage
-from service.runtime.consumer_group.watermark_emitter import WatermarkEmitter
 from service.runtime.definition import PipelineDefinition
 from service.runtime.kafka.batch_producer import BatchProducer
 from service.runtime.kafka.transactions import PartitionTransactions
-from service.runtime.observability.metrics import RuntimeMetrics
 from service.runtime.partition.sinks import OutputSink
 from service.runtime.partition.task import PartitionTask
-from service.runtime.settings import RuntimeSettings
 
 
 class SessionBasics(Protocol):
-    """The session's identity: fixed for its life."""
+    """Whose session it is and what time it is: every part logs the one and reads the
+    other."""
 
     @property
     def name(self) -> str: ...
     @property
+    def clock(self) -> Clock: ...
+
+
+class RunsStage(Protocol):
+    """The pipeline the session runs and the stage of it: fixed for its life."""
+
+    @property
     def definition(self) -> PipelineDefinition: ...
     @property
     def stage(self) -> Stage: ...
-    @property
-    def settings(self) -> RuntimeSettings: ...
-    @property
-    def clock(self) -> Clock: ...
-    @property
-    def metrics(self) -> RuntimeMetrics: ...
 
 
 class SessionClients(Protocol):
@@ -59,8 +60,8 @@ class SessionClients(Protocol):
 
 
 class HeldPartitions(Protocol):
-    """The partitions a session holds and every place a held partition is in: what
-    the loop works on and the assignment changes."""
+    """The partitions a session holds and the places a held partition is in besides the
+    watermark emitter: what the loop works on and the assignment changes."""
 
     @property
     def partitions(self) -> dict[TopicPartition, PartitionTask]: ...
@@ -70,5 +71,3 @@ class HeldPartitions(Protocol):
     def pauses(self) -> PauseControl: ...
     @property
     def alignment(self) -> WatermarkAlignment[TopicPartition] | None: ...
-    @property
-    def emitter(self) -> WatermarkEmitter: ...

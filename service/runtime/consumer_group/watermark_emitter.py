@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from aiokafka import TopicPartition
 
@@ -39,18 +40,36 @@ IDLE_TICK_MS = 100
 """The tick with ``interval_ms = 0`` when idle advance or alignment needs one."""
 
 
+@dataclass(frozen=True, slots=True)
+class WatermarkSnapshot:
+    """What the reporter shows of the combined watermark at one moment."""
+
+    current: int | None
+    """The combined watermark at the last emission; None before the first."""
+    idle: tuple[TopicPartition, ...]
+    """The idle partitions, in assignment order."""
+    idle_advancing: bool
+    """Whether event time follows the wall clock (every partition idle)."""
+
+
 class WatermarkEmitter:
-    """Combines partition watermarks and delivers the result to every partition."""
+    """Combines partition watermarks and delivers the result to every partition.
+
+    The one holder of the session's :class:`~service.core.combiner.WatermarkCombiner`:
+    the other parts tell it what happened to a partition (:meth:`assign`,
+    :meth:`partition_active`, :meth:`finish`, :meth:`revoke`) and ask what they need
+    (:meth:`minimum_excluding`, ``is_idle``, :meth:`snapshot`...)."""
 
     __slots__ = (
         "_after_emit",
         "_clock",
+        "_combiner",
         "_on_emit",
         "_on_tick",
+        "_partitions",
         "_task",
-        "combiner",
-        "interval_ms",
-        "partitions",
+        "is_idle",
+        "partition_active",
         "tick_ms",
     )
 
@@ -69,12 +88,22 @@ class WatermarkEmitter:
         """``on_tick(now)`` runs after each periodic tick (alignment), ``on_emit(now)``
         after each emission, periodic or per record (a shuffle's markers; True if it
         wrote something, which then leaves at once)."""
-        self.partitions = partitions
-        self.combiner: WatermarkCombiner[TopicPartition] = WatermarkCombiner(
+        self._partitions = partitions
+        combiner: WatermarkCombiner[TopicPartition] = WatermarkCombiner(
             idle_timeout_ms, idle_advance=idle_advance
         )
+        self._combiner = combiner
+        self.partition_active: Callable[[TopicPartition, int, int], None] = combiner.update
+        """``partition_active(tp, watermark, now)``: ``tp`` took records at ``now`` (or
+        holds some back), its generator at ``watermark``; it counts as active (not idle)
+        from ``now``. The combiner's own bound method, so the per-record loop
+        (``interval_ms = 0``) calls it with no call in between."""
+        self.is_idle: Callable[[TopicPartition, int], bool] = combiner.is_idle
+        """``is_idle(tp, now)``: whether held partition ``tp`` has had no record for the
+        idle timeout at ``now`` (a finished one is not idle; one not held raises
+        :class:`~service.core.errors.PartitionError`). The combiner's own bound method:
+        stage 1's markers ask it per partition at every emission."""
         self._clock = clock
-        self.interval_ms = interval_ms
         needs_tick = idle_advance or on_tick is not None
         self.tick_ms = interval_ms if interval_ms > 0 else (IDLE_TICK_MS if needs_tick else 0)
         """0: no periodic task (per-record emission only)."""
@@ -83,23 +112,66 @@ class WatermarkEmitter:
         self._on_emit = on_emit
         self._task: asyncio.Task[None] | None = None
 
+    # -- the partitions held -------------------------------------------------------------
+    def assign(self, tp: TopicPartition, now: int, watermark: int, delivered: int) -> None:
+        """``tp`` joins at ``now``: its generator at ``watermark``, its operator last
+        delivered ``delivered`` (from its checkpoint, or MIN). It holds the minimum back
+        until it catches up or goes idle."""
+        self._combiner.assign(tp, now, watermark, delivered)
+
+    def finish(self, tp: TopicPartition) -> None:
+        """``tp``'s bounded input ended: it leaves the minimum, and its operator gets
+        ``MAX`` at the next :meth:`emit`."""
+        self._combiner.finish(tp)
+
+    def revoke(self, tp: TopicPartition) -> None:
+        """``tp`` left the session (a partition not held is ignored)."""
+        self._combiner.revoke(tp)
+
+    # -- what the others ask -------------------------------------------------------------
+    def minimum_excluding(self, tp: TopicPartition, now: int) -> int | None:
+        """The minimum over the counted (neither idle nor finished) partitions other
+        than ``tp`` at ``now``; None if there is none. O(partitions): once per batch."""
+        return self._combiner.minimum(now, excluding=tp)
+
+    def partition_watermarks(self) -> dict[TopicPartition, int]:
+        """Each held partition's generator watermark as last reported, in assignment
+        order (what alignment compares)."""
+        combiner = self._combiner
+        return {tp: combiner.partition_watermark(tp) for tp in combiner.partitions}
+
+    def idle_advanced(self) -> int | None:
+        """The combined watermark while idle advance lets event time follow the wall
+        clock (at the last emission); None while it does not."""
+        combiner = self._combiner
+        return combiner.current if combiner.idle_advancing else None
+
     @property
     def idle_advancing(self) -> bool:
         """Whether event time currently follows the wall clock (every partition idle)."""
-        return self.combiner.idle_advancing
+        return self._combiner.idle_advancing
 
     @property
     def current(self) -> int | None:
         """The combined watermark at the last emission; None before the first."""
-        value = self.combiner.current
+        value = self._combiner.current
         return None if value == MIN_TIMESTAMP else value
 
+    def snapshot(self, now: int) -> WatermarkSnapshot:
+        """The combined watermark, the idle partitions at ``now`` and whether event time
+        follows the clock: read-only, for status and metrics."""
+        combiner = self._combiner
+        return WatermarkSnapshot(
+            self.current, tuple(combiner.idle_partitions(now)), combiner.idle_advancing
+        )
+
+    # -- emission ------------------------------------------------------------------------
     def emit(self, now: int) -> None:
         """Combine, and deliver to each operator behind the result (``MAX`` to the
         partitions whose bounded input is finished)."""
-        deliveries = self.combiner.advance(now)
+        deliveries = self._combiner.advance(now)
         if deliveries:
-            partitions = self.partitions
+            partitions = self._partitions
             for tp, watermark in deliveries:
                 part = partitions.get(tp)
                 if part is not None:

@@ -25,9 +25,7 @@ from typing import Protocol
 from aiokafka import TopicPartition
 
 from service.core.time import Clock, SystemClock
-from service.runtime.consumer_group.reporting import SessionReporter
 from service.runtime.consumer_group.stages import LookupStage, stages_of
-from service.runtime.consumer_group.watermark_emitter import WatermarkEmitter
 from service.runtime.definition import PipelineDefinition
 from service.runtime.lifecycle.stage_runner import BrokerUnavailable, StageRunner
 from service.runtime.observability.metrics import METRICS, RuntimeMetrics
@@ -46,6 +44,21 @@ __all__ = ["BrokerUnavailable", "PipelineRunner"]
 logger = logging.getLogger(__name__)
 
 
+class StatusWatermarks(Protocol):
+    """What a pipeline's status reads of a session's watermark emitter."""
+
+    @property
+    def current(self) -> int | None: ...
+    @property
+    def idle_advancing(self) -> bool: ...
+
+
+class StatusReport(Protocol):
+    """What a pipeline's status asks of a session's reporter."""
+
+    def partition_status(self, part: PartitionTask, now: int) -> PartitionStatus: ...
+
+
 class StatusSession(Protocol):
     """What a pipeline's status reads of a stage's current (or last) session."""
 
@@ -62,9 +75,9 @@ class StatusSession(Protocol):
     @property
     def polls(self) -> int: ...
     @property
-    def emitter(self) -> WatermarkEmitter: ...
+    def emitter(self) -> StatusWatermarks: ...
     @property
-    def reporter(self) -> SessionReporter: ...
+    def reporter(self) -> StatusReport: ...
 
 
 class PipelineRunner:

@@ -1,5 +1,6 @@
-"""What one emission delivers, and when the emitter ticks (watermark_emitter.py). The
-emission is synchronous: no loop runs here, and the clock is the test's."""
+"""What one emission delivers, what the other parts tell and ask the emitter, and when it
+ticks (watermark_emitter.py). The emission is synchronous: no loop runs here, and the clock
+is the test's."""
 
 from __future__ import annotations
 
@@ -40,15 +41,15 @@ def emitter(
         **options,
     )
     for tp in parts:
-        made.combiner.assign(tp, 0, MIN_TIMESTAMP, MIN_TIMESTAMP)
+        made.assign(tp, 0, MIN_TIMESTAMP, MIN_TIMESTAMP)
     return made, flushed
 
 
 def test_an_emission_delivers_the_minimum_to_every_partition() -> None:
     parts = {A: Part(), B: Part()}
     made, flushed = emitter(parts)
-    made.combiner.update(A, 100, 0)
-    made.combiner.update(B, 40, 0)
+    made.partition_active(A, 100, 0)
+    made.partition_active(B, 40, 0)
     made.emit(0)
     assert (parts[A].delivered, parts[B].delivered) == ([40], [40])
     assert flushed == ["flush"]
@@ -58,7 +59,7 @@ def test_an_emission_delivers_the_minimum_to_every_partition() -> None:
 def test_an_emission_that_moves_nothing_delivers_nothing_and_flushes_nothing() -> None:
     parts = {A: Part()}
     made, flushed = emitter(parts)
-    made.combiner.update(A, 100, 0)
+    made.partition_active(A, 100, 0)
     made.emit(0)
     made.emit(1)
     assert parts[A].delivered == [100]
@@ -68,17 +69,17 @@ def test_an_emission_that_moves_nothing_delivers_nothing_and_flushes_nothing() -
 def test_a_finished_partition_gets_max_and_leaves_the_minimum() -> None:
     parts = {A: Part(), B: Part()}
     made, _ = emitter(parts)
-    made.combiner.update(A, 100, 0)
-    made.combiner.update(B, 40, 0)
-    made.combiner.finish(B)
+    made.partition_active(A, 100, 0)
+    made.partition_active(B, 40, 0)
+    made.finish(B)
     made.emit(0)
     assert (parts[A].delivered, parts[B].delivered) == ([100], [MAX_TIMESTAMP])
 
 
 def test_a_delivery_to_a_partition_the_session_no_longer_holds_is_dropped() -> None:
     made, flushed = emitter({})
-    made.combiner.assign(A, 0, MIN_TIMESTAMP, MIN_TIMESTAMP)
-    made.combiner.update(A, 100, 0)
+    made.assign(A, 0, MIN_TIMESTAMP, MIN_TIMESTAMP)
+    made.partition_active(A, 100, 0)
     made.emit(0)  # nothing to deliver to: no error
     assert flushed == ["flush"]
 
@@ -107,3 +108,44 @@ def test_per_record_emission_ticks_for_idle_advance_or_alignment() -> None:
     advancing = emitter({}, interval_ms=0, idle_timeout_ms=1_000, idle_advance=True)[0]
     assert advancing.tick_ms == IDLE_TICK_MS
     assert emitter({}, interval_ms=0, on_tick=lambda now: None)[0].tick_ms == IDLE_TICK_MS
+
+
+def test_a_revoked_partition_no_longer_holds_the_others_back() -> None:
+    parts = {A: Part(), B: Part()}
+    made, _ = emitter(parts)
+    made.partition_active(A, 100, 0)
+    made.partition_active(B, 40, 0)
+    made.revoke(B)
+    made.emit(0)
+    assert parts[A].delivered == [100]
+    assert made.partition_watermarks() == {A: 100}
+
+
+def test_the_minimum_excluding_a_partition_is_the_others() -> None:
+    made, _ = emitter({A: Part(), B: Part()})
+    made.partition_active(A, 100, 0)
+    made.partition_active(B, 40, 0)
+    assert (made.minimum_excluding(A, 0), made.minimum_excluding(B, 0)) == (40, 100)
+    assert made.partition_watermarks() == {A: 100, B: 40}
+
+
+def test_idleness_as_the_reporter_and_the_markers_see_it() -> None:
+    made, _ = emitter({A: Part(), B: Part()}, idle_timeout_ms=1_000)
+    made.partition_active(A, 100, 500)
+    assert (made.is_idle(A, 1_000), made.is_idle(B, 1_000)) == (False, True)
+    made.emit(1_000)
+    snapshot = made.snapshot(1_000)
+    assert snapshot.current == 100
+    assert snapshot.idle == (B,)  # what status shows: a partition not held is not idle
+    assert snapshot.idle_advancing is False
+    assert made.idle_advanced() is None
+
+
+def test_idle_advance_is_what_the_markers_announce_while_it_runs() -> None:
+    made, _ = emitter({A: Part()}, idle_timeout_ms=1_000, idle_advance=True)
+    made.partition_active(A, 10_000, 0)
+    made.emit(0)
+    assert made.idle_advanced() is None
+    made.emit(1_500)
+    assert made.idle_advanced() == 11_500 == made.current
+    assert made.snapshot(1_500).idle_advancing
