@@ -212,3 +212,37 @@ def test_the_protobuf_json_name_rule_refuses_what_protoc_refuses(
             protobuf.compile_proto(text)
     else:
         protobuf.compile_proto(text)
+
+
+@pytest.mark.parametrize("fmt", ["avro", "protobuf", "json_schema"])
+def test_each_format_s_result_schema_has_the_contract_s_fields_in_its_order(fmt: str) -> None:
+    """The sink writes the contract's fields (service/contract/result_record.py) and the
+    compaction job reads them: a schema for a registry format names the same, in order."""
+    from service.contract.result_record import WINDOW_FIELDS, WINDOW_RESULT_FIELDS
+
+    text = window_result_schema(fmt, "p", AGGREGATIONS)
+    if fmt == "avro":
+        schema = orjson.loads(text)
+        fields = [f["name"] for f in schema["fields"]]
+        window = next(f["type"] for f in schema["fields"] if f["name"] == "window")
+        window_fields = [f["name"] for f in window["fields"]]
+    elif fmt == "json_schema":
+        schema = orjson.loads(text)
+        fields = list(schema["properties"])
+        window_fields = list(schema["properties"]["window"]["properties"])
+        assert schema["required"] == list(WINDOW_RESULT_FIELDS)
+    else:
+        message = text[text.index("message WindowResult") :]
+        fields = [
+            line.split("=")[0].split()[-1]
+            for line in message.split("}")[-2].splitlines()
+            if "=" in line
+        ]
+        window = text[text.index("message Window {") :]
+        window_fields = [
+            line.split("=")[0].split()[-1]
+            for line in window[: window.index("}")].splitlines()
+            if "=" in line
+        ]
+    assert fields == list(WINDOW_RESULT_FIELDS)
+    assert window_fields == list(WINDOW_FIELDS)
