@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 InputRecord = tuple[str, int, Any, int, Any]
 """``(key, timestamp, value, position, source)`` as the runtime hands records in.
@@ -208,3 +208,13 @@ class Operator(Protocol):
     def restore_changes(self, entries: Iterable[tuple[str, Any]]) -> None:
         """Rebuild the state from the newest value of each entry (tombstones skipped)."""
         ...
+
+
+@runtime_checkable
+class EmitsAtCheckpoint(Protocol):
+    """An operator with outputs held for the checkpoint (a running aggregate under
+    exactly-once delivery emits its dirty keys there): the runtime calls
+    :meth:`before_checkpoint` right before :meth:`Operator.snapshot_changes` and drains
+    what it emitted into the outputs that checkpoint covers."""
+
+    def before_checkpoint(self) -> None: ...
