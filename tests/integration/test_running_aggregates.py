@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
+from functools import partial
 from typing import Any
 
 import orjson
@@ -24,6 +25,7 @@ from tests.integration.kafka_utils import (
     read_topic,
     runtime_settings,
     unique,
+    wait_until,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
@@ -118,3 +120,60 @@ async def test_the_upserts_folded_by_key_equal_the_aggregate_of_all_input(
         assert all(s == list(range(len(s))) for s in seqs.values()), seqs
     else:  # no restart here either: each key's seq goes 0, 1, 2, ...
         assert all(s == list(range(len(s))) for s in seqs.values()), seqs
+
+
+async def folds_to(bootstrap: str, topic: str, isolation: str, want: dict[str, Any]) -> bool:
+    """Whether ``topic``'s upserts, folded by Kafka key, are ``want``."""
+    try:
+        records = await read_topic(bootstrap, topic, isolation_level=isolation)
+    except TimeoutError:  # a transaction open for the whole read: look again
+        return False
+    folded = {r.key.decode(): orjson.loads(r.value)["result"] for r in records}
+    return folded == want
+
+
+@pytest.mark.parametrize(
+    "delivery",
+    [
+        "at_least_once",
+        pytest.param("exactly_once", marks=pytest.mark.requires_broker("transactions")),
+    ],
+)
+async def test_unbounded_input_emits_on_the_ticks_or_at_the_checkpoints(
+    bootstrap_servers: str, delivery: str
+) -> None:
+    """No end of input: the upserts come from the processing-time ticks (at least once)
+    or from the checkpoints (exactly once), never from a final watermark; two waves of
+    input, and after each the folded topic equals the aggregate so far."""
+    name = unique("runningu")
+    topic = f"{name}.in"
+    await create_topic(bootstrap_servers, topic, 2)
+    data = purchases(1000)
+    data_spec = spec(name, topic, delivery)
+    data_spec["source"]["bounded"] = False
+    definition = build_definition(validate_spec(data_spec, ()), ())
+    isolation = "read_committed" if delivery == "exactly_once" else "read_uncommitted"
+    runtime = Runtime(runtime_settings(bootstrap_servers))
+    await runtime.start()
+    runtime.start_pipeline(definition)
+    try:
+        for begin, end in ((0, 600), (600, len(data))):
+            wave = data[begin:end]
+            await produce(
+                bootstrap_servers, topic, [json_record(i % 2, None, e) for i, e in enumerate(wave)]
+            )
+            seen = data[:end]
+            want: dict[str, dict[str, int]] = defaultdict(lambda: {"orders": 0, "revenue": 0})
+            for e in seen:
+                want[e["user"]]["orders"] += 1
+                want[e["user"]]["revenue"] += e["amount"]
+            caught_up = partial(folds_to, bootstrap_servers, f"{name}.out", isolation, dict(want))
+            await wait_until(caught_up, timeout_s=45, interval_s=0.3)
+        records = await read_topic(bootstrap_servers, f"{name}.out", isolation_level=isolation)
+        seqs: dict[str, list[int]] = defaultdict(list)
+        for record in records:
+            seqs[record.key.decode()].append(orjson.loads(record.value)["seq"])
+        assert all(s == list(range(len(s))) for s in seqs.values()), seqs
+        assert any(len(s) > 1 for s in seqs.values())  # the second wave updated keys
+    finally:
+        await runtime.shutdown()
