@@ -7,8 +7,10 @@ transactions)."""
 from __future__ import annotations
 
 import random
-from collections import defaultdict
+import signal
+from collections import Counter, defaultdict
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -22,13 +24,16 @@ from tests.integration.kafka_utils import (
     create_topic,
     json_record,
     produce,
+    read_json,
     read_topic,
     runtime_settings,
     unique,
     wait_until,
 )
+from tests.integration.replicas import Replica, replicas
+from tests.integration.test_replica_loss import HALF, PARTITIONS, dataset, send
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
 
 BASE = 1_700_000_000_000
 USERS = 25
@@ -122,6 +127,13 @@ async def test_the_upserts_folded_by_key_equal_the_aggregate_of_all_input(
         assert all(s == list(range(len(s))) for s in seqs.values()), seqs
 
 
+RUNNING = {
+    "type": "aggregate",
+    "aggregations": {"n": {"fn": "count"}, "total": {"fn": "sum", "field": "amount"}},
+    "emit_interval_ms": 100,
+}
+
+
 async def folds_to(bootstrap: str, topic: str, isolation: str, want: dict[str, Any]) -> bool:
     """Whether ``topic``'s upserts, folded by Kafka key, are ``want``."""
     try:
@@ -177,3 +189,55 @@ async def test_unbounded_input_emits_on_the_ticks_or_at_the_checkpoints(
         assert any(len(s) > 1 for s in seqs.values())  # the second wave updated keys
     finally:
         await runtime.shutdown()
+
+
+@pytest.mark.requires_broker("transactions")
+@pytest.mark.parametrize("at", [1, 2], ids=["first", "second"])
+async def test_a_crash_before_the_commit_never_shows_a_key_s_seq_twice(
+    bootstrap_servers: str, tmp_path: Path, at: int
+) -> None:
+    """Exactly-once: the worker kills itself at its first (or second: one committed
+    before it) checkpoint with outputs, after the broker took them and before the
+    transaction committed. A read_uncommitted reader sees those upserts; a
+    read_committed one never does, and after the restart (from the committed state,
+    its seqs) sees each key's seq 0, 1, 2, ... once, folding to the aggregate of all
+    input."""
+    name = unique("runningeo")
+    topic = f"{name}.in"
+    await create_topic(bootstrap_servers, topic, PARTITIONS)
+    data = dataset(0, HALF)
+    await send(bootstrap_servers, topic, data)
+    options: dict[str, Any] = {"delivery": "exactly_once", "running": RUNNING}
+    crash = {"stage": "keyed", "point": "after_outputs", "at": at}
+    crashing = Replica(
+        bootstrap_servers, name, topic, tmp_path / "crash.json", crash=crash, **options
+    )
+
+    async def crashed() -> bool:
+        return crashing.exited
+
+    try:
+        await wait_until(crashed, timeout_s=60)
+    finally:
+        crashing.stop(signal.SIGKILL)
+    assert crashing.process.returncode == -signal.SIGKILL
+    written = await read_json(bootstrap_servers, f"{name}.out")  # read_uncommitted
+    assert written, "the crash came after outputs were written"
+    want: dict[str, dict[str, int]] = defaultdict(lambda: {"n": 0, "total": 0})
+    for _, e in data:
+        want[e["user"]]["n"] += 1
+        want[e["user"]]["total"] += e["amount"]
+    with replicas(bootstrap_servers, name, topic, tmp_path, 1, **options):
+        caught_up = partial(folds_to, bootstrap_servers, f"{name}.out", "read_committed", want)
+        await wait_until(caught_up, timeout_s=90, interval_s=0.3)
+    committed = await read_json(bootstrap_servers, f"{name}.out", "read_committed")
+    seqs: dict[str, list[int]] = defaultdict(list)
+    for value in committed:
+        seqs[value["key"]].append(value["seq"])
+    assert all(s == list(range(len(s))) for s in seqs.values()), seqs
+    # the aborted upserts are in the log: a read_uncommitted reader sees some key's seq
+    # twice, the committed one after the restart beside the aborted one
+    everything = await read_json(bootstrap_servers, f"{name}.out")
+    assert len(everything) > len(committed)
+    uncommitted = Counter((value["key"], value["seq"]) for value in everything)
+    assert max(uncommitted.values()) == 2
