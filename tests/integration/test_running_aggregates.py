@@ -13,6 +13,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import httpx
 import orjson
 import pytest
 
@@ -20,6 +21,7 @@ from service.pipeline_spec.build import build_definition
 from service.pipeline_spec.models import validate_spec
 from service.runtime.lifecycle.manager import Runtime
 from service.runtime.observability.status import PipelineState
+from tests.api.server import app_settings, eventually, running_app, wait_ready
 from tests.integration.kafka_utils import (
     create_topic,
     json_record,
@@ -241,3 +243,45 @@ async def test_a_crash_before_the_commit_never_shows_a_key_s_seq_twice(
     assert len(everything) > len(committed)
     uncommitted = Counter((value["key"], value["seq"]) for value in everything)
     assert max(uncommitted.values()) == 2
+
+
+RUNNING_SQL = """CREATE SOURCE purchases (
+  "user" VARCHAR, amount BIGINT, ts BIGINT
+) WITH (topic = '{source}', bounded = true);
+SET emit_interval = INTERVAL '200' MILLISECOND;
+INSERT INTO "{sink}"
+SELECT "user", COUNT(*) AS orders, SUM(amount) AS revenue FROM purchases GROUP BY "user";
+"""
+
+
+async def test_a_sql_group_by_without_a_window_over_the_api(bootstrap_servers: str) -> None:
+    """The same pipeline as SQL (a GROUP BY without a window) created over the REST API:
+    it runs to the end of its bounded input and its upserts fold to the aggregate."""
+    name = unique("runningsql")
+    source = f"{name}.in"
+    await create_topic(bootstrap_servers, source, 2)
+    data = purchases(500)
+    await produce(
+        bootstrap_servers, source, [json_record(i % 2, None, e) for i, e in enumerate(data)]
+    )
+    script = RUNNING_SQL.format(source=source, sink=f"{name}.out")
+    async with (
+        running_app(app_settings(bootstrap_servers)) as url,
+        httpx.AsyncClient(base_url=url, timeout=30) as client,
+    ):
+        await wait_ready(client)
+        created = await client.post("/pipelines", json={"name": name, "sql": script})
+        assert created.status_code == 201, created.text
+        operator = created.json()["spec"]["operator"]
+        assert operator["type"] == "aggregate" and operator["emit_interval_ms"] == 200
+
+        async def finished() -> bool:
+            status = (await client.get(f"/pipelines/{name}/status")).json()
+            return bool(status["state"] == "finished")
+
+        await eventually(finished, timeout_s=60)
+    want: dict[str, dict[str, int]] = defaultdict(lambda: {"orders": 0, "revenue": 0})
+    for e in data:
+        want[e["user"]]["orders"] += 1
+        want[e["user"]]["revenue"] += e["amount"]
+    assert await folds_to(bootstrap_servers, f"{name}.out", "read_uncommitted", dict(want))
