@@ -287,3 +287,65 @@ def test_folded_upserts_equal_the_aggregate_of_all_input(
     op.before_checkpoint()
     take(False)
     assert table == oracle(inputs)
+
+
+@seed(5002)
+@settings(max_examples=300, deadline=None)
+@given(
+    steps=steps,
+    interval=st.integers(1, 500),
+    extra=st.integers(0, 2000),
+)
+def test_with_a_ttl_deletes_come_only_for_idle_keys_and_the_upserts_still_fold(
+    steps: list[tuple[Any, ...]], interval: int, extra: int
+) -> None:
+    """With a state TTL (at least once: emitted on ticks): a key is deleted only after
+    ``ttl`` of processing time without a record, by a tombstone that ends its row (its
+    next upsert is seq 0); folding upserts and deletes by key gives, for each key, the
+    aggregate of its records since its last delete."""
+    ttl = interval + extra
+    clock = ManualClock(0)
+    op = build(clock, interval=interval, ttl=ttl)
+    log: list[tuple[str, Any]] = []
+    life: dict[str, list[tuple[str, int, int | None]]] = {}
+    last_record: dict[str, int] = {}
+    table: dict[str, dict[str, Any]] = {}
+    next_seq: dict[str, int] = {}
+
+    def take() -> None:
+        for u in upserts(op):
+            assert u.seq == next_seq.get(u.key, 0) or u.result is None
+            if u.result is None:
+                assert u.key in table, "a tombstone for a key never emitted"
+                assert clock.now_ms() - last_record[u.key] >= ttl
+                del table[u.key]
+                life.pop(u.key, None)
+                next_seq.pop(u.key, None)
+            else:
+                table[u.key] = u.result
+                next_seq[u.key] = u.seq + 1
+
+    for step in steps:
+        if step[0] == "records":
+            op.process_batch([rec(k, ts, amount) for k, ts, amount in step[1]])
+            for record in step[1]:
+                life.setdefault(record[0], []).append(record)
+                last_record[record[0]] = clock.now_ms()
+            take()
+        elif step[0] == "time":
+            clock.advance(step[1])
+            due = op.next_processing_time()
+            if due is not None and due <= clock.now_ms():
+                op.advance_processing_time(clock.now_ms())
+            take()
+        else:
+            op.before_checkpoint()
+            take()
+            log.extend(orjson.loads(orjson.dumps(list(op.snapshot_changes().items()))))
+            if step[1]:
+                op = build(clock, interval=interval, ttl=ttl)
+                op.restore_changes(log)
+    op.advance_watermark(MAX_TIMESTAMP)
+    take()
+    want = {key: row for key, row in oracle([r for rs in life.values() for r in rs]).items()}
+    assert table == want
