@@ -134,6 +134,7 @@ class RunningAggregateOperator:
         "_at_checkpoint",
         "_changed",
         "_clock",
+        "_emit",
         "_expiry_tick",
         "_interval",
         "_keys",
@@ -174,6 +175,7 @@ class RunningAggregateOperator:
         """Ticks scheduled and fired (the processing-time timer counts)."""
         self._watermark = MIN_TIMESTAMP
         self._process = self._compile()
+        self._emit = self._compile_emit()
 
     # -- the batch loop ------------------------------------------------------------------
     def _compile(self) -> Callable[[Sequence[InputRecord]], None]:
@@ -205,6 +207,24 @@ class RunningAggregateOperator:
         )
         exec(compile("\n".join(lines), "<running-aggregate>", "exec"), namespace)
         function: Callable[[Sequence[InputRecord]], None] = namespace["process"]
+        return function
+
+    def _compile_emit(self) -> Callable[[Mapping[str, None], Callable[[Upsert], None]], None]:
+        """``emit(keys, append)``: each key's upsert, its ``seq`` counted, its result built
+        inline (the plan's result display, as the fast window path's firing does)."""
+        display, namespace = self.plan.result_source("acc")
+        lines = [
+            "def emit(pending, append, _keys=_keys, _Upsert=_Upsert, _prefix=_prefix):",
+            "    for key in pending:",
+            "        acc = _keys[key]",
+            f"        seq = acc[{_SEQ}]",
+            f"        acc[{_SEQ}] = seq + 1",
+            f"        append(_Upsert(_prefix + key, key, {display}, seq, acc[{_TS}]))",
+        ]
+        namespace = dict(namespace)
+        namespace.update(_keys=self._keys, _Upsert=Upsert, _prefix=self._prefix)
+        exec(compile("\n".join(lines), "<running-aggregate-emit>", "exec"), namespace)
+        function: Callable[[Mapping[str, None], Callable[[Upsert], None]], None] = namespace["emit"]
         return function
 
     def _reject(self, key: str, value: Any, source: Any) -> bool:
@@ -280,15 +300,7 @@ class RunningAggregateOperator:
         pending = self._pending
         if not pending:
             return
-        keys = self._keys
-        result = self.plan.result
-        prefix = self._prefix
-        append = self.collector.results.append
-        for key in pending:
-            acc = keys[key]
-            seq = acc[_SEQ]
-            acc[_SEQ] = seq + 1
-            append(Upsert(prefix + key, key, result(acc), seq, acc[_TS]))
+        self._emit(pending, self.collector.results.append)
         self._changed.update(pending)
         pending.clear()
 
