@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-__all__ = ["WINDOW_FIELDS", "WINDOW_RESULT_FIELDS"]
+__all__ = ["UPSERT_OP", "UPSERT_RESULT_FIELDS", "WINDOW_FIELDS", "WINDOW_RESULT_FIELDS"]
 
 WINDOW_FIELDS = ("start", "end")
 """The window's bounds: integers, epoch milliseconds, ``end`` exclusive."""
@@ -31,3 +31,21 @@ WINDOW_RESULT_FIELDS: Mapping[str, str] = MappingProxyType(
     }
 )
 """Field -> its JSON type (``window``: the window's object, :data:`WINDOW_FIELDS`)."""
+
+UPSERT_RESULT_FIELDS: Mapping[str, str] = MappingProxyType(
+    {
+        "pipeline": "string",
+        "key": "string",
+        "result": "object",
+        "op": "string",  # UPSERT_OP
+        "seq": "integer",
+        "id": "string",
+    }
+)
+"""A running aggregate's record (an upsert stream, #50): field -> its JSON type. The
+Kafka key is the group key; ``seq`` counts the key's upserts from 0; ``id`` is
+``<pipeline>|<key>``, the same for every upsert of the key. A delete has no value (a
+tombstone), so a compacted topic holds the table."""
+
+UPSERT_OP = "upsert"
+"""The ``op`` of every upsert record (a delete is a tombstone, with no value at all)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 InputRecord = tuple[str, int, Any, int, Any]
 """``(key, timestamp, value, position, source)`` as the runtime hands records in.
@@ -81,6 +81,21 @@ class JoinRow:
 
 
 @dataclass(slots=True)
+class Upsert:
+    """One row of an upsert stream (a running aggregate's, ``operators/table/``): the
+    key's newest ``result``, or, with ``result`` None, the key's delete (a tombstone)."""
+
+    id: str
+    key: str
+    result: dict[str, Any] | None
+    """The aggregations' values; None: the key is deleted (its state expired)."""
+    seq: int
+    """The key's emissions before this one (0, 1, 2, ...); a delete carries the next."""
+    timestamp: int
+    """The largest event timestamp folded into the key (the record's Kafka timestamp)."""
+
+
+@dataclass(slots=True)
 class LateRecord:
     """A record every window of which was already past its cleanup time."""
 
@@ -111,7 +126,7 @@ class Collector:
     The runtime swaps the lists out after each call (``drain``); tests read them.
     """
 
-    results: list[WindowResult | KeyedOutput | JoinRow] = field(default_factory=list)
+    results: list[WindowResult | KeyedOutput | JoinRow | Upsert] = field(default_factory=list)
     late: list[LateRecord] = field(default_factory=list)
     failed: list[FailedRecord] = field(default_factory=list)
     dropped_late: int = 0
@@ -122,7 +137,9 @@ class Collector:
 
     def drain(
         self,
-    ) -> tuple[list[WindowResult | KeyedOutput | JoinRow], list[LateRecord], list[FailedRecord]]:
+    ) -> tuple[
+        list[WindowResult | KeyedOutput | JoinRow | Upsert], list[LateRecord], list[FailedRecord]
+    ]:
         out = (self.results, self.late, self.failed)
         self.results, self.late, self.failed = [], [], []
         return out
@@ -191,3 +208,13 @@ class Operator(Protocol):
     def restore_changes(self, entries: Iterable[tuple[str, Any]]) -> None:
         """Rebuild the state from the newest value of each entry (tombstones skipped)."""
         ...
+
+
+@runtime_checkable
+class EmitsAtCheckpoint(Protocol):
+    """An operator with outputs held for the checkpoint (a running aggregate under
+    exactly-once delivery emits its dirty keys there): the runtime calls
+    :meth:`before_checkpoint` right before :meth:`Operator.snapshot_changes` and drains
+    what it emitted into the outputs that checkpoint covers."""
+
+    def before_checkpoint(self) -> None: ...

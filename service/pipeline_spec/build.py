@@ -32,6 +32,7 @@ from service.operators.steps import StepProgram, StepsConfigError, compile_expre
 from service.operators.udf import UdfError, load_user_object
 from service.operators.window import WindowFunction
 from service.pipeline_spec.models import (
+    AggregateOperator,
     InputSpec,
     JoinOperator,
     KeyedProcessOperator,
@@ -58,6 +59,7 @@ from service.runtime.factories import (
     MapOperatorFactory,
     join_operator_factory,
     process_operator_factory,
+    running_aggregate_factory,
     window_operator_factory,
 )
 
@@ -90,7 +92,11 @@ def state_fingerprint(spec: PipelineSpec) -> str:
         "key": spec.key.field if spec.key is not None else None,
         "timestamp": spec.timestamp.model_dump(mode="json"),
         "watermark": {"strategy": spec.watermark.strategy, "field": spec.watermark.field},
-        "operator": spec.operator.model_dump(mode="json", exclude={"on_bad_value"}),
+        # How often a running aggregate emits, and when its keys expire, leave what its
+        # state is as it is.
+        "operator": spec.operator.model_dump(
+            mode="json", exclude={"on_bad_value", "emit_interval_ms", "state_ttl_ms"}
+        ),
     }
     shaping_steps = state_steps(spec)
     if shaping_steps:  # without steps the fingerprint is as it always was
@@ -172,7 +178,10 @@ def state_steps(spec: PipelineSpec) -> list[dict[str, Any]]:
     """
     steps = [step.model_dump(mode="json", by_alias=True) for step in spec.steps]
     op = spec.operator
-    whole_records = not isinstance(op, WindowOperator) or op.function is not None
+    aggregating = isinstance(op, AggregateOperator) or (
+        isinstance(op, WindowOperator) and op.function is None
+    )
+    whole_records = not aggregating
     downstream: list[Path] = []
     for field in (
         spec.key.field if spec.key is not None else None,
@@ -181,7 +190,7 @@ def state_steps(spec: PipelineSpec) -> list[dict[str, Any]]:
     ):
         if field is not None:
             downstream.append(tuple(field.split(".")))
-    if isinstance(op, WindowOperator) and op.aggregations:
+    if isinstance(op, WindowOperator | AggregateOperator) and op.aggregations:
         downstream.extend(
             tuple(a.field.split(".")) for a in op.aggregations.values() if a.field is not None
         )
@@ -399,6 +408,12 @@ def _operator_factory(spec: PipelineSpec, allowed: tuple[str, ...]) -> OperatorF
     if isinstance(op, MapOperator):
         return MapOperatorFactory(spec.name, op.fields)
     try:
+        if isinstance(op, AggregateOperator):
+            return running_aggregate_factory(
+                spec.name,
+                op.model_dump(mode="json", exclude_none=True),
+                emit_at_checkpoint=spec.delivery == "exactly_once",
+            )
         if isinstance(op, KeyedProcessOperator):
             return process_operator_factory(spec.name, op.function, op.params, allowed)
         return window_operator_factory(

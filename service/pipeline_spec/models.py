@@ -42,6 +42,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from service.core.time import MAX_DURATION_MS
 from service.operators.join.kinds import HowName, JoinKindName
 from service.operators.steps import MAX_TEXT, STEP_KINDS
+from service.operators.table.running import DEFAULT_EMIT_INTERVAL_MS
 from service.operators.window.aggregate_kinds import AggregateName
 from service.pipeline_spec import rules
 from service.runtime.formats.registry import FormatName
@@ -50,6 +51,7 @@ __all__ = [
     "INPUT_NAME_PATTERN",
     "PIPELINE_NAME_PATTERN",
     "AggregateFn",
+    "AggregateOperator",
     "Aggregation",
     "Assigner",
     "ContinuousTrigger",
@@ -421,8 +423,28 @@ class MapOperator(_Model):
     omitted: the whole record."""
 
 
+class AggregateOperator(_Model):
+    """A running aggregate: the aggregations of each key over all its records, with no
+    window (a SQL ``GROUP BY`` without one). Its results are an upsert stream: each key's
+    newest value, at most once per ``emit_interval_ms``, and a delete (a tombstone) when
+    ``state_ttl_ms`` expires it (docs/pipeline-spec.md, "Running aggregates")."""
+
+    type: Literal["aggregate"]
+    aggregations: Annotated[dict[OutputName, Aggregation], Field(min_length=1)]
+    emit_interval_ms: PositiveMs = DEFAULT_EMIT_INTERVAL_MS
+    """Processing time between two emissions of a key (Flink's mini-batch): a key emits
+    at most once per interval, its newest value. Under ``exactly_once`` delivery results
+    are emitted at the checkpoints instead."""
+    state_ttl_ms: PositiveMs | None = None
+    """Processing time a key may go without a record before its state is dropped and a
+    delete emitted (Flink's state TTL); without it every key is kept."""
+    on_bad_value: Literal["dead_letter", "skip"] = "dead_letter"
+    """As a window's: a value an aggregation cannot take dead-letters its record, or
+    ``skip``: the record is aggregated with that field as NULL."""
+
+
 OperatorSpec = Annotated[
-    WindowOperator | KeyedProcessOperator | JoinOperator | MapOperator,
+    WindowOperator | KeyedProcessOperator | JoinOperator | MapOperator | AggregateOperator,
     Field(discriminator="type"),
 ]
 
@@ -553,7 +575,7 @@ def validate_spec(
 
 
 _UNION_TAGS: dict[tuple[str | int, ...], frozenset[str]] = {
-    ("operator",): frozenset({"window", "keyed_process", "join"}),
+    ("operator",): frozenset({"window", "keyed_process", "join", "map", "aggregate"}),
     ("operator", "assigner"): frozenset({"tumbling", "sliding", "session", "global"}),
     ("operator", "trigger"): frozenset({"event_time", "processing_time", "count", "continuous"}),
     ("operator", "evictor"): frozenset({"count", "time"}),

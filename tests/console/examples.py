@@ -35,6 +35,8 @@ def expected_examples() -> list[dict[str, Any]]:
             kind = f"{operator['kind']} {operator.get('how', 'inner')}"
         elif operator["type"] == "map":
             kind = "stateless"
+        elif operator["type"] == "aggregate":
+            kind = "running"
         else:
             kind = operator.get("assigner", {}).get("type") or operator["function"]
         examples.append(

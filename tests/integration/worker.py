@@ -13,6 +13,8 @@ commit, leave the group), SIGKILL is the crash. OPTIONS (all optional):
 - ``"join": OPERATOR``: test_joins.py's join of ``NAME.orders`` and ``NAME.payments``
   with this operator object instead (TOPIC is then only a label);
 - ``"delivery": "exactly_once"``: Kafka transactions (the broker must have them);
+- ``"running": OPERATOR``: a running aggregate (``"type": "aggregate"``) instead of the
+  tumbling window (test_running_aggregates.py);
 - ``"crash": {"stage": S, "point": P, "at": N}``: the process kills itself (SIGKILL) at
   the N-th checkpoint of stage S (``keyed``, ``route`` or ``shuffled``) that writes
   something: ``before_flush`` (nothing of it done), ``after_outputs`` (its outputs
@@ -146,6 +148,13 @@ async def main(bootstrap: str, name: str, topic: str, options: dict[str, Any]) -
         definition = replace(definition, end_offsets=tuple(tuple(e) for e in ends))
     if "delivery" in options:
         definition = replace(definition, delivery=options["delivery"])
+    if "running" in options:  # test_running_aggregates.py's operator instead
+        from service.runtime.factories import running_aggregate_factory
+
+        factory = running_aggregate_factory(
+            name, options["running"], emit_at_checkpoint=definition.delivery == "exactly_once"
+        )
+        definition = replace(definition, operator_factory=factory)
     runtime = Runtime(runtime_settings(bootstrap, checkpoint_interval_ms=200, max_records=500))
     await runtime.start()
     runtime.start_pipeline(definition)

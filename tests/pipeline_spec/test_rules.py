@@ -58,6 +58,17 @@ def window(**operator: Any) -> dict[str, Any]:
     }
 
 
+def running(**operator: Any) -> dict[str, Any]:
+    """A running aggregate (no window), with ``operator`` changed."""
+    return {
+        "name": "r",
+        "source": {"topics": ["in"]},
+        "key": {"field": "user"},
+        "operator": {"type": "aggregate", "aggregations": {"n": {"fn": "count"}}, **operator},
+        "sink": {"topic": "out"},
+    }
+
+
 def process(function: str = "dedupe", **params: Any) -> dict[str, Any]:
     return {
         "name": "p",
@@ -464,14 +475,28 @@ EXAMPLES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
             window(aggregations={"n": {"fn": "count", "field": "x"}}),
             window(aggregations={"s": {"fn": "sum"}}),
             window(aggregations={"s": {"fn": "avg", "field": None}}),
+            running(aggregations={"n": {"fn": "count", "field": "x"}}),
+            running(aggregations={"s": {"fn": "sum"}}),
         ],
-        [window(aggregations={"n": {"fn": "count"}, "s": {"fn": "max", "field": "x.y"}})],
+        [
+            window(aggregations={"n": {"fn": "count"}, "s": {"fn": "max", "field": "x.y"}}),
+            running(aggregations={"n": {"fn": "count"}, "s": {"fn": "sum", "field": "x"}}),
+        ],
+    ),
+    "state_ttl_covers_emit_interval": (
+        [running(state_ttl_ms=500), running(emit_interval_ms=10_000, state_ttl_ms=9_999)],
+        [
+            running(),
+            running(state_ttl_ms=1000),
+            running(emit_interval_ms=100, state_ttl_ms=500),
+        ],
     ),
     "aggregation_by": (
         [
             window(aggregations={"b": {"fn": "max_by", "field": "x"}}),
             window(aggregations={"b": {"fn": "min_by", "field": "x", "by": None}}),
             window(aggregations={"s": {"fn": "max", "field": "x", "by": "y"}}),
+            running(aggregations={"b": {"fn": "max_by", "field": "x"}}),
         ],
         [
             window(

@@ -9,8 +9,13 @@ import orjson
 import pytest
 from aiokafka import TopicPartition
 
-from service.contract.result_record import WINDOW_FIELDS, WINDOW_RESULT_FIELDS
-from service.operators.base import FireKind, WindowResult
+from service.contract.result_record import (
+    UPSERT_OP,
+    UPSERT_RESULT_FIELDS,
+    WINDOW_FIELDS,
+    WINDOW_RESULT_FIELDS,
+)
+from service.operators.base import FireKind, Upsert, WindowResult
 from service.runtime.definition import PipelineDefinition, SinkSettings
 from service.runtime.kafka.batch_producer import BatchProducer
 from service.runtime.partition.sinks import OutputSink
@@ -22,8 +27,21 @@ class Values:
     def __init__(self) -> None:
         self.values: list[bytes] = []
 
+        self.records: list[tuple[Any, Any, Any]] = []
+
     def append(self, topic: str, partition: int, key: Any, value: bytes, *rest: Any) -> None:
         self.values.append(value)
+        self.records.append((key, value, rest[0] if rest else None))
+
+
+def sink_of(out: Values) -> OutputSink:
+    definition = PipelineDefinition(
+        name="p",
+        topics=("in",),
+        sink=SinkSettings("p.out", "p.dlq", None),
+        operator_factory=cast(Any, None),
+    )
+    return OutputSink(definition, cast(BatchProducer, out), {"p.out": 1, "p.dlq": 1})
 
 
 def written(result: WindowResult) -> dict[str, Any]:
@@ -48,3 +66,27 @@ def test_a_window_result_has_the_contract_s_fields(fire: FireKind) -> None:
         assert isinstance(record[name], JSON_TYPES[kind]), name
     assert list(record["window"]) == list(WINDOW_FIELDS)
     assert all(isinstance(record["window"][b], int) for b in WINDOW_FIELDS)
+
+
+def test_an_upsert_has_the_contract_s_fields_and_a_delete_is_a_tombstone() -> None:
+    out = Values()
+    sink_of(out).results(
+        TopicPartition("in", 0),
+        [Upsert("p|k", "k", {"n": 3}, 2, 1234), Upsert("p|k", "k", None, 3, 1300)],
+        {},
+    )
+    (key, value, timestamp), tombstone = out.records
+    record = orjson.loads(value)
+    assert list(record) == list(UPSERT_RESULT_FIELDS)
+    for name, kind in UPSERT_RESULT_FIELDS.items():
+        assert isinstance(record[name], JSON_TYPES[kind]), name
+    assert record == {
+        "pipeline": "p",
+        "key": "k",
+        "result": {"n": 3},
+        "op": UPSERT_OP,
+        "seq": 2,
+        "id": "p|k",
+    }
+    assert (key, timestamp) == (b"k", 1234)
+    assert tombstone == (b"k", None, 1300)

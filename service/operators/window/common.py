@@ -49,6 +49,42 @@ def _json_kind(value: Any) -> str:
     return type(value).__name__
 
 
+def reject_bad_value(
+    plan: AggregationPlan, collector: Collector, skip: bool, key: str, value: Any, source: Any
+) -> bool:
+    """A record some aggregation of ``plan`` cannot take a value of: count each bad value
+    (the plan's and the collector's counts), then dead-letter the record (True: it is
+    aggregated nowhere) or, with ``skip`` (``on_bad_value: skip``), let it in with those
+    fields as NULL. The window operators and the running aggregate share it."""
+    found = plan.bad_values(value)
+    counts = collector.bad_values
+    for j, spec, reason in found:
+        plan.invalid[j] += 1
+        entry = (str(spec.checked_field), reason)
+        counts[entry] = counts.get(entry, 0) + 1
+    if not found or skip:
+        return False
+    first = found[0][1]
+    detail = "; ".join(
+        f"{spec.kind.value}({spec.checked_field}) cannot take "
+        + _json_kind(get_path(value, str(spec.checked_field)))
+        for _, spec, _ in found
+    )
+    collector.failed.append(
+        FailedRecord(
+            source,
+            key,
+            REASON_BAD_VALUE,
+            detail,
+            (
+                (HEADER_FIELD, str(first.checked_field).encode()),
+                (HEADER_FUNCTION, first.kind.value.encode()),
+            ),
+        )
+    )
+    return True
+
+
 class WindowOperatorBase:
     """Time, timers, counters and checkpoint envelopes of a window operator."""
 
@@ -140,39 +176,13 @@ class WindowOperatorBase:
 
     def reject_bad(self, key: str, value: Any, source: Any) -> bool:
         """A record some aggregation cannot take a value of (checked once, before any
-        window): count each bad value, then dead-letter the record (True: it enters no
-        window) or, with ``on_bad_value: skip``, let it in with those fields as NULL."""
-        plan = self.plan
-        if plan is None:
+        window): :func:`reject_bad_value`, counting a dead-lettered record."""
+        if self.plan is None:
             return False
-        found = plan.bad_values(value)
-        counts = self.collector.bad_values
-        for j, spec, reason in found:
-            plan.invalid[j] += 1
-            entry = (str(spec.checked_field), reason)
-            counts[entry] = counts.get(entry, 0) + 1
-        if not found or self._skip_bad:
-            return False
-        first = found[0][1]
-        detail = "; ".join(
-            f"{spec.kind.value}({spec.checked_field}) cannot take "
-            + _json_kind(get_path(value, str(spec.checked_field)))
-            for _, spec, _ in found
-        )
-        self.collector.failed.append(
-            FailedRecord(
-                source,
-                key,
-                REASON_BAD_VALUE,
-                detail,
-                (
-                    (HEADER_FIELD, str(first.checked_field).encode()),
-                    (HEADER_FUNCTION, first.kind.value.encode()),
-                ),
-            )
-        )
-        self.counters.bad_values_dead_lettered += 1
-        return True
+        if reject_bad_value(self.plan, self.collector, self._skip_bad, key, value, source):
+            self.counters.bad_values_dead_lettered += 1
+            return True
+        return False
 
     def late_record(self, key: str, timestamp: int, source: Any) -> None:
         """Semantics 5: a record every window of which was late."""

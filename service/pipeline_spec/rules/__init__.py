@@ -10,7 +10,9 @@ imported; docs/architecture.md, "Where a refusal lives"). The rules live by conc
 - :mod:`.sources`: one stream's source, topics, steps, key and timestamp;
 - :mod:`.watermarks`: its watermark;
 - :mod:`.windows`: a window's assigner, function, trigger, evictor and lateness;
-- :mod:`.aggregates`: the fields each aggregate function takes;
+- :mod:`.aggregates`: the fields each aggregate function takes (a window's, a running
+  aggregate's);
+- :mod:`.running`: a running aggregate's state TTL and emit interval;
 - :mod:`.processes`: a keyed process function and its params;
 - :mod:`.join_inputs`: a join's two inputs;
 - :mod:`.joins`: a join operator, one rule per kind where a kind has a field or a
@@ -46,6 +48,7 @@ from service.pipeline_spec.rules import (
     join_inputs,
     joins,
     processes,
+    running,
     sinks,
     sources,
     watermarks,
@@ -94,6 +97,8 @@ RULES: tuple[Rule, ...] = (
     windows.trigger_fits_time,
     windows.global_window_trigger,
     windows.no_lateness_in_processing_time,
+    # a running aggregate (its aggregations: the aggregates' rules above)
+    running.state_ttl_covers_emit_interval,
     # a keyed process function
     processes.process_function_known,
     processes.builtin_params,

@@ -1,4 +1,5 @@
-"""The rules of a window's aggregations: which fields each aggregate function takes."""
+"""The rules of aggregations (a window's, a running aggregate's): which fields each
+aggregate function takes."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 
 from service.operators.window.aggregate_kinds import AGGREGATES
 from service.pipeline_spec.rules.base import Fragment, Loc, Problem, Service, present, rule
-from service.pipeline_spec.rules.raw import as_map, window_of
+from service.pipeline_spec.rules.raw import aggregating_operator_of, as_map
 
 __all__ = ["FIELD_FREE_FNS", "aggregation_by", "aggregation_field"]
 
@@ -16,10 +17,10 @@ FIELD_FREE_FNS = frozenset(kind.value for kind, a in AGGREGATES.items() if not a
 
 
 def _aggregations(spec: Mapping[str, Any]) -> Iterator[tuple[Any, str, Mapping[str, Any]]]:
-    """Each aggregation of a window that names its function: its output name, the
-    function's name and the aggregation's object (another is the field checks' to
-    report)."""
-    op = window_of(spec)
+    """Each aggregation of a window or a running aggregate that names its function: its
+    output name, the function's name and the aggregation's object (another is the field
+    checks' to report)."""
+    op = aggregating_operator_of(spec)
     aggregations = as_map(op.get("aggregations")) if op is not None else None
     for name, agg in (aggregations or {}).items():
         agg_obj = as_map(agg)

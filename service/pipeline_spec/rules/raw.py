@@ -14,12 +14,14 @@ from service.pipeline_spec.rules.base import Loc
 
 __all__ = [
     "WINDOW_TIMES",
+    "aggregating_operator_of",
     "as_int",
     "as_map",
     "as_str",
     "assigner_of",
     "input_sections",
     "join_of",
+    "running_aggregate_of",
     "source_sections",
     "source_topics",
     "stream_sections",
@@ -48,6 +50,18 @@ def as_str(value: Any) -> str | None:
 def window_of(spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
     op = as_map(spec.get("operator"))
     return op if op is not None and op.get("type") == "window" else None
+
+
+def aggregating_operator_of(spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The operator whose ``aggregations`` the aggregate rules check: a window, or a
+    running aggregate (``"type": "aggregate"``)."""
+    op = as_map(spec.get("operator"))
+    return op if op is not None and op.get("type") in ("window", "aggregate") else None
+
+
+def running_aggregate_of(spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    op = as_map(spec.get("operator"))
+    return op if op is not None and op.get("type") == "aggregate" else None
 
 
 def window_time_of(op: Mapping[str, Any]) -> str | None:

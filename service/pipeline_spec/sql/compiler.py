@@ -28,7 +28,8 @@ from .context import Compilation, Loc
 from .joins import compile_join
 from .parsing import parse_script
 from .problems import SqlError, SqlProblem, Text
-from .selects import compile_select, resolve_select
+from .running import compile_running_aggregate
+from .selects import compile_select
 from .sink import Settings, SinkDecl, read_set, read_sink, sink_spec
 from .sources import Source, read_source, stand_in
 from .windows import compile_window, resolve_window, window_call
@@ -172,6 +173,20 @@ def _compile(name: str, sql: str) -> Compiled:
     if inserts:
         insert, number = inserts[0]
         _query(comp, sources, sinks, settings, insert, number)
+    operator = comp.spec.get("operator")
+    if (
+        "emit_interval" in settings.values
+        and isinstance(operator, dict)
+        and operator.get("type") != "aggregate"
+    ):
+        comp.problems.append(
+            SqlProblem(
+                settings.at["emit_interval"],
+                "sql_option",
+                "SET emit_interval is for a GROUP BY without a window (a running "
+                "aggregate's upserts), not this query",
+            )
+        )
     if "delivery" in settings.values:
         comp.spec["delivery"] = settings.values["delivery"]
         comp.origins[("delivery",)] = settings.at["delivery"]
@@ -242,26 +257,10 @@ def _query(
             "sql_unknown_source",
         )
         source = stand_in(table.name, number, table)
-    if select.args.get("group"):
-        comp.refuse_clause(
-            select.args["group"],
-            number,
-            "GROUP",
-            "GROUP BY without a window is an unbounded aggregate: its result changes with "
-            "every record, which needs retractions; group by a window instead (FROM "
-            "TUMBLE(source, ts, INTERVAL ...) ... GROUP BY key, window_start, window_end)",
-            "sql_unbounded_aggregate",
-        )
-        resolve_select(comp, source, select, number)
-    elif any(isinstance(e, exp.AggFunc) for e in select.find_all(exp.AggFunc)):
-        comp.refuse_clause(
-            select,
-            number,
-            "SELECT",
-            "an aggregate without a window is unbounded: aggregate over TUMBLE, HOP or SESSION",
-            "sql_unbounded_aggregate",
-        )
-        resolve_select(comp, source, select, number)
+    if select.args.get("group") or any(
+        isinstance(e, exp.AggFunc) for e in select.find_all(exp.AggFunc)
+    ):
+        compile_running_aggregate(comp, source, select, number, settings)
     else:
         compile_select(comp, source, select, number)
 

@@ -349,7 +349,7 @@ def resolve_columns(
     bounds: dict[str, tuple[str, ...]] | None = None,
 ) -> None:
     """Report each unknown or ambiguous column of ``node``, aggregates' arguments
-    included, for a part refused as a whole (an unbounded aggregate, a condition a join
+    included, for a part refused as a whole (a window function refused by name, a condition a join
     does not take): the rest of its problems then come in the same answer."""
     skipped = {id(sub) for sub in node.walk() if isinstance(sub, exp.Subquery | exp.Select)}
     _columns(comp, scope, node, statement, False, bounds, skipped)

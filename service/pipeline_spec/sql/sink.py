@@ -11,9 +11,11 @@ INSERT INTO revenue SELECT ...;
 ``INSERT INTO "revenue-per-user"``), unless a ``CREATE SINK name`` declares its topics.
 ``SET`` takes what the spec sets for the whole pipeline: ``allowed_lateness``,
 ``early_fire`` (a continuous trigger: early results every interval of event time),
-``delivery``, ``on_bad_value`` and ``state_ttl`` (a regular join's state TTL); Flink's
-names for the first two and the last (``table.exec.emit.allow-lateness``,
-``table.exec.emit.early-fire.delay``, ``table.exec.state.ttl``) say the same.
+``delivery``, ``on_bad_value``, ``state_ttl`` (a regular join's state TTL, or a running
+aggregate's) and ``emit_interval`` (how often a running aggregate, a ``GROUP BY`` without
+a window, emits a key; 1 second when not set); Flink's names
+(``table.exec.emit.allow-lateness``, ``table.exec.emit.early-fire.delay``,
+``table.exec.state.ttl``, ``table.exec.mini-batch.allow-latency``) say the same.
 """
 
 from __future__ import annotations
@@ -30,11 +32,19 @@ from .problems import Position
 __all__ = ["SETTINGS", "Settings", "SinkDecl", "read_set", "read_sink", "sink_spec"]
 
 SINK_OPTIONS = ("topic", "late_topic", "dead_letter_topic", "format")
-SETTINGS = ("allowed_lateness", "early_fire", "delivery", "on_bad_value", "state_ttl")
+SETTINGS = (
+    "allowed_lateness",
+    "early_fire",
+    "delivery",
+    "on_bad_value",
+    "state_ttl",
+    "emit_interval",
+)
 _ALIASES = {
     "table.exec.emit.allow-lateness": "allowed_lateness",
     "table.exec.emit.early-fire.delay": "early_fire",
     "table.exec.state.ttl": "state_ttl",
+    "table.exec.mini-batch.allow-latency": "emit_interval",
 }
 _CHOICES = {
     "delivery": ("at_least_once", "exactly_once"),

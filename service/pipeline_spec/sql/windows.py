@@ -45,7 +45,14 @@ from .selects import resolve_select
 from .sink import Settings
 from .sources import Source, stand_in
 
-__all__ = ["WINDOW_FUNCTIONS", "compile_window", "resolve_window", "window_call"]
+__all__ = [
+    "WINDOW_FUNCTIONS",
+    "aggregations_of",
+    "compile_window",
+    "group_key",
+    "resolve_window",
+    "window_call",
+]
 
 WINDOW_FUNCTIONS = {"TUMBLE": 3, "HOP": 4, "SESSION": 3}
 """Each window table function and its arguments (TUMBLE and HOP take one more, the
@@ -93,8 +100,8 @@ def compile_window(
     assigner = _assigner(comp, call, statement) or {}
     scope, steps = one_source_query(comp, source, select, statement)
     computed: dict[str, str] = {}
-    key = _group_key(comp, scope, source, select, statement, computed)
-    aggregations = _aggregations(comp, scope, select, statement, computed, key)
+    key = group_key(comp, scope, source, select, statement, computed)
+    aggregations = aggregations_of(comp, scope, select, statement, computed)
     if computed:
         comp.came_from(("steps", len(steps)), select, statement)
         steps.append({"set": computed})
@@ -219,17 +226,21 @@ def _assigner(comp: Compilation, call: exp.Anonymous, statement: int) -> dict[st
     return {"type": "session", "gap_ms": values[0]}
 
 
-def _group_key(
+def group_key(
     comp: Compilation,
     scope: Scope,
     source: Source,
     select: exp.Select,
     statement: int,
     computed: dict[str, str],
+    *,
+    windowed: bool = True,
 ) -> dict[str, Any] | None:
-    """The spec's key from the GROUP BY (and the window bounds it must name)."""
+    """The spec's key from the GROUP BY (and, ``windowed``, the window bounds it must
+    name; without a window every item is a key)."""
     group = select.args.get("group")
     items = list(group.expressions) if isinstance(group, exp.Group) else []
+    window_columns = {(c,) for c in _WINDOW_COLUMNS} if windowed else set()
     bounds = {
         path[0]
         for item in items
@@ -238,7 +249,7 @@ def _group_key(
         and len(path) == 1
         and path[0] in _WINDOW_COLUMNS
     }
-    if not {"window_start", "window_end"} <= bounds:
+    if windowed and not {"window_start", "window_end"} <= bounds:
         comp.refuse(
             group if isinstance(group, exp.Group) else select,
             statement,
@@ -248,9 +259,7 @@ def _group_key(
     keys = [
         item
         for item in items
-        if not (
-            isinstance(item, exp.Column) and column_path(item) in {(c,) for c in _WINDOW_COLUMNS}
-        )
+        if not (isinstance(item, exp.Column) and column_path(item) in window_columns)
     ]
     if group is not None:
         for extra in ("rollup", "cube", "grouping_sets"):
@@ -282,16 +291,19 @@ def _group_key(
     return {"field": KEY_FIELD, **extra_key}
 
 
-def _aggregations(
+def aggregations_of(
     comp: Compilation,
     scope: Scope,
     select: exp.Select,
     statement: int,
     computed: dict[str, str],
-    key: dict[str, Any] | None,
+    *,
+    windowed: bool = True,
 ) -> dict[str, Any]:
     """The select list's aggregates, named by their aliases; what else it names must be a
-    group key or a window bound."""
+    group key or (``windowed``) a window bound."""
+    what = "a window's" if windowed else "a running aggregate's"
+    window_columns = {(c,) for c in _WINDOW_COLUMNS} if windowed else set()
     group = select.args.get("group")
     group_items = {
         item.sql("risingwave")
@@ -322,11 +334,12 @@ def _aggregations(
             comp.refuse(
                 value,
                 statement,
-                "SELECT * is not a window's result: name the keys, "
-                "window_start, window_end and the aggregates",
+                f"SELECT * is not {what} result: name the keys, "
+                + ("window_start, window_end " if windowed else "")
+                + "and the aggregates",
             )
         elif value.sql("risingwave") in group_items or (
-            isinstance(value, exp.Column) and column_path(value) in {(c,) for c in _WINDOW_COLUMNS}
+            isinstance(value, exp.Column) and column_path(value) in window_columns
         ):
             continue  # a group key or a window bound: the record's key and window
         else:
@@ -335,14 +348,19 @@ def _aggregations(
                 statement,
                 f"{value.sql('risingwave')!r} is neither a group key, a window bound nor an "
                 "aggregate: a window's result is its key, its window and aggregates (an "
-                "expression over aggregates is not supported)",
+                "expression over aggregates is not supported)"
+                if windowed
+                else f"{value.sql('risingwave')!r} is neither a group key nor an aggregate: "
+                "a running aggregate's result is its key and aggregates (an expression over "
+                "aggregates is not supported)",
             )
             resolve_columns(comp, scope, value, statement)
     if not aggregations and len(comp.problems) == before:  # not when one was refused
         comp.refuse(
             select,
             statement,
-            f"a window aggregation computes at least one aggregate ({SUPPORTED_AGGREGATES})",
+            f"{'a window aggregation' if windowed else 'a GROUP BY'} computes at least one "
+            f"aggregate ({SUPPORTED_AGGREGATES})",
         )
     return aggregations
 

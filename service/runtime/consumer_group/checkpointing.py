@@ -254,6 +254,9 @@ class Checkpointer:
         checkpoint; synchronous, so it sees one consistent point of the loop."""
         encoded = []
         for part in parts:
+            # Outputs held for the checkpoint (a running aggregate under exactly-once)
+            # go out now, into what this checkpoint's mark covers.
+            part.before_checkpoint()
             version = version_to_write(
                 part.next_offset,
                 part.operator.current_watermark,

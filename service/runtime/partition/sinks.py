@@ -4,6 +4,9 @@
   window's ``max_ts`` (``end - 1``) or the process function's output timestamp, with the
   contract's JSON value (``pipeline``, ``key``, ``window``, ``result``, ``fire``,
   ``seq``, ``watermark``, ``id``; or ``timestamp``, ``value`` for keyed process output).
+  A running aggregate's upserts are ``pipeline``, ``key``, ``result``, ``op``, ``seq``,
+  ``id``, timestamped at the key's largest event timestamp; its delete is a tombstone
+  (the key, no value).
 - Late records and dead letters carry the original Kafka key, value and headers
   unchanged, plus ``clockwork.*`` headers saying the pipeline and the reason (and, for
   late data, the watermark): the ones pipeline-spec.md lists, and no other. What the
@@ -23,12 +26,14 @@ from typing import Any, NamedTuple
 import orjson
 from aiokafka import TopicPartition
 
+from service.contract.result_record import UPSERT_OP
 from service.operators.base import (
     FailedRecord,
     FireKind,
     JoinRow,
     KeyedOutput,
     LateRecord,
+    Upsert,
     WindowResult,
 )
 from service.runtime.definition import PipelineDefinition
@@ -173,7 +178,7 @@ class OutputSink:
     def results(
         self,
         source: TopicPartition,
-        results: Iterable[WindowResult | KeyedOutput | JoinRow],
+        results: Iterable[WindowResult | KeyedOutput | JoinRow | Upsert],
         firings: dict[str, int],
     ) -> None:
         """Append results in emission order, counting window firings by kind into ``firings``.
@@ -223,6 +228,20 @@ class OutputSink:
                 }
                 if result.window is not None:
                     value["window"] = {"start": result.window[0], "end": result.window[1]}
+                timestamp = result.timestamp
+            elif type(result) is Upsert:
+                if result.result is None:  # a delete: the tombstone of the key
+                    append(topic, partition, result.key.encode(), None, result.timestamp)
+                    count += 1
+                    continue
+                value = {
+                    "pipeline": name,
+                    "key": result.key,
+                    "result": result.result,
+                    "op": UPSERT_OP,
+                    "seq": result.seq,
+                    "id": result.id,
+                }
                 timestamp = result.timestamp
             else:
                 value = {

@@ -17,7 +17,7 @@ from aiokafka import TopicPartition
 
 from service.core.time import MIN_TIMESTAMP, Clock
 from service.core.watermarks import Punctuated, WatermarkGenerator
-from service.operators.base import InputRecord, Operator
+from service.operators.base import EmitsAtCheckpoint, InputRecord, Operator
 from service.runtime.partition.decoding import DeadLetter, Decoder
 from service.runtime.partition.partitioning_check import PartitioningCheck
 from service.runtime.partition.processing_timers import ProcessingTimeScheduler
@@ -213,6 +213,14 @@ class PartitionTask:
         if failed:
             self.sink.failures(self.tp, failed)
         self._take_dropped(collector)
+
+    def before_checkpoint(self) -> None:
+        """What the operator emits at a checkpoint (:class:`EmitsAtCheckpoint`), drained
+        now: the checkpoint's snapshot and its outputs' mark come right after."""
+        operator = self.operator
+        if isinstance(operator, EmitsAtCheckpoint):
+            operator.before_checkpoint()
+            self.drain()
 
     def _take_dropped(self, collector: Any) -> None:
         if collector.dropped_late:

@@ -31,9 +31,19 @@ def test_order_by_is_refused() -> None:
     assert_at(sql, "ORDER BY", 2, "sql_unsupported", "ORDER BY is not supported")
 
 
-def test_group_by_without_a_window_is_an_unbounded_aggregate() -> None:
-    sql = ORDERS + "INSERT INTO out SELECT region, COUNT(*) AS n FROM orders GROUP BY region"
-    assert_at(sql, "GROUP BY", 2, "sql_unbounded_aggregate", "needs retractions")
+def test_a_window_setting_on_a_group_by_without_a_window_is_refused() -> None:
+    """A GROUP BY without a window is a running aggregate (#50): it has no lateness."""
+    sql = (
+        ORDERS
+        + "SET allowed_lateness = INTERVAL '5' SECOND;\n"
+        + "INSERT INTO out SELECT region, COUNT(*) AS n FROM orders GROUP BY region"
+    )
+    assert_at(sql, "'5' SECOND", 2, "sql_option", "is for windows")
+
+
+def test_emit_interval_on_a_window_is_refused() -> None:
+    sql = ORDERS + "SET emit_interval = '5 s';\n" + WINDOW
+    assert_at(sql, "'5 s'", 2, "sql_option", "emit_interval is for a GROUP BY without a window")
 
 
 def test_emit_changes_is_refused() -> None:
