@@ -328,13 +328,9 @@ def flink_interval_join(
     command = [sys.executable, "-m", "benchmarks.flink_join", orders, payments]
     timed = subprocess.run(command, capture_output=True, check=True, text=True)
     measured = json.loads(timed.stdout.strip().splitlines()[-1])
-    subprocess.run([*command, "--rows", f"{folder}/rows"], capture_output=True, check=True)
-    rows = []
-    for root, _, files in os.walk(f"{folder}/rows"):
-        for file in files:
-            if not file.startswith("."):
-                with open(os.path.join(root, file), "rb") as f:
-                    rows += [orjson.loads(line) for line in f if line.strip()]
+    subprocess.run([*command, "--rows", f"{folder}/rows.json"], capture_output=True, check=True)
+    with open(f"{folder}/rows.json", "rb") as f:
+        rows = [orjson.loads(line) for line in f]
     checked = check(
         "interval",
         [

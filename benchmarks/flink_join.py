@@ -12,8 +12,8 @@ each side's watermark 2 s behind its largest event time, as Clockwork's join run
 Without ``--rows`` the rows go to the ``blackhole`` connector (the timed run, as
 nexmark-flink's queries write) and the job's net run time and the process tree's CPU
 seconds while it ran (the JVM is this process's child) are printed as JSON; with
-``--rows`` they go to JSON files in OUT_DIR instead (the check's run, not timed: the
-filesystem sink commits on checkpoints, so checkpointing is on).
+``--rows`` they are collected (``to_pandas``: Arrow batches) and written to the file
+OUT as JSON lines instead (the check's run, not timed).
 
 Flink reads files because PyFlink's package has no Kafka connector (see
 benchmarks/peers/flink.py): neither side's time then includes a broker's, but
@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("orders")
     parser.add_argument("payments")
-    parser.add_argument("--rows", default=None, help="write the rows here (not timed)")
+    parser.add_argument("--rows", default=None, help="write the rows to this file (not timed)")
     args = parser.parse_args(argv)
     from pyflink.table import EnvironmentSettings, TableEnvironment
 
@@ -67,13 +67,15 @@ def main(argv: list[str] | None = None) -> int:
     config.set("parallelism.default", "1")
     config.set("table.local-time-zone", "UTC")
     tables(env, args.orders, args.payments)
-    columns = "`order` STRING, `user` STRING, ts BIGINT, paid_at BIGINT"
     if args.rows:
-        config.set("execution.checkpointing.interval", "1 s")
-        sink = f"'connector' = 'filesystem', 'path' = '{args.rows}', 'format' = 'json'"
-    else:
-        sink = "'connector' = 'blackhole'"
-    env.execute_sql(f"CREATE TABLE sink ({columns}) WITH ({sink})")
+        frame = env.sql_query(QUERY).to_pandas()
+        with open(args.rows, "w") as out:
+            for order, paid_at in zip(frame["order"], frame["paid_at"], strict=True):
+                paid = None if paid_at is None or paid_at != paid_at else int(paid_at)
+                out.write(json.dumps({"order": order, "paid_at": paid}) + "\n")
+        return 0
+    columns = "`order` STRING, `user` STRING, ts BIGINT, paid_at BIGINT"
+    env.execute_sql(f"CREATE TABLE sink ({columns}) WITH ('connector' = 'blackhole')")
     result = env.execute_sql(f"INSERT INTO sink {QUERY}")
     cpu_started = tree_usage(os.getpid())[1]
     client = result.get_job_client()
