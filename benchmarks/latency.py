@@ -2,7 +2,8 @@
 
 ``python -m benchmarks.latency [--broker kafka|tansu | --bootstrap HOST:PORT]
 [--pipeline window|stateless] [--shuffle] [--rates R,R,...] [--fractions F,F,...]
-[--max-rate N] [--seconds S] [--watermark-interval-ms MS] [--workers W]``
+[--max-rate N] [--seconds S] [--warmup S] [--watermark-interval-ms MS] [--workers W]
+[--engine clockwork,kstreams,flink] [--low-latency]``
 
 **What is measured** (the same definition for every engine, issue #51):
 
@@ -37,6 +38,21 @@ Clockwork runs as users run it, ``python -m service`` with the spec POSTed; ever
 setting is the default unless an option says otherwise (``--watermark-interval-ms 0``
 recomputes the watermark after every batch instead of every 200 ms: the low-latency
 setting, docs/performance.md).
+
+**The peers** (``--engine``, window pipeline only), on the same broker, input and
+definition, each at the fractions of its own maximum (measured the same way, over input
+written beforehand: :func:`peer_max_rate`):
+
+- ``kstreams``: Kafka Streams, ``benchmarks/peers/kstreams/`` (``make kstreams``), the
+  same windows (``TimeWindows.ofSizeAndGrace(1 s, 200 ms)``, ``suppress`` until the
+  window closes), one stream thread;
+- ``flink``: Flink SQL with Flink's Kafka connector, ``benchmarks/peers/flink_latency.py``
+  (``make flink-kafka`` fetches the jar), parallelism 1.
+
+``--low-latency`` gives every engine the setting its documentation advises for latency
+(Clockwork: ``watermark.interval_ms`` 0; the peers: :func:`engine_settings`); without
+it each runs with its defaults. docs/performance.md, "Latency, event to result", has
+the settings, the documentation behind them and a run.
 """
 
 from __future__ import annotations
