@@ -9,7 +9,7 @@ STAMP_DEV  := $(VENV)/.installed-dev
 KAFKA_POM := tests/kafka/pom.xml
 KAFKA_CP  := tests/kafka/classpath.txt
 
-.PHONY: run test fuzz lint typecheck unit kafka spark-jars registry bench bench-peers bench-nexmark bench-workers clean screenshot console-vendor image compose-test
+.PHONY: run test fuzz lint typecheck unit kafka kstreams flink-kafka spark-jars registry bench bench-peers bench-nexmark bench-workers bench-latency clean screenshot console-vendor image compose-test
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,29 @@ $(KAFKA_CP): $(KAFKA_POM)
 kafka: $(KAFKA_CP)
 	@tr ':' '\n' < $(KAFKA_CP) | while read -r jar; do test -f "$$jar" || exit 1; done \
 		|| { rm -f $(KAFKA_CP); $(MAKE) --no-print-directory $(KAFKA_CP); }
+
+# The latency benchmark's peers (#51). Kafka Streams: a small app built by its own pom
+# (benchmarks/peers/kstreams), run with the classpath Maven resolves into ~/.m2; again when
+# the pom or the source changed. Flink SQL's Kafka connector: a jar from Maven Central
+# (not on PyPI), copied into benchmarks/peers/flink-kafka/jars/ (git-ignored).
+KSTREAMS_DIR := benchmarks/peers/kstreams
+KSTREAMS_JAR := $(KSTREAMS_DIR)/target/kstreams-latency.jar
+$(KSTREAMS_JAR): $(KSTREAMS_DIR)/pom.xml $(shell find $(KSTREAMS_DIR)/src -type f)
+	mvn -q -B --no-transfer-progress -f $(KSTREAMS_DIR)/pom.xml package dependency:build-classpath \
+		-Dmdep.includeScope=runtime -Dmdep.outputFile=target/classpath.txt
+
+kstreams: $(KSTREAMS_JAR)
+	@tr ':' '\n' < $(KSTREAMS_DIR)/target/classpath.txt | while read -r jar; do test -f "$$jar" || exit 1; done \
+		|| { rm -f $(KSTREAMS_JAR); $(MAKE) --no-print-directory $(KSTREAMS_JAR); }
+
+FLINK_KAFKA_POM := benchmarks/peers/flink-kafka/pom.xml
+FLINK_KAFKA_JAR := benchmarks/peers/flink-kafka/jars/flink-sql-connector-kafka-5.0.0-2.2.jar
+$(FLINK_KAFKA_JAR): $(FLINK_KAFKA_POM)
+	rm -rf benchmarks/peers/flink-kafka/jars
+	mvn -q -B --no-transfer-progress -f $(FLINK_KAFKA_POM) dependency:copy
+	touch $@
+
+flink-kafka: $(FLINK_KAFKA_JAR)
 
 # Spark's Kafka source and Delta Lake's jars for the compaction tests, resolved once by Spark
 # itself (tests/compaction/spark_jars.py: downloads cached in ~/.ivy2*) and copied into
@@ -156,6 +179,14 @@ bench-nexmark: $(STAMP_DEV)
 # W1 through python -m service with 1 and 2 worker processes, unshuffled and shuffled (#34).
 bench-workers: $(STAMP_DEV) kafka
 	$(PY) -m benchmarks.workers
+
+# Latency, event to result (#51): Clockwork, Kafka Streams and Flink SQL on one Apache
+# Kafka broker, by default and in each one's documented low-latency setting
+# (docs/performance.md). LATENCY_ARGS adds options (e.g. --rates 20000 --fractions 0.3).
+LATENCY_ARGS ?= --seconds 15 --warmup 6
+bench-latency: $(STAMP_DEV) kafka kstreams flink-kafka
+	$(PY) -m benchmarks.latency --engine clockwork,kstreams,flink $(LATENCY_ARGS)
+	$(PY) -m benchmarks.latency --engine clockwork,kstreams,flink --low-latency $(LATENCY_ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -2,7 +2,8 @@
 
 ``python -m benchmarks.latency [--broker kafka|tansu | --bootstrap HOST:PORT]
 [--pipeline window|stateless] [--shuffle] [--rates R,R,...] [--fractions F,F,...]
-[--max-rate N] [--seconds S] [--watermark-interval-ms MS] [--workers W]``
+[--max-rate N] [--seconds S] [--warmup S] [--watermark-interval-ms MS] [--workers W]
+[--engine clockwork,kstreams,flink] [--low-latency]``
 
 **What is measured** (the same definition for every engine, issue #51):
 
@@ -20,7 +21,12 @@
   result's latency is its arrival minus its record's produce time (``ts``).
 - The consumer of the results runs in this process, fetching with a 5 ms wait; the
   producer in another, so neither steals the other's loop. Every clock is this host's
-  ``time.time()``. The first ``WARMUP_S`` seconds of results are left out.
+  ``time.time()``. The first ``--warmup`` seconds of results are left out (default
+  ``WARMUP_S``; a JVM peer needs longer: it starts cold and catches up on what arrived
+  meanwhile), and so are windows closed in the producer's last ``COOLDOWN_MS``: in a
+  stream that goes on, more records follow the one that closes a window, and an
+  engine may wait for them (a batch to fill, a periodic timer, the minimum of every
+  partition's watermark).
 
 Reported per rate: p50, p99, p99.9 and the maximum, in milliseconds, and the number of
 results. The rates are ``--rates`` (events/s) and ``--fractions`` of the maximum rate:
@@ -32,6 +38,21 @@ Clockwork runs as users run it, ``python -m service`` with the spec POSTed; ever
 setting is the default unless an option says otherwise (``--watermark-interval-ms 0``
 recomputes the watermark after every batch instead of every 200 ms: the low-latency
 setting, docs/performance.md).
+
+**The peers** (``--engine``, window pipeline only), on the same broker, input and
+definition, each at the fractions of its own maximum (measured the same way, over input
+written beforehand: :func:`peer_max_rate`):
+
+- ``kstreams``: Kafka Streams, ``benchmarks/peers/kstreams/`` (``make kstreams``), the
+  same windows (``TimeWindows.ofSizeAndGrace(1 s, 200 ms)``, ``suppress`` until the
+  window closes), one stream thread;
+- ``flink``: Flink SQL with Flink's Kafka connector, ``benchmarks/peers/flink_latency.py``
+  (``make flink-kafka`` fetches the jar), parallelism 1.
+
+``--low-latency`` gives every engine the setting its documentation advises for latency
+(Clockwork: ``watermark.interval_ms`` 0; the peers: :func:`engine_settings`); without
+it each runs with its defaults. docs/performance.md, "Latency, event to result", has
+the settings, the documentation behind them and a run.
 """
 
 from __future__ import annotations
@@ -51,6 +72,7 @@ from array import array
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any
 
@@ -64,7 +86,17 @@ WINDOW_MS = 1_000
 BOUND_MS = 200
 TICK_S = 0.002
 WARMUP_S = 3.0
+COOLDOWN_MS = 500
 POLL_S = 0.05
+ENGINES = ("clockwork", "kstreams", "flink")
+PEERS_DIR = Path(__file__).resolve().parent / "peers"
+KSTREAMS_DIR = PEERS_DIR / "kstreams"
+KSTREAMS_JAR = KSTREAMS_DIR / "target" / "kstreams-latency.jar"
+KSTREAMS_CP = KSTREAMS_DIR / "target" / "classpath.txt"
+KSTREAMS_DEFAULT_COMMIT_MS = 30_000
+"""Kafka Streams' commit.interval.ms without exactly-once: its record cache (on by
+default) passes the windows' updates to suppress at a commit, so by default a result
+can wait this long; the run waits as long for the last ones."""
 
 
 # -- the producer process ----------------------------------------------------------------
@@ -126,11 +158,22 @@ class Latencies:
     rate: float
     samples: list[float] = field(default_factory=list)
     produced: int = 0
+    produced_s: float = 0.0
+    """From the first batch's produce time to the last's: the rate the producer reached
+    is ``produced / produced_s``."""
+
+    def achieved(self) -> int | None:
+        return round(self.produced / self.produced_s) if self.produced_s else None
 
     def summary(self) -> dict[str, Any]:
         s = sorted(self.samples)
         if not s:
-            return {"label": self.label, "rate": round(self.rate), "results": 0}
+            return {
+                "label": self.label,
+                "rate": round(self.rate),
+                "achieved_rate": self.achieved(),
+                "results": 0,
+            }
 
         def q(p: float) -> float:
             return s[min(len(s) - 1, int(p * len(s)))]
@@ -138,6 +181,7 @@ class Latencies:
         return {
             "label": self.label,
             "rate": round(self.rate),
+            "achieved_rate": self.achieved(),
             "results": len(s),
             "p50_ms": round(q(0.50), 1),
             "p99_ms": round(q(0.99), 1),
@@ -228,6 +272,94 @@ def wait_assigned(base: str, name: str) -> None:
         time.sleep(POLL_S)
 
 
+# -- the peers: Kafka Streams and Flink SQL, each a process of its own --------------------
+def peer_command(
+    engine: str,
+    bootstrap: str,
+    topic_in: str,
+    topic_out: str,
+    args: argparse.Namespace,
+    state_dir: str,
+    expected: int | None = None,
+) -> list[str]:
+    mode = "low-latency" if args.low_latency else "default"
+    if engine == "kstreams":
+        for built in (KSTREAMS_JAR, KSTREAMS_CP):
+            if not built.exists():
+                raise RuntimeError(f"no {built}: run `make kstreams`")
+        classpath = f"{KSTREAMS_JAR}:{KSTREAMS_CP.read_text().strip()}"
+        app_id = f"kstreams-{topic_in}"
+        more = [str(expected)] if expected is not None else []
+        return [
+            "java", "-cp", classpath, "dev.clockwork.bench.LatencyApp",
+            bootstrap, topic_in, topic_out, app_id, state_dir, mode, *more,
+        ]  # fmt: skip
+    more = ["bounded"] if expected is not None else []
+    return [
+        sys.executable, "-m", "benchmarks.peers.flink_latency",
+        bootstrap, topic_in, topic_out, mode, *more,
+    ]  # fmt: skip
+
+
+def read_line(proc: subprocess.Popen[str], key: str) -> dict[str, Any]:
+    """The first JSON line with ``key`` the peer prints (its other output is skipped)."""
+    assert proc.stdout is not None
+    while line := proc.stdout.readline():
+        if line.startswith("{"):
+            found: dict[str, Any] = json.loads(line)
+            if key in found:
+                return found
+    raise RuntimeError(f"the peer exited with {proc.wait()} before printing {key}")
+
+
+@contextmanager
+def peer_process(
+    engine: str,
+    bootstrap: str,
+    topic_in: str,
+    topic_out: str,
+    args: argparse.Namespace,
+    expected: int | None = None,
+) -> Iterator[subprocess.Popen[str]]:
+    """The peer, in a session of its own (PyFlink's JVM is its child): all of it is
+    stopped with SIGTERM at the end (SIGKILL after 30 s)."""
+    asyncio.run(create_topic(bootstrap, topic_out, PARTITIONS))
+    with TemporaryDirectory() as state_dir:
+        command = peer_command(engine, bootstrap, topic_in, topic_out, args, state_dir, expected)
+        proc = subprocess.Popen(
+            command, stdout=subprocess.PIPE, text=True, start_new_session=True,
+            stderr=subprocess.DEVNULL if not args.peer_logs else None,
+        )  # fmt: skip
+        try:
+            yield proc
+        finally:
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                if proc.poll() is None:
+                    os.killpg(proc.pid, sig)
+                try:
+                    proc.wait(timeout=30)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+
+
+def peer_max_rate(engine: str, bootstrap: str, args: argparse.Namespace, events: int) -> float:
+    """Events/s of the peer over input written beforehand. Kafka Streams: from its
+    instance's RUNNING (or its first record, if earlier) to the aggregation of the last
+    record. Flink: the job's net run time over a bounded source (``latest-offset``),
+    which includes the job's deployment."""
+    topic = f"latency-max-{uuid.uuid4().hex[:6]}"
+    asyncio.run(create_topic(bootstrap, topic, PARTITIONS))
+    asyncio.run(produce_at_rate(bootstrap, topic, 0, 3600, True, limit=events))
+    produced = asyncio.run(_count(bootstrap, topic))
+    with peer_process(engine, bootstrap, topic, f"{topic}.out", args, produced) as proc:
+        if engine == "kstreams":
+            running = read_line(proc, "running_ms")["running_ms"]
+            done = read_line(proc, "last_ms")
+            return produced / ((done["last_ms"] - min(running, done["first_ms"])) / 1000)
+        return produced / (read_line(proc, "net_ms")["net_ms"] / 1000)
+
+
 def max_rate(
     bootstrap: str, args: argparse.Namespace, events: int, root: str | None = None
 ) -> float:
@@ -292,16 +424,51 @@ async def consume_results(
         await consumer.stop()
 
 
+@contextmanager
+def running(
+    engine: str,
+    bootstrap: str,
+    name: str,
+    topic: str,
+    args: argparse.Namespace,
+    root: str | None,
+) -> Iterator[str]:
+    """The engine reading ``topic`` from its start; yields its result topic once the
+    engine's consumer is assigned (Clockwork) or it says it is running (the peers)."""
+    if engine == "clockwork":
+        with service(bootstrap, args.workers, root) as base:
+            submit(base, spec(name, topic, args, bounded=False))
+            wait_assigned(base, name)
+            yield f"{name}.out"
+        return
+    with peer_process(engine, bootstrap, topic, f"{name}.out", args) as proc:
+        read_line(proc, "running_ms")
+        time.sleep(1)  # tasks deployed, partitions assigned: the warm-up covers the rest
+        yield f"{name}.out"
+
+
+def drain_s(engine: str, args: argparse.Namespace) -> float:
+    """How long the consumer goes on after the producer's end: until the last windows
+    could close and their results be out."""
+    close = (WINDOW_MS + BOUND_MS) / 1000 + 1
+    if engine == "kstreams" and not args.low_latency:
+        return close + KSTREAMS_DEFAULT_COMMIT_MS / 1000
+    return close
+
+
 def run_rate(
-    bootstrap: str, args: argparse.Namespace, rate: float, label: str, root: str | None = None
+    bootstrap: str,
+    args: argparse.Namespace,
+    rate: float,
+    label: str,
+    root: str | None = None,
+    engine: str = "clockwork",
 ) -> Latencies:
     name = f"lat-{uuid.uuid4().hex[:6]}"
     topic = f"{name}.in"
     asyncio.run(create_topic(bootstrap, topic, PARTITIONS))
     found = Latencies(label, rate)
-    with service(bootstrap, args.workers, root) as base, TemporaryDirectory() as tmp:
-        submit(base, spec(name, topic, args, bounded=False))
-        wait_assigned(base, name)
+    with running(engine, bootstrap, name, topic, args, root) as out, TemporaryDirectory() as tmp:
         stamps_path = f"{tmp}/stamps"
         producer = subprocess.Popen(
             [
@@ -321,9 +488,9 @@ def run_rate(
 
         async def consume() -> None:
             stop = asyncio.Event()
-            task = asyncio.ensure_future(consume_results(bootstrap, f"{name}.out", stop, arrivals))
+            task = asyncio.ensure_future(consume_results(bootstrap, out, stop, arrivals))
             await asyncio.to_thread(producer.wait)
-            await asyncio.sleep((WINDOW_MS + BOUND_MS) / 1000 + 1)
+            await asyncio.sleep(drain_s(engine, args))
             stop.set()
             await task
 
@@ -334,21 +501,70 @@ def run_rate(
         with open(stamps_path, "rb") as f:
             stamps.frombytes(f.read())
     first, last = stamps[0], stamps[-1]
-    found.produced = int(rate * args.seconds)
-    warm = first + WARMUP_S * 1000
+    found.produced = asyncio.run(_count(bootstrap, topic))
+    found.produced_s = (last - first) / 1000
+    warm = first + args.warmup * 1000
     for arrived, raw in arrivals:
         result = json.loads(raw)
         if args.pipeline == "window":
             end = result["window"]["end"]
             at = bisect.bisect_left(stamps, end + BOUND_MS)
-            if at == len(stamps) or end < warm:
-                continue  # closed by no produced record, or in the warm-up
+            if at == len(stamps) or end < warm or stamps[at] > last - COOLDOWN_MS:
+                continue  # closed by no produced record, in the warm-up or at the end
             found.samples.append(arrived - stamps[at])
         else:
             produced = result["value"]["ts"]
             if produced >= warm and produced <= last:
                 found.samples.append(arrived - produced)
     return found
+
+
+def engine_version(engine: str) -> str:
+    from importlib.metadata import version
+
+    if engine == "clockwork":
+        return version("clockwork") if _installed("clockwork") else "this tree"
+    if engine == "flink":
+        jars = sorted((PEERS_DIR / "flink-kafka" / "jars").glob("*.jar"))
+        return f"apache-flink {version('apache-flink')}, " + ", ".join(j.stem for j in jars)
+    for jar in KSTREAMS_CP.read_text().split(":") if KSTREAMS_CP.exists() else []:
+        if "/kafka-streams-" in jar:
+            return Path(jar).stem
+    return "kafka-streams"
+
+
+def _installed(dist: str) -> bool:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        version(dist)
+    except PackageNotFoundError:
+        return False
+    return True
+
+
+def engine_settings(engine: str, args: argparse.Namespace) -> dict[str, Any]:
+    """What the engine runs with beyond the pipeline: its defaults but these."""
+    if engine == "clockwork":
+        interval = args.watermark_interval_ms
+        return {"watermark.interval_ms": 200 if interval is None else interval}
+    if engine == "flink":
+        from benchmarks.peers.flink_latency import settings
+
+        conf, source, sink = settings(args.low_latency)
+        return {"job": conf, "source": source, "sink": sink, "parallelism.default": 1}
+    return KSTREAMS_SETTINGS["low-latency" if args.low_latency else "default"]
+
+
+KSTREAMS_SETTINGS: dict[str, dict[str, Any]] = {
+    # LatencyApp.java sets these; num.stream.threads is Kafka Streams' default, 1
+    "default": {},
+    "low-latency": {
+        "statestore.cache.max.bytes": 0,
+        "commit.interval.ms": 10,
+        "producer.linger.ms": 0,
+    },
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -373,6 +589,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--watermark-interval-ms", type=int, default=None)
     parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--warmup", type=float, default=WARMUP_S, help="seconds left out")
+    parser.add_argument(
+        "--engine",
+        default="clockwork",
+        help=f"comma-separated, of {', '.join(ENGINES)}: each at the same fixed rates and "
+        "at the fractions of its own maximum (--max-rate: the same one for all)",
+    )
+    parser.add_argument(
+        "--low-latency",
+        action="store_true",
+        help="each engine's documented low-latency setting (Clockwork: watermark "
+        "interval 0 unless --watermark-interval-ms says otherwise; the peers: "
+        "ENGINE_SETTINGS)",
+    )
+    parser.add_argument("--peer-logs", action="store_true", help="the peers' stderr shown")
     parser.add_argument(
         "--service-root",
         action="append",
@@ -381,27 +612,52 @@ def main(argv: list[str] | None = None) -> int:
         "more, the runs alternate between the trees, rate by rate",
     )
     args = parser.parse_args(argv)
+    engines = [e for e in args.engine.split(",") if e]
+    if unknown := set(engines) - set(ENGINES):
+        parser.error(f"unknown engine(s): {', '.join(sorted(unknown))}")
+    if set(engines) - {"clockwork"} and (args.pipeline != "window" or args.shuffle):
+        parser.error("the peers run the window pipeline, keyed by user (no --shuffle)")
+    if args.low_latency and args.watermark_interval_ms is None:
+        args.watermark_interval_ms = 0
 
-    def bench(bootstrap: str) -> dict[str, Any]:
+    def bench_engine(bootstrap: str, engine: str) -> dict[str, Any]:
         fractions = [float(f) for f in args.fractions.split(",") if f]
         roots: list[str | None] = list(args.service_root or [None])
+        if engine != "clockwork":
+            roots = [None]
         top = args.max_rate
         if fractions and top is None:  # the first tree's: every tree runs the same rates
-            top = max_rate(bootstrap, args, args.max_events, roots[0])
+            if engine == "clockwork":
+                top = max_rate(bootstrap, args, args.max_events, roots[0])
+            else:
+                top = peer_max_rate(engine, bootstrap, args, args.max_events)
+            print(f"{engine}: maximum {top:.0f} events/s", file=sys.stderr, flush=True)
         runs = [(float(r), f"{float(r):.0f}/s") for r in args.rates.split(",") if r]
         runs += [(f * (top or 0), f"{f:.0%} of max") for f in fractions]
         results = []
         for rate, label in runs:
             for root in roots:
                 named = f"{label} ({root})" if root else label
-                results.append(run_rate(bootstrap, args, rate, named, root).summary())
+                found = run_rate(bootstrap, args, rate, named, root, engine).summary()
+                print(f"{engine}: {json.dumps(found)}", file=sys.stderr, flush=True)
+                results.append(found)
+        return {
+            "engine": engine,
+            "version": engine_version(engine),
+            "settings": engine_settings(engine, args),
+            "max_rate": round(top) if top else None,
+            "runs": results,
+        }
+
+    def bench(bootstrap: str) -> dict[str, Any]:
         return {
             "pipeline": args.pipeline,
             "shuffle": args.shuffle,
+            "low_latency": args.low_latency,
             "watermark_interval_ms": args.watermark_interval_ms,
             "workers": args.workers,
-            "max_rate": round(top) if top else None,
-            "runs": results,
+            "seconds": args.seconds,
+            "engines": [bench_engine(bootstrap, engine) for engine in engines],
         }
 
     if args.bootstrap:
@@ -415,7 +671,26 @@ def main(argv: list[str] | None = None) -> int:
             report = bench(broker.bootstrap_servers)
         report["broker"] = args.broker
     print(json.dumps(report, indent=2))
+    print(table(report), file=sys.stderr)
     return 0
+
+
+def table(report: dict[str, Any]) -> str:
+    """The report as a Markdown table: one row per engine and rate."""
+    setting = "low-latency" if report["low_latency"] else "default"
+    lines = [
+        "| engine | setting | rate | events/s (reached) | results | p50 ms | p99 ms | p99.9 ms"
+        " | max ms |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for e in report["engines"]:
+        for r in e["runs"]:
+            cells = [r.get(k, "-") for k in ("p50_ms", "p99_ms", "p999_ms", "max_ms")]
+            lines.append(
+                f"| {e['engine']} | {setting} | {r['label']} | {r['rate']} ({r['achieved_rate']})"
+                f" | {r['results']} | " + " | ".join(str(c) for c in cells) + " |"
+            )
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

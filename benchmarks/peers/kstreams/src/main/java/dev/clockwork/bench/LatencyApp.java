@@ -1,0 +1,167 @@
+package dev.clockwork.bench;
+
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.Properties;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.atomic.AtomicLong;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.common.serialization.Deserializer;
+import org.apache.kafka.common.serialization.Serde;
+import org.apache.kafka.common.serialization.Serdes;
+import org.apache.kafka.common.serialization.Serializer;
+import org.apache.kafka.streams.KafkaStreams;
+import org.apache.kafka.streams.KeyValue;
+import org.apache.kafka.streams.StreamsBuilder;
+import org.apache.kafka.streams.StreamsConfig;
+import org.apache.kafka.streams.kstream.Consumed;
+import org.apache.kafka.streams.kstream.Materialized;
+import org.apache.kafka.streams.kstream.Produced;
+import org.apache.kafka.streams.kstream.Suppressed;
+import org.apache.kafka.streams.kstream.TimeWindows;
+import org.apache.kafka.streams.processor.TimestampExtractor;
+
+/**
+ * The latency benchmark's pipeline in Kafka Streams (benchmarks/latency.py, issue #51):
+ * JSON {"user","ts","amount"} keyed by user, event time from "ts", tumbling 1 s windows
+ * with 200 ms grace, count and sum per user, one result per window when it closes
+ * (suppress untilWindowCloses), written as JSON {"window": {"start","end"}, "key",
+ * "result": {"n","total"}}.
+ *
+ * <p>Arguments: bootstrap input-topic output-topic application-id state-dir
+ * default|low-latency [expected-records]. With expected-records, it prints one JSON line
+ * {"running_ms", "first_ms", "last_ms", "records"} to stdout once that many input records
+ * were aggregated (the maximum-rate measurement), and keeps running until killed. It
+ * prints "RUNNING" to stdout when the instance first reaches state RUNNING.
+ */
+public final class LatencyApp {
+  static final long WINDOW_MS = 1_000;
+  static final long GRACE_MS = 200;
+
+  /** Event time: the "ts" field of the JSON value (the producer's wall time, ms). */
+  public static final class TsExtractor implements TimestampExtractor {
+    @Override
+    public long extract(ConsumerRecord<Object, Object> record, long partitionTime) {
+      return field((String) record.value(), "\"ts\":");
+    }
+  }
+
+  /** The number after {@code name} in the benchmark's flat JSON records. */
+  static long field(String json, String name) {
+    int i = json.indexOf(name) + name.length();
+    long v = 0;
+    boolean negative = json.charAt(i) == '-';
+    if (negative) {
+      i++;
+    }
+    for (; i < json.length(); i++) {
+      char c = json.charAt(i);
+      if (c < '0' || c > '9') {
+        break;
+      }
+      v = v * 10 + (c - '0');
+    }
+    return negative ? -v : v;
+  }
+
+  /** count and sum as 16 bytes. */
+  static final class AggSerde implements Serde<long[]> {
+    @Override
+    public Serializer<long[]> serializer() {
+      return (topic, a) -> a == null ? null : ByteBuffer.allocate(16).putLong(a[0]).putLong(a[1]).array();
+    }
+
+    @Override
+    public Deserializer<long[]> deserializer() {
+      return (topic, b) -> {
+        if (b == null) {
+          return null;
+        }
+        ByteBuffer buf = ByteBuffer.wrap(b);
+        return new long[] {buf.getLong(), buf.getLong()};
+      };
+    }
+  }
+
+  public static void main(String[] args) throws Exception {
+    String bootstrap = args[0];
+    String input = args[1];
+    String output = args[2];
+    String appId = args[3];
+    String stateDir = args[4];
+    boolean lowLatency = args[5].equals("low-latency");
+    long expected = args.length > 6 ? Long.parseLong(args[6]) : -1;
+
+    Properties props = new Properties();
+    props.put(StreamsConfig.APPLICATION_ID_CONFIG, appId);
+    props.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+    props.put(StreamsConfig.STATE_DIR_CONFIG, stateDir);
+    props.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
+    props.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
+    props.put("consumer.auto.offset.reset", "earliest");
+    if (lowLatency) {
+      // The record caches hold a KTable's updates until a commit or an eviction: with no
+      // cache, every update goes downstream (to suppress) at once (docs: Memory
+      // management, "Record caches in the DSL"). commit.interval.ms also flushes the
+      // producer; 0 would commit after every poll, a broker round trip each time.
+      props.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0L);
+      props.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, 10);
+      // Kafka Streams raises the producer's linger.ms to 100 ms (its throughput
+      // default); a latency-sensitive app sets it back (docs: Configuring a Streams
+      // application, "Default Values").
+      props.put(StreamsConfig.producerPrefix(ProducerConfig.LINGER_MS_CONFIG), 0);
+    }
+
+    AtomicLong seen = new AtomicLong();
+    AtomicLong first = new AtomicLong();
+    Serde<long[]> aggSerde = new AggSerde();
+    StreamsBuilder builder = new StreamsBuilder();
+    builder.stream(input, Consumed.with(Serdes.String(), Serdes.String()).withTimestampExtractor(new TsExtractor()))
+        .peek((k, v) -> {
+          if (expected > 0) {
+            long n = seen.incrementAndGet();
+            if (n == 1) {
+              first.set(System.currentTimeMillis());
+            }
+            if (n == expected) {
+              // after this record's aggregation (the next one's peek would be later)
+              System.out.printf("{\"first_ms\": %d, \"last_ms\": %d, \"records\": %d}%n",
+                  first.get(), System.currentTimeMillis(), n);
+              System.out.flush();
+            }
+          }
+        })
+        .groupByKey()
+        .windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofMillis(WINDOW_MS), Duration.ofMillis(GRACE_MS)))
+        .aggregate(
+            () -> new long[] {0, 0},
+            (k, v, agg) -> new long[] {agg[0] + 1, agg[1] + field(v, "\"amount\":")},
+            Materialized.with(Serdes.String(), aggSerde))
+        .suppress(Suppressed.untilWindowCloses(Suppressed.BufferConfig.unbounded()))
+        .toStream()
+        .map((w, agg) -> KeyValue.pair(w.key(), String.format(
+            "{\"window\":{\"start\":%d,\"end\":%d},\"key\":\"%s\",\"result\":{\"n\":%d,\"total\":%d}}",
+            w.window().start(), w.window().end(), w.key(), agg[0], agg[1])))
+        .to(output, Produced.with(Serdes.String(), Serdes.String()));
+
+    KafkaStreams streams = new KafkaStreams(builder.build(), props);
+    CountDownLatch done = new CountDownLatch(1);
+    streams.setStateListener((now, before) -> {
+      if (now == KafkaStreams.State.RUNNING && before != KafkaStreams.State.RUNNING) {
+        System.out.printf("{\"running_ms\": %d}%n", System.currentTimeMillis());
+        System.out.flush();
+      }
+      if (now == KafkaStreams.State.ERROR || now == KafkaStreams.State.NOT_RUNNING) {
+        done.countDown();
+      }
+    });
+    Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+      streams.close(Duration.ofSeconds(10));
+      done.countDown();
+    }));
+    streams.start();
+    done.await();
+  }
+}
