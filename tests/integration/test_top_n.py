@@ -1,0 +1,138 @@
+"""Top-N end to end (#50): a spec built as the API builds it, bounded input; the result
+topic is an upsert stream of rank rows whose records, folded by Kafka key
+(``<key>|<rank>``, a tombstone deleting), equal the top N computed from all input.
+Append-only through the shuffle, and with a row key over the Kafka key's partitions
+(each row's versions in one partition, in order: its newest is well defined); with
+exactly-once delivery too (a ``read_committed`` reader; brokers with transactions)."""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from typing import Any
+
+import orjson
+import pytest
+
+from service.pipeline_spec.build import build_definition
+from service.pipeline_spec.models import validate_spec
+from service.runtime.lifecycle.manager import Runtime
+from service.runtime.observability.status import PipelineState
+from tests.integration.kafka_utils import (
+    create_topic,
+    json_record,
+    produce,
+    read_topic,
+    runtime_settings,
+    unique,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
+
+BASE = 1_700_000_000_000
+CATEGORIES = 12
+PRODUCTS = 40
+N = 3
+
+
+def sales(count: int) -> list[dict[str, Any]]:
+    """Sales with distinct revenues (no ties: arrival through a shuffle decides nothing)."""
+    rng = random.Random(51)
+    revenues = rng.sample(range(1, 1_000_000), count)
+    return [
+        {
+            "category": f"c{rng.randrange(CATEGORIES)}",
+            "product": f"p{rng.randrange(PRODUCTS)}",
+            "revenue": revenues[i],
+            "ts": BASE + i * 10,
+        }
+        for i in range(count)
+    ]
+
+
+def top_n(data: list[dict[str, Any]], keyed: bool) -> dict[str, dict[str, Any]]:
+    """The oracle: per category, the N rows of the largest revenue (with a row key: each
+    product's newest sale only); ``{"<category>|<rank>": row}``."""
+    rows: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+    for i, sale in enumerate(data):
+        rows[sale["category"]][sale["product"] if keyed else str(i)] = sale
+    table: dict[str, dict[str, Any]] = {}
+    for category, held in rows.items():
+        ranked = sorted(held.values(), key=lambda r: -r["revenue"])
+        for rank, row in enumerate(ranked[:N], start=1):
+            table[f"{category}|{rank}"] = row
+    return table
+
+
+def spec(name: str, topic: str, delivery: str, keyed: bool) -> dict[str, Any]:
+    operator: dict[str, Any] = {
+        "type": "top_n",
+        "order_by": {"field": "revenue", "desc": True},
+        "n": N,
+        "emit_interval_ms": 100,
+    }
+    data: dict[str, Any] = {
+        "name": name,
+        "source": {"topics": [topic], "bounded": True},
+        "timestamp": {"field": "ts"},
+        "operator": operator,
+        "sink": {"topic": f"{name}.out"},
+        "delivery": delivery,
+    }
+    if keyed:
+        operator["row_key"] = "product"  # keyed by the Kafka key: the category
+    else:
+        data["key"] = {"field": "category"}  # not the Kafka key's partitioning: shuffled
+    return data
+
+
+@pytest.mark.parametrize("keyed", [False, True], ids=["append-only", "row-key"])
+@pytest.mark.parametrize(
+    "delivery",
+    [
+        "at_least_once",
+        pytest.param("exactly_once", marks=pytest.mark.requires_broker("transactions")),
+    ],
+)
+async def test_the_rank_rows_folded_by_key_equal_the_top_n_of_all_input(
+    bootstrap_servers: str, delivery: str, keyed: bool
+) -> None:
+    name = unique("topn")
+    topic = f"{name}.in"
+    await create_topic(bootstrap_servers, topic, 3)
+    data = sales(3000)
+    if keyed:  # a category's sales in one partition, in order
+        records = [json_record(int(e["category"][1:]) % 3, e["category"], e) for e in data]
+    else:  # round-robin: the pipeline shuffles by its key
+        records = [json_record(i % 3, None, e) for i, e in enumerate(data)]
+    await produce(bootstrap_servers, topic, records)
+    definition = build_definition(validate_spec(spec(name, topic, delivery, keyed), ()), ())
+    runtime = Runtime(runtime_settings(bootstrap_servers))
+    await runtime.start()
+    runtime.start_pipeline(definition)
+    try:
+        await runtime.runner(name).wait_for_state(PipelineState.FINISHED, timeout_s=60)
+        status = runtime.status(name)
+        assert status.state is PipelineState.FINISHED, status.reason
+    finally:
+        await runtime.shutdown()
+
+    isolation = "read_committed" if delivery == "exactly_once" else "read_uncommitted"
+    out = await read_topic(bootstrap_servers, f"{name}.out", isolation_level=isolation)
+    table: dict[str, dict[str, Any]] = {}
+    seqs: dict[str, list[int]] = defaultdict(list)
+    for record in out:  # by partition and offset: each rank row's in its order
+        key = record.key.decode()
+        if record.value is None:
+            table.pop(key, None)
+            continue
+        value = orjson.loads(record.value)
+        assert set(value) == {"pipeline", "key", "result", "op", "seq", "id"}
+        assert value["key"] == key and value["id"] == f"{name}|{key}"
+        category, rank = key.rsplit("|", 1)
+        assert value["result"]["partition"] == category
+        assert value["result"]["rank"] == int(rank)
+        seqs[key].append(value["seq"])
+        table[key] = value["result"]["row"]
+    assert table == top_n(data, keyed)
+    assert all(s == list(range(len(s))) for s in seqs.values()), seqs
