@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
+from functools import partial
 from typing import Any
 
 import orjson
@@ -25,6 +26,7 @@ from tests.integration.kafka_utils import (
     read_topic,
     runtime_settings,
     unique,
+    wait_until,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
@@ -136,3 +138,59 @@ async def test_the_rank_rows_folded_by_key_equal_the_top_n_of_all_input(
         table[key] = value["result"]["row"]
     assert table == top_n(data, keyed)
     assert all(s == list(range(len(s))) for s in seqs.values()), seqs
+
+
+def fold(records: list[Any]) -> dict[str, dict[str, Any]]:
+    """Rank rows folded by Kafka key (a tombstone deletes)."""
+    table: dict[str, dict[str, Any]] = {}
+    for record in records:
+        if record.value is None:
+            table.pop(record.key.decode(), None)
+        else:
+            table[record.key.decode()] = orjson.loads(record.value)["result"]["row"]
+    return table
+
+
+async def folds_to(bootstrap: str, topic: str, isolation: str, want: dict[str, Any]) -> bool:
+    try:
+        records = await read_topic(bootstrap, topic, isolation_level=isolation)
+    except TimeoutError:  # a transaction open for the whole read: look again
+        return False
+    return fold(records) == want
+
+
+@pytest.mark.parametrize(
+    "delivery",
+    [
+        "at_least_once",
+        pytest.param("exactly_once", marks=pytest.mark.requires_broker("transactions")),
+    ],
+)
+async def test_unbounded_input_emits_on_the_ticks_or_at_the_checkpoints(
+    bootstrap_servers: str, delivery: str
+) -> None:
+    """No end of input: the rank rows come from the processing-time ticks (at least once)
+    or from the checkpoints (exactly once), never from a final watermark; two waves of
+    input, and after each the folded topic equals the top N so far."""
+    name = unique("topnu")
+    topic = f"{name}.in"
+    await create_topic(bootstrap_servers, topic, 2)
+    data = sales(1000)
+    data_spec = spec(name, topic, delivery, keyed=False)
+    data_spec["source"]["bounded"] = False
+    definition = build_definition(validate_spec(data_spec, ()), ())
+    isolation = "read_committed" if delivery == "exactly_once" else "read_uncommitted"
+    runtime = Runtime(runtime_settings(bootstrap_servers))
+    await runtime.start()
+    runtime.start_pipeline(definition)
+    try:
+        for begin, end in ((0, 600), (600, len(data))):
+            wave = data[begin:end]
+            await produce(
+                bootstrap_servers, topic, [json_record(i % 2, None, e) for i, e in enumerate(wave)]
+            )
+            want = top_n(data[:end], keyed=False)
+            caught_up = partial(folds_to, bootstrap_servers, f"{name}.out", isolation, want)
+            await wait_until(caught_up, timeout_s=45, interval_s=0.3)
+    finally:
+        await runtime.shutdown()
