@@ -8,8 +8,10 @@ exactly-once delivery too (a ``read_committed`` reader; brokers with transaction
 from __future__ import annotations
 
 import random
-from collections import defaultdict
+import signal
+from collections import Counter, defaultdict
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -23,11 +25,14 @@ from tests.integration.kafka_utils import (
     create_topic,
     json_record,
     produce,
+    read_json,
     read_topic,
     runtime_settings,
     unique,
     wait_until,
 )
+from tests.integration.replicas import Replica, replicas
+from tests.integration.test_replica_loss import HALF, PARTITIONS, dataset, send
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
 
@@ -194,3 +199,59 @@ async def test_unbounded_input_emits_on_the_ticks_or_at_the_checkpoints(
             await wait_until(caught_up, timeout_s=45, interval_s=0.3)
     finally:
         await runtime.shutdown()
+
+
+TOP_N = {"type": "top_n", "order_by": {"field": "ts"}, "n": N, "emit_interval_ms": 100}
+"""The latest rows of each key (by event time, up to 1.5 s out of order): the top N
+changes all along the input, so every checkpoint has rank rows to write."""
+
+
+@pytest.mark.requires_broker("transactions")
+@pytest.mark.parametrize("at", [1, 2], ids=["first", "second"])
+async def test_a_crash_before_the_commit_never_shows_a_rank_row_s_seq_twice(
+    bootstrap_servers: str, tmp_path: Path, at: int
+) -> None:
+    """Exactly-once: the worker kills itself at its first (or second: one committed
+    before it) checkpoint with outputs, after the broker took them and before the
+    transaction committed. A read_committed reader never sees those rank rows; after the
+    restart (from the committed state: rows, their arrival numbers, each rank's seq) it
+    sees each rank row's seq 0, 1, 2, ... once, folding to the top N of all input."""
+    name = unique("topneo")
+    topic = f"{name}.in"
+    await create_topic(bootstrap_servers, topic, PARTITIONS)
+    data = dataset(0, HALF)  # per key, one partition, in order: arrival is well defined
+    await send(bootstrap_servers, topic, data)
+    options: dict[str, Any] = {"delivery": "exactly_once", "top_n": TOP_N}
+    crash = {"stage": "keyed", "point": "after_outputs", "at": at}
+    crashing = Replica(
+        bootstrap_servers, name, topic, tmp_path / "crash.json", crash=crash, **options
+    )
+
+    async def crashed() -> bool:
+        return crashing.exited
+
+    try:
+        await wait_until(crashed, timeout_s=60)
+    finally:
+        crashing.stop(signal.SIGKILL)
+    assert crashing.process.returncode == -signal.SIGKILL
+    assert await read_json(bootstrap_servers, f"{name}.out"), "outputs came before the crash"
+    held: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for _, e in data:
+        held[e["user"]].append(e)
+    want = {
+        f"{user}|{rank}": row
+        for user, rows in held.items()
+        for rank, row in enumerate(sorted(rows, key=lambda r: -r["ts"])[:N], start=1)
+    }  # sorted() is stable: ties stay in arrival order
+    with replicas(bootstrap_servers, name, topic, tmp_path, 1, **options):
+        caught_up = partial(folds_to, bootstrap_servers, f"{name}.out", "read_committed", want)
+        await wait_until(caught_up, timeout_s=90, interval_s=0.3)
+    committed = await read_json(bootstrap_servers, f"{name}.out", "read_committed")
+    seqs: dict[str, list[int]] = defaultdict(list)
+    for value in committed:
+        seqs[value["key"]].append(value["seq"])
+    assert all(s == list(range(len(s))) for s in seqs.values()), seqs
+    everything = await read_json(bootstrap_servers, f"{name}.out")
+    assert len(everything) > len(committed)  # the aborted rank rows are in the log
+    assert max(Counter((v["key"], v["seq"]) for v in everything).values()) == 2
