@@ -296,12 +296,22 @@ class TopNOperator:
         self._version = version
 
     def _reject(self, record: InputRecord, path: str, found: Any) -> None:
+        """Dead-letter a record that cannot be ranked, counted as a bad value of ``path``
+        (``not_a_number``: its order value; ``missing``: its row key)."""
         key, _ts, _value, _position, source = record
-        what = "missing" if found is MISSING else type(found).__name__
-        if isinstance(found, float):
+        if found is MISSING or found is None:
+            what = "missing" if found is MISSING else "null"
+        elif isinstance(found, bool):
+            what = "a boolean"
+        elif isinstance(found, str):
+            what = f"a string ({found[:40]!r})"
+        elif isinstance(found, float):
             what = "NaN"
+        else:
+            what = f"a {type(found).__name__}"
+        reason = "missing" if path == self._row_key_field else "not_a_number"
         counts = self.collector.bad_values
-        entry = (path, "not_rankable")
+        entry = (path, reason)
         counts[entry] = counts.get(entry, 0) + 1
         self.collector.failed.append(
             FailedRecord(

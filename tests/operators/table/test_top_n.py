@@ -172,6 +172,14 @@ def test_a_record_without_a_number_to_rank_by_is_dead_lettered() -> None:
         ("s5", "bad_value"),
     ]
     assert dict(failed[4].headers)["clockwork.field"] == b"name"
+    assert [f.detail.split(": ", 1)[1] for f in failed] == [
+        "a string ('high')",
+        "missing",
+        "a boolean",
+        "NaN",
+        "missing",
+    ]
+    assert op.collector.bad_values == {("x", "not_a_number"): 4, ("name", "missing"): 1}
     out = flush(op, clock)
     assert [u.result["row"] for u in out if u.result] == [{"x": 2, "name": 7}]
 
