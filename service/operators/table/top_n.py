@@ -26,7 +26,11 @@ dirty key compares its top ``n`` with what it emitted last and emits the ranks w
 changed, and deletes (a tombstone) the ranks no longer held. Under exactly-once
 (``emit_at_checkpoint``) that happens at the checkpoint instead; the watermark ``MAX``
 (the end of bounded input) emits every dirty key. ``seq`` counts each rank row's upserts
-from 0, checkpointed; a rank deleted and held again starts at 0.
+from 0, checkpointed; a rank deleted and held again starts at 0. After a restore under
+at-least-once, a key's first emission writes all its ranks, changed or not: what it
+emitted after the checkpoint was lost with the crash, and a rank may have shown another
+row since (a replay can end on the row the checkpoint knew, with that other row last in
+the topic).
 
 A record whose ``order_by`` value is not a number (missing, null, a string, NaN), or whose
 ``row_key`` is missing or null, cannot be ranked: it is dead-lettered (``bad_value``).
@@ -177,6 +181,7 @@ class TopNOperator:
         "_pending",
         "_prefix",
         "_row_key_field",
+        "_stale",
         "_ticks",
         "_version",
         "_watermark",
@@ -203,6 +208,11 @@ class TopNOperator:
         dirty)."""
         self._version = 0
         """The next row version (ties rank by it: arrival order)."""
+        self._stale: set[str] = set()
+        """At least once, after a restore: keys whose next emission writes every rank, as
+        what they emitted after the checkpoint (lost with the crash, replayed now) is not
+        known: a rank may have shown another row since, and be back to the one the
+        checkpoint knew."""
         self._next_tick: int | None = None
         self._ticks = [0, 0]
         self._watermark = MIN_TIMESTAMP
@@ -362,15 +372,19 @@ class TopNOperator:
         prefix = self._prefix
         n = self._n
         keys = self._keys
+        stale = self._stale
         for key in pending:
             state = keys[key]
             rows, shown, seqs = state.rows, state.shown, state.seqs
             held = min(len(rows), n)
+            again = bool(stale) and key in stale
+            if again:
+                stale.discard(key)
             for i in range(held):
                 row = rows[i]
                 version = row[_VERSION]
                 if i < len(shown):
-                    if shown[i] == version:
+                    if shown[i] == version and not again:
                         continue
                     shown[i] = version
                 else:
@@ -461,6 +475,7 @@ class TopNOperator:
         self._keys.clear()
         self._pending.clear()
         self._changed.clear()
+        self._stale.clear()
         keyed = self._get_row_key is not None
         for key, entry in keys:
             if entry is None:
@@ -473,6 +488,8 @@ class TopNOperator:
             state.seqs = [int(s) for s in entry["seqs"]]
             state.ts = int(entry["ts"])
             self._keys[key] = state
+            if not self._at_checkpoint:  # what it emitted after the checkpoint is unknown
+                self._stale.add(key)
             if entry["dirty"]:
                 self._pending[key] = None
         self._next_tick = None
