@@ -45,7 +45,9 @@ UPSERT_RESULT_FIELDS: Mapping[str, str] = MappingProxyType(
 """A running aggregate's record (an upsert stream, #50): field -> its JSON type. The
 Kafka key is the group key; ``seq`` counts the key's upserts from 0; ``id`` is
 ``<pipeline>|<key>``, the same for every upsert of the key. A delete has no value (a
-tombstone), so a compacted topic holds the table."""
+tombstone), so a compacted topic holds the table. A Top-N writes the same record per rank
+row: its ``key`` (and Kafka key) ``<partition key>|<rank>``, its ``result``
+``{"partition", "rank", "row"}``."""
 
 UPSERT_OP = "upsert"
 """The ``op`` of every upsert record (a delete is a tombstone, with no value at all)."""

@@ -82,17 +82,20 @@ class JoinRow:
 
 @dataclass(slots=True)
 class Upsert:
-    """One row of an upsert stream (a running aggregate's, ``operators/table/``): the
-    key's newest ``result``, or, with ``result`` None, the key's delete (a tombstone)."""
+    """One row of an upsert stream (a running aggregate's or a Top-N's rank row,
+    ``operators/table/``): the key's newest ``result``, or, with ``result`` None, the
+    key's delete (a tombstone)."""
 
     id: str
     key: str
     result: dict[str, Any] | None
-    """The aggregations' values; None: the key is deleted (its state expired)."""
+    """The aggregations' values (a Top-N's ``{"partition", "rank", "row"}``); None: the
+    key is deleted (its state expired, its rank is no longer held)."""
     seq: int
     """The key's emissions before this one (0, 1, 2, ...); a delete carries the next."""
     timestamp: int
-    """The largest event timestamp folded into the key (the record's Kafka timestamp)."""
+    """The largest event timestamp folded into the key, a rank row's row's (the record's
+    Kafka timestamp)."""
 
 
 @dataclass(slots=True)

@@ -41,6 +41,7 @@ from service.pipeline_spec.models import (
     SourceSpec,
     Step,
     TimestampSpec,
+    TopNOperator,
     WatermarkSpec,
     WindowOperator,
 )
@@ -60,6 +61,7 @@ from service.runtime.factories import (
     join_operator_factory,
     process_operator_factory,
     running_aggregate_factory,
+    top_n_factory,
     window_operator_factory,
 )
 
@@ -92,8 +94,8 @@ def state_fingerprint(spec: PipelineSpec) -> str:
         "key": spec.key.field if spec.key is not None else None,
         "timestamp": spec.timestamp.model_dump(mode="json"),
         "watermark": {"strategy": spec.watermark.strategy, "field": spec.watermark.field},
-        # How often a running aggregate emits, and when its keys expire, leave what its
-        # state is as it is.
+        # How often a running aggregate or a Top-N emits, and when a running aggregate's
+        # keys expire, leave what its state is as it is.
         "operator": spec.operator.model_dump(
             mode="json", exclude={"on_bad_value", "emit_interval_ms", "state_ttl_ms"}
         ),
@@ -410,6 +412,12 @@ def _operator_factory(spec: PipelineSpec, allowed: tuple[str, ...]) -> OperatorF
     try:
         if isinstance(op, AggregateOperator):
             return running_aggregate_factory(
+                spec.name,
+                op.model_dump(mode="json", exclude_none=True),
+                emit_at_checkpoint=spec.delivery == "exactly_once",
+            )
+        if isinstance(op, TopNOperator):
+            return top_n_factory(
                 spec.name,
                 op.model_dump(mode="json", exclude_none=True),
                 emit_at_checkpoint=spec.delivery == "exactly_once",

@@ -43,6 +43,7 @@ from service.core.time import MAX_DURATION_MS
 from service.operators.join.kinds import HowName, JoinKindName
 from service.operators.steps import MAX_TEXT, STEP_KINDS
 from service.operators.table.running import DEFAULT_EMIT_INTERVAL_MS
+from service.operators.table.top_n import MAX_N
 from service.operators.window.aggregate_kinds import AggregateName
 from service.pipeline_spec import rules
 from service.runtime.formats.registry import FormatName
@@ -80,6 +81,8 @@ __all__ = [
     "Step",
     "TimeEvictor",
     "TimestampSpec",
+    "TopNOperator",
+    "TopNOrder",
     "Trigger",
     "TumblingAssigner",
     "UnnestStep",
@@ -443,8 +446,37 @@ class AggregateOperator(_Model):
     ``skip``: the record is aggregated with that field as NULL."""
 
 
+class TopNOrder(_Model):
+    """What a Top-N ranks by: one numeric field, the largest first unless ``desc`` is false."""
+
+    field: FieldPath
+    desc: bool = True
+
+
+class TopNOperator(_Model):
+    """Top-N: the best ``n`` rows of each key by ``order_by`` (SQL's ``ROW_NUMBER() OVER
+    (PARTITION BY ... ORDER BY ...) <= n``). Its results are an upsert stream of rank
+    rows, ``<key>|<rank>``, at most once per ``emit_interval_ms`` each
+    (docs/pipeline-spec.md, "Top-N")."""
+
+    type: Literal["top_n"]
+    order_by: TopNOrder
+    n: Annotated[int, Field(ge=1, le=MAX_N)]
+    row_key: FieldPath | None = None
+    """The field naming a row: a newer record of the row replaces it (Flink's unique key).
+    Omitted: every record is a row of its own (append-only)."""
+    emit_interval_ms: PositiveMs = DEFAULT_EMIT_INTERVAL_MS
+    """Processing time between two emissions of a key's changed ranks (Flink's
+    mini-batch). Under ``exactly_once`` delivery they are emitted at the checkpoints."""
+
+
 OperatorSpec = Annotated[
-    WindowOperator | KeyedProcessOperator | JoinOperator | MapOperator | AggregateOperator,
+    WindowOperator
+    | KeyedProcessOperator
+    | JoinOperator
+    | MapOperator
+    | AggregateOperator
+    | TopNOperator,
     Field(discriminator="type"),
 ]
 
@@ -575,7 +607,7 @@ def validate_spec(
 
 
 _UNION_TAGS: dict[tuple[str | int, ...], frozenset[str]] = {
-    ("operator",): frozenset({"window", "keyed_process", "join", "map", "aggregate"}),
+    ("operator",): frozenset({"window", "keyed_process", "join", "map", "aggregate", "top_n"}),
     ("operator", "assigner"): frozenset({"tumbling", "sliding", "session", "global"}),
     ("operator", "trigger"): frozenset({"event_time", "processing_time", "count", "continuous"}),
     ("operator", "evictor"): frozenset({"count", "time"}),

@@ -20,7 +20,7 @@ from service.operators.join.projection import projection_for
 from service.operators.join.rows import Projection
 from service.operators.map import MapOperator
 from service.operators.process import build_process_operator
-from service.operators.table import build_running_aggregate
+from service.operators.table import build_running_aggregate, build_top_n
 from service.operators.window import WindowFunction, build_window_operator
 from service.runtime.definition import OperatorFactory
 
@@ -56,6 +56,20 @@ def running_aggregate_factory(
 
     def build(clock: Clock) -> Operator:
         return build_running_aggregate(pipeline, spec, clock, emit_at_checkpoint=emit_at_checkpoint)
+
+    build(SystemClock())
+    return build
+
+
+def top_n_factory(
+    pipeline: str, operator_spec: Mapping[str, Any], emit_at_checkpoint: bool
+) -> OperatorFactory:
+    """A factory of Top-N operators (``"type": "top_n"``); ``emit_at_checkpoint`` under
+    exactly-once delivery. Validated eagerly like the window one."""
+    spec = dict(operator_spec)
+
+    def build(clock: Clock) -> Operator:
+        return build_top_n(pipeline, spec, clock, emit_at_checkpoint=emit_at_checkpoint)
 
     build(SystemClock())
     return build

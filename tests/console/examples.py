@@ -37,6 +37,8 @@ def expected_examples() -> list[dict[str, Any]]:
             kind = "stateless"
         elif operator["type"] == "aggregate":
             kind = "running"
+        elif operator["type"] == "top_n":
+            kind = f"top {operator['n']}"
         else:
             kind = operator.get("assigner", {}).get("type") or operator["function"]
         examples.append(

@@ -55,7 +55,19 @@ class FlinkSql:
         )
 
     def query(self, statements: list[str], query: str) -> tuple[list[str], list[list[Any]]]:
-        """Run ``statements`` (DDL), then ``query``; its column names and rows, in order."""
+        """Run ``statements`` (DDL), then ``query``; its column names and rows, in order
+        (an append-only result: any other row kind is a :class:`FlinkError`)."""
+        columns, rows, kinds = self.changelog(statements, query)
+        if set(kinds) - {"INSERT"}:  # window aggregates and these joins only ever append
+            raise FlinkError(f"Flink's result is not append-only: row kinds {sorted(set(kinds))}")
+        return columns, rows
+
+    def changelog(
+        self, statements: list[str], query: str
+    ) -> tuple[list[str], list[list[Any]], list[str]]:
+        """Run ``statements`` (DDL), then ``query``; its column names, its changelog's rows
+        in order and each row's kind (``INSERT``, ``UPDATE_BEFORE``, ``UPDATE_AFTER``,
+        ``DELETE``): an updating result (a Top-N, a group aggregate) folds from these."""
         stdin, stdout = self._process.stdin, self._process.stdout
         if stdin is None or stdout is None:  # pragma: no cover (both are pipes)
             raise FlinkError("the Flink process has no pipes")
@@ -67,10 +79,7 @@ class FlinkSql:
         answer = json.loads(line)
         if "error" in answer:
             raise FlinkError(answer["error"])
-        kinds = set(answer["kinds"])
-        if kinds - {"INSERT"}:  # window aggregates and these joins only ever append
-            raise FlinkError(f"Flink's result is not append-only: row kinds {sorted(kinds)}")
-        return answer["columns"], answer["rows"]
+        return answer["columns"], answer["rows"], answer["kinds"]
 
     def log_tail(self, chars: int = 4000) -> str:
         self._log.flush()

@@ -15,6 +15,7 @@ commit, leave the group), SIGKILL is the crash. OPTIONS (all optional):
 - ``"delivery": "exactly_once"``: Kafka transactions (the broker must have them);
 - ``"running": OPERATOR``: a running aggregate (``"type": "aggregate"``) instead of the
   tumbling window (test_running_aggregates.py);
+- ``"top_n": OPERATOR``: a Top-N (``"type": "top_n"``) instead (test_top_n.py);
 - ``"crash": {"stage": S, "point": P, "at": N}``: the process kills itself (SIGKILL) at
   the N-th checkpoint of stage S (``keyed``, ``route`` or ``shuffled``) that writes
   something: ``before_flush`` (nothing of it done), ``after_outputs`` (its outputs
@@ -153,6 +154,13 @@ async def main(bootstrap: str, name: str, topic: str, options: dict[str, Any]) -
 
         factory = running_aggregate_factory(
             name, options["running"], emit_at_checkpoint=definition.delivery == "exactly_once"
+        )
+        definition = replace(definition, operator_factory=factory)
+    if "top_n" in options:  # test_top_n.py's operator instead
+        from service.runtime.factories import top_n_factory
+
+        factory = top_n_factory(
+            name, options["top_n"], emit_at_checkpoint=definition.delivery == "exactly_once"
         )
         definition = replace(definition, operator_factory=factory)
     runtime = Runtime(runtime_settings(bootstrap, checkpoint_interval_ms=200, max_records=500))

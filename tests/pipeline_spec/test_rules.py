@@ -69,6 +69,17 @@ def running(**operator: Any) -> dict[str, Any]:
     }
 
 
+def top_n(**operator: Any) -> dict[str, Any]:
+    """A Top-N of each user's rows by ``x``, with ``operator`` changed."""
+    return {
+        "name": "r",
+        "source": {"topics": ["in"]},
+        "key": {"field": "user"},
+        "operator": {"type": "top_n", "order_by": {"field": "x"}, "n": 3, **operator},
+        "sink": {"topic": "out"},
+    }
+
+
 def process(function: str = "dedupe", **params: Any) -> dict[str, Any]:
     return {
         "name": "p",
@@ -490,6 +501,10 @@ EXAMPLES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
             running(state_ttl_ms=1000),
             running(emit_interval_ms=100, state_ttl_ms=500),
         ],
+    ),
+    "row_key_is_not_the_key": (
+        [top_n(row_key="user")],
+        [top_n(), top_n(row_key="product"), {**top_n(row_key="user"), "key": None}],
     ),
     "aggregation_by": (
         [

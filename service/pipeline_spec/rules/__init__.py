@@ -13,6 +13,7 @@ imported; docs/architecture.md, "Where a refusal lives"). The rules live by conc
 - :mod:`.aggregates`: the fields each aggregate function takes (a window's, a running
   aggregate's);
 - :mod:`.running`: a running aggregate's state TTL and emit interval;
+- :mod:`.top_n`: a Top-N's row key;
 - :mod:`.processes`: a keyed process function and its params;
 - :mod:`.join_inputs`: a join's two inputs;
 - :mod:`.joins`: a join operator, one rule per kind where a kind has a field or a
@@ -51,6 +52,7 @@ from service.pipeline_spec.rules import (
     running,
     sinks,
     sources,
+    top_n,
     watermarks,
     windows,
 )
@@ -99,6 +101,8 @@ RULES: tuple[Rule, ...] = (
     windows.no_lateness_in_processing_time,
     # a running aggregate (its aggregations: the aggregates' rules above)
     running.state_ttl_covers_emit_interval,
+    # a Top-N
+    top_n.row_key_is_not_the_key,
     # a keyed process function
     processes.process_function_known,
     processes.builtin_params,

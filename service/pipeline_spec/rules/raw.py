@@ -25,6 +25,7 @@ __all__ = [
     "source_sections",
     "source_topics",
     "stream_sections",
+    "top_n_of",
     "topics_of",
     "watermark_sections",
     "window_of",
@@ -62,6 +63,11 @@ def aggregating_operator_of(spec: Mapping[str, Any]) -> Mapping[str, Any] | None
 def running_aggregate_of(spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
     op = as_map(spec.get("operator"))
     return op if op is not None and op.get("type") == "aggregate" else None
+
+
+def top_n_of(spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    op = as_map(spec.get("operator"))
+    return op if op is not None and op.get("type") == "top_n" else None
 
 
 def window_time_of(op: Mapping[str, Any]) -> str | None:

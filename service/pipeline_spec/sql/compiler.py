@@ -32,6 +32,7 @@ from .running import compile_running_aggregate
 from .selects import compile_select
 from .sink import Settings, SinkDecl, read_set, read_sink, sink_spec
 from .sources import Source, read_source, stand_in
+from .top_n import compile_top_n, top_n_query
 from .windows import compile_window, resolve_window, window_call
 
 __all__ = ["Compiled", "compile_sql", "validate_sql"]
@@ -177,14 +178,14 @@ def _compile(name: str, sql: str) -> Compiled:
     if (
         "emit_interval" in settings.values
         and isinstance(operator, dict)
-        and operator.get("type") != "aggregate"
+        and operator.get("type") not in ("aggregate", "top_n")
     ):
         comp.problems.append(
             SqlProblem(
                 settings.at["emit_interval"],
                 "sql_option",
                 "SET emit_interval is for a GROUP BY without a window (a running "
-                "aggregate's upserts), not this query",
+                "aggregate's upserts) or a Top-N, not this query",
             )
         )
     if "delivery" in settings.values:
@@ -224,6 +225,10 @@ def _query(
     from_ = select.args.get("from_")
     if not isinstance(from_, exp.From):
         comp.refuse(select, number, "SELECT ... FROM a source (or a window of one)", "sql_missing")
+        return
+    inner = top_n_query(select)
+    if inner is not None:
+        compile_top_n(comp, sources, select, inner, number, settings)
         return
     joins = select.args.get("joins") or []
     if joins:

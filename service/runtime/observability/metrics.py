@@ -108,7 +108,8 @@ def build_metrics(registry: CollectorRegistry) -> RuntimeMetrics:
         bad_values=Counter(
             "clockwork_bad_values",
             "Values an aggregation could not take (a string for sum...), by field and reason "
-            "(not_a_number, not_comparable); dead-lettered or taken as NULL (on_bad_value).",
+            "(not_a_number, not_comparable; a Top-N's: not_a_number, missing for its row "
+            "key); dead-lettered or taken as NULL (on_bad_value).",
             ("pipeline", "field", "reason"),
             registry=r,
         ),

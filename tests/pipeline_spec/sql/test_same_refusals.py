@@ -121,3 +121,18 @@ def test_a_refused_clause_does_not_hide_a_windows_rule_problem() -> None:
         ("slide_greater_than_size", 2, *where(sql, "HOP(")),
         ("sql_unsupported", 2, *where(sql, "HAVING")),
     ]
+
+
+TOP_N = (
+    "INSERT INTO top SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY region "
+    "ORDER BY amount DESC) AS rn FROM orders) WHERE rn <= {n}"
+)
+
+
+def test_a_top_n_beyond_its_largest_n_is_refused_alike_in_json_and_sql() -> None:
+    refused = ORDERS + TOP_N.format(n=20000)
+    spec = twin(ORDERS + TOP_N.format(n=3), lambda s: s["operator"].update(n=20000))
+    assert sql_entries(refused) == json_entries(spec)
+    assert [e[:2] for e in json_entries(spec)] == [(("operator", "n"), "less_than_equal")]
+    problem = problems(refused)[0]
+    assert (problem.at.line, problem.at.column) == where(refused, "20000")

@@ -1,0 +1,498 @@
+"""Top-N over a stream: the best ``n`` rows of each key, emitted as upserts of rank rows.
+
+What Flink SQL's ``ROW_NUMBER() OVER (PARTITION BY p ORDER BY x DESC) AS rn ... WHERE
+rn <= n`` is: the partition is the pipeline key (keyed as every operator is), each input
+record a row, ranked by one numeric field (``order_by``), ascending or descending.
+
+- **Append-only** (no ``row_key``; Flink's ``AppendOnlyTopNFunction``): every record is a
+  row of its own. Rows are never taken back, so a row that falls out of the top ``n`` can
+  never come back: a key keeps only its top ``n`` rows, and a record that does not beat
+  the ``n``-th costs one comparison.
+- **With a row key** (``row_key``, Flink's unique key and ``UpdatableTopNFunction``): a
+  newer record of the same row replaces the older one, which may move the row up or down,
+  or out of the top ``n`` (and another row in). Every row of the key is kept (the key's
+  table), since a row of the top ``n`` that gets worse lets the next one in.
+- **Ties** are broken by arrival: of two rows with the same value, the one that arrived
+  first (its newest version, with a row key) ranks first, as Flink's. Each row version
+  gets a number from one counter of the operator (checkpointed), so the order is total and
+  the comparisons of the sorted list never reach the row itself.
+
+Results (docs/pipeline-spec.md, "Top-N"): each rank of a key is one row of an upsert
+stream, an :class:`~service.operators.base.Upsert` with key ``<key>|<rank>`` and result
+``{"partition": key, "rank": rank, "row": row}``. **Mini-batch** as the running
+aggregate's (:mod:`.running`): a record only marks its key dirty when it changes the top
+``n``; once per ``emit_interval_ms`` of processing time (one tick per partition) each
+dirty key compares its top ``n`` with what it emitted last and emits the ranks whose row
+changed, and deletes (a tombstone) the ranks no longer held. Under exactly-once
+(``emit_at_checkpoint``) that happens at the checkpoint instead; the watermark ``MAX``
+(the end of bounded input) emits every dirty key. ``seq`` counts each rank row's upserts
+from 0, checkpointed; a rank deleted and held again starts at 0. After a restore under
+at-least-once, a key's first emission writes all its ranks, changed or not: what it
+emitted after the checkpoint was lost with the crash, and a rank may have shown another
+row since (a replay can end on the row the checkpoint knew, with that other row last in
+the topic).
+
+A record whose ``order_by`` value is not a number (missing, null, a string, NaN), or whose
+``row_key`` is missing or null, cannot be ranked: it is dead-lettered (``bad_value``).
+
+Checkpoints: one entry per key changed since the last one (``"p" + key``: its rows, the
+row version shown at each rank and each rank's next ``seq``, whether it is dirty) and the
+metadata last (the counter, the watermark).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from service.core.errors import ConfigError
+from service.core.paths import MISSING, compile_path, split_path
+from service.core.time import MAX_TIMESTAMP, MIN_TIMESTAMP, Clock, SystemClock
+from service.operators.base import Collector, FailedRecord, InputRecord, OperatorGauges, Upsert
+
+__all__ = [
+    "DEFAULT_EMIT_INTERVAL_MS",
+    "MAX_N",
+    "TopNConfig",
+    "TopNConfigError",
+    "TopNOperator",
+    "build_top_n",
+]
+
+DEFAULT_EMIT_INTERVAL_MS = 1000
+MAX_N = 10_000
+"""The largest ``n`` (a key emits up to ``n`` rank rows per interval)."""
+SNAPSHOT_VERSION = 1
+KEY_PREFIX = "p"
+META_ENTRY = "\u0000meta"
+REASON_BAD_VALUE = "bad_value"
+HEADER_FIELD = "clockwork.field"
+HEADER_FUNCTION = "clockwork.function"
+
+Row = tuple[Any, ...]
+"""``(sort value, version, event timestamp, value, row key)``: the sort value is the
+``order_by`` value, negated when descending, so every list sorts ascending; the version
+(the operator's counter) is unique, so comparisons never go past it."""
+_SORT, _VERSION, _TS, _VALUE, _ROW_KEY = range(5)
+
+
+class TopNConfigError(ConfigError):
+    """A Top-N operator built with invalid parameters (a spec's are the rules' to refuse)."""
+
+
+class TopNStateError(RuntimeError):
+    """A snapshot this operator cannot read."""
+
+
+@dataclass(frozen=True, slots=True)
+class TopNConfig:
+    """Everything a Top-N operator needs; checked here, once."""
+
+    pipeline: str
+    order_by: str
+    """The dotted path of the numeric field rows are ranked by."""
+    n: int
+    desc: bool = True
+    row_key: str | None = None
+    """The dotted path naming a row: a newer record of a row replaces it. None: every
+    record is a row (append-only)."""
+    emit_interval_ms: int = DEFAULT_EMIT_INTERVAL_MS
+    emit_at_checkpoint: bool = False
+    """Exactly-once delivery: dirty keys are emitted at the checkpoint, not per tick."""
+    clock: Clock = field(default_factory=SystemClock)
+
+    def __post_init__(self) -> None:
+        if type(self.n) is not int or not 1 <= self.n <= MAX_N:
+            raise TopNConfigError(f"n must be an int from 1 to {MAX_N}, not {self.n!r}")
+        interval = self.emit_interval_ms
+        if type(interval) is not int or interval <= 0:
+            raise TopNConfigError(f"emit_interval_ms must be an int > 0, not {interval!r}")
+        try:
+            split_path(self.order_by)
+            if self.row_key is not None:
+                split_path(self.row_key)
+        except ConfigError as exc:
+            raise TopNConfigError(str(exc)) from exc
+
+
+def build_top_n(
+    pipeline: str,
+    operator_spec: Mapping[str, Any],
+    clock: Clock,
+    *,
+    emit_at_checkpoint: bool = False,
+) -> TopNOperator:
+    """A Top-N operator from the spec's ``"operator"`` object (``"type": "top_n"``)."""
+    kind = operator_spec.get("type")
+    if kind != "top_n":
+        raise TopNConfigError(f"not a Top-N operator: type {kind!r}")
+    order = operator_spec.get("order_by")
+    if not isinstance(order, Mapping):
+        raise TopNConfigError("order_by must be an object {field, desc}")
+    return TopNOperator(
+        TopNConfig(
+            pipeline=pipeline,
+            order_by=order.get("field"),  # type: ignore[arg-type]  # checked by the config
+            desc=bool(order.get("desc", True)),
+            n=operator_spec.get("n"),  # type: ignore[arg-type]
+            row_key=operator_spec.get("row_key"),
+            emit_interval_ms=operator_spec.get("emit_interval_ms", DEFAULT_EMIT_INTERVAL_MS),
+            emit_at_checkpoint=emit_at_checkpoint,
+            clock=clock,
+        )
+    )
+
+
+class _Key:
+    """One key's rows and what it emitted last."""
+
+    __slots__ = ("by_row", "rows", "seqs", "shown", "ts")
+
+    def __init__(self, keyed: bool) -> None:
+        self.rows: list[Row] = []
+        """Sorted best first: the top ``n`` (append-only), or every row (a row key)."""
+        self.by_row: dict[str, Row] | None = {} if keyed else None
+        """With a row key: each row's current version."""
+        self.shown: list[int] = []
+        """The version emitted last at each rank (index 0: rank 1)."""
+        self.seqs: list[int] = []
+        """Each shown rank's next ``seq``."""
+        self.ts = MIN_TIMESTAMP
+        """The largest event timestamp of a row the key took in (a delete's timestamp)."""
+
+
+class TopNOperator:
+    """One partition's Top-N (module docstring)."""
+
+    __slots__ = (
+        "_at_checkpoint",
+        "_changed",
+        "_clock",
+        "_desc",
+        "_get_order",
+        "_get_row_key",
+        "_interval",
+        "_keys",
+        "_n",
+        "_next_tick",
+        "_order_field",
+        "_pending",
+        "_prefix",
+        "_row_key_field",
+        "_stale",
+        "_ticks",
+        "_version",
+        "_watermark",
+        "collector",
+    )
+
+    def __init__(self, config: TopNConfig) -> None:
+        self.collector = Collector()
+        self._clock = config.clock
+        self._n = config.n
+        self._desc = config.desc
+        self._interval = config.emit_interval_ms
+        self._at_checkpoint = config.emit_at_checkpoint
+        self._prefix = f"{config.pipeline}|"
+        self._order_field = config.order_by
+        self._get_order = compile_path(config.order_by)
+        self._row_key_field = config.row_key
+        self._get_row_key = compile_path(config.row_key) if config.row_key is not None else None
+        self._keys: dict[str, _Key] = {}
+        self._pending: dict[str, None] = {}
+        """The dirty keys, in the order they became dirty (an ordered set)."""
+        self._changed: set[str] = set()
+        """Keys emitted or changed below the top n since the last checkpoint (besides the
+        dirty)."""
+        self._version = 0
+        """The next row version (ties rank by it: arrival order)."""
+        self._stale: set[str] = set()
+        """At least once, after a restore: keys whose next emission writes every rank, as
+        what they emitted after the checkpoint (lost with the crash, replayed now) is not
+        known: a rank may have shown another row since, and be back to the one the
+        checkpoint knew."""
+        self._next_tick: int | None = None
+        self._ticks = [0, 0]
+        self._watermark = MIN_TIMESTAMP
+
+    # -- the batch loop ------------------------------------------------------------------
+    def process_batch(self, records: Sequence[InputRecord]) -> None:
+        if self._get_row_key is None:
+            self._append_only(records)
+        else:
+            self._updating(records)
+        if self._next_tick is None and self._pending and not self._at_checkpoint:
+            self._next_tick = self._clock.now_ms() + self._interval
+            self._ticks[0] += 1
+
+    def _append_only(self, records: Sequence[InputRecord]) -> None:
+        keys = self._keys
+        pending = self._pending
+        get = self._get_order
+        n = self._n
+        sign = -1 if self._desc else 1
+        version = self._version
+        for record in records:
+            key, ts, value, _position, _source = record
+            v = get(value)
+            kind = type(v)
+            if (kind is not int and kind is not float) or v != v:
+                self._reject(record, self._order_field, v)
+                continue
+            sort = sign * v
+            state = keys.get(key)
+            if state is None:
+                state = keys[key] = _Key(False)
+            rows = state.rows
+            if len(rows) >= n and sort >= rows[-1][_SORT]:
+                continue  # not better than the n-th: a tie ranks after it
+            if ts > state.ts:
+                state.ts = ts
+            row = (sort, version, ts, value, None)
+            version += 1
+            rows.insert(bisect_right(rows, row), row)
+            if len(rows) > n:
+                rows.pop()
+            pending[key] = None
+        self._version = version
+
+    def _updating(self, records: Sequence[InputRecord]) -> None:
+        keys = self._keys
+        pending = self._pending
+        get = self._get_order
+        changed = self._changed
+        get_row = self._get_row_key
+        if get_row is None:  # append-only: process_batch calls the other loop
+            return
+        n = self._n
+        sign = -1 if self._desc else 1
+        version = self._version
+        for record in records:
+            key, ts, value, _position, _source = record
+            v = get(value)
+            kind = type(v)
+            if (kind is not int and kind is not float) or v != v:
+                self._reject(record, self._order_field, v)
+                continue
+            name = get_row(value)
+            if name is MISSING or name is None:
+                self._reject(record, self._row_key_field or "", name)
+                continue
+            row_key = name if type(name) is str else str(name)
+            state = keys.get(key)
+            if state is None:
+                state = keys[key] = _Key(True)
+            if ts > state.ts:
+                state.ts = ts
+            rows = state.rows
+            by_row: dict[str, Row] = state.by_row  # type: ignore[assignment]
+            row = (sign * v, version, ts, value, row_key)
+            version += 1
+            old = by_row.get(row_key)
+            dirty = False
+            if old is not None:
+                at = bisect_left(rows, old)
+                del rows[at]
+                dirty = at < n
+            at = bisect_right(rows, row)
+            rows.insert(at, row)
+            by_row[row_key] = row
+            if dirty or at < n:
+                pending[key] = None
+            else:
+                changed.add(key)  # below the top n: checkpointed, not emitted
+        self._version = version
+
+    def _reject(self, record: InputRecord, path: str, found: Any) -> None:
+        """Dead-letter a record that cannot be ranked, counted as a bad value of ``path``
+        (``not_a_number``: its order value; ``missing``: its row key)."""
+        key, _ts, _value, _position, source = record
+        if found is MISSING or found is None:
+            what = "missing" if found is MISSING else "null"
+        elif isinstance(found, bool):
+            what = "a boolean"
+        elif isinstance(found, str):
+            what = f"a string ({found[:40]!r})"
+        elif isinstance(found, float):
+            what = "NaN"
+        else:
+            what = f"a {type(found).__name__}"
+        reason = "missing" if path == self._row_key_field else "not_a_number"
+        counts = self.collector.bad_values
+        entry = (path, reason)
+        counts[entry] = counts.get(entry, 0) + 1
+        self.collector.failed.append(
+            FailedRecord(
+                source,
+                key,
+                REASON_BAD_VALUE,
+                f"top_n cannot rank a row by {path}: {what}",
+                ((HEADER_FIELD, path.encode()), (HEADER_FUNCTION, b"top_n")),
+            )
+        )
+
+    # -- time ----------------------------------------------------------------------------
+    @property
+    def current_watermark(self) -> int:
+        return self._watermark
+
+    def advance_watermark(self, watermark: int) -> None:
+        """Event time changes no ranking; the end of input (``MAX``) emits every dirty key."""
+        if watermark > self._watermark:
+            self._watermark = watermark
+            if watermark == MAX_TIMESTAMP:
+                self._emit_pending()
+
+    def advance_processing_time(self, now: int) -> None:
+        tick = self._next_tick
+        if tick is None or now < tick:
+            return
+        self._next_tick = None
+        self._ticks[1] += 1
+        if not self._at_checkpoint:
+            self._emit_pending()
+
+    def next_processing_time(self) -> int | None:
+        return self._next_tick
+
+    def before_checkpoint(self) -> None:
+        """Under exactly-once, the dirty keys are emitted here, into the checkpoint's
+        transaction (:class:`~service.operators.base.EmitsAtCheckpoint`)."""
+        if self._at_checkpoint:
+            self._emit_pending()
+
+    # -- emitting ------------------------------------------------------------------------
+    def _emit_pending(self) -> None:
+        pending = self._pending
+        if not pending:
+            return
+        append = self.collector.results.append
+        prefix = self._prefix
+        n = self._n
+        keys = self._keys
+        stale = self._stale
+        for key in pending:
+            state = keys[key]
+            rows, shown, seqs = state.rows, state.shown, state.seqs
+            held = min(len(rows), n)
+            again = bool(stale) and key in stale
+            if again:
+                stale.discard(key)
+            for i in range(held):
+                row = rows[i]
+                version = row[_VERSION]
+                if i < len(shown):
+                    if shown[i] == version and not again:
+                        continue
+                    shown[i] = version
+                else:
+                    shown.append(version)
+                    seqs.append(0)
+                seq = seqs[i]
+                seqs[i] = seq + 1
+                rank = i + 1
+                name = f"{key}|{rank}"
+                result = {"partition": key, "rank": rank, "row": row[_VALUE]}
+                append(Upsert(prefix + name, name, result, seq, row[_TS]))
+            for i in range(len(shown) - 1, held - 1, -1):  # ranks no longer held
+                name = f"{key}|{i + 1}"
+                append(Upsert(prefix + name, name, None, seqs[i], state.ts))
+                del shown[i], seqs[i]
+        self._changed.update(pending)
+        pending.clear()
+
+    # -- metrics -------------------------------------------------------------------------
+    def gauges(self) -> OperatorGauges:
+        return OperatorGauges(
+            event_timers=0,
+            processing_timers=0 if self._next_tick is None else 1,
+            windows_open=0,
+            keys=len(self._keys),
+        )
+
+    def timer_counts(self) -> dict[str, tuple[int, int, int]]:
+        return {"event": (0, 0, 0), "processing": (self._ticks[0], self._ticks[1], 0)}
+
+    def stats(self) -> dict[str, Any]:
+        return {"keys": len(self._keys), "rows": sum(len(s.rows) for s in self._keys.values())}
+
+    # -- checkpoints ---------------------------------------------------------------------
+    def _entry(self, key: str) -> dict[str, Any] | None:
+        state = self._keys.get(key)
+        if state is None:
+            return None
+        return {
+            "rows": [list(row) for row in state.rows],
+            "shown": list(state.shown),
+            "seqs": list(state.seqs),
+            "ts": state.ts,
+            "dirty": key in self._pending,
+        }
+
+    def _meta(self) -> dict[str, Any]:
+        return {"version": SNAPSHOT_VERSION, "watermark": self._watermark, "next": self._version}
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "version": SNAPSHOT_VERSION,
+            "meta": self._meta(),
+            "keys": {key: self._entry(key) for key in self._keys},
+        }
+
+    def restore(self, snapshot: dict[str, Any]) -> None:
+        if snapshot.get("version") != SNAPSHOT_VERSION:
+            raise TopNStateError(f"unknown Top-N snapshot version {snapshot.get('version')!r}")
+        self._load(snapshot["meta"], list(snapshot["keys"].items()))
+
+    def snapshot_changes(self) -> dict[str, Any]:
+        changed = self._changed
+        changed.update(self._pending)
+        changes: dict[str, Any] = {KEY_PREFIX + key: self._entry(key) for key in changed}
+        changed.clear()
+        changes[META_ENTRY] = self._meta()
+        return changes
+
+    def restore_changes(self, entries: Iterable[tuple[str, Any]]) -> None:
+        newest: dict[str, Any] = {}
+        for name, value in entries:
+            newest[name] = value
+        meta = newest.pop(META_ENTRY, None)
+        keys: list[tuple[str, Any]] = []
+        for name, value in newest.items():
+            if not name.startswith(KEY_PREFIX):
+                raise TopNStateError(f"unknown checkpoint entry {name!r}")
+            keys.append((name[len(KEY_PREFIX) :], value))
+        self._load(meta, keys)
+
+    def _load(self, meta: dict[str, Any] | None, keys: list[tuple[str, Any]]) -> None:
+        if meta is not None:
+            if meta.get("version") != SNAPSHOT_VERSION:
+                raise TopNStateError(f"unknown Top-N checkpoint version {meta.get('version')!r}")
+            self._watermark = int(meta["watermark"])
+            self._version = int(meta["next"])
+        self._keys.clear()
+        self._pending.clear()
+        self._changed.clear()
+        self._stale.clear()
+        keyed = self._get_row_key is not None
+        for key, entry in keys:
+            if entry is None:
+                continue
+            state = _Key(keyed)
+            state.rows = [tuple(row) for row in entry["rows"]]
+            if state.by_row is not None:
+                state.by_row = {row[_ROW_KEY]: row for row in state.rows}
+            state.shown = [int(v) for v in entry["shown"]]
+            state.seqs = [int(s) for s in entry["seqs"]]
+            state.ts = int(entry["ts"])
+            self._keys[key] = state
+            if not self._at_checkpoint:  # what it emitted after the checkpoint is unknown
+                self._stale.add(key)
+            if entry["dirty"]:
+                self._pending[key] = None
+        self._next_tick = None
+        if self._pending and not self._at_checkpoint:
+            self._next_tick = self._clock.now_ms() + self._interval
+            self._ticks[0] += 1
