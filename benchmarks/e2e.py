@@ -41,6 +41,12 @@ pipeline over it with ``source.format`` set, checked the same way; the number to
 is its rate against the JSON pipeline's over the same events in the same run (target: at
 least 1.0).
 
+``--running`` (issue 50) runs the same count and sum per user with no window on the same
+topic (a running aggregate, an upsert per changed user every second), its upserts folded
+by key and checked against each user's totals; the numbers to watch are its rate against
+the windowed pipeline's in the same run (target: at least 1.0) and its output records
+per second, bounded by the users changed per second.
+
 ``--exactly-once`` runs the same pipeline again on the same topic with
 ``delivery: exactly_once`` (Kafka transactions: ``--broker kafka``), its output read
 ``read_committed`` and checked the same way, and reports its rate beside the
@@ -79,6 +85,15 @@ OPERATOR = {
     "trigger": {"type": "event_time"},
     "aggregations": {"count": {"fn": "count"}, "sum": {"fn": "sum", "field": "amount"}},
 }
+
+
+RUNNING = {
+    "type": "aggregate",
+    "aggregations": OPERATOR["aggregations"],
+    "emit_interval_ms": 1000,
+}
+"""``--running``: the same count and sum per user with no window, an upsert per changed
+user every second (issue 50)."""
 
 
 STEPS: list[dict[str, Any]] = [
@@ -125,6 +140,20 @@ def check_process_results(
     wrong = sum(1 for key in want if got.get(key) != want[key])
     ok = len(values) == len(want) and wrong == 0
     return ok, f"{len(values)} outputs for {len(want)} keys, {wrong} wrong"
+
+
+def check_running(values: list[dict[str, Any]], workload: Workload) -> tuple[bool, str]:
+    """The upserts folded by key (a key's are in one partition, in order) against each
+    user's count and sum over the whole input, end markers included."""
+    want: dict[str, tuple[int, int]] = {}
+    for event in (*generate(workload), *end_markers(workload)):
+        count, cents = want.get(event.user, (0, 0))
+        want[event.user] = (count + 1, cents + event.cents)
+    folded = {row["key"]: row["result"] for row in values}
+    got = {key: (r["count"], round(r["sum"] * 100)) for key, r in folded.items()}
+    wrong = sum(1 for key in want if got.get(key) != want[key])
+    ok = wrong == 0 and len(got) == len(want)
+    return ok, f"{len(values)} upserts fold to {len(got)} keys of {len(want)}, {wrong} wrong"
 
 
 async def raw_consume(bootstrap: str, topic: str) -> tuple[int, float, float]:
@@ -198,6 +227,12 @@ async def run_pipeline(
 
     if operator == "window":
         factory = window_operator_factory(name, OPERATOR, late_output=False)
+    elif operator == "running":
+        from service.runtime.factories import running_aggregate_factory
+
+        factory = running_aggregate_factory(
+            name, RUNNING, emit_at_checkpoint=delivery == "exactly_once"
+        )
     else:
         function, params = PROCESS_FUNCTIONS[operator]
         factory = process_operator_factory(name, function, params, ("examples",))
@@ -354,6 +389,30 @@ async def bench(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]:
                 "ok": report["ok"] and eos_ok,
             }
         )
+    if args.running:  # the same aggregates with no window, on the same topic, right after
+        running = f"{name}-running"
+        running_s, running_cpu_s, _ = await run_pipeline(
+            bootstrap,
+            topic,
+            running,
+            workload,
+            args.checkpoint_interval_ms,
+            args.prefetch_max_records,
+            "running",
+        )
+        values = [json.loads(v) for v in await read_topic(bootstrap, f"{running}.out")]
+        running_ok, running_summary = check_running(values, workload)
+        report.update(
+            {
+                "running_records_per_s": round(total / running_s),
+                "running_vs_windowed": round(pipeline_s / running_s, 3),
+                "running_cpu_us_per_record": round(running_cpu_s / total * 1e6, 2),
+                "running_output_records": len(values),
+                "running_output_records_per_s": round(len(values) / running_s),
+                "running_check": running_summary,
+                "ok": report["ok"] and running_ok,
+            }
+        )
     if args.format:
         formatted = await bench_format(args, bootstrap, records, topic, workload, pipeline_s)
         report.update(formatted, ok=report["ok"] and formatted["format_ok"])
@@ -475,6 +534,11 @@ def main(argv: list[str] | None = None) -> int:
         choices=["window", *PROCESS_FUNCTIONS],
         default="window",
         help="the pipeline's operator (default: the standard tumbling windows)",
+    )
+    parser.add_argument(
+        "--running",
+        action="store_true",
+        help="also the same count and sum per user with no window (an upsert stream)",
     )
     parser.add_argument(
         "--shuffle",
