@@ -3,6 +3,8 @@
 :mod:`.running`: the running aggregate, a ``GROUP BY`` without a window. Its results are
 :class:`~service.operators.base.Upsert` rows: the key's newest value, at most once per
 emit interval (Flink's mini-batch), and a tombstone when its state expires.
+:mod:`.table_aggregate`: the same over a table source (``source.changelog: "upsert"``),
+each row replaced or deleted taken back first (:mod:`.retracting`'s accumulators).
 """
 
 from .running import (
@@ -10,5 +12,11 @@ from .running import (
     RunningAggregateOperator,
     build_running_aggregate,
 )
+from .table_aggregate import TableAggregateOperator
 
-__all__ = ["RunningAggregateConfig", "RunningAggregateOperator", "build_running_aggregate"]
+__all__ = [
+    "RunningAggregateConfig",
+    "RunningAggregateOperator",
+    "TableAggregateOperator",
+    "build_running_aggregate",
+]
