@@ -101,9 +101,11 @@ def build_running_aggregate(
     *,
     emit_at_checkpoint: bool = False,
     table: bool = False,
+    group_field: str | None = None,
 ) -> RunningAggregateOperator:
     """A running aggregate from the spec's ``"operator"`` object (``"type": "aggregate"``);
-    ``table``: over a table source, its rows retracted (:mod:`.table_aggregate`)."""
+    ``table``: over a table source, its rows retracted (:mod:`.table_aggregate`), grouped
+    by ``group_field`` (None: by the primary key, the record's key)."""
     kind = operator_spec.get("type")
     if kind != "aggregate":
         raise WindowConfigError(f"not a running aggregate: type {kind!r}")
@@ -122,7 +124,7 @@ def build_running_aggregate(
     if table:
         from .table_aggregate import TableAggregateOperator  # it extends this module's
 
-        return TableAggregateOperator(config)
+        return TableAggregateOperator(config, group_field=group_field)
     return RunningAggregateOperator(config)
 
 

@@ -33,18 +33,27 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from service.core.paths import MISSING, get_path, split_path
+from service.core.paths import MISSING, PathGetter, compile_path, key_text
 from service.operators.base import InputRecord, Upsert
 from service.operators.window.aggregations import encode_distinct, parse_aggregations
 
 from .retracting import RetractingPlan
 from .running import _BASE, _SEQ, _TS, RunningAggregateConfig, RunningAggregateOperator
 
-__all__ = ["TableAggregateOperator"]
+__all__ = ["TableAggregateOperator", "group_of"]
 
 _ROWS = _BASE
 """Slot: the group's rows (a group with none left is deleted)."""
 ROW_PREFIX = "r"
+
+
+def group_of(value: Any, path: PathGetter) -> str | None:
+    """The group a table row names at ``path`` (as a payload key's text); None: it names
+    none (a missing, null or structured value), and the row is in no group."""
+    raw = path(value)
+    if raw is MISSING:
+        return None
+    return key_text(raw)
 
 
 class TableAggregateOperator(RunningAggregateOperator):
@@ -54,7 +63,7 @@ class TableAggregateOperator(RunningAggregateOperator):
 
     def __init__(self, config: RunningAggregateConfig, group_field: str | None = None) -> None:
         self.retracting = RetractingPlan(parse_aggregations(config.aggregations), _BASE + 1)
-        self._group_path = split_path(group_field) if group_field is not None else None
+        self._group_path = compile_path(group_field) if group_field is not None else None
         self._rows: dict[str, list[Any]] = {}
         """Primary key -> its row: ``[group, *the values the aggregations read]``."""
         self._rows_changed: set[str] = set()
@@ -68,10 +77,7 @@ class TableAggregateOperator(RunningAggregateOperator):
         path = self._group_path
         if path is None:
             return pk
-        raw = get_path(value, ".".join(path))
-        if raw is MISSING or raw is None:
-            return None
-        return raw if type(raw) is str else str(raw)
+        return group_of(value, path)
 
     def _apply(self, records: Sequence[InputRecord]) -> None:
         rows = self._rows

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple, Protocol
 import orjson
 
 from service.core.errors import TimestampError
-from service.core.paths import MISSING, compile_path
+from service.core.paths import MISSING, compile_path, key_text
 from service.core.shuffle import position
 from service.core.time import MAX_TIMESTAMP, MIN_TIMESTAMP
 from service.core.timestamps import TimestampExtractor
@@ -65,18 +65,10 @@ REASON_BAD_TIMESTAMP = "bad_timestamp"
 REASON_STEP_FAILED = "step_failed"
 HEADER_STEP = "clockwork.step"
 
-_SCALAR_KEYS = (int, float, bool)
-
 
 def _key_text(raw: Any) -> str | None:
     """A payload key as text: strings as they are, numbers as JSON writes them."""
-    if type(raw) is str:
-        return raw
-    if isinstance(raw, bool):
-        return "true" if raw else "false"
-    if isinstance(raw, _SCALAR_KEYS):
-        return orjson.dumps(raw).decode()
-    return None
+    return key_text(raw)
 
 
 def kafka_key(record: Any, missing: str = "record has no Kafka key") -> str | DeadLetter:
