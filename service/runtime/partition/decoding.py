@@ -316,7 +316,8 @@ class RecordDecoder:
 
 
 class TableDecoder:
-    """A versioned table's records (a temporal join's right input): a record with a null
+    """A versioned table's records (a temporal or lookup join's right input, a table
+    source's rows, ``source.changelog: "upsert"``): a record with a null
     value is a tombstone, its Kafka key deleted from its Kafka timestamp on, and decodes
     to the value None; every other record as the input's own decoder says."""
 
