@@ -27,6 +27,7 @@ from service.pipeline_spec.models import validate_spec
 from service.pipeline_spec.sql.compiler import validate_sql
 from service.runtime.lifecycle.manager import Runtime
 from service.runtime.observability.status import PipelineState
+from service.runtime.pipeline_topics.names import STATE, changelog_topic, shuffle_topic
 from tests.integration.kafka_utils import (
     cluster_of,
     create_topic,
@@ -235,3 +236,69 @@ async def test_a_pipeline_s_upserts_are_the_next_pipeline_s_table(
             "least": min(t["orders"] for t in totals.values()),
         }
     }
+
+
+def same(got: dict[str, Any], want: dict[str, dict[str, Any]]) -> bool:
+    """Whether the folded results are the SQL answer (the average within rounding)."""
+    if got.keys() != want.keys():
+        return False
+    return all(got[k] == {**row, "mean": pytest.approx(row["mean"])} for k, row in want.items())
+
+
+@pytest.mark.parametrize(
+    "delivery",
+    [
+        "at_least_once",
+        pytest.param("exactly_once", marks=pytest.mark.requires_broker("transactions")),
+    ],
+)
+async def test_the_retraction_shuffle_goes_on_after_a_restart(
+    bootstrap_servers: str, delivery: str
+) -> None:
+    """Unbounded: half the changelog, caught up; the runtime stops and another starts
+    from the checkpoints (stage 1's map of each order's partition, stage 2's rows and
+    groups); the second half moves and deletes orders written in the first, and the
+    folded topic equals the SQL answer over the final table again."""
+    name = unique("tabler")
+    topic = f"{name}.in"
+    await create_compacted(bootstrap_servers, topic, PARTITIONS)
+    records, _ = changelog(1600)
+    spec: dict[str, Any] = {
+        "name": name,
+        "source": {"topics": [topic], "changelog": "upsert"},
+        "key": {"field": "customer", "shuffle_partitions": 2},
+        "operator": {"type": "aggregate", "aggregations": AGGREGATIONS, "emit_interval_ms": 50},
+        "sink": {"topic": f"{name}.out"},
+        "delivery": delivery,
+    }
+    definition = build_definition(validate_spec(spec, ()), ())
+    isolation = "read_committed" if delivery == "exactly_once" else "read_uncommitted"
+
+    async def caught_up(want: dict[str, dict[str, Any]]) -> bool:
+        try:
+            found = await read_topic(bootstrap_servers, f"{name}.out", isolation_level=isolation)
+        except TimeoutError:
+            return False
+        return same(folded(found)[0], want)
+
+    table: dict[str, dict[str, Any]] = {}
+    for wave in (records[:800], records[800:]):
+        await produce(bootstrap_servers, topic, wave)
+        for _, key, value, _ in wave:
+            if value is None:
+                table.pop(key.decode(), None)
+            else:
+                table[key.decode()] = orjson.loads(value)
+        runtime = Runtime(runtime_settings(bootstrap_servers))
+        await runtime.start()
+        runtime.start_pipeline(definition)
+        try:
+            want = sql_answer(table, "customer")
+            await wait_until(partial(caught_up, want), timeout_s=60, interval_s=0.3)
+        finally:
+            await runtime.shutdown()
+        # the checkpoints hold stage 1's map (order -> shuffle partition) and stage 2's rows
+        entries = await read_topic(bootstrap_servers, changelog_topic(name, 0))
+        keys = [r.key.decode() for r in entries if r.key is not None]
+        assert any(k.startswith(f"{topic}|") and f"|{STATE}|p" in k for k in keys)
+        assert any(k.startswith(f"{shuffle_topic(name, 0)}|") and f"|{STATE}|r" in k for k in keys)

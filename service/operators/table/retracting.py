@@ -18,18 +18,21 @@ Values are told apart as ``count_distinct`` tells them, by their canonical JSON 
 cannot take (a string for ``sum``, an object for ``max``) is NULL to it, as with
 ``on_bad_value: skip``; the operator dead-letters such rows first under ``dead_letter``.
 
-The slots are plain data but for the Fraction, which :meth:`RetractingPlan.dump` writes
+The row's field reads and the update are generated per plan (as the window's
+aggregations are), straight-line code for exactly the configured functions. The slots
+are plain data but for the Fraction, which :meth:`RetractingPlan.dump` writes
 as ``"numerator/denominator"`` and :meth:`RetractingPlan.load` reads back.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
 import orjson
 
-from service.core.paths import MISSING, get_path
+from service.core.paths import MISSING, compile_path
 from service.operators.window.aggregate_kinds import AGGREGATES, AggKind
 from service.operators.window.aggregations import AggregationSpec, encode_distinct, order_key
 from service.operators.window.errors import WindowConfigError
@@ -41,17 +44,12 @@ _FRACTION = {AggKind.SUM: 1, AggKind.AVG: 1}
 """The slot (after the function's first) holding an exact Fraction."""
 
 
-def _number(value: Any) -> bool:
-    t = type(value)
-    return t is int or t is float
-
-
 class RetractingPlan:
     """The slots and the add, retract and result of a list of retracting aggregations,
     after ``base`` slots of the operator's own. Plain Python: a table's rows are not the
     window's hot loop, and a retraction is the update run backwards."""
 
-    __slots__ = ("base", "fields", "kinds", "names", "slots", "width")
+    __slots__ = ("base", "fields", "kinds", "names", "row", "slots", "update", "width")
 
     def __init__(self, specs: list[AggregationSpec], base: int) -> None:
         for spec in specs:
@@ -71,17 +69,82 @@ class RetractingPlan:
             at += _WIDTH.get(kind, 1)
         self.slots = tuple(slots)
         self.width = at
+        self.row = self._compile_row()
+        """``row(value, group)``: the row a table aggregate keeps of ``value``:
+        ``[group, *the values the aggregations read]`` (NULL: None)."""
+        self.update = self._compile_update()
+        """``update(acc, row, sign)``: add ``row`` (``sign`` 1) or take it back (-1)."""
 
-    def row(self, value: Any) -> list[Any]:
-        """The values of a row the aggregations read, in their order (NULL: None)."""
-        out: list[Any] = []
-        for field in self.fields:
-            if field is None:
-                out.append(None)
+    def _compile_row(self) -> Callable[[Any, str], list[Any]]:
+        """``row(value, group)``: ``[group, *the values the aggregations read]`` (NULL:
+        None), the fields read by compiled getters."""
+        namespace: dict[str, Any] = {"_MISSING": MISSING}
+        items = ["group"]
+        lines = ["def row(value, group):"]
+        for j, name in enumerate(self.fields):
+            if name is None:
+                items.append("None")
                 continue
-            v = get_path(value, field)
-            out.append(None if v is MISSING else v)
-        return out
+            namespace[f"_g{j}"] = compile_path(name)
+            lines.append(f"    v{j} = _g{j}(value)")
+            items.append(f"(None if v{j} is _MISSING else v{j})")
+        lines.append(f"    return [{', '.join(items)}]")
+        exec(compile("\n".join(lines), "<retracting-row>", "exec"), namespace)
+        function: Callable[[Any, str], list[Any]] = namespace["row"]
+        return function
+
+    def _compile_update(self) -> Callable[[list[Any], list[Any], int], None]:
+        """``update(acc, row, sign)``: the row's values (after its group) added (``sign``
+        1) or taken back (-1), straight-line code for these aggregations."""
+        namespace: dict[str, Any] = {
+            "_int": int,
+            "_float": float,
+            "_str": str,
+            "_Fraction": Fraction,
+            "_enc": encode_distinct,
+            "_count": _count,
+            "_remove_one": _remove_one,
+            "_extreme": self._extreme,
+            "_MIN": AggKind.MIN,
+            "_MAX": AggKind.MAX,
+        }
+        lines = ["def update(acc, row, sign):", "    pass"]
+        for j, (kind, i) in enumerate(zip(self.kinds, self.slots, strict=True)):
+            v = f"row[{j + 1}]"
+            if kind is AggKind.COUNT:
+                lines.append(f"    acc[{i}] += sign")
+                continue
+            lines += [f"    v = {v}", "    t = v.__class__"]
+            if kind is AggKind.SUM or kind is AggKind.AVG:
+                count = [f"        acc[{i + 3}] += sign"] if kind is AggKind.AVG else []
+                lines += [
+                    "    if t is _int:",
+                    f"        acc[{i}] += sign * v",
+                    *count,
+                    "    elif t is _float:",
+                    f"        acc[{i + 1}] += sign * _Fraction(v)",
+                    f"        acc[{i + 2}] += sign",
+                    *count,
+                ]
+            elif kind is AggKind.MIN or kind is AggKind.MAX:
+                which = "_MIN" if kind is AggKind.MIN else "_MAX"
+                lines += [
+                    "    if t is _int or t is _float or t is _str:",
+                    f"        _extreme({which}, acc, {i}, v, sign)",
+                ]
+            elif kind is AggKind.COUNT_DISTINCT:
+                lines += ["    if v is not None:", f"        _count(acc[{i}], _enc(v), sign)"]
+            else:  # COLLECT
+                lines += [
+                    "    if v is not None:",
+                    "        if sign > 0:",
+                    f"            acc[{i}].append(v)",
+                    "        else:",
+                    f"            _remove_one(acc[{i}], v)",
+                ]
+        exec(compile("\n".join(lines), "<retracting-update>", "exec"), namespace)
+        function: Callable[[list[Any], list[Any], int], None] = namespace["update"]
+        return function
 
     def initial(self) -> list[Any]:
         """The aggregations' slots of an empty group."""
@@ -100,33 +163,6 @@ class RetractingPlan:
             else:  # COUNT
                 out.append(0)
         return out
-
-    def update(self, acc: list[Any], values: list[Any], sign: int) -> None:
-        """Add a row's ``values`` (``sign`` 1) or take them back (-1)."""
-        for kind, i, v in zip(self.kinds, self.slots, values, strict=True):
-            if kind is AggKind.COUNT:
-                acc[i] += sign
-            elif kind is AggKind.SUM or kind is AggKind.AVG:
-                if type(v) is int:
-                    acc[i] += sign * v
-                elif type(v) is float:
-                    acc[i + 1] += sign * Fraction(v)
-                    acc[i + 2] += sign
-                else:
-                    continue
-                if kind is AggKind.AVG:
-                    acc[i + 3] += sign
-            elif kind is AggKind.MIN or kind is AggKind.MAX:
-                if _number(v) or type(v) is str:
-                    self._extreme(kind, acc, i, v, sign)
-            elif v is None:
-                continue
-            elif kind is AggKind.COUNT_DISTINCT:
-                _count(acc[i], encode_distinct(v), sign)
-            elif sign > 0:  # COLLECT
-                acc[i].append(v)
-            else:
-                _remove_one(acc[i], v)
 
     @staticmethod
     def _extreme(kind: AggKind, acc: list[Any], i: int, v: Any, sign: int) -> None:

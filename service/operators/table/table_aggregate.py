@@ -73,16 +73,18 @@ class TableAggregateOperator(RunningAggregateOperator):
     def _compile(self) -> Callable[[Sequence[InputRecord]], None]:
         return self._apply
 
-    def _group_of(self, pk: str, value: Any) -> str | None:
-        path = self._group_path
-        if path is None:
-            return pk
-        return group_of(value, path)
-
     def _apply(self, records: Sequence[InputRecord]) -> None:
+        """Each version: its old row taken back from its group, the new one added to its
+        own (inline: a table's rows are this operator's hot path)."""
         rows = self._rows
-        plan = self.retracting
+        keys = self._keys
+        pending = self._pending
+        touched = self._touched if self._ttl is not None else None
+        update = self.retracting.update
+        initial = self.retracting.initial
+        row_of = self.retracting.row
         has_bad = self.plan.has_bad
+        path = self._group_path
         changed = self._rows_changed
         for pk, ts, value, _position, source in records:
             old = rows.get(pk)
@@ -90,36 +92,38 @@ class TableAggregateOperator(RunningAggregateOperator):
             if value is not None and not (
                 has_bad is not None and has_bad(value) and self._reject(pk, value, source)
             ):
-                group = self._group_of(pk, value)
+                group = pk if path is None else group_of(value, path)
                 if group is not None:
-                    new = [group, *plan.row(value)]
+                    new = row_of(value, group)
             if new == old and (new is None or encode_distinct(new) == encode_distinct(old)):
                 continue  # the same row (as JSON: 1 is not 1.0, nor True)
             if old is not None:
-                self._take(old, -1, ts)
+                group = old[0]
+                acc = keys.get(group)
+                if acc is not None:  # else expired by the TTL: nothing to take back
+                    if ts > acc[_TS]:
+                        acc[_TS] = ts
+                    acc[_ROWS] -= 1
+                    update(acc, old, -1)
+                    pending[group] = None
+                    if touched is not None:
+                        touched[group] = None
             if new is None:
                 rows.pop(pk, None)
             else:
-                self._take(new, 1, ts)
+                group = new[0]
+                acc = keys.get(group)
+                if acc is None:
+                    acc = keys[group] = [0, ts, 0, 0, *initial()]
+                elif ts > acc[_TS]:
+                    acc[_TS] = ts
+                acc[_ROWS] += 1
+                update(acc, new, 1)
+                pending[group] = None
+                if touched is not None:
+                    touched[group] = None
                 rows[pk] = new
             changed.add(pk)
-
-    def _take(self, row: list[Any], sign: int, ts: int) -> None:
-        """Add ``row`` to its group (``sign`` 1) or take it back (-1); the group is dirty."""
-        group = row[0]
-        keys = self._keys
-        acc = keys.get(group)
-        if acc is None:
-            if sign < 0:  # expired by the TTL: nothing to take back
-                return
-            acc = keys[group] = [0, ts, 0, 0, *self.retracting.initial()]
-        elif ts > acc[_TS]:
-            acc[_TS] = ts
-        acc[_ROWS] += sign
-        self.retracting.update(acc, row[1:], sign)
-        self._pending[group] = None
-        if self._ttl is not None:
-            self._touched[group] = None
 
     def _compile_emit(self) -> Callable[[Mapping[str, None], Callable[[Upsert], None]], None]:
         return self._emit_groups

@@ -66,9 +66,9 @@ REASON_STEP_FAILED = "step_failed"
 HEADER_STEP = "clockwork.step"
 
 
-def _key_text(raw: Any) -> str | None:
-    """A payload key as text: strings as they are, numbers as JSON writes them."""
-    return key_text(raw)
+_key_text = key_text
+"""A payload key as text: strings as they are, numbers as JSON writes them (the one
+text a table aggregate's groups are too)."""
 
 
 def kafka_key(record: Any, missing: str = "record has no Kafka key") -> str | DeadLetter:
