@@ -125,7 +125,7 @@ STEPS = st.lists(
         st.sampled_from(["o1", "o2", "o3", "o4"]),
         st.one_of(st.none(), st.sampled_from([f"c{i}" for i in range(6)])),
         st.integers(-3, 9),
-        st.booleans(),
+        st.sampled_from(["upsert", "upsert", "delete", "restore"]),
     ),
     max_size=40,
 )
@@ -135,9 +135,10 @@ STEPS = st.lists(
 @settings(max_examples=200, deadline=None)
 @given(STEPS)
 def test_stage_one_and_two_fold_to_the_final_tables_aggregate(steps: list[Any]) -> None:
-    """Versions by primary key through the writer, each partition's rows into its own
-    table aggregate grouped by the field (in any order between partitions): the folded
-    upserts equal the totals per customer over the final table."""
+    """Versions by primary key through the writer (rebuilt from its checkpoints now and
+    then), each partition's rows into its own table aggregate grouped by the field (in
+    any order between partitions): the folded upserts equal the totals per customer over
+    the final table."""
     writer = Captured()
     config = RunningAggregateConfig(
         pipeline="p",
@@ -146,8 +147,16 @@ def test_stage_one_and_two_fold_to_the_final_tables_aggregate(steps: list[Any]) 
     )
     stage2 = [TableAggregateOperator(config, group_field="customer") for _ in range(PARTITIONS)]
     table: dict[str, tuple[str, int]] = {}
-    for offset, (pk, customer, amount, delete) in enumerate(steps):
-        if delete or customer is None:
+    checkpoint: dict[str, Any] = {}
+    for offset, (pk, customer, amount, kind) in enumerate(steps):
+        if kind == "restore":  # stage 1 checkpointed, then rebuilt from its changelog
+            routed = writer.take()
+            checkpoint.update(orjson.loads(orjson.dumps(writer.snapshot_changes())))
+            writer = Captured()
+            writer.restore_changes(checkpoint.items())
+            writer.written = routed
+            continue
+        if kind == "delete" or customer is None:
             writer.process_batch([tombstone(offset, pk)])
             table.pop(pk, None)
         else:

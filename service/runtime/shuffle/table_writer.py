@@ -32,7 +32,7 @@ from typing import Any
 from service.core.frames import FrameRow
 from service.core.paths import compile_path
 from service.core.shuffle import INDEX_BITS
-from service.operators.base import InputRecord
+from service.operators.base import InputRecord, OperatorGauges
 from service.operators.table.table_aggregate import group_of
 from service.runtime.shuffle.writer import ShuffleWriter
 
@@ -91,6 +91,12 @@ class TableShuffleWriter(ShuffleWriter):
                 changed.add(pk)
         self.routed += len(records)
         self._write(buckets)
+
+    def gauges(self) -> OperatorGauges:
+        """``keys``: the primary keys whose last partition this writer remembers."""
+        return OperatorGauges(
+            event_timers=0, processing_timers=0, windows_open=0, keys=len(self._last)
+        )
 
     def snapshot(self) -> dict[str, Any]:
         out = super().snapshot()
