@@ -11,10 +11,13 @@ The operator remembers each primary key's last row (its group and the values the
 aggregations read: the state a retraction needs), checkpointed beside the groups. A row
 names its group with ``group_field`` (None: the group is the primary key). A row whose
 group changes is taken back from the old group and added to the new one; both emit.
-Within one partition that is exact for any group; across partitions the runtime must
-deliver every version of a primary key and every row of a group to one partition, which
-today means a group that is the primary key (the spec's rules refuse the others: the
-retraction shuffle is docs/semantics.md section 11's design, not built yet).
+Within one partition that is exact for any group. Across partitions every row of a group
+must come to one partition, and a row that leaves a partition must be taken back there:
+grouped by the primary key nothing is shuffled (each version of a key is in its source
+partition); grouped by a field, stage 1 of the retraction shuffle
+(``runtime/shuffle/table_writer.py``) routes each version to its group's partition keyed
+by its primary key, and sends the key's delete to the partition its last version went
+to (docs/semantics.md section 11).
 
 A group whose last row goes emits a delete (a tombstone, if it ever emitted), as Flink's
 does when its row count reaches 0; a row identical to the one it replaces changes
