@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
+import orjson
+
 from service.core.errors import ConfigError
 
 
@@ -105,3 +107,16 @@ def get_path(value: Any, dotted: str) -> Any:
             _CACHE.clear()
         _CACHE[dotted] = getter
     return getter(value)
+
+
+def key_text(raw: Any) -> str | None:
+    """A payload key as text: strings as they are, booleans and numbers as JSON writes
+    them; None for anything else (no key). The decoder's payload keys and a table
+    aggregate's groups are this one text, so stage 1 routes a group where stage 2 keeps it."""
+    if type(raw) is str:
+        return raw
+    if isinstance(raw, bool):
+        return "true" if raw else "false"
+    if isinstance(raw, int | float):
+        return orjson.dumps(raw).decode()
+    return None

@@ -100,6 +100,8 @@ def state_fingerprint(spec: PipelineSpec) -> str:
             mode="json", exclude={"on_bad_value", "emit_interval_ms", "state_ttl_ms"}
         ),
     }
+    if spec.source is not None and spec.source.changelog == "upsert":
+        shaping["changelog"] = "upsert"  # a table's state keeps each row besides its groups
     shaping_steps = state_steps(spec)
     if shaping_steps:  # without steps the fingerprint is as it always was
         shaping["steps"] = shaping_steps
@@ -258,6 +260,7 @@ def build_definition(spec: PipelineSpec, allowed_modules: Sequence[str]) -> Pipe
         delivery=spec.delivery,
         spec=spec.to_json(),
         state_fingerprint=state_fingerprint(spec),
+        table=spec.source.changelog == "upsert",
     )
 
 
@@ -411,10 +414,14 @@ def _operator_factory(spec: PipelineSpec, allowed: tuple[str, ...]) -> OperatorF
         return MapOperatorFactory(spec.name, op.fields)
     try:
         if isinstance(op, AggregateOperator):
+            table = spec.source is not None and spec.source.changelog == "upsert"
             return running_aggregate_factory(
                 spec.name,
                 op.model_dump(mode="json", exclude_none=True),
                 emit_at_checkpoint=spec.delivery == "exactly_once",
+                table=table,
+                # over a table, the rows come keyed by primary key and name their group
+                group_field=spec.key.field if table and spec.key is not None else None,
             )
         if isinstance(op, TopNOperator):
             return top_n_factory(

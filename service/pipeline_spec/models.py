@@ -150,6 +150,11 @@ class SourceSpec(_Model):
     """Where a new consumer group starts; committed offsets win after that."""
     bounded: bool = False
     """Read up to the end offsets seen at start, fire everything, report ``finished``."""
+    changelog: Literal["append", "upsert"] = "append"
+    """``append``: every record is a new row (a stream). ``upsert``: the topic is a
+    table (Flink's upsert-kafka): the Kafka key is a row's primary key, a key's new
+    value replaces its old one and a null value (a tombstone) deletes it; a running
+    aggregate over it takes each replaced or deleted row back."""
 
 
 Expression = Annotated[str, StringConstraints(min_length=1, max_length=MAX_TEXT)]

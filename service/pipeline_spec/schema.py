@@ -137,6 +137,7 @@ def _field_names(schema: JsonSchema, defs: dict[str, JsonSchema]) -> None:
     for names in (
         defs["SetStep"]["properties"]["set"],
         _non_null(defs["WindowOperator"], "aggregations"),
+        defs["AggregateOperator"]["properties"]["aggregations"],
         _non_null(defs["JoinOperator"], "select"),
         _non_null(schema, "inputs"),
     ):

@@ -167,6 +167,11 @@ class PipelineDefinition:
     whole, outside the consumer group; ``topics``, ``key_field``, ``steps``,
     ``timestamp`` and ``watermark`` are the left input's, read by one keyed stage
     without a shuffle."""
+    table: bool = False
+    """The source is a table (``source.changelog: "upsert"``): each record is the row of
+    its Kafka key (the primary key), a null value its delete; the records are decoded
+    keyed by the Kafka key, and ``key_field``, if any, names the row's group (the route
+    stage's retraction shuffle and the table aggregate read it from the value)."""
     state_epoch: int = 0
     """Bumped by every ``reset_state`` replacement (the pipeline store keeps it). Each
     epoch has its own consumer group and changelog, so a reset starts afresh on every

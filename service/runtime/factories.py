@@ -48,14 +48,28 @@ def window_operator_factory(
 
 
 def running_aggregate_factory(
-    pipeline: str, operator_spec: Mapping[str, Any], emit_at_checkpoint: bool
+    pipeline: str,
+    operator_spec: Mapping[str, Any],
+    emit_at_checkpoint: bool,
+    *,
+    table: bool = False,
+    group_field: str | None = None,
 ) -> OperatorFactory:
     """A factory of running aggregates (``"type": "aggregate"``); ``emit_at_checkpoint``
-    under exactly-once delivery. Validated eagerly like the window one."""
+    under exactly-once delivery; ``table``: over a table source, its rows keyed by primary
+    key and grouped by ``group_field`` (None: the primary key). Validated eagerly like the
+    window one."""
     spec = dict(operator_spec)
 
     def build(clock: Clock) -> Operator:
-        return build_running_aggregate(pipeline, spec, clock, emit_at_checkpoint=emit_at_checkpoint)
+        return build_running_aggregate(
+            pipeline,
+            spec,
+            clock,
+            emit_at_checkpoint=emit_at_checkpoint,
+            table=table,
+            group_field=group_field,
+        )
 
     build(SystemClock())
     return build

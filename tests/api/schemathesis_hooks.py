@@ -161,12 +161,15 @@ def the_broker_can_run(spec: dict[str, Any]) -> bool:
 def needs_no_schema_registry(spec: dict[str, Any]) -> bool:
     """The service under test has no schema registry, and refuses a format that needs
     one (``schema_registry_unconfigured``), as it should: a source in Confluent's wire
-    format, or results in Avro."""
-    source = spec.get("source")
-    if isinstance(source, dict):
-        fmt = source.get("format", "json")
-        if fmt != "json" and not (fmt == "avro" and isinstance(source.get("avro_schema"), dict)):
-            return False
+    format (the top level's or a join input's), or results in Avro."""
+    inputs = spec.get("inputs")
+    for section in [spec, *(inputs.values() if isinstance(inputs, dict) else ())]:
+        source = section.get("source") if isinstance(section, dict) else None
+        if isinstance(source, dict):
+            fmt = source.get("format", "json")
+            raw_avro = fmt == "avro" and isinstance(source.get("avro_schema"), dict)
+            if fmt != "json" and not raw_avro:
+                return False
     sink = spec.get("sink")
     return not (isinstance(sink, dict) and sink.get("format", "json") != "json")
 

@@ -80,6 +80,14 @@ def top_n(**operator: Any) -> dict[str, Any]:
     }
 
 
+def table(spec: dict[str, Any] | None = None, **values: Any) -> dict[str, Any]:
+    """``spec`` (a running aggregate's by default) over a table source, with ``values``
+    at the top level."""
+    out = edit(spec or running(), lambda s: s["source"].update(changelog="upsert"))
+    out.update(values)
+    return out
+
+
 def process(function: str = "dedupe", **params: Any) -> dict[str, Any]:
     return {
         "name": "p",
@@ -492,6 +500,64 @@ EXAMPLES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
         [
             window(aggregations={"n": {"fn": "count"}, "s": {"fn": "max", "field": "x.y"}}),
             running(aggregations={"n": {"fn": "count"}, "s": {"fn": "sum", "field": "x"}}),
+        ],
+    ),
+    "table_read_by_an_aggregate": (
+        [
+            table(window()),
+            table(process()),
+            table(edit(running(), lambda s: s.update(operator={"type": "map", "fields": ["a"]}))),
+        ],
+        [table(), running(), edit(window(), lambda s: s["source"].update(changelog="append"))],
+    ),
+    "table_not_a_join_input": (
+        [edit(join(), input_("a", source={"topics": ["in.a"], "changelog": "upsert"}))],
+        [join(), edit(join(), input_("a", source={"topics": ["in.a"], "changelog": "append"}))],
+    ),
+    "table_key_not_partitioned": (
+        [table(key={"field": "customer", "partitioned": True})],
+        [
+            table(key={"field": "customer"}),
+            table(key={"field": "customer", "partitioned": False}),
+            edit(running(), lambda s: s.update(key={"field": "c", "partitioned": True})),
+        ],
+    ),
+    "table_steps_keep_rows": (
+        [
+            table(steps=[{"filter": "a > 1"}]),
+            table(steps=[{"set": {"b": "a"}}, {"unnest": "xs", "as": "x"}]),
+        ],
+        [
+            table(steps=[{"set": {"b": "a"}}, {"drop": ["a"]}]),
+            edit(running(), lambda s: s.update(steps=[{"filter": "a > 1"}])),
+        ],
+    ),
+    "aggregation_retracts": (
+        [
+            table(running(aggregations={"f": {"fn": "first", "field": "x"}})),
+            table(
+                running(
+                    aggregations={
+                        "n": {"fn": "count"},
+                        "b": {"fn": "max_by", "field": "x", "by": "y"},
+                    }
+                )
+            ),
+        ],
+        [
+            table(
+                running(
+                    aggregations={
+                        "n": {"fn": "count"},
+                        "s": {"fn": "sum", "field": "x"},
+                        "m": {"fn": "min", "field": "x"},
+                        "c": {"fn": "collect", "field": "x"},
+                        "d": {"fn": "count_distinct", "field": "x"},
+                        "a": {"fn": "avg", "field": "x"},
+                    }
+                )
+            ),
+            running(aggregations={"f": {"fn": "first", "field": "x"}}),
         ],
     ),
     "state_ttl_covers_emit_interval": (

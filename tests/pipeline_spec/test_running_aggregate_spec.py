@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from service.core.time import ManualClock
-from service.operators.table import RunningAggregateOperator
+from service.core.time import MAX_TIMESTAMP, ManualClock
+from service.operators.table import RunningAggregateOperator, TableAggregateOperator
 from service.pipeline_spec.build import build_definition, state_fingerprint
 from service.pipeline_spec.models import validate_spec
 from service.pipeline_spec.schema import pipeline_schema
@@ -116,3 +116,55 @@ def test_the_emit_interval_and_ttl_keep_the_state() -> None:
     other = spec()
     other["operator"]["aggregations"]["top"] = {"fn": "max", "field": "amount"}
     assert state_fingerprint(validate_spec(other, ALLOWED)) != state_fingerprint(before)
+
+
+# -- over a table source (changelog "upsert") -------------------------------------------
+
+
+def table_spec(**operator: Any) -> dict[str, Any]:
+    data = spec(**operator)
+    data["source"]["changelog"] = "upsert"
+    return data
+
+
+def test_over_a_table_it_builds_the_table_aggregate_behind_the_retraction_shuffle() -> None:
+    definition = build_definition(validate_spec(table_spec(), ALLOWED), ALLOWED)
+    assert definition.table and definition.shuffle is not None
+    operator = definition.operator_factory(ManualClock(0))
+    assert isinstance(operator, TableAggregateOperator)
+    # keyed by primary key, grouped by the key field: o1 moves from u1 to u2
+    operator.process_batch([("o1", 1, {"user": "u1", "amount": 2}, 0, None)])
+    operator.process_batch([("o1", 2, {"user": "u2", "amount": 3}, 1, None)])
+    operator.advance_watermark(MAX_TIMESTAMP)
+    results = {u.key: u.result for u in operator.collector.results}  # type: ignore[union-attr]
+    assert results == {"u2": {"orders": 1, "revenue": 3}}  # u1 never emitted: no tombstone
+
+
+def test_over_a_table_keyed_by_the_kafka_key_nothing_is_shuffled() -> None:
+    data = table_spec()
+    del data["key"]
+    definition = build_definition(validate_spec(data, ALLOWED), ALLOWED)
+    assert definition.table and definition.shuffle is None
+
+
+def test_aggregations_that_cannot_retract_are_refused_at_their_place() -> None:
+    data = table_spec()
+    data["operator"]["aggregations"]["latest"] = {"fn": "last", "field": "amount"}
+    data["steps"] = [{"filter": "amount > 0"}]
+    data["key"]["partitioned"] = True
+    assert problems(data) == [
+        (("key", "partitioned"), "table_partitioned_by_group"),
+        (("steps", 0), "table_step_drops_rows"),
+        (("operator", "aggregations", "latest", "fn"), "aggregation_cannot_retract"),
+    ]
+
+
+def test_only_a_running_aggregate_reads_a_table() -> None:
+    data = table_spec()
+    data["operator"] = {"type": "keyed_process", "function": "dedupe", "params": {"ttl_ms": 5}}
+    assert (("source", "changelog"), "table_needs_running_aggregate") in problems(data)
+
+
+def test_the_changelog_changes_the_state() -> None:
+    before = validate_spec(spec(), ALLOWED)
+    assert state_fingerprint(validate_spec(table_spec(), ALLOWED)) != state_fingerprint(before)

@@ -100,25 +100,32 @@ def build_running_aggregate(
     clock: Clock,
     *,
     emit_at_checkpoint: bool = False,
+    table: bool = False,
+    group_field: str | None = None,
 ) -> RunningAggregateOperator:
-    """A running aggregate from the spec's ``"operator"`` object (``"type": "aggregate"``)."""
+    """A running aggregate from the spec's ``"operator"`` object (``"type": "aggregate"``);
+    ``table``: over a table source, its rows retracted (:mod:`.table_aggregate`), grouped
+    by ``group_field`` (None: by the primary key, the record's key)."""
     kind = operator_spec.get("type")
     if kind != "aggregate":
         raise WindowConfigError(f"not a running aggregate: type {kind!r}")
     aggregations = operator_spec.get("aggregations")
     if not isinstance(aggregations, Mapping):
         raise WindowConfigError("aggregations must be an object")
-    return RunningAggregateOperator(
-        RunningAggregateConfig(
-            pipeline=pipeline,
-            aggregations=aggregations,
-            emit_interval_ms=operator_spec.get("emit_interval_ms", DEFAULT_EMIT_INTERVAL_MS),
-            state_ttl_ms=operator_spec.get("state_ttl_ms"),
-            on_bad_value=operator_spec.get("on_bad_value", "dead_letter"),
-            emit_at_checkpoint=emit_at_checkpoint,
-            clock=clock,
-        )
+    config = RunningAggregateConfig(
+        pipeline=pipeline,
+        aggregations=aggregations,
+        emit_interval_ms=operator_spec.get("emit_interval_ms", DEFAULT_EMIT_INTERVAL_MS),
+        state_ttl_ms=operator_spec.get("state_ttl_ms"),
+        on_bad_value=operator_spec.get("on_bad_value", "dead_letter"),
+        emit_at_checkpoint=emit_at_checkpoint,
+        clock=clock,
     )
+    if table:
+        from .table_aggregate import TableAggregateOperator  # it extends this module's
+
+        return TableAggregateOperator(config, group_field=group_field)
+    return RunningAggregateOperator(config)
 
 
 def _copy(acc: list[Any]) -> list[Any]:

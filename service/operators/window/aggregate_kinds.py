@@ -74,20 +74,26 @@ class Aggregate:
     """It reads a ``field`` (every function but ``count``)."""
     takes_by: bool = False
     """It gives ``field`` of the row with the largest or smallest ``by``."""
+    retracts: bool = False
+    """It can take a row back (a running aggregate over a table source, Flink's
+    retraction): count, sum and avg exactly, min and max with a value-to-count map
+    (Flink's ``MaxWithRetract``), count_distinct with one too, collect by value
+    (``operators/table/retracting.py``). first, last, max_by and min_by cannot: the
+    row they hold may be taken back with nothing kept to fall back on."""
 
 
 AGGREGATES: Mapping[AggKind, Aggregate] = {
     entry.kind: entry
     for entry in (
-        Aggregate(AggKind.COUNT, Result.COUNT, takes_field=False),
-        Aggregate(AggKind.SUM, Result.SUM),
-        Aggregate(AggKind.MIN, Result.EXTREME),
-        Aggregate(AggKind.MAX, Result.EXTREME),
-        Aggregate(AggKind.AVG, Result.AVERAGE),
+        Aggregate(AggKind.COUNT, Result.COUNT, takes_field=False, retracts=True),
+        Aggregate(AggKind.SUM, Result.SUM, retracts=True),
+        Aggregate(AggKind.MIN, Result.EXTREME, retracts=True),
+        Aggregate(AggKind.MAX, Result.EXTREME, retracts=True),
+        Aggregate(AggKind.AVG, Result.AVERAGE, retracts=True),
         Aggregate(AggKind.FIRST, Result.VALUE),
         Aggregate(AggKind.LAST, Result.VALUE),
-        Aggregate(AggKind.COUNT_DISTINCT, Result.COUNT),
-        Aggregate(AggKind.COLLECT, Result.LIST),
+        Aggregate(AggKind.COUNT_DISTINCT, Result.COUNT, retracts=True),
+        Aggregate(AggKind.COLLECT, Result.LIST, retracts=True),
         Aggregate(AggKind.MAX_BY, Result.VALUE, takes_by=True),
         Aggregate(AggKind.MIN_BY, Result.VALUE, takes_by=True),
     )

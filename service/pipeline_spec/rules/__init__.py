@@ -14,6 +14,8 @@ imported; docs/architecture.md, "Where a refusal lives"). The rules live by conc
   aggregate's);
 - :mod:`.running`: a running aggregate's state TTL and emit interval;
 - :mod:`.top_n`: a Top-N's row key;
+- :mod:`.tables`: a table source (``changelog: "upsert"``): what reads it, and which
+  steps and keys may stand between;
 - :mod:`.processes`: a keyed process function and its params;
 - :mod:`.join_inputs`: a join's two inputs;
 - :mod:`.joins`: a join operator, one rule per kind where a kind has a field or a
@@ -52,6 +54,7 @@ from service.pipeline_spec.rules import (
     running,
     sinks,
     sources,
+    tables,
     top_n,
     watermarks,
     windows,
@@ -84,6 +87,11 @@ RULES: tuple[Rule, ...] = (
     # each stream's steps, key, timestamp and watermark
     sources.step_expressions,
     sources.partitioned_key_is_not_shuffled,
+    # a table source: what reads it, and what stands between
+    tables.table_read_by_an_aggregate,
+    tables.table_not_a_join_input,
+    tables.table_key_not_partitioned,
+    tables.table_steps_keep_rows,
     sources.timestamp_source,
     watermarks.punctuated_field,
     watermarks.bound_only_when_out_of_order,
@@ -96,6 +104,7 @@ RULES: tuple[Rule, ...] = (
     windows.window_function_allowed,
     aggregates.aggregation_field,
     aggregates.aggregation_by,
+    aggregates.aggregation_retracts,
     windows.trigger_fits_time,
     windows.global_window_trigger,
     windows.no_lateness_in_processing_time,

@@ -7,10 +7,25 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from service.operators.window.aggregate_kinds import AGGREGATES
-from service.pipeline_spec.rules.base import Fragment, Loc, Problem, Service, present, rule
+from service.pipeline_spec.rules.base import (
+    Fragment,
+    Loc,
+    Problem,
+    Service,
+    of_type,
+    present,
+    rule,
+)
 from service.pipeline_spec.rules.raw import aggregating_operator_of, as_map
+from service.pipeline_spec.rules.tables import UPSERT_SOURCE, is_table
 
-__all__ = ["FIELD_FREE_FNS", "aggregation_by", "aggregation_field"]
+__all__ = [
+    "FIELD_FREE_FNS",
+    "RETRACTING_FNS",
+    "aggregation_by",
+    "aggregation_field",
+    "aggregation_retracts",
+]
 
 FIELD_FREE_FNS = frozenset(kind.value for kind, a in AGGREGATES.items() if not a.takes_field)
 """Aggregate functions that take no ``field``; every other one needs it."""
@@ -82,4 +97,50 @@ def aggregation_by(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
                 "aggregation_by_unused",
                 f"only max_by and min_by take by, not {fn_name!r}",
                 agg_obj["by"],
+            )
+
+
+RETRACTING_FNS = tuple(kind.value for kind, a in AGGREGATES.items() if a.retracts)
+"""Aggregate functions that can take a row back (the registry's ``retracts``)."""
+
+
+@rule(
+    reports={"aggregation_cannot_retract"},
+    schema=Fragment(
+        "PipelineSpec",
+        {
+            "if": UPSERT_SOURCE,
+            "then": {
+                "properties": {
+                    "operator": {
+                        "if": of_type("aggregate"),
+                        "then": {
+                            "properties": {
+                                "aggregations": {
+                                    "additionalProperties": {
+                                        "properties": {"fn": {"enum": list(RETRACTING_FNS)}}
+                                    }
+                                }
+                            }
+                        },
+                    }
+                }
+            },
+        },
+    ),
+)
+def aggregation_retracts(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
+    """Over a table source a running aggregate takes each replaced or deleted row back:
+    only the functions that can (count, sum, avg, min, max, count_distinct, collect)."""
+    op = aggregating_operator_of(spec)
+    if not is_table(spec) or op is None or op.get("type") != "aggregate":
+        return
+    for name, fn_name, _agg in _aggregations(spec):
+        if fn_name not in RETRACTING_FNS:
+            yield Problem(
+                ("operator", "aggregations", name, "fn"),
+                "aggregation_cannot_retract",
+                f"{fn_name!r} cannot take a row back, so it cannot aggregate a table source "
+                f"(changelog 'upsert'): use one of {', '.join(RETRACTING_FNS)}",
+                fn_name,
             )

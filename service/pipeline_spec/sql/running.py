@@ -14,6 +14,11 @@ state_ttl`` (``table.exec.state.ttl``; processing time here, as in Flink) expire
 idle key. The key and the aggregates are read as a window aggregation's are
 (:mod:`.windows`): one group key column is the spec's ``key.field``, several or an
 expression are joined into ``_sql_key``, none is the one key ``all``.
+
+Over a table (``CREATE TABLE ... WITH (changelog = 'upsert')`` or a ``PRIMARY KEY``) the
+aggregate takes replaced and deleted rows back; grouped by the one ``PRIMARY KEY``
+column it is keyed by the Kafka key (no shuffle), by anything else it goes through the
+retraction shuffle (``runtime/shuffle/table_writer.py``).
 """
 
 from __future__ import annotations
@@ -42,6 +47,12 @@ def compile_running_aggregate(
     scope, steps = one_source_query(comp, source, select, statement)
     computed: dict[str, str] = {}
     key = group_key(comp, scope, source, select, statement, computed, windowed=False)
+    if (
+        key is not None
+        and source.source.get("changelog") == "upsert"
+        and source.primary_key == (key.get("field"),)
+    ):
+        key = None  # grouped by the table's primary key: its Kafka key, nothing shuffled
     aggregations = aggregations_of(comp, scope, select, statement, computed, windowed=False)
     if computed:
         comp.came_from(("steps", len(steps)), select, statement)

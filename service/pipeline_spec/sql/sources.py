@@ -8,6 +8,10 @@ CREATE SOURCE orders (
 ) WITH (topic = 'orders', timestamp_format = 'epoch_millis', partitioned_by = 'user');
 ```
 
+A table (Flink's upsert-kafka) is a source with ``changelog = 'upsert'`` in its ``WITH``
+or a ``PRIMARY KEY (...) NOT ENFORCED`` (the columns its Kafka key holds): each Kafka
+key's newest record is its row, a tombstone deletes it.
+
 The columns are what the records' JSON holds: their types let the compiler refuse a
 comparison of a number with a string, and their names an unknown column; a source
 declared without columns is read as it comes (nothing to check). The ``WATERMARK`` is
@@ -62,6 +66,8 @@ class Source:
     shuffle_partitions: int | None = None
     max_rows: int | None = None
     """A lookup join's table: the most rows it may hold (the spec's ``max_rows``)."""
+    primary_key: tuple[str, ...] = ()
+    """A table's ``PRIMARY KEY`` columns (what the Kafka key holds); ``()``: none declared."""
     watermark_node: exp.Expression | None = None
     watermark_refused: bool = False
     """Its ``WATERMARK`` was written but refused (reported there): a window or join over
@@ -122,6 +128,7 @@ SOURCE_OPTIONS = (
     "watermark_interval",
     "shuffle_partitions",
     "max_rows",
+    "changelog",
 )
 
 
@@ -151,6 +158,7 @@ def read_source(comp: Compilation, create: exp.Create, statement: int) -> Source
         for item in target.expressions:
             _declare(comp, source, item, statement)
     _options(comp, source, create.args.get("properties"), statement)
+    _table(comp, source, statement)
     if not source.source.get("topics"):
         comp.refuse(
             table,
@@ -170,7 +178,21 @@ def _declare(comp: Compilation, source: Source, item: exp.Expression, statement:
             comp.refuse(item, statement, f"column {item.name!r} is declared twice", "sql_duplicate")
         source.columns[item.name] = Column(item.name, sql_type, family)
         for constraint in item.args.get("constraints") or ():
-            comp.refuse(constraint, statement, "column constraints are not supported")
+            if isinstance(constraint.args.get("kind"), exp.PrimaryKeyColumnConstraint):
+                _primary_key(comp, source, constraint, (item.name,), statement)
+            else:
+                comp.refuse(constraint, statement, "column constraints are not supported")
+    elif isinstance(item, exp.PrimaryKey):
+        names = tuple(e.name for e in item.expressions)
+        for column in item.expressions:
+            if source.columns and column.name not in source.columns:
+                comp.refuse(
+                    column,
+                    statement,
+                    f"PRIMARY KEY names {column.name!r}, which is not a declared column",
+                    "sql_unknown_column",
+                )
+        _primary_key(comp, source, item, names, statement)
     elif isinstance(item, exp.WatermarkColumnConstraint):
         _watermark(comp, source, item, statement)
     else:
@@ -179,6 +201,38 @@ def _declare(comp: Compilation, source: Source, item: exp.Expression, statement:
             statement,
             f"{item.sql('risingwave')!r}: a source declares columns and one WATERMARK",
         )
+
+
+def _primary_key(
+    comp: Compilation,
+    source: Source,
+    node: exp.Expression,
+    names: tuple[str, ...],
+    statement: int,
+) -> None:
+    """``PRIMARY KEY (...) [NOT ENFORCED]``: the source is a table (``changelog =
+    'upsert'``), its rows keyed by these columns, which its Kafka key holds."""
+    if source.primary_key:
+        comp.refuse(node, statement, "a table has one PRIMARY KEY", "sql_duplicate")
+        return
+    source.primary_key = names
+    source.written_at.setdefault("changelog", node)
+
+
+def _table(comp: Compilation, source: Source, statement: int) -> None:
+    """A ``PRIMARY KEY`` makes the source a table, as ``changelog = 'upsert'`` does; the
+    two may be written together, but not with ``changelog = 'append'``."""
+    if not source.primary_key:
+        return
+    if source.source.get("changelog") == "append":
+        comp.refuse(
+            source.written_at["changelog"],
+            statement,
+            "a source with a PRIMARY KEY is a table: its changelog is 'upsert', not 'append'",
+            "sql_option",
+        )
+        return
+    source.source["changelog"] = "upsert"
 
 
 def _watermark(
@@ -308,6 +362,7 @@ _SOURCE_FIELDS = {
     "start_from": "start_from",
     "scan.startup.mode": "start_from",
     "bounded": "bounded",
+    "changelog": "changelog",
 }
 """The ``WITH`` options that are a field of the spec's source, by name."""
 
@@ -341,6 +396,11 @@ def _option(source: Source, name: str, node: exp.Expression) -> None:
         source.source["start_from"] = start
     elif name == "bounded":
         source.source["bounded"] = _bool(node)
+    elif name == "changelog":
+        mode = _text(node).lower()
+        if mode not in ("append", "upsert"):
+            raise OptionError("'append' or 'upsert'")
+        source.source["changelog"] = mode
     elif name == "idle_timeout":
         source.watermark["idle_timeout_ms"] = duration_ms(node)
     elif name == "idle_advance":

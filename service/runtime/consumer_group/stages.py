@@ -54,6 +54,7 @@ from service.runtime.partition.task import PartitionTask
 from service.runtime.pipeline_topics.trim import ShuffleTrimmer
 from service.runtime.settings import RuntimeSettings
 from service.runtime.shuffle.reader import RoutedOrigin, ShuffleDecoder
+from service.runtime.shuffle.table_writer import TableShuffleWriter
 from service.runtime.shuffle.task import ShuffledPartitionTask
 from service.runtime.shuffle.writer import ShuffleWriter
 
@@ -124,8 +125,9 @@ class Stage:
 
     @property
     def prefetches(self) -> bool:
-        """Whether the source may be read during the group join (prefetch.py)."""
-        return True
+        """Whether the source may be read during the group join (prefetch.py); not a
+        table's, whose tombstones only the partition's table decoder reads."""
+        return not self.definition.table
 
     def prepare(self, session: StageSetup, counts: dict[str, int]) -> None:
         """Once per session, with the partition counts of the pipeline's topics."""
@@ -135,8 +137,12 @@ class Stage:
         its group; an error fails the session."""
 
     def decoder(self) -> RecordDecoder:
-        """The decoder a session shares between its partitions."""
-        return RecordDecoder(self.definition)
+        """The decoder a session shares between its partitions; a table's rows keyed by
+        their primary key, the Kafka key (their group is read from the value later)."""
+        definition = self.definition
+        if definition.table:
+            definition = replace(definition, key_field=None)
+        return RecordDecoder(definition)
 
     def generator(self, tp: TopicPartition) -> WatermarkGenerator:
         """A new watermark generator for partition ``tp``."""
@@ -147,7 +153,10 @@ class Stage:
         self, session: PartitionBuilding, tp: TopicPartition, generator: WatermarkGenerator
     ) -> Decoder:
         """The decoder of one partition (the session's, unless it needs the partition's
-        own state)."""
+        own state); a table's tombstones decode to the value None."""
+        if self.definition.table and isinstance(session.decoder, RecordDecoder):
+            unnest = self.definition.steps is not None and self.definition.steps.has_unnest
+            return TableDecoder(session.decoder, positioned=unnest)
         return session.decoder
 
     def writer_schemas(self, decoder: RecordDecoder, topic: str) -> WriterSchemas[Any] | None:
@@ -285,7 +294,8 @@ class RouteStage(Stage):
 
     @property
     def prefetches(self) -> bool:
-        return self.definition.inputs is None  # the decoder is per input
+        # a join's decoder is per input; a table's tombstones need the table decoder
+        return self.definition.inputs is None and not self.definition.table
 
     def prepare(self, session: StageSetup, counts: dict[str, int]) -> None:
         # Every source partition of the pipeline gets a number, the same on every replica.
@@ -309,7 +319,7 @@ class RouteStage(Stage):
         self, session: PartitionBuilding, tp: TopicPartition, generator: WatermarkGenerator
     ) -> Decoder:
         if not self._inputs:
-            return session.decoder
+            return super().partition_decoder(session, tp, generator)
         return self._input_decoder(tp.topic)[0]
 
     def writer_schemas(self, decoder: RecordDecoder, topic: str) -> WriterSchemas[Any] | None:
@@ -336,16 +346,29 @@ class RouteStage(Stage):
         assert self.partitioner is not None
         reads = self._input(tp)
         steps = reads.steps
-        return ShuffleWriter(
+        args = (
             partial(session.batches_for, tp),
             self.definition.shuffle_topic,
             self.partitioner,
             self.sources[tp],
             len(self.sources),
-            # the shuffle carries JSON: what the steps made, or what the format decoded
-            reencode=steps is not None or reads.format.kind != "json",
-            positioned=steps is not None and steps.has_unnest,
-            max_frame_bytes=session.settings.shuffle_frame_max_bytes,
+        )
+        # the shuffle carries JSON: what the steps made, or what the format decoded
+        reencode = steps is not None or reads.format.kind != "json"
+        positioned = steps is not None and steps.has_unnest
+        max_bytes = session.settings.shuffle_frame_max_bytes
+        group = self.definition.key_field
+        if self.definition.table and group is not None:
+            # a table grouped by a field: versions by group, moved rows' deletes too
+            return TableShuffleWriter(
+                *args,
+                group_field=group,
+                reencode=reencode,
+                positioned=positioned,
+                max_frame_bytes=max_bytes,
+            )
+        return ShuffleWriter(
+            *args, reencode=reencode, positioned=positioned, max_frame_bytes=max_bytes
         )
 
     def on_emit(self, session: EmissionSession, now: int) -> bool:

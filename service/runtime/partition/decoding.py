@@ -20,7 +20,7 @@ from typing import Any, NamedTuple, Protocol
 import orjson
 
 from service.core.errors import TimestampError
-from service.core.paths import MISSING, compile_path
+from service.core.paths import MISSING, compile_path, key_text
 from service.core.shuffle import position
 from service.core.time import MAX_TIMESTAMP, MIN_TIMESTAMP
 from service.core.timestamps import TimestampExtractor
@@ -65,18 +65,10 @@ REASON_BAD_TIMESTAMP = "bad_timestamp"
 REASON_STEP_FAILED = "step_failed"
 HEADER_STEP = "clockwork.step"
 
-_SCALAR_KEYS = (int, float, bool)
 
-
-def _key_text(raw: Any) -> str | None:
-    """A payload key as text: strings as they are, numbers as JSON writes them."""
-    if type(raw) is str:
-        return raw
-    if isinstance(raw, bool):
-        return "true" if raw else "false"
-    if isinstance(raw, _SCALAR_KEYS):
-        return orjson.dumps(raw).decode()
-    return None
+_key_text = key_text
+"""A payload key as text: strings as they are, numbers as JSON writes them (the one
+text a table aggregate's groups are too)."""
 
 
 def kafka_key(record: Any, missing: str = "record has no Kafka key") -> str | DeadLetter:
@@ -324,7 +316,8 @@ class RecordDecoder:
 
 
 class TableDecoder:
-    """A versioned table's records (a temporal join's right input): a record with a null
+    """A versioned table's records (a temporal or lookup join's right input, a table
+    source's rows, ``source.changelog: "upsert"``): a record with a null
     value is a tombstone, its Kafka key deleted from its Kafka timestamp on, and decodes
     to the value None; every other record as the input's own decoder says."""
 

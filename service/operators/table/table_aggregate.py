@@ -1,0 +1,205 @@
+"""The running aggregate over a table source (``source.changelog: "upsert"``, #50).
+
+Its input is a table's changelog: each record is a row keyed by its primary key (the
+record's key, the Kafka key); a key's new value replaces its old one, and a value of
+None (a tombstone) deletes it. The aggregate takes back the old value's contribution
+before it adds the new one (:mod:`.retracting`), so each group's result is always the
+aggregate of the table's current rows (Flink's ``GroupAggregate`` behind a
+``ChangelogNormalize``, Kafka Streams' ``KGroupedTable.aggregate``).
+
+The operator remembers each primary key's last row (its group and the values the
+aggregations read: the state a retraction needs), checkpointed beside the groups. A row
+names its group with ``group_field`` (None: the group is the primary key). A row whose
+group changes is taken back from the old group and added to the new one; both emit.
+Within one partition that is exact for any group. Across partitions every row of a group
+must come to one partition, and a row that leaves a partition must be taken back there:
+grouped by the primary key nothing is shuffled (each version of a key is in its source
+partition); grouped by a field, stage 1 of the retraction shuffle
+(``runtime/shuffle/table_writer.py``) routes each version to its group's partition keyed
+by its primary key, and sends the key's delete to the partition its last version went
+to (docs/semantics.md section 11).
+
+A group whose last row goes emits a delete (a tombstone, if it ever emitted), as Flink's
+does when its row count reaches 0; a row identical to the one it replaces changes
+nothing. A row with a value an aggregation cannot take is, under ``on_bad_value:
+dead_letter``, dead-lettered and taken as the primary key's delete (the row is not in the
+table the results describe); under ``skip`` that field is NULL.
+
+Emission, ``seq``, mini-batch, exactly-once and the state TTL are the running
+aggregate's (:mod:`.running`); a group expired by the TTL is forgotten, and a later
+retraction of one of its rows finds nothing to take back (as in Flink, a TTL shorter than
+the table's rows' life makes results approximate).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from service.core.paths import MISSING, PathGetter, compile_path, key_text
+from service.operators.base import InputRecord, Upsert
+from service.operators.window.aggregations import encode_distinct, parse_aggregations
+
+from .retracting import RetractingPlan
+from .running import _BASE, _SEQ, _TS, RunningAggregateConfig, RunningAggregateOperator
+
+__all__ = ["TableAggregateOperator", "group_of"]
+
+_ROWS = _BASE
+"""Slot: the group's rows (a group with none left is deleted)."""
+ROW_PREFIX = "r"
+
+
+def group_of(value: Any, path: PathGetter) -> str | None:
+    """The group a table row names at ``path`` (as a payload key's text); None: it names
+    none (a missing, null or structured value), and the row is in no group."""
+    raw = path(value)
+    if raw is MISSING:
+        return None
+    return key_text(raw)
+
+
+class TableAggregateOperator(RunningAggregateOperator):
+    """One partition's running aggregates over a table's changelog (module docstring)."""
+
+    __slots__ = ("_group_path", "_rows", "_rows_changed", "retracting")
+
+    def __init__(self, config: RunningAggregateConfig, group_field: str | None = None) -> None:
+        self.retracting = RetractingPlan(parse_aggregations(config.aggregations), _BASE + 1)
+        self._group_path = compile_path(group_field) if group_field is not None else None
+        self._rows: dict[str, list[Any]] = {}
+        """Primary key -> its row: ``[group, *the values the aggregations read]``."""
+        self._rows_changed: set[str] = set()
+        super().__init__(config)
+
+    # -- the batch loop ------------------------------------------------------------------
+    def _compile(self) -> Callable[[Sequence[InputRecord]], None]:
+        return self._apply
+
+    def _apply(self, records: Sequence[InputRecord]) -> None:
+        """Each version: its old row taken back from its group, the new one added to its
+        own (inline: a table's rows are this operator's hot path)."""
+        rows = self._rows
+        keys = self._keys
+        pending = self._pending
+        touched = self._touched if self._ttl is not None else None
+        update = self.retracting.update
+        initial = self.retracting.initial
+        row_of = self.retracting.row
+        has_bad = self.plan.has_bad
+        path = self._group_path
+        changed = self._rows_changed
+        for pk, ts, value, _position, source in records:
+            old = rows.get(pk)
+            new: list[Any] | None = None
+            if value is not None and not (
+                has_bad is not None and has_bad(value) and self._reject(pk, value, source)
+            ):
+                group = pk if path is None else group_of(value, path)
+                if group is not None:
+                    new = row_of(value, group)
+            if new == old and (new is None or encode_distinct(new) == encode_distinct(old)):
+                continue  # the same row (as JSON: 1 is not 1.0, nor True)
+            if old is not None:
+                group = old[0]
+                acc = keys.get(group)
+                if acc is not None:  # else expired by the TTL: nothing to take back
+                    if ts > acc[_TS]:
+                        acc[_TS] = ts
+                    acc[_ROWS] -= 1
+                    update(acc, old, -1)
+                    pending[group] = None
+                    if touched is not None:
+                        touched[group] = None
+            if new is None:
+                rows.pop(pk, None)
+            else:
+                group = new[0]
+                acc = keys.get(group)
+                if acc is None:
+                    acc = keys[group] = [0, ts, 0, 0, *initial()]
+                elif ts > acc[_TS]:
+                    acc[_TS] = ts
+                acc[_ROWS] += 1
+                update(acc, new, 1)
+                pending[group] = None
+                if touched is not None:
+                    touched[group] = None
+                rows[pk] = new
+            changed.add(pk)
+
+    def _compile_emit(self) -> Callable[[Mapping[str, None], Callable[[Upsert], None]], None]:
+        return self._emit_groups
+
+    def _emit_groups(self, pending: Mapping[str, None], append: Callable[[Upsert], None]) -> None:
+        keys = self._keys
+        prefix = self._prefix
+        result = self.retracting.result
+        for group in pending:
+            acc = keys[group]
+            seq = acc[_SEQ]
+            if acc[_ROWS] <= 0:  # its last row went: the group is deleted
+                del keys[group]
+                self._touched.pop(group, None)
+                if seq:
+                    append(Upsert(prefix + group, group, None, seq, acc[_TS]))
+                continue
+            acc[_SEQ] = seq + 1
+            append(Upsert(prefix + group, group, result(acc), seq, acc[_TS]))
+
+    def stats(self) -> dict[str, Any]:
+        out = super().stats()
+        out["rows"] = len(self._rows)
+        return out
+
+    # -- checkpoints ---------------------------------------------------------------------
+    def _entry(self, key: str) -> dict[str, Any] | None:
+        acc = self._keys.get(key)
+        if acc is None:
+            return None
+        return {
+            "acc": self.retracting.dump(acc),
+            "dirty": key in self._pending,
+            "touched": key in self._touched,
+        }
+
+    def snapshot(self) -> dict[str, Any]:
+        out = super().snapshot()
+        out["rows"] = {pk: list(row) for pk, row in self._rows.items()}
+        return out
+
+    def restore(self, snapshot: dict[str, Any]) -> None:
+        super().restore(snapshot)
+        self._rows.clear()
+        for pk, row in snapshot.get("rows", {}).items():
+            self._rows[pk] = list(row)
+
+    def snapshot_changes(self) -> dict[str, Any]:
+        changes = super().snapshot_changes()
+        rows = self._rows
+        for pk in self._rows_changed:
+            row = rows.get(pk)
+            changes[ROW_PREFIX + pk] = None if row is None else list(row)
+        self._rows_changed.clear()
+        return changes
+
+    def restore_changes(self, entries: Iterable[tuple[str, Any]]) -> None:
+        groups: list[tuple[str, Any]] = []
+        rows: dict[str, Any] = {}
+        for name, value in entries:
+            if name.startswith(ROW_PREFIX):
+                rows[name[len(ROW_PREFIX) :]] = value
+            else:
+                groups.append((name, value))
+        super().restore_changes(groups)
+        self._rows.clear()
+        for pk, row in rows.items():
+            if row is not None:
+                self._rows[pk] = list(row)
+
+    def _load(self, meta: dict[str, Any] | None, keys: list[tuple[str, Any]]) -> None:
+        super()._load(meta, keys)
+        load = self.retracting.load
+        for group, acc in list(self._keys.items()):
+            self._keys[group] = load(acc)
+        self._rows_changed.clear()
