@@ -80,6 +80,13 @@ def parser() -> argparse.ArgumentParser:
         "the rows it changes; readers must support them: not delta-rs's pyarrow reader)",
     )
     p.add_argument(
+        "--upsert",
+        action="store_true",
+        help="the topics are upsert streams (running aggregates): compact them into their "
+        "final table, one row per key, a tombstone deleting the key's row (delta only; "
+        "its own --output, not a window table's)",
+    )
+    p.add_argument(
         "--vacuum-hours",
         type=float,
         metavar="N",
@@ -205,6 +212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             zorder=args.zorder,
             vacuum_hours=args.vacuum_hours,
             deletion_vectors=args.deletion_vectors,
+            upsert=args.upsert,
         )
     except CompactionError as exc:
         raise SystemExit(str(exc)) from exc
