@@ -77,8 +77,9 @@ class CompactionConfig:
     """Delta: ``OPTIMIZE`` Z-ordered by key (rewrites whole partitions)."""
     vacuum_hours: float | None = None
     """Delta: after the run, ``VACUUM`` files unreferenced for this many hours."""
-    deletion_vectors: bool = False
-    """Delta: create the table with deletion vectors (see :mod:`.delta_table`)."""
+    deletion_vectors: bool = True
+    """Delta: create the table with deletion vectors (see :mod:`.delta_table`); Parquet
+    has none (ignored)."""
     upsert: bool = False
     """The topics are upsert streams (running aggregates' results): the table is their
     final table, one row per key, deletes applied (:mod:`.upserts`); Delta only."""
@@ -88,16 +89,9 @@ class CompactionConfig:
             raise CompactionError(
                 f"format must be one of {', '.join(FORMATS)}, not {self.format!r}"
             )
-        delta_only = (
-            self.optimize,
-            self.zorder,
-            self.vacuum_hours is not None,
-            self.deletion_vectors,
-        )
+        delta_only = (self.optimize, self.zorder, self.vacuum_hours is not None)
         if self.format != "delta" and any(delta_only):
-            raise CompactionError(
-                "--optimize, --zorder, --vacuum-hours and --deletion-vectors need --format delta"
-            )
+            raise CompactionError("--optimize, --zorder and --vacuum-hours need --format delta")
         if self.format != "delta" and self.upsert:
             raise CompactionError(
                 "--upsert needs --format delta: an upsert stream's deletes would rewrite "

@@ -22,6 +22,9 @@ inserts a key's newest upsert and deletes the row of a key whose newest record i
 tombstone (:meth:`DeltaResultTable.merge_upserts`); the commit and its offsets are the
 same.
 
+Deletion vectors are on by default: a ``MERGE`` marks the rows it replaces or deletes in
+a small deletion-vector file instead of rewriting every data file that holds one.
+
 Maintenance commits made by the job (``OPTIMIZE``, ``VACUUM``) repeat the newest run's
 offsets in their metadata, so the newest commit of the job always names them, even after
 Delta's log cleanup removed older commits.
@@ -128,16 +131,18 @@ class DeltaResultTable:
         path: str,
         progress: Callable[[str], None] | None = None,
         *,
-        deletion_vectors: bool = False,
+        deletion_vectors: bool = True,
     ) -> None:
         self.spark = spark
         self.path = path.rstrip("/")
         self._progress = progress or logger.info
         self.deletion_vectors = deletion_vectors
-        """Create the table with deletion vectors: a ``MERGE`` then marks the rows it
-        replaces as deleted instead of rewriting their files (readers must support the
-        ``deletionVectors`` feature: Spark with Delta 2.3+, Trino, DuckDB; not delta-rs's
-        pyarrow reader as of deltalake 1.6)."""
+        """Create the table with deletion vectors (the default): a ``MERGE`` then marks
+        the rows it replaces or deletes as deleted instead of rewriting their files
+        (readers must support the ``deletionVectors`` feature: Spark with Delta 2.3+,
+        Trino, DuckDB, delta-rs's ``QueryBuilder``; not delta-rs's
+        ``DeltaTable.to_pyarrow_table`` as of deltalake 1.6). Set when the table is
+        created; an existing table keeps what it was created with."""
 
     def exists(self) -> bool:
         return bool(DeltaTable.isDeltaTable(self.spark, self.path))
@@ -278,10 +283,8 @@ class DeltaResultTable:
                     .mode("append")
                     .partitionBy(*partition_columns)
                 )
-                if self.deletion_vectors:
-                    with self._settings({_DELETION_VECTORS_DEFAULT: "true"}):
-                        writer.save(self.path)
-                else:
+                vectors = "true" if self.deletion_vectors else "false"
+                with self._settings({_DELETION_VECTORS_DEFAULT: vectors}):
                     writer.save(self.path)
             else:
                 self._progress(f"delta: merging run {run}")

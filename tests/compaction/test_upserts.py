@@ -2,7 +2,7 @@
 (``--upsert``, Delta): after runs of upserts and tombstones over two topics (one typed
 pipeline, one untyped), the table equals the fold of the topics (per key, the value of
 its newest record, no row when that is a tombstone), read by Spark and by delta-rs's
-QueryBuilder; a tombstone whose topic has no upsert
+QueryBuilder; deletes go through deletion vectors; a tombstone whose topic has no upsert
 in the run finds its pipeline in the table; a window table, a Parquet output and a topic
 of two pipelines are refused."""
 
@@ -155,9 +155,13 @@ def test_upserts_and_tombstones_compact_to_the_fold_of_the_topics(
     assert "rows deleted" in summary.text()
 
     table = RustDeltaTable(str(output))
+    assert table.metadata().configuration.get("delta.enableDeletionVectors") == "true"
     assert table.metadata().partition_columns == ["pipeline"]
     merges = [h for h in table.history() if h["operation"] == "MERGE"]
     assert len(merges) == 2
+    metrics = [h["operationMetrics"] for h in merges]
+    vectors = sum(int(m.get("numTargetDeletionVectorsAdded", 0)) for m in metrics)
+    assert vectors > 0, merges
 
     again = job.run()
     assert (again.rows_read, again.offsets_run, again.table_version) == (0, None, None)
