@@ -321,6 +321,12 @@ class Compactor:
             self._progress(
                 f"dedupe: {summary.windows} distinct keys of {len(per_pipeline)} pipelines"
             )
+            if not per_pipeline:
+                # Nothing to stage (only skipped records, or tombstones of a topic never
+                # compacted): Delta commits no empty MERGE or write, so the offsets are
+                # not stored and the next run reads these records again.
+                self._progress("merge: no row to change; offsets not stored")
+                return
             types, result_type = self._delta_types(winners, per_pipeline)
             rows = job.delta_rows(winners, types, result_type, upserts.STAGED_COLUMNS)
             commit = self.delta.merge_upserts(

@@ -181,6 +181,15 @@ def test_window_results_in_an_upsert_topic_are_skipped_and_tables_do_not_mix(
     summary = compactor(spark, bootstrap_servers, [topic_name], output).run()
     assert (summary.rows_read, summary.rows_skipped, summary.rows_changed) == (3, 2, 1)
     assert as_fold(rust_rows(output)) == {"counts|a": (0, 1)}
+    # Nothing to stage: Delta commits nothing, so no offsets either; the next run reads
+    # those records again, with the new upsert.
+    produce(bootstrap_servers, topic_name, [b"junk"])
+    skipped = compactor(spark, bootstrap_servers, [topic_name], output).run()
+    assert (skipped.rows_read, skipped.rows_skipped, skipped.offsets_run) == (1, 1, None)
+    produce(bootstrap_servers, topic_name, [upsert("counts", "b", 0, {"orders": 2})])
+    again = compactor(spark, bootstrap_servers, [topic_name], output).run()
+    assert (again.rows_read, again.rows_skipped, again.offsets_run) == (2, 1, 2)
+    assert as_fold(rust_rows(output)) == {"counts|a": (0, 1), "counts|b": (0, 2)}
     windows = Compactor(spark, CompactionConfig(bootstrap_servers, (topic_name,), str(output)))
     with pytest.raises(CompactionError, match="is the table of upsert results, not of window"):
         windows.plan()
