@@ -1,14 +1,17 @@
 """Compaction benchmark: 1M result records from Kafka into a Delta table and/or Parquet.
 
 Run: ``python -m benchmarks.compaction [--format delta,parquet] [--windows N]
-[--firings N] [--late-fraction F] [--master local[2]]``.
+[--firings N] [--replay N] [--late-fraction F] [--master local[2]]
+[--no-deletion-vectors]``; ``--format delta,delta-cow`` compares Delta with and without
+deletion vectors in one session.
 
 Produces ``windows x firings`` result records (default 240,000 x 4 = 960,000) plus a
 replay of the first 40,000 (duplicates with the same seq at newer offsets): 1,000,000
 records of ~230 bytes, two pipelines over ten days of windows, keyed by the pipeline
 key into a 4-partition topic on an embedded broker (built with ``create_batch`` /
 ``send_batch``, 1 MiB batches). Then, in the same process and the same SparkSession,
-for each format into its own fresh directory: a first run (plan, read through the
+for each format (``delta``: with deletion vectors, the default; ``delta-cow``: without;
+``parquet``) into its own fresh directory: a first run (plan, read through the
 Python data source, dedupe, write, commit the offsets), timed end to end after the
 session is up, and a run with nothing new. Then ``late-fraction`` (1%) of the windows
 get one more (late) firing, spread over all the days, and each format runs again.
@@ -130,17 +133,34 @@ def timed_run(compactor: Compactor, label: str) -> tuple[Summary, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--format", default="delta,parquet", help="delta, parquet or both")
+    parser.add_argument(
+        "--format",
+        default="delta,parquet",
+        help="comma-separated: delta (with deletion vectors unless --no-deletion-vectors), "
+        "delta-cow (Delta without deletion vectors: copy-on-write MERGEs), parquet",
+    )
     parser.add_argument("--windows", type=int, default=240_000)
     parser.add_argument("--firings", type=int, default=4)
     parser.add_argument("--replay", type=int, default=40_000)
     parser.add_argument("--late-fraction", type=float, default=0.01)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument(
-        "--deletion-vectors", action="store_true", help="create the Delta table with them"
+        "--deletion-vectors",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="create the Delta table with deletion vectors (default; --no-deletion-vectors: "
+        "without, every MERGE rewrites the files it touches)",
     )
     args = parser.parse_args()
     formats = [f.strip() for f in args.format.split(",") if f.strip()]
+    variants = {  # label -> (format, deletion vectors)
+        "delta": ("delta", args.deletion_vectors),
+        "delta-cow": ("delta", False),
+        "parquet": ("parquet", False),
+    }
+    unknown = sorted(set(formats) - set(variants))
+    if unknown:
+        parser.error(f"--format: unknown {', '.join(unknown)}")
 
     data = records(args.windows, args.firings, args.replay)
     late_windows = random.Random(7).sample(
@@ -160,7 +180,7 @@ def main() -> None:
                 "spark.driver.memory": "2g",
                 "spark.jars.ivySettings": str(IVY_SETTINGS),
             },
-            delta="delta" in formats,
+            delta=any(variants[f][0] == "delta" for f in formats),
         )
         spark.sparkContext.setLogLevel("ERROR")
         print(f"spark {spark.version} up in {time.perf_counter() - started:.1f}s")
@@ -172,8 +192,8 @@ def main() -> None:
                         broker.bootstrap_servers,
                         ("results",),
                         f"{out}/{f}",
-                        format=f,
-                        deletion_vectors=args.deletion_vectors and f == "delta",
+                        format=variants[f][0],
+                        deletion_vectors=variants[f][1],
                     ),
                     progress=STOPWATCH.line,
                 )
@@ -189,10 +209,10 @@ def main() -> None:
             for f, compactor in compactors.items():
                 print(f"{f}:")
                 walls[f, "late"] = timed_run(compactor, "1% late firings")[1]
-            print("format   first run  nothing new  1% late  late/first")
+            print("format     first run  nothing new  1% late  late/first")
             for f in formats:
                 first, noop, upd = walls[f, "first"], walls[f, "noop"], walls[f, "late"]
-                print(f"{f:8} {first:8.1f}s {noop:10.1f}s {upd:7.1f}s {upd / first:10.2f}")
+                print(f"{f:10} {first:8.1f}s {noop:10.1f}s {upd:7.1f}s {upd / first:10.2f}")
             if {"delta", "parquet"} <= set(formats):
                 ratio = walls["delta", "first"] / walls["parquet", "first"]
                 print(f"delta / parquet, first run: {ratio:.2f}x")

@@ -75,9 +75,19 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--deletion-vectors",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="delta: create the table with deletion vectors (default: on; a MERGE then "
+        "writes only the rows it changes; readers must support them: delta-rs's "
+        "QueryBuilder does, its to_pyarrow_table does not); --no-deletion-vectors: "
+        "without them",
+    )
+    p.add_argument(
+        "--upsert",
         action="store_true",
-        help="delta: create the table with deletion vectors (a MERGE then rewrites only "
-        "the rows it changes; readers must support them: not delta-rs's pyarrow reader)",
+        help="the topics are upsert streams (running aggregates): compact them into their "
+        "final table, one row per key, a tombstone deleting the key's row (delta only; "
+        "its own --output, not a window table's)",
     )
     p.add_argument(
         "--vacuum-hours",
@@ -184,6 +194,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         security = ClientSecurity.from_env(os.environ)
     except SecurityConfigError as exc:
         raise SystemExit(str(exc)) from None
+    if args.deletion_vectors is not None and args.format != "delta":
+        raise SystemExit("--deletion-vectors and --no-deletion-vectors need --format delta")
     topics = tuple(t.strip() for t in args.topics.split(",") if t.strip())
     if not topics:
         raise SystemExit("--topics: at least one topic")
@@ -204,7 +216,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             optimize=args.optimize,
             zorder=args.zorder,
             vacuum_hours=args.vacuum_hours,
-            deletion_vectors=args.deletion_vectors,
+            deletion_vectors=args.deletion_vectors is not False,
+            upsert=args.upsert,
         )
     except CompactionError as exc:
         raise SystemExit(str(exc)) from exc

@@ -23,7 +23,7 @@ import contextlib
 import datetime
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from pyspark import StorageLevel
@@ -31,7 +31,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StringType, StructType
 
-from service.compaction import job
+from service.compaction import job, upserts
 from service.compaction.delta_table import DeltaResultTable
 from service.compaction.errors import CompactionError
 from service.compaction.kafka_client import watermarks
@@ -41,6 +41,7 @@ from service.compaction.ranges import OffsetRange, end_offsets, plan_ranges
 from service.compaction.schemas import parse_result_schema, widen_struct
 from service.compaction.security import ClientSecurity
 from service.compaction.storage import Storage
+from service.contract.result_record import UPSERT_OP
 
 logger = logging.getLogger(__name__)
 
@@ -76,23 +77,26 @@ class CompactionConfig:
     """Delta: ``OPTIMIZE`` Z-ordered by key (rewrites whole partitions)."""
     vacuum_hours: float | None = None
     """Delta: after the run, ``VACUUM`` files unreferenced for this many hours."""
-    deletion_vectors: bool = False
-    """Delta: create the table with deletion vectors (see :mod:`.delta_table`)."""
+    deletion_vectors: bool = True
+    """Delta: create the table with deletion vectors (see :mod:`.delta_table`); Parquet
+    has none (ignored)."""
+    upsert: bool = False
+    """The topics are upsert streams (running aggregates' results): the table is their
+    final table, one row per key, deletes applied (:mod:`.upserts`); Delta only."""
 
     def __post_init__(self) -> None:
         if self.format not in FORMATS:
             raise CompactionError(
                 f"format must be one of {', '.join(FORMATS)}, not {self.format!r}"
             )
-        delta_only = (
-            self.optimize,
-            self.zorder,
-            self.vacuum_hours is not None,
-            self.deletion_vectors,
-        )
+        delta_only = (self.optimize, self.zorder, self.vacuum_hours is not None)
         if self.format != "delta" and any(delta_only):
+            raise CompactionError("--optimize, --zorder and --vacuum-hours need --format delta")
+        if self.format != "delta" and self.upsert:
             raise CompactionError(
-                "--optimize, --zorder, --vacuum-hours and --deletion-vectors need --format delta"
+                "--upsert needs --format delta: an upsert stream's deletes would rewrite "
+                "the whole Parquet partition of the pipeline every run; compact it into a "
+                "Delta table (deletion vectors make a delete a small file)"
             )
         if self.vacuum_hours is not None and self.vacuum_hours < 0:
             raise CompactionError(f"--vacuum-hours must be >= 0, not {self.vacuum_hours}")
@@ -104,11 +108,16 @@ class Summary:
 
     rows_read: int = 0
     rows_skipped: int = 0
-    """Records that are not window results (invalid JSON, keyed-process records)."""
+    """Records that are not results of the kind read (invalid JSON, keyed-process
+    records; upserts and tombstones in a window run, window results in an upsert run)."""
     windows: int = 0
-    """Distinct ids among the records read."""
+    """Distinct ids among the records read (an upsert run: distinct keys)."""
     rows_changed: int = 0
     """Rows that are new or newer than the table's."""
+    rows_deleted: int = 0
+    """An upsert run: rows deleted by tombstones."""
+    upsert: bool = False
+    """The run read upsert streams."""
     rows_written: int = 0
     """Rows in the rewritten partitions (changed and carried over)."""
     partitions_touched: list[str] = field(default_factory=list)
@@ -123,8 +132,9 @@ class Summary:
             [
                 f"rows read          {self.rows_read}",
                 f"  not results      {self.rows_skipped}",
-                f"  distinct windows {self.windows}",
+                f"  distinct {'keys   ' if self.upsert else 'windows'} {self.windows}",
                 f"rows changed       {self.rows_changed}",
+                *([f"rows deleted       {self.rows_deleted}"] if self.upsert else []),
                 f"rows written       {self.rows_written}",
                 f"partitions touched {len(self.partitions_touched)}",
                 *(f"  {p}" for p in self.partitions_touched),
@@ -185,8 +195,11 @@ class Compactor:
         offsets (:meth:`commit` does); with Delta, the data and the offsets are one
         commit, so this is the whole run: the one after the run :meth:`plan` started
         from (if another job committed that run meanwhile, this one fails)."""
-        summary = summary or Summary()
+        summary = summary or Summary(upsert=self.config.upsert)
         if not any(r.size for r in ranges):
+            return summary
+        if self.config.upsert:
+            self._compact_upserts(ranges, summary)
             return summary
         with self._winners(ranges, summary) as (winners, per_partition):
             partitions = job.by_pipeline(per_partition)
@@ -210,7 +223,7 @@ class Compactor:
         with Delta, the maintenance asked for (even when nothing was new)."""
         started = time.monotonic()
         ranges = self.plan()
-        summary = Summary()
+        summary = Summary(upsert=self.config.upsert)
         if any(r.size for r in ranges):
             self.compact(ranges, summary)
             if self.config.format == "parquet":
@@ -234,6 +247,14 @@ class Compactor:
             )
         if self.config.format == "parquet" and delta:
             raise CompactionError(f"{self.config.output} is a Delta table: use --format delta")
+        kind = self.delta.kind() if self.config.format == "delta" else None
+        wanted = "upsert" if self.config.upsert else "window"
+        if kind is not None and kind != wanted:
+            raise CompactionError(
+                f"{self.config.output} is the table of {kind} results, not of {wanted} "
+                "results: compact upsert streams (--upsert) and window results into "
+                "separate tables"
+            )
 
     @contextlib.contextmanager
     def _winners(
@@ -241,16 +262,7 @@ class Compactor:
     ) -> Iterator[tuple[DataFrame, dict[tuple[str, object], int]]]:
         """The newest record per id among ``ranges`` (``result`` as JSON text), cached
         while the block runs, and its row count per ``(pipeline, window_date)``."""
-        raw = read_kafka(
-            self.spark,
-            self.config.bootstrap_servers,
-            ranges,
-            source=self.config.source,
-            max_records_per_split=self.config.max_records_per_split,
-            client_options=self.config.client_options,
-            security=self.config.security,
-        )
-        parsed = job.parse_records(raw).persist(StorageLevel.MEMORY_AND_DISK)
+        parsed = job.parse_records(self._read(ranges)).persist(StorageLevel.MEMORY_AND_DISK)
         winners: DataFrame | None = None
         try:
             self._progress("read: reading and parsing the records")
@@ -272,17 +284,73 @@ class Compactor:
             if winners is not None:
                 winners.unpersist()
 
-    def _merge_delta(
-        self,
-        winners: DataFrame,
-        partitions: dict[str, list[object]],
-        ranges: list[OffsetRange],
-        summary: Summary,
-    ) -> None:
-        """One Delta commit: the rows, typed, and the offsets (:mod:`.delta_table`)."""
+    def _read(self, ranges: list[OffsetRange]) -> DataFrame:
+        return read_kafka(
+            self.spark,
+            self.config.bootstrap_servers,
+            ranges,
+            source=self.config.source,
+            max_records_per_split=self.config.max_records_per_split,
+            client_options=self.config.client_options,
+            security=self.config.security,
+        )
+
+    def _compact_upserts(self, ranges: list[OffsetRange], summary: Summary) -> None:
+        """An upsert run: the newest record per key merged into the table, a tombstone
+        deleting its key's row; one commit with the offsets (:mod:`.upserts`)."""
+        parsed = upserts.parse_records(self._read(ranges)).persist(StorageLevel.MEMORY_AND_DISK)
+        winners: DataFrame | None = None
+        try:
+            self._progress("read: reading and parsing the records")
+            counts = parsed.groupBy("op").count().collect()
+            by_op = {row["op"]: int(row["count"]) for row in counts}
+            summary.rows_read += sum(by_op.values())
+            summary.rows_skipped += by_op.get(None, 0)
+            self._progress(
+                f"read: {summary.rows_read} records, {by_op.get(UPSERT_OP, 0)} upserts, "
+                f"{by_op.get(upserts.DELETE_OP, 0)} tombstones"
+            )
+            valid = parsed.where(F.col("valid")).drop("valid")
+            pipelines = upserts.topic_pipelines(valid)
+            unnamed = sorted({r.topic for r in ranges if r.size} - set(pipelines))
+            pipelines.update(self.delta.upsert_pipelines(unnamed))
+            newest = upserts.name_tombstones(upserts.newest_per_key(valid), pipelines)
+            winners = newest.persist(StorageLevel.MEMORY_AND_DISK)
+            per_pipeline = upserts.count_by_pipeline(winners)
+            summary.windows += sum(per_pipeline.values())
+            self._progress(
+                f"dedupe: {summary.windows} distinct keys of {len(per_pipeline)} pipelines"
+            )
+            if not per_pipeline:
+                # Nothing to stage (only skipped records, or tombstones of a topic never
+                # compacted): Delta commits no empty MERGE or write, so the offsets are
+                # not stored and the next run reads these records again.
+                self._progress("merge: no row to change; offsets not stored")
+                return
+            types, result_type = self._delta_types(winners, per_pipeline)
+            rows = job.delta_rows(winners, types, result_type, upserts.STAGED_COLUMNS)
+            commit = self.delta.merge_upserts(
+                rows, sorted(per_pipeline), end_offsets(ranges), self._planned_from
+            )
+            summary.rows_changed += commit.rows_inserted + commit.rows_updated
+            summary.rows_deleted += commit.rows_deleted
+            summary.rows_written += commit.rows_written
+            summary.partitions_touched.extend(commit.partitions)
+            summary.offsets_run = commit.run
+            summary.table_version = commit.version
+        finally:
+            parsed.unpersist()
+            if winners is not None:
+                winners.unpersist()
+
+    def _delta_types(
+        self, winners: DataFrame, pipelines: Iterable[str]
+    ) -> tuple[dict[str, StructType], StructType | None]:
+        """The result struct of each typed pipeline of ``winners`` and the table's
+        ``result`` type grown to hold them all."""
         types: dict[str, StructType] = {}
         result_type = self.delta.result_type()
-        for pipeline in sorted(partitions):
+        for pipeline in sorted(pipelines):
             spec = self.config.result_schemas.get(pipeline)
             if spec is not None:
                 types[pipeline] = parse_result_schema(spec)
@@ -293,6 +361,17 @@ class Compactor:
                 if inferred is not None:
                     types[pipeline] = inferred
                     result_type = widen_struct(result_type, inferred, strict=False)
+        return types, result_type
+
+    def _merge_delta(
+        self,
+        winners: DataFrame,
+        partitions: dict[str, list[object]],
+        ranges: list[OffsetRange],
+        summary: Summary,
+    ) -> None:
+        """One Delta commit: the rows, typed, and the offsets (:mod:`.delta_table`)."""
+        types, result_type = self._delta_types(winners, partitions)
         rows = job.delta_rows(winners, types, result_type)
         days = {
             pipeline: [d for d in ds if isinstance(d, datetime.date)]

@@ -16,6 +16,15 @@ to (``VACUUM`` removes them); the next run starts from the same offsets. Records
 twice rank the same as the rows they produced, so the ``MERGE`` condition (update only
 when the incoming rank is higher) makes re-reading change nothing.
 
+An upsert stream's table (:mod:`.upserts`, ``--upsert``) is another table at another
+``output``, partitioned by ``pipeline`` alone, one row per key: its ``MERGE`` updates or
+inserts a key's newest upsert and deletes the row of a key whose newest record is a
+tombstone (:meth:`DeltaResultTable.merge_upserts`); the commit and its offsets are the
+same.
+
+Deletion vectors are on by default: a ``MERGE`` marks the rows it replaces or deletes in
+a small deletion-vector file instead of rewriting every data file that holds one.
+
 Maintenance commits made by the job (``OPTIMIZE``, ``VACUUM``) repeat the newest run's
 offsets in their metadata, so the newest commit of the job always names them, even after
 Delta's log cleanup removed older commits.
@@ -34,14 +43,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from delta.tables import DeltaTable
-from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from service.compaction import job
+from service.compaction import job, upserts
 from service.compaction.errors import OffsetStoreError
 from service.compaction.offsets import StoredOffsets
 from service.compaction.ranges import TopicPartition
+from service.contract.result_record import UPSERT_OP
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +76,7 @@ class DeltaCommit:
     run: int
     rows_inserted: int = 0
     rows_updated: int = 0
+    rows_deleted: int = 0
     rows_written: int = 0
     """Rows in the files the commit added (changed rows and those copied with them)."""
     partitions: list[str] = field(default_factory=list)
@@ -120,16 +131,18 @@ class DeltaResultTable:
         path: str,
         progress: Callable[[str], None] | None = None,
         *,
-        deletion_vectors: bool = False,
+        deletion_vectors: bool = True,
     ) -> None:
         self.spark = spark
         self.path = path.rstrip("/")
         self._progress = progress or logger.info
         self.deletion_vectors = deletion_vectors
-        """Create the table with deletion vectors: a ``MERGE`` then marks the rows it
-        replaces as deleted instead of rewriting their files (readers must support the
-        ``deletionVectors`` feature: Spark with Delta 2.3+, Trino, DuckDB; not delta-rs's
-        pyarrow reader as of deltalake 1.6)."""
+        """Create the table with deletion vectors (the default): a ``MERGE`` then marks
+        the rows it replaces or deletes as deleted instead of rewriting their files
+        (readers must support the ``deletionVectors`` feature: Spark with Delta 2.3+,
+        Trino, DuckDB, delta-rs's ``QueryBuilder``; not delta-rs's
+        ``DeltaTable.to_pyarrow_table`` as of deltalake 1.6). Set when the table is
+        created; an existing table keeps what it was created with."""
 
     def exists(self) -> bool:
         return bool(DeltaTable.isDeltaTable(self.spark, self.path))
@@ -159,6 +172,30 @@ class DeltaResultTable:
         kind = schema["result"].dataType
         return kind if isinstance(kind, StructType) else None
 
+    def kind(self) -> str | None:
+        """``window`` (a window result table), ``upsert`` (an upsert stream's table,
+        :mod:`.upserts`), or ``None`` before the first run."""
+        if not self.exists():
+            return None
+        columns = DeltaTable.forPath(self.spark, self.path).toDF().columns
+        return "window" if "window_start" in columns else "upsert"
+
+    def upsert_pipelines(self, topics: Sequence[str]) -> dict[str, str]:
+        """An upsert table's topic -> pipeline, for those of ``topics`` it holds rows of."""
+        if not topics or self.kind() != "upsert":
+            return {}
+        rows = (
+            DeltaTable.forPath(self.spark, self.path)
+            .toDF()
+            .where(F.col("source_topic").isin(list(topics)))
+            .select("source_topic", "pipeline")
+            .distinct()
+            .collect()
+        )
+        return upserts.one_pipeline_per_topic(
+            (str(r["source_topic"]), str(r["pipeline"])) for r in rows
+        )
+
     def merge(
         self,
         rows: DataFrame,
@@ -172,6 +209,65 @@ class DeltaResultTable:
         after it. ``partitions`` (pipeline -> days) are those ``rows`` fall in: the
         ``MERGE`` reads only their files. Raises :class:`OffsetStoreError` when another
         run planned from the same offsets committed first."""
+
+        def update() -> None:
+            target = DeltaTable.forPath(self.spark, self.path).alias("t")
+            (
+                target.merge(rows.alias("s"), self._merge_condition(partitions))
+                .withSchemaEvolution()
+                .whenMatchedUpdateAll(job.rank("s.") > job.rank("t."))
+                .whenNotMatchedInsertAll()
+                .execute()
+            )
+
+        return self._commit_run(rows, job.PARTITION_COLUMNS, offsets, planned_from, update)
+
+    def merge_upserts(
+        self,
+        rows: DataFrame,
+        pipelines: Sequence[str],
+        offsets: Mapping[TopicPartition, int],
+        planned_from: StoredOffsets | None,
+    ) -> DeltaCommit:
+        """One commit of an upsert stream's run: ``rows`` (the newest record per key,
+        :data:`.upserts.STAGED_COLUMNS` typed by :func:`job.delta_rows`) merged by
+        ``id``: ``MERGE ... WHEN MATCHED AND op = 'delete' THEN DELETE WHEN MATCHED THEN
+        UPDATE WHEN NOT MATCHED AND op = 'upsert' THEN INSERT``, with ``op`` left out of
+        the table; the target limited to the ``pipelines`` of ``rows``. The run's records
+        are all newer than the table's rows (runs read each partition's offsets in
+        order), so the newest record of a key always wins: the table is the fold of the
+        topic. The offsets are committed with it as :meth:`merge` does."""
+        columns = [c for c in rows.columns if c != "op"]
+        assign: dict[str, str | Column] = {c: F.col(f"s.{c}") for c in columns}
+        upsert = F.col("op") == F.lit(UPSERT_OP)
+
+        def update() -> None:
+            target = DeltaTable.forPath(self.spark, self.path).alias("t")
+            same = (F.col("t.id") == F.col("s.id")) & (F.col("t.pipeline") == F.col("s.pipeline"))
+            scope = F.col("t.pipeline").isin(sorted(pipelines))
+            (
+                target.merge(rows.alias("s"), same & scope)
+                .withSchemaEvolution()
+                .whenMatchedDelete(F.col("s.op") == F.lit(upserts.DELETE_OP))
+                .whenMatchedUpdate(set=assign)
+                .whenNotMatchedInsert(condition=F.col("s.op") == F.lit(UPSERT_OP), values=assign)
+                .execute()
+            )
+
+        created = rows.where(upsert).select(*columns)
+        return self._commit_run(created, upserts.PARTITION_COLUMNS, offsets, planned_from, update)
+
+    def _commit_run(
+        self,
+        rows: DataFrame,
+        partition_columns: Sequence[str],
+        offsets: Mapping[TopicPartition, int],
+        planned_from: StoredOffsets | None,
+        update: Callable[[], None],
+    ) -> DeltaCommit:
+        """The run after ``planned_from`` as one commit holding ``offsets`` (merged over
+        ``planned_from``'s): ``rows`` written as the new table (partitioned by
+        ``partition_columns``), or ``update`` (a ``MERGE``) on an existing one."""
         merged = dict(planned_from.offsets) if planned_from else {}
         merged.update(offsets)
         run = (planned_from.run if planned_from else 0) + 1
@@ -181,27 +277,18 @@ class DeltaResultTable:
             if not self.exists():
                 self._progress(f"delta: creating the table with run {run}")
                 writer = (
-                    rows.repartition(*job.PARTITION_COLUMNS)
-                    .sortWithinPartitions(*job.PARTITION_COLUMNS, "id")
+                    rows.repartition(*partition_columns)
+                    .sortWithinPartitions(*partition_columns, "id")
                     .write.format("delta")
                     .mode("append")
-                    .partitionBy(*job.PARTITION_COLUMNS)
+                    .partitionBy(*partition_columns)
                 )
-                if self.deletion_vectors:
-                    with self._settings({_DELETION_VECTORS_DEFAULT: "true"}):
-                        writer.save(self.path)
-                else:
+                vectors = "true" if self.deletion_vectors else "false"
+                with self._settings({_DELETION_VECTORS_DEFAULT: vectors}):
                     writer.save(self.path)
             else:
                 self._progress(f"delta: merging run {run}")
-                target = DeltaTable.forPath(self.spark, self.path).alias("t")
-                (
-                    target.merge(rows.alias("s"), self._merge_condition(partitions))
-                    .withSchemaEvolution()
-                    .whenMatchedUpdateAll(job.rank("s.") > job.rank("t."))
-                    .whenNotMatchedInsertAll()
-                    .execute()
-                )
+                update()
         return self._committed(run, attempt)
 
     def optimize(self, *, zorder: bool = False) -> None:
@@ -261,12 +348,14 @@ class DeltaResultTable:
                 run=run,
                 rows_inserted=metrics.get("numTargetRowsInserted", metrics.get("numOutputRows", 0)),
                 rows_updated=metrics.get("numTargetRowsUpdated", 0),
+                rows_deleted=metrics.get("numTargetRowsDeleted", 0),
                 rows_written=metrics.get("numOutputRows", 0),
             )
             commit.partitions = self._partitions_of(commit.version)
             self._progress(
                 f"delta: version {commit.version} holds run {run}: "
-                f"{commit.rows_inserted} rows inserted, {commit.rows_updated} updated"
+                f"{commit.rows_inserted} rows inserted, {commit.rows_updated} updated, "
+                f"{commit.rows_deleted} deleted"
             )
             return commit
         raise OffsetStoreError(
@@ -276,24 +365,21 @@ class DeltaResultTable:
         )
 
     def _partitions_of(self, version: int) -> list[str]:
+        """``column=value/...`` of the partitions the commit ``version`` added or
+        removed files in (``pipeline=P/window_date=D``; an upsert table's ``pipeline=P``)."""
         log = f"{self.path}/_delta_log/{version:020d}.json"
         actions = self.spark.read.json(log)
-        values = []
+        found: set[str] = set()
         for action in ("add", "remove"):
-            if action in actions.columns:
-                values.append(
-                    actions.where(F.col(action).isNotNull()).select(
-                        F.col(f"{action}.partitionValues.pipeline").alias("pipeline"),
-                        F.col(f"{action}.partitionValues.window_date").alias("window_date"),
-                    )
-                )
-        if not values:
-            return []
-        union = values[0]
-        for other in values[1:]:
-            union = union.unionByName(other)
-        rows = union.distinct().collect()
-        return sorted(f"pipeline={r['pipeline']}/window_date={r['window_date']}" for r in rows)
+            if action not in actions.columns:
+                continue
+            values = actions.where(F.col(action).isNotNull()).select(
+                F.col(f"{action}.partitionValues").alias("p")
+            )
+            for row in values.distinct().collect():
+                if row["p"] is not None:
+                    found.add("/".join(f"{k}={v}" for k, v in row["p"].asDict().items()))
+        return sorted(found)
 
     @contextlib.contextmanager
     def _commit_settings(

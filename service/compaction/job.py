@@ -17,7 +17,7 @@ twice picks the same winner.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -184,16 +184,21 @@ def by_pipeline(pairs: Iterable[tuple[str, object]]) -> dict[str, list[object]]:
 
 
 def delta_rows(
-    winners: DataFrame, types: Mapping[str, StructType], result_type: StructType | None
+    winners: DataFrame,
+    types: Mapping[str, StructType],
+    result_type: StructType | None,
+    columns: Sequence[str] = TABLE_COLUMNS,
 ) -> DataFrame:
     """``winners`` (``result`` as JSON text) as rows of the Delta table, whose one schema
     serves every pipeline: ``result`` is a struct of ``result_type`` (the union of the
     typed pipelines' fields) for the pipelines in ``types``, each parsing its own fields
     (the others null), and ``result_json`` is the JSON text for the other pipelines.
-    Without ``result_type`` (nothing typed yet) there is no ``result`` column."""
+    Without ``result_type`` (nothing typed yet) there is no ``result`` column.
+    ``columns``: the table's (an upsert table's are
+    :data:`service.compaction.upserts.STAGED_COLUMNS`), ``result`` among them."""
     text = F.col("result")
     typed = F.col("pipeline").isin(list(types)) if types else F.lit(False)
-    columns: dict[str, Column] = {"result_json": F.when(~typed, text)}
+    values: dict[str, Column] = {"result_json": F.when(~typed, text)}
     if result_type is not None:
         value: Column = F.lit(None).cast(result_type)
         for pipeline, own in sorted(types.items()):
@@ -212,10 +217,10 @@ def delta_rows(
             value = F.when((F.col("pipeline") == pipeline) & text.isNotNull(), struct).otherwise(
                 value
             )
-        columns["result"] = value
+        values["result"] = value
     ordered: list[str] = []
-    for name in TABLE_COLUMNS:
+    for name in columns:
         ordered += (
-            [c for c in ("result", "result_json") if c in columns] if name == "result" else [name]
+            [c for c in ("result", "result_json") if c in values] if name == "result" else [name]
         )
-    return winners.withColumns(columns).select(*ordered)
+    return winners.withColumns(values).select(*ordered)

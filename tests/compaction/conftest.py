@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +89,26 @@ def record(
     }
 
 
+def upsert(pipeline: str, key: str, seq: int, result: Any) -> dict[str, Any]:
+    """A running aggregate's upsert record (contract/result_record.py's
+    UPSERT_RESULT_FIELDS)."""
+    return {
+        "pipeline": pipeline,
+        "key": key,
+        "result": result,
+        "op": "upsert",
+        "seq": seq,
+        "id": f"{pipeline}|{key}",
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class Tombstone:
+    """A delete of an upsert stream: the key, no value."""
+
+    key: str
+
+
 def create_topic(bootstrap_servers: str, topic: str, partitions: int) -> None:
     async def create() -> None:
         admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers)
@@ -103,21 +124,26 @@ def create_topic(bootstrap_servers: str, topic: str, partitions: int) -> None:
 def produce(
     bootstrap_servers: str,
     topic: str,
-    values: Sequence[dict[str, Any] | bytes],
+    values: Sequence[dict[str, Any] | bytes | Tombstone],
     *,
     partition: int | None = None,
     batch: int = 50,
 ) -> None:
-    """Produce ``values`` (keyed by their ``key``), flushing every ``batch`` records so the
-    log holds several record batches. Without ``partition``: spread by key hash."""
+    """Produce ``values`` (keyed by their ``key``; raw bytes keyed ``raw``; a
+    :class:`Tombstone` as its key with no value), flushing every ``batch`` records so the
+    log holds several record batches. Without ``partition``: spread by key hash (a key's
+    records in one partition)."""
 
     async def send() -> None:
         producer = AIOKafkaProducer(bootstrap_servers=bootstrap_servers, linger_ms=1)
         await producer.start()
         try:
             for i, value in enumerate(values):
+                body: bytes | None
                 if isinstance(value, bytes):
                     key, body = b"raw", value
+                elif isinstance(value, Tombstone):
+                    key, body = value.key.encode(), None
                 else:
                     key, body = str(value["key"]).encode(), orjson.dumps(value)
                 await producer.send(topic, body, key=key, partition=partition, timestamp_ms=T0 + i)

@@ -1,6 +1,7 @@
 """The compaction job into a Delta Lake table (``--format delta``): the table equals a
 reference (the newest firing per id) after runs with late firings and replays, read back
-by Spark and by delta-rs (the ``deltalake`` package, no Spark), with one commit per run
+by Spark and by delta-rs (the ``deltalake`` package, no Spark: its ``QueryBuilder``,
+which reads the deletion vectors the tables have by default), with one commit per run
 holding the offsets and nothing committed when nothing is new (on both brokers; both
 sources on Apache Kafka); a job killed after its data files are written and before its
 commit, then rerun; a reader polling during a run sees whole snapshots only; OPTIMIZE,
@@ -96,9 +97,11 @@ def spark_rows(spark: SparkSession, output: Path) -> list[dict[str, Any]]:
 
 
 def rust_rows(output: Path, version: int | None = None) -> list[dict[str, Any]]:
-    """The table's rows read by delta-rs's own query engine (DataFusion): it fills a
-    struct field added by schema evolution with nulls in the older files, which
-    ``DeltaTable.to_pyarrow_table`` (a pyarrow dataset scan) refuses on pyarrow 16."""
+    """The table's rows read by delta-rs's own query engine (DataFusion, its
+    ``QueryBuilder``): it applies deletion vectors (on by default), which
+    ``DeltaTable.to_pyarrow_table`` refuses, and fills a struct field added by schema
+    evolution with nulls in the older files, which that pyarrow dataset scan refuses on
+    pyarrow 16."""
     table = RustDeltaTable(str(output), version=version)
     batches = QueryBuilder().register("t", table).execute("SELECT * FROM t")
     rows: list[dict[str, Any]] = pa.table(batches).to_pylist()
@@ -327,9 +330,8 @@ def test_a_reader_polling_during_a_run_sees_whole_snapshots(
     def poll() -> None:
         while not done.is_set():
             try:
-                table = RustDeltaTable(str(output))
-                version = table.version()
-                rows = table.to_pyarrow_table().to_pylist()
+                version = RustDeltaTable(str(output)).version()
+                rows = rust_rows(output, version)
                 seen.append((version, len(rows)))
                 if as_reference(rows) != expected.get(version):
                     problems.append(f"version {version}: {len(rows)} rows, not the reference")
@@ -402,24 +404,42 @@ def test_two_jobs_planned_from_the_same_offsets_commit_once(
     assert (again.rows_read, again.offsets_run) == (0, None)
 
 
+@pytest.mark.parametrize("deletion_vectors", [True, False])
 def test_with_deletion_vectors_a_merge_writes_only_the_changed_rows(
-    spark: SparkSession, broker_name: str, bootstrap_servers: str, topic_name: str, tmp_path: Path
+    spark: SparkSession,
+    broker_name: str,
+    bootstrap_servers: str,
+    topic_name: str,
+    tmp_path: Path,
+    deletion_vectors: bool,
 ) -> None:
-    """``--deletion-vectors``: the late firing's MERGE marks the replaced row deleted
-    instead of rewriting its file (read back by Spark: delta-rs's pyarrow reader does not
-    read deletion vectors)."""
+    """Deletion vectors (the default): the late firing's MERGE marks the replaced row
+    deleted instead of rewriting its file; read back by Spark and delta-rs's QueryBuilder
+    (``DeltaTable.to_pyarrow_table`` refuses the table). ``--no-deletion-vectors``: the
+    MERGE copies the file's other rows, and delta-rs's pyarrow reader reads it too."""
     on_apache_kafka_only(broker_name)
     create_topic(bootstrap_servers, topic_name, 1)
     output = tmp_path / "table"
     first = [record("loose", key, T0, 0, {"n": 0}) for key in ("a", "b", "c", "d")]
     late = [record("loose", "b", T0, 1, {"n": 1}, fire="late")]
-    job = compactor(spark, bootstrap_servers, topic_name, output, deletion_vectors=True)
+    job = compactor(spark, bootstrap_servers, topic_name, output, deletion_vectors=deletion_vectors)
     for batch in (first, late):
         produce(bootstrap_servers, topic_name, batch)
         job.run()
-    assert as_reference(spark_rows(spark, output)) == reference(first + late)
+    assert_table_is(spark, output, reference(first + late))
     (merge,) = spark.sql(f"DESCRIBE HISTORY delta.`{output}`").where("version = 1").collect()
     metrics = merge["operationMetrics"]
     assert merge["operation"] == "MERGE"
-    assert (metrics["numTargetRowsUpdated"], metrics["numTargetRowsCopied"]) == ("1", "0")
-    assert int(metrics["numTargetDeletionVectorsAdded"]) == 1
+    table = RustDeltaTable(str(output))
+    if deletion_vectors:
+        assert (metrics["numTargetRowsUpdated"], metrics["numTargetRowsCopied"]) == ("1", "0")
+        assert int(metrics["numTargetDeletionVectorsAdded"]) == 1
+        assert table.metadata().configuration.get("delta.enableDeletionVectors") == "true"
+        with pytest.raises(Exception, match="deletionVectors"):
+            table.to_pyarrow_table()
+    else:
+        assert (metrics["numTargetRowsUpdated"], metrics["numTargetRowsCopied"]) == ("1", "3")
+        assert "numTargetDeletionVectorsAdded" not in metrics or (
+            int(metrics["numTargetDeletionVectorsAdded"]) == 0
+        )
+        assert as_reference(table.to_pyarrow_table().to_pylist()) == reference(first + late)

@@ -7,6 +7,7 @@ import pytest
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
 from service.compaction import CompactionConfig
+from service.compaction.cli import parser
 from service.compaction.delta_session import lists_delta_jar, with_package
 from service.compaction.delta_table import commit_metadata, metadata_attempt, parse_metadata
 from service.compaction.errors import CompactionError, OffsetStoreError, ResultSchemaError
@@ -70,11 +71,18 @@ def test_a_delta_jar_on_spark_jars_means_no_package_is_resolved() -> None:
 
 @pytest.mark.parametrize(
     "options",
-    [{"optimize": True}, {"zorder": True}, {"vacuum_hours": 1.0}, {"deletion_vectors": True}],
+    [{"optimize": True}, {"zorder": True}, {"vacuum_hours": 1.0}],
 )
 def test_maintenance_needs_the_delta_format(options: dict[str, object]) -> None:
     with pytest.raises(CompactionError, match="need --format delta"):
         CompactionConfig("b:9092", ("t",), "/tmp/x", format="parquet", **options)
+
+
+def test_deletion_vectors_are_on_by_default_and_the_cli_can_turn_them_off() -> None:
+    assert CompactionConfig("b:9092", ("t",), "/tmp/x").deletion_vectors
+    assert parser().parse_args(["--topics", "t", "--output", "o"]).deletion_vectors is None
+    off = parser().parse_args(["--topics", "t", "--output", "o", "--no-deletion-vectors"])
+    assert off.deletion_vectors is False
 
 
 def test_unknown_formats_and_negative_vacuum_hours_are_refused() -> None:
