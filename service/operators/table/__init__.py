@@ -9,11 +9,8 @@ each row replaced or deleted taken back first (:mod:`.retracting`'s accumulators
 ... ORDER BY ...) <= n``), as upserts of rank rows.
 """
 
-from .running import (
-    RunningAggregateConfig,
-    RunningAggregateOperator,
-    build_running_aggregate,
-)
+from .build import build_running_aggregate
+from .running import RunningAggregateConfig, RunningAggregateOperator
 from .table_aggregate import TableAggregateOperator
 from .top_n import TopNConfig, TopNOperator, build_top_n
 

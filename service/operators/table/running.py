@@ -46,10 +46,12 @@ from service.operators.window.common import reject_bad_value
 from service.operators.window.errors import WindowConfigError, WindowStateError
 
 __all__ = [
+    "ACC_BASE",
     "DEFAULT_EMIT_INTERVAL_MS",
+    "SEQ_SLOT",
+    "TS_SLOT",
     "RunningAggregateConfig",
     "RunningAggregateOperator",
-    "build_running_aggregate",
 ]
 
 DEFAULT_EMIT_INTERVAL_MS = 1000
@@ -57,13 +59,15 @@ SNAPSHOT_VERSION = 1
 KEY_PREFIX = "k"
 META_ENTRY = "\u0000meta"
 
-_SEQ = 0
+SEQ_SLOT = 0
 """Slot: the key's next ``seq`` (its emissions so far)."""
-_TS = 1
+TS_SLOT = 1
 """Slot: the largest event timestamp folded into the key."""
-_SEEN = 2
+SEEN_SLOT = 2
 """Slot: the processing time of the tick that last saw a record of the key (TTL)."""
-_BASE = 3
+ACC_BASE = 3
+"""The first slot of the aggregations' own state (the subclass over a table adds its own
+from here)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,40 +96,6 @@ class RunningAggregateConfig:
                 f"on_bad_value must be 'dead_letter' or 'skip', not {self.on_bad_value!r}"
             )
         parse_aggregations(self.aggregations)
-
-
-def build_running_aggregate(
-    pipeline: str,
-    operator_spec: Mapping[str, Any],
-    clock: Clock,
-    *,
-    emit_at_checkpoint: bool = False,
-    table: bool = False,
-    group_field: str | None = None,
-) -> RunningAggregateOperator:
-    """A running aggregate from the spec's ``"operator"`` object (``"type": "aggregate"``);
-    ``table``: over a table source, its rows retracted (:mod:`.table_aggregate`), grouped
-    by ``group_field`` (None: by the primary key, the record's key)."""
-    kind = operator_spec.get("type")
-    if kind != "aggregate":
-        raise WindowConfigError(f"not a running aggregate: type {kind!r}")
-    aggregations = operator_spec.get("aggregations")
-    if not isinstance(aggregations, Mapping):
-        raise WindowConfigError("aggregations must be an object")
-    config = RunningAggregateConfig(
-        pipeline=pipeline,
-        aggregations=aggregations,
-        emit_interval_ms=operator_spec.get("emit_interval_ms", DEFAULT_EMIT_INTERVAL_MS),
-        state_ttl_ms=operator_spec.get("state_ttl_ms"),
-        on_bad_value=operator_spec.get("on_bad_value", "dead_letter"),
-        emit_at_checkpoint=emit_at_checkpoint,
-        clock=clock,
-    )
-    if table:
-        from .table_aggregate import TableAggregateOperator  # it extends this module's
-
-        return TableAggregateOperator(config, group_field=group_field)
-    return RunningAggregateOperator(config)
 
 
 def _copy(acc: list[Any]) -> list[Any]:
@@ -160,7 +130,7 @@ class RunningAggregateOperator:
 
     def __init__(self, config: RunningAggregateConfig) -> None:
         self.collector = Collector()
-        self.plan = AggregationPlan(parse_aggregations(config.aggregations), _BASE)
+        self.plan = AggregationPlan(parse_aggregations(config.aggregations), ACC_BASE)
         self._clock = config.clock
         self._interval = config.emit_interval_ms
         self._ttl = config.state_ttl_ms
@@ -198,8 +168,8 @@ class RunningAggregateOperator:
             f"{body}acc = _keys.get(key)",
             f"{body}if acc is None:",
             f"{body}    acc = _keys[key] = {plan.initial_source('0, ts, 0')}",
-            f"{body}elif ts > acc[{_TS}]:",
-            f"{body}    acc[{_TS}] = ts",
+            f"{body}elif ts > acc[{TS_SLOT}]:",
+            f"{body}    acc[{TS_SLOT}] = ts",
             *plan.update_lines("acc", "ts", body),
             f"{body}_pending[key] = None",
         ]
@@ -224,9 +194,9 @@ class RunningAggregateOperator:
             "def emit(pending, append, _keys=_keys, _Upsert=_Upsert, _prefix=_prefix):",
             "    for key in pending:",
             "        acc = _keys[key]",
-            f"        seq = acc[{_SEQ}]",
-            f"        acc[{_SEQ}] = seq + 1",
-            f"        append(_Upsert(_prefix + key, key, {display}, seq, acc[{_TS}]))",
+            f"        seq = acc[{SEQ_SLOT}]",
+            f"        acc[{SEQ_SLOT}] = seq + 1",
+            f"        append(_Upsert(_prefix + key, key, {display}, seq, acc[{TS_SLOT}]))",
         ]
         namespace = dict(namespace)
         namespace.update(_keys=self._keys, _Upsert=Upsert, _prefix=self._prefix)
@@ -289,7 +259,7 @@ class RunningAggregateOperator:
             self._expiry_tick = False
         else:
             first = next(iter(self._keys.values()))
-            due = max(now, first[_SEEN] + self._ttl)
+            due = max(now, first[SEEN_SLOT] + self._ttl)
             self._expiry_tick = True
         if self._next_tick is not None and self._next_tick <= due:
             return
@@ -316,14 +286,14 @@ class RunningAggregateOperator:
         touched = self._touched
         for key in touched:  # to the end of the order, touched now
             acc = keys.pop(key)
-            acc[_SEEN] = now
+            acc[SEEN_SLOT] = now
             keys[key] = acc
         self._changed.update(touched)
         touched.clear()
         cutoff = now - ttl
         expired: list[str] = []
         for key, acc in keys.items():
-            if acc[_SEEN] > cutoff:
+            if acc[SEEN_SLOT] > cutoff:
                 break
             expired.append(key)
         if not expired:
@@ -334,8 +304,8 @@ class RunningAggregateOperator:
         for key in expired:
             acc = keys.pop(key)
             pending.pop(key, None)
-            if acc[_SEQ]:  # it was emitted: delete it
-                append(Upsert(prefix + key, key, None, acc[_SEQ], acc[_TS]))
+            if acc[SEQ_SLOT]:  # it was emitted: delete it
+                append(Upsert(prefix + key, key, None, acc[SEQ_SLOT], acc[TS_SLOT]))
         self._changed.update(expired)
 
     # -- metrics -------------------------------------------------------------------------
@@ -418,7 +388,7 @@ class RunningAggregateOperator:
         self._touched.clear()
         self._changed.clear()
         present = [(key, entry) for key, entry in keys if entry is not None]
-        present.sort(key=lambda item: item[1]["acc"][_SEEN])  # the order of last touch
+        present.sort(key=lambda item: item[1]["acc"][SEEN_SLOT])  # the order of last touch
         for key, entry in present:
             self._keys[key] = _copy(entry["acc"])
         for key, entry in keys:  # the dirty keys in the order the checkpoint wrote them

@@ -41,11 +41,17 @@ from service.operators.base import InputRecord, Upsert
 from service.operators.window.aggregations import encode_distinct, parse_aggregations
 
 from .retracting import RetractingPlan
-from .running import _BASE, _SEQ, _TS, RunningAggregateConfig, RunningAggregateOperator
+from .running import (
+    ACC_BASE,
+    SEQ_SLOT,
+    TS_SLOT,
+    RunningAggregateConfig,
+    RunningAggregateOperator,
+)
 
 __all__ = ["TableAggregateOperator", "group_of"]
 
-_ROWS = _BASE
+_ROWS = ACC_BASE
 """Slot: the group's rows (a group with none left is deleted)."""
 ROW_PREFIX = "r"
 
@@ -65,7 +71,7 @@ class TableAggregateOperator(RunningAggregateOperator):
     __slots__ = ("_group_path", "_rows", "_rows_changed", "retracting")
 
     def __init__(self, config: RunningAggregateConfig, group_field: str | None = None) -> None:
-        self.retracting = RetractingPlan(parse_aggregations(config.aggregations), _BASE + 1)
+        self.retracting = RetractingPlan(parse_aggregations(config.aggregations), ACC_BASE + 1)
         self._group_path = compile_path(group_field) if group_field is not None else None
         self._rows: dict[str, list[Any]] = {}
         """Primary key -> its row: ``[group, *the values the aggregations read]``."""
@@ -104,8 +110,8 @@ class TableAggregateOperator(RunningAggregateOperator):
                 group = old[0]
                 acc = keys.get(group)
                 if acc is not None:  # else expired by the TTL: nothing to take back
-                    if ts > acc[_TS]:
-                        acc[_TS] = ts
+                    if ts > acc[TS_SLOT]:
+                        acc[TS_SLOT] = ts
                     acc[_ROWS] -= 1
                     update(acc, old, -1)
                     pending[group] = None
@@ -118,8 +124,8 @@ class TableAggregateOperator(RunningAggregateOperator):
                 acc = keys.get(group)
                 if acc is None:
                     acc = keys[group] = [0, ts, 0, 0, *initial()]
-                elif ts > acc[_TS]:
-                    acc[_TS] = ts
+                elif ts > acc[TS_SLOT]:
+                    acc[TS_SLOT] = ts
                 acc[_ROWS] += 1
                 update(acc, new, 1)
                 pending[group] = None
@@ -137,15 +143,15 @@ class TableAggregateOperator(RunningAggregateOperator):
         result = self.retracting.result
         for group in pending:
             acc = keys[group]
-            seq = acc[_SEQ]
+            seq = acc[SEQ_SLOT]
             if acc[_ROWS] <= 0:  # its last row went: the group is deleted
                 del keys[group]
                 self._touched.pop(group, None)
                 if seq:
-                    append(Upsert(prefix + group, group, None, seq, acc[_TS]))
+                    append(Upsert(prefix + group, group, None, seq, acc[TS_SLOT]))
                 continue
-            acc[_SEQ] = seq + 1
-            append(Upsert(prefix + group, group, result(acc), seq, acc[_TS]))
+            acc[SEQ_SLOT] = seq + 1
+            append(Upsert(prefix + group, group, result(acc), seq, acc[TS_SLOT]))
 
     def stats(self) -> dict[str, Any]:
         out = super().stats()
