@@ -115,15 +115,35 @@ def meets_the_join_rules_no_schema_states(spec: dict[str, Any]) -> bool:
     return True
 
 
+def meets_the_table_rules_no_schema_states(operator: Any, key: Any) -> bool:
+    """A running aggregate's ``state_ttl_ms`` is at least its ``emit_interval_ms``
+    (default 1000); a Top-N's ``row_key`` is not the pipeline's key field."""
+    if not isinstance(operator, dict):
+        return True
+    if operator.get("type") == "aggregate":
+        ttl = _number(operator.get("state_ttl_ms"))
+        interval = _number(operator.get("emit_interval_ms"), 1000)
+        if ttl is not None and interval is not None and 0 < ttl < interval:
+            return False
+    if operator.get("type") == "top_n" and isinstance(key, dict):
+        row_key = operator.get("row_key")
+        if isinstance(row_key, str) and row_key == key.get("field"):
+            return False
+    return True
+
+
 def meets_the_rules_no_schema_states(spec: dict[str, Any]) -> bool:
     """slide <= size; |offset| < size (tumbling) or slide (sliding); every output topic
     (the default dead-letter topic ``<topic>.dlq`` included) is none of the source topics
     (of every input) and none of the other outputs; a join's inputs read different
-    topics, and :func:`meets_the_join_rules_no_schema_states`. (User functions: this run
-    allows no module, so the schema refuses every reference already.)"""
+    topics, and :func:`meets_the_join_rules_no_schema_states` and
+    :func:`meets_the_table_rules_no_schema_states`. (User functions: this run allows no
+    module, so the schema refuses every reference already.)"""
     if not meets_the_join_rules_no_schema_states(spec):
         return False
     operator = spec.get("operator")
+    if not meets_the_table_rules_no_schema_states(operator, spec.get("key")):
+        return False
     assigner = operator.get("assigner") if isinstance(operator, dict) else None
     if isinstance(assigner, dict):
         kind = assigner.get("type")

@@ -219,18 +219,26 @@ async def test_a_crash_before_the_commit_never_shows_a_rank_row_s_seq_twice(
     name = unique("topneo")
     topic = f"{name}.in"
     await create_topic(bootstrap_servers, topic, PARTITIONS)
-    data = dataset(0, HALF)  # per key, one partition, in order: arrival is well defined
-    await send(bootstrap_servers, topic, data)
+    # per key, one partition, in order: arrival is well defined
+    first, second = dataset(0, HALF // 2), dataset(HALF // 2, HALF)
+    data = first + second
+    await send(bootstrap_servers, topic, first)
     options: dict[str, Any] = {"delivery": "exactly_once", "top_n": TOP_N}
     crash = {"stage": "keyed", "point": "after_outputs", "at": at}
     crashing = Replica(
         bootstrap_servers, name, topic, tmp_path / "crash.json", crash=crash, **options
     )
 
+    async def committed_some() -> bool:
+        return bool(await read_json(bootstrap_servers, f"{name}.out", "read_committed"))
+
     async def crashed() -> bool:
         return crashing.exited
 
     try:
+        if at == 2:  # a second checkpoint with outputs needs input after the first one
+            await wait_until(committed_some, timeout_s=60)
+        await send(bootstrap_servers, topic, second)
         await wait_until(crashed, timeout_s=60)
     finally:
         crashing.stop(signal.SIGKILL)
