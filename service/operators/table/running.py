@@ -41,6 +41,7 @@ from typing import Any
 
 from service.core.time import MAX_TIMESTAMP, MIN_TIMESTAMP, Clock, SystemClock
 from service.operators.base import Collector, InputRecord, OperatorGauges, Upsert
+from service.operators.table.changes import newest_entries
 from service.operators.window.aggregations import AggregationPlan, parse_aggregations
 from service.operators.window.common import reject_bad_value
 from service.operators.window.errors import WindowConfigError, WindowStateError
@@ -361,16 +362,7 @@ class RunningAggregateOperator:
         return changes
 
     def restore_changes(self, entries: Iterable[tuple[str, Any]]) -> None:
-        newest: dict[str, Any] = {}
-        for name, value in entries:
-            newest[name] = value
-        meta = newest.pop(META_ENTRY, None)
-        keys: list[tuple[str, Any]] = []
-        for name, value in newest.items():
-            if not name.startswith(KEY_PREFIX):
-                raise WindowStateError(f"unknown checkpoint entry {name!r}")
-            keys.append((name[len(KEY_PREFIX) :], value))
-        self._load(meta, keys)
+        self._load(*newest_entries(entries, KEY_PREFIX, META_ENTRY, WindowStateError))
 
     def _load(self, meta: dict[str, Any] | None, keys: list[tuple[str, Any]]) -> None:
         if meta is not None:

@@ -51,6 +51,7 @@ from service.core.errors import ConfigError
 from service.core.paths import MISSING, compile_path, split_path
 from service.core.time import MAX_TIMESTAMP, MIN_TIMESTAMP, Clock, SystemClock
 from service.operators.base import Collector, FailedRecord, InputRecord, OperatorGauges, Upsert
+from service.operators.table.changes import newest_entries
 
 __all__ = [
     "DEFAULT_EMIT_INTERVAL_MS",
@@ -455,16 +456,7 @@ class TopNOperator:
         return changes
 
     def restore_changes(self, entries: Iterable[tuple[str, Any]]) -> None:
-        newest: dict[str, Any] = {}
-        for name, value in entries:
-            newest[name] = value
-        meta = newest.pop(META_ENTRY, None)
-        keys: list[tuple[str, Any]] = []
-        for name, value in newest.items():
-            if not name.startswith(KEY_PREFIX):
-                raise TopNStateError(f"unknown checkpoint entry {name!r}")
-            keys.append((name[len(KEY_PREFIX) :], value))
-        self._load(meta, keys)
+        self._load(*newest_entries(entries, KEY_PREFIX, META_ENTRY, TopNStateError))
 
     def _load(self, meta: dict[str, Any] | None, keys: list[tuple[str, Any]]) -> None:
         if meta is not None:
