@@ -77,8 +77,8 @@ from tempfile import TemporaryDirectory
 from typing import Any
 
 from benchmarks.peers.ours import call
+from benchmarks.workers import running_service
 from benchmarks.workload import create_topic
-from service.runtime.kafka.embedded_broker import free_port
 
 PARTITIONS = 4
 USERS = 100
@@ -217,40 +217,10 @@ def spec(name: str, topic: str, args: argparse.Namespace, bounded: bool) -> dict
 
 @contextmanager
 def service(bootstrap: str, workers: int, root: str | None = None) -> Iterator[str]:
-    """``python -m service`` on a free port (from the source tree ``root``, this one by
-    default); yields its base URL, SIGTERM at the end."""
-    port = free_port()
-    tag = uuid.uuid4().hex[:6]
-    env = {
-        **os.environ,
-        "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
-        "SERVICE_HTTP_HOST": "127.0.0.1",
-        "SERVICE_HTTP_PORT": str(port),
-        "SERVICE_WORKERS": str(workers),
-        "SERVICE_PIPELINES_TOPIC": f"bench.pipelines.{tag}",
-        "SERVICE_MEMBERS_TOPIC": f"bench.members.{tag}",
-        "SERVICE_STATUS_PUBLISH_INTERVAL_MS": "500",
-        "SERVICE_LOG_LEVEL": "WARNING",
-    }
-    if root is not None:
-        env["PYTHONPATH"] = root
-    proc = subprocess.Popen([sys.executable, "-m", "service"], env=env, cwd=root)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"the service exited with {proc.returncode}")
-            try:
-                if call(f"{base}/readyz")[0] == 200:
-                    break
-            except OSError:
-                pass
-            time.sleep(POLL_S)
+    """``python -m service`` ready (:func:`benchmarks.workers.running_service`); yields
+    its base URL."""
+    with running_service(bootstrap, workers, uuid.uuid4().hex[:6], root) as (base, _):
         yield base
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=120)
 
 
 def submit(base: str, body: dict[str, Any]) -> None:

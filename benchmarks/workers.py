@@ -43,7 +43,8 @@ import sys
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -120,16 +121,14 @@ def check_w1(workload: Workload) -> Callable[[list[bytes]], tuple[bool, str]]:
     return check
 
 
-def run_service(
-    bootstrap: str,
-    workers: int,
-    spec_of: Callable[[str], dict[str, Any]],
-    check: Callable[[list[bytes]], tuple[bool, str]],
-    run: Run,
-) -> Run:
-    """``spec_of(name)`` through ``python -m service`` with ``workers``, to ``finished``;
-    its output checked by ``check``."""
-    name = f"w{workers}-{run.kind.lower()}-{uuid.uuid4().hex[:6]}"
+@contextmanager
+def running_service(
+    bootstrap: str, workers: int, tag: str, root: str | None = None
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """``python -m service`` with ``workers`` on a free port (from the source tree
+    ``root``, this one by default), topics of its own named by ``tag``, ready; yields its
+    base URL and process, SIGTERM at the end. Every setting the default but the members'
+    status, published every 500 ms (``finished`` is seen through the workers' reports)."""
     port = free_port()
     env = {
         **os.environ,
@@ -137,16 +136,15 @@ def run_service(
         "SERVICE_HTTP_HOST": "127.0.0.1",
         "SERVICE_HTTP_PORT": str(port),
         "SERVICE_WORKERS": str(workers),
-        "SERVICE_PIPELINES_TOPIC": f"bench.pipelines.{name}",
-        "SERVICE_MEMBERS_TOPIC": f"bench.members.{name}",
+        "SERVICE_PIPELINES_TOPIC": f"bench.pipelines.{tag}",
+        "SERVICE_MEMBERS_TOPIC": f"bench.members.{tag}",
         "SERVICE_STATUS_PUBLISH_INTERVAL_MS": "500",
         "SERVICE_LOG_LEVEL": "WARNING",
     }
-    spec = spec_of(name)
+    if root is not None:
+        env["PYTHONPATH"] = root
+    proc = subprocess.Popen([sys.executable, "-m", "service"], env=env, cwd=root)
     base = f"http://127.0.0.1:{port}"
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "service"], env=env)
     try:
         while True:
             if proc.poll() is not None:
@@ -157,6 +155,27 @@ def run_service(
             except OSError:
                 pass
             time.sleep(POLL_S)
+        yield base, proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=120)
+
+
+def run_service(
+    bootstrap: str,
+    workers: int,
+    spec_of: Callable[[str], dict[str, Any]],
+    check: Callable[[list[bytes]], tuple[bool, str]],
+    run: Run,
+) -> Run:
+    """``spec_of(name)`` through ``python -m service`` with ``workers``, to ``finished``;
+    its output checked by ``check``."""
+    name = f"w{workers}-{run.kind.lower()}-{uuid.uuid4().hex[:6]}"
+    spec = spec_of(name)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.monotonic()
+    with running_service(bootstrap, workers, name) as (base, proc):
         code, answer = call(f"{base}/pipelines", spec)
         if code != 201:
             raise RuntimeError(f"POST /pipelines answered {code}: {answer}")
@@ -177,10 +196,6 @@ def run_service(
         run.records = int(status.get("records_in") or 0)
         with urllib.request.urlopen(f"{base}/metrics", timeout=30) as response:
             run.rss_mb = _rss_by_worker(response.read().decode())
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=120)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     run.cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     values = asyncio.run(read_topic(bootstrap, f"{name}.out"))
