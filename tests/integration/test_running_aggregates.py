@@ -193,6 +193,36 @@ async def test_unbounded_input_emits_on_the_ticks_or_at_the_checkpoints(
         await runtime.shutdown()
 
 
+async def crash_before_the_commit(
+    bootstrap: str, name: str, topic: str, tmp_path: Path, options: dict[str, Any], at: int
+) -> list[tuple[int, dict[str, Any]]]:
+    """Run the worker (``options``) over two halves of the input until it kills itself at
+    its ``at``-th checkpoint with outputs (1 or 2), after the broker took them and before
+    the transaction committed; returns the whole input. The second half is sent after the
+    first commit is visible when ``at`` is 2: all input could otherwise fit in the first
+    checkpoint, and the second never come."""
+    first, second = dataset(0, HALF // 2), dataset(HALF // 2, HALF)
+    await send(bootstrap, topic, first)
+    crash = {"stage": "keyed", "point": "after_outputs", "at": at}
+    crashing = Replica(bootstrap, name, topic, tmp_path / "crash.json", crash=crash, **options)
+
+    async def committed_some() -> bool:
+        return bool(await read_json(bootstrap, f"{name}.out", "read_committed"))
+
+    async def crashed() -> bool:
+        return crashing.exited
+
+    try:
+        if at == 2:
+            await wait_until(committed_some, timeout_s=60)
+        await send(bootstrap, topic, second)
+        await wait_until(crashed, timeout_s=60)
+    finally:
+        crashing.stop(signal.SIGKILL)
+    assert crashing.process.returncode == -signal.SIGKILL
+    return first + second
+
+
 @pytest.mark.requires_broker("transactions")
 @pytest.mark.parametrize("at", [1, 2], ids=["first", "second"])
 async def test_a_crash_before_the_commit_never_shows_a_key_s_seq_twice(
@@ -207,29 +237,8 @@ async def test_a_crash_before_the_commit_never_shows_a_key_s_seq_twice(
     name = unique("runningeo")
     topic = f"{name}.in"
     await create_topic(bootstrap_servers, topic, PARTITIONS)
-    first, second = dataset(0, HALF // 2), dataset(HALF // 2, HALF)
-    data = first + second
-    await send(bootstrap_servers, topic, first)
     options: dict[str, Any] = {"delivery": "exactly_once", "running": RUNNING}
-    crash = {"stage": "keyed", "point": "after_outputs", "at": at}
-    crashing = Replica(
-        bootstrap_servers, name, topic, tmp_path / "crash.json", crash=crash, **options
-    )
-
-    async def committed_some() -> bool:
-        return bool(await read_json(bootstrap_servers, f"{name}.out", "read_committed"))
-
-    async def crashed() -> bool:
-        return crashing.exited
-
-    try:
-        if at == 2:  # a second checkpoint with outputs needs input after the first one
-            await wait_until(committed_some, timeout_s=60)
-        await send(bootstrap_servers, topic, second)
-        await wait_until(crashed, timeout_s=60)
-    finally:
-        crashing.stop(signal.SIGKILL)
-    assert crashing.process.returncode == -signal.SIGKILL
+    data = await crash_before_the_commit(bootstrap_servers, name, topic, tmp_path, options, at)
     written = await read_json(bootstrap_servers, f"{name}.out")  # read_uncommitted
     assert written, "the crash came after outputs were written"
     want: dict[str, dict[str, int]] = defaultdict(lambda: {"n": 0, "total": 0})

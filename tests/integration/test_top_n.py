@@ -8,7 +8,6 @@ exactly-once delivery too (a ``read_committed`` reader; brokers with transaction
 from __future__ import annotations
 
 import random
-import signal
 from collections import Counter, defaultdict
 from functools import partial
 from pathlib import Path
@@ -31,8 +30,9 @@ from tests.integration.kafka_utils import (
     unique,
     wait_until,
 )
-from tests.integration.replicas import Replica, replicas
-from tests.integration.test_replica_loss import HALF, PARTITIONS, dataset, send
+from tests.integration.replicas import replicas
+from tests.integration.test_replica_loss import PARTITIONS
+from tests.integration.test_running_aggregates import crash_before_the_commit
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
 
@@ -219,30 +219,9 @@ async def test_a_crash_before_the_commit_never_shows_a_rank_row_s_seq_twice(
     name = unique("topneo")
     topic = f"{name}.in"
     await create_topic(bootstrap_servers, topic, PARTITIONS)
-    # per key, one partition, in order: arrival is well defined
-    first, second = dataset(0, HALF // 2), dataset(HALF // 2, HALF)
-    data = first + second
-    await send(bootstrap_servers, topic, first)
     options: dict[str, Any] = {"delivery": "exactly_once", "top_n": TOP_N}
-    crash = {"stage": "keyed", "point": "after_outputs", "at": at}
-    crashing = Replica(
-        bootstrap_servers, name, topic, tmp_path / "crash.json", crash=crash, **options
-    )
-
-    async def committed_some() -> bool:
-        return bool(await read_json(bootstrap_servers, f"{name}.out", "read_committed"))
-
-    async def crashed() -> bool:
-        return crashing.exited
-
-    try:
-        if at == 2:  # a second checkpoint with outputs needs input after the first one
-            await wait_until(committed_some, timeout_s=60)
-        await send(bootstrap_servers, topic, second)
-        await wait_until(crashed, timeout_s=60)
-    finally:
-        crashing.stop(signal.SIGKILL)
-    assert crashing.process.returncode == -signal.SIGKILL
+    # per key, one partition, in order: arrival is well defined
+    data = await crash_before_the_commit(bootstrap_servers, name, topic, tmp_path, options, at)
     assert await read_json(bootstrap_servers, f"{name}.out"), "outputs came before the crash"
     held: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for _, e in data:
