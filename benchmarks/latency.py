@@ -591,20 +591,33 @@ def run_rate(
     first, last = stamps[0], stamps[-1]
     found.produced = asyncio.run(_count(bootstrap, topic))
     found.produced_s = (last - first) / 1000
-    warm = first + args.warmup * 1000
+    found.samples = latencies(arrivals, stamps, args.pipeline, first + args.warmup * 1000)
+    return found
+
+
+def latencies(
+    arrivals: list[tuple[float, bytes]], stamps: array[int], pipeline: str, warm: float
+) -> list[float]:
+    """Each result's latency (ms): its arrival minus, for a window, its close time (the
+    produce time of the first batch at or past its end plus the bound), for a record
+    its produce time. Left out: results of the warm-up (a window ending before ``warm``,
+    a record produced before it), windows no produced record closes, and windows
+    closed in the producer's last ``COOLDOWN_MS``."""
+    last = stamps[-1]
+    samples: list[float] = []
     for arrived, raw in arrivals:
         result = json.loads(raw)
-        if args.pipeline == "window":
+        if pipeline == "window":
             end = result["window"]["end"]
             at = bisect.bisect_left(stamps, end + BOUND_MS)
             if at == len(stamps) or end < warm or stamps[at] > last - COOLDOWN_MS:
                 continue  # closed by no produced record, in the warm-up or at the end
-            found.samples.append(arrived - stamps[at])
+            samples.append(arrived - stamps[at])
         else:
             produced = result["value"]["ts"]
             if produced >= warm and produced <= last:
-                found.samples.append(arrived - produced)
-    return found
+                samples.append(arrived - produced)
+    return samples
 
 
 # -- --check: the engines' results over one input agree ------------------------------------
