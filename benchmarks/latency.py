@@ -460,7 +460,7 @@ async def last_append_ms(bootstrap: str, topic: str) -> float:
         for tp in tps:
             consumer.seek(tp, max(0, ends[tp] - 1000))
         newest = 0
-        while any(await consumer.position(tp) < ends[tp] for tp in tps):
+        while [tp for tp in tps if await consumer.position(tp) < ends[tp]]:
             for records in (await consumer.getmany(timeout_ms=200)).values():
                 newest = max([newest, *(r.timestamp for r in records)])
         if not newest:
