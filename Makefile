@@ -169,8 +169,12 @@ unit: $(STAMP_DEV)
 bench: $(STAMP_DEV)
 	$(PY) -m benchmarks.run
 
-bench-peers: $(STAMP_DEV)
-	$(PY) -m benchmarks.peers.run
+# W1 on every contender (benchmarks/peers), a fresh Apache Kafka broker per run: Kafka
+# Streams and Flink's Kafka connector do not run on Tansu (PEERS_ARGS="--broker tansu"
+# runs the rest there, as the tables up to #51 did).
+PEERS_ARGS ?= --broker kafka
+bench-peers: $(STAMP_DEV) kafka kstreams flink-kafka
+	$(PY) -m benchmarks.peers.run $(PEERS_ARGS)
 
 # The Nexmark queries Clockwork's SQL runs, in Clockwork and Flink SQL side by side (#33).
 bench-nexmark: $(STAMP_DEV)
@@ -180,13 +184,14 @@ bench-nexmark: $(STAMP_DEV)
 bench-workers: $(STAMP_DEV) kafka
 	$(PY) -m benchmarks.workers
 
-# Latency, event to result (#51): Clockwork, Kafka Streams and Flink SQL on one Apache
-# Kafka broker, by default and in each one's documented low-latency setting
-# (docs/performance.md). LATENCY_ARGS adds options (e.g. --rates 20000 --fractions 0.3).
+# Latency, event to result (#51): Clockwork, Kafka Streams, Flink SQL, Quix Streams and
+# Bytewax on one Apache Kafka broker, by default and in each one's documented
+# low-latency setting (docs/performance.md). LATENCY_ARGS adds options (e.g. --rates
+# 20000 --fractions 0.3, --pipeline stateless, --check).
 LATENCY_ARGS ?= --seconds 15 --warmup 6
 bench-latency: $(STAMP_DEV) kafka kstreams flink-kafka
-	$(PY) -m benchmarks.latency --engine clockwork,kstreams,flink $(LATENCY_ARGS)
-	$(PY) -m benchmarks.latency --engine clockwork,kstreams,flink --low-latency $(LATENCY_ARGS)
+	$(PY) -m benchmarks.latency --engine clockwork,kstreams,flink,quix,bytewax $(LATENCY_ARGS)
+	$(PY) -m benchmarks.latency --engine clockwork,kstreams,flink,quix,bytewax --low-latency $(LATENCY_ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -2,8 +2,9 @@
 
 ``python -m benchmarks.latency [--broker kafka|tansu | --bootstrap HOST:PORT]
 [--pipeline window|stateless] [--shuffle] [--rates R,R,...] [--fractions F,F,...]
-[--max-rate N] [--seconds S] [--warmup S] [--watermark-interval-ms MS] [--workers W]
-[--engine clockwork,kstreams,flink] [--low-latency]``
+[--max-rate N] [--max-events N] [--seconds S] [--warmup S] [--watermark-interval-ms MS]
+[--fetch-max-wait-ms MS] [--checkpoint-interval-ms MS] [--exactly-once] [--workers W]
+[--engine clockwork,kstreams,flink,quix,bytewax] [--low-latency] [--check]``
 
 **What is measured** (the same definition for every engine, issue #51):
 
@@ -31,23 +32,37 @@
 Reported per rate: p50, p99, p99.9 and the maximum, in milliseconds, and the number of
 results. The rates are ``--rates`` (events/s) and ``--fractions`` of the maximum rate:
 ``--max-rate`` or, without it, the rate this pipeline reaches over input written
-beforehand (bounded, from the partitions' assignment to ``finished``), measured first
-in the same run.
+beforehand (``--max-events``, default ``MAX_EVENTS``), measured first in the same run:
+for Clockwork a bounded pipeline, from the partitions' assignment to the broker's
+append time of its last result (:func:`max_rate`).
 
 Clockwork runs as users run it, ``python -m service`` with the spec POSTed; every
-setting is the default unless an option says otherwise (``--watermark-interval-ms 0``
-recomputes the watermark after every batch instead of every 200 ms: the low-latency
-setting, docs/performance.md).
+setting is the default unless an option says otherwise: ``--watermark-interval-ms 0``
+recomputes the watermark after every batch instead of every 200 ms (the low-latency
+setting, docs/performance.md); ``--fetch-max-wait-ms`` is the consumer's fetch wait
+(``KAFKA_FETCH_MAX_WAIT_MS``); ``--exactly-once`` sets ``delivery: exactly_once``, so
+results become readable at each checkpoint's commit, every
+``--checkpoint-interval-ms`` (``SERVICE_CHECKPOINT_INTERVAL_MS``, default 5000).
+Clockwork's producer has no linger to set: it sends what a loop turn appended at the
+end of that turn (``linger_ms=0``).
 
-**The peers** (``--engine``, window pipeline only), on the same broker, input and
-definition, each at the fractions of its own maximum (measured the same way, over input
-written beforehand: :func:`peer_max_rate`):
+**The peers** (``--engine``; both pipelines, keyed by user), on the same broker, input
+and definition, each at the fractions of its own maximum (measured the same way, over
+input written beforehand, ``PEER_MAX_EVENTS`` by default: :func:`peer_max_rate`):
 
 - ``kstreams``: Kafka Streams, ``benchmarks/peers/kstreams/`` (``make kstreams``), the
   same windows (``TimeWindows.ofSizeAndGrace(1 s, 200 ms)``, ``suppress`` until the
   window closes), one stream thread;
 - ``flink``: Flink SQL with Flink's Kafka connector, ``benchmarks/peers/flink_latency.py``
-  (``make flink-kafka`` fetches the jar), parallelism 1.
+  (``make flink-kafka`` fetches the jar), parallelism 1;
+- ``quix``: Quix Streams, ``benchmarks/peers/quix_latency.py`` in its venv of the
+  peers' table (``benchmarks/peers/venvs.py``), ``tumbling_window(1 s, grace 200 ms)``
+  ``.agg(...).final()``;
+- ``bytewax``: Bytewax, ``benchmarks/peers/bytewax_latency.py`` in its venv,
+  ``fold_window`` with an ``EventClock`` waiting 200 ms of system time, one worker.
+
+``--check`` first runs every engine over one input written beforehand and compares
+their results (:func:`check_agreement`).
 
 ``--low-latency`` gives every engine the setting its documentation advises for latency
 (Clockwork: ``watermark.interval_ms`` 0; the peers: :func:`engine_settings`); without
@@ -78,7 +93,7 @@ from typing import Any
 
 from benchmarks.peers.ours import call
 from benchmarks.workers import running_service
-from benchmarks.workload import create_topic
+from benchmarks.workload import create_topic, read_topic
 
 PARTITIONS = 4
 USERS = 100
@@ -88,11 +103,21 @@ TICK_S = 0.002
 WARMUP_S = 3.0
 COOLDOWN_MS = 500
 POLL_S = 0.05
-ENGINES = ("clockwork", "kstreams", "flink")
+ENGINES = ("clockwork", "kstreams", "flink", "quix", "bytewax")
+MAX_EVENTS = 2_000_000
+"""Clockwork's maximum is timed over this many records by default: ~2 s at 1M/s."""
+PEER_MAX_EVENTS = 300_000
+"""The peers' maxima, over this many: 2-10 s at their 30k-170k events/s."""
+CHECK_RATE = 5_000
+CHECK_S = 4.0
+"""``--check``: every engine reads the same input, this rate for this long."""
 PEERS_DIR = Path(__file__).resolve().parent / "peers"
 KSTREAMS_DIR = PEERS_DIR / "kstreams"
 KSTREAMS_JAR = KSTREAMS_DIR / "target" / "kstreams-latency.jar"
 KSTREAMS_CP = KSTREAMS_DIR / "target" / "classpath.txt"
+CHECKPOINT_DEFAULT_MS = 5_000
+"""The service's ``SERVICE_CHECKPOINT_INTERVAL_MS``: under exactly-once, results become
+readable (``read_committed``) when their checkpoint's transaction commits."""
 KSTREAMS_DEFAULT_COMMIT_MS = 30_000
 """Kafka Streams' commit.interval.ms without exactly-once: its record cache (on by
 default) passes the windows' updates to suppress at a commit, so by default a result
@@ -203,6 +228,8 @@ def spec(name: str, topic: str, args: argparse.Namespace, bounded: bool) -> dict
         "watermark": watermark,
         "sink": {"topic": f"{name}.out"},
     }
+    if args.exactly_once:
+        body["delivery"] = "exactly_once"
     if args.pipeline == "window":
         body["operator"] = {
             "type": "window",
@@ -215,11 +242,28 @@ def spec(name: str, topic: str, args: argparse.Namespace, bounded: bool) -> dict
     return body
 
 
+def service_env(args: argparse.Namespace) -> dict[str, str]:
+    """The service's settings (environment) the options change from their defaults."""
+    env: dict[str, str] = {}
+    if args.fetch_max_wait_ms is not None:
+        env["KAFKA_FETCH_MAX_WAIT_MS"] = str(args.fetch_max_wait_ms)
+    if args.checkpoint_interval_ms is not None:
+        env["SERVICE_CHECKPOINT_INTERVAL_MS"] = str(args.checkpoint_interval_ms)
+    return env
+
+
 @contextmanager
-def service(bootstrap: str, workers: int, root: str | None = None) -> Iterator[str]:
-    """``python -m service`` ready (:func:`benchmarks.workers.running_service`); yields
-    its base URL."""
-    with running_service(bootstrap, workers, uuid.uuid4().hex[:6], root) as (base, _):
+def service(
+    bootstrap: str,
+    args: argparse.Namespace,
+    root: str | None = None,
+    more_env: dict[str, str] | None = None,
+) -> Iterator[str]:
+    """``python -m service`` ready (:func:`benchmarks.workers.running_service`), with
+    :func:`service_env`; yields its base URL."""
+    env = {**service_env(args), **(more_env or {})}
+    tag = uuid.uuid4().hex[:6]
+    with running_service(bootstrap, args.workers, tag, root, env) as (base, _):
         yield base
 
 
@@ -253,22 +297,43 @@ def peer_command(
     expected: int | None = None,
 ) -> list[str]:
     mode = "low-latency" if args.low_latency else "default"
+    more = [str(expected)] if expected is not None else []
     if engine == "kstreams":
         for built in (KSTREAMS_JAR, KSTREAMS_CP):
             if not built.exists():
                 raise RuntimeError(f"no {built}: run `make kstreams`")
         classpath = f"{KSTREAMS_JAR}:{KSTREAMS_CP.read_text().strip()}"
-        app_id = f"kstreams-{topic_in}"
-        more = [str(expected)] if expected is not None else []
+        app_id = f"kstreams-{topic_in}-{uuid.uuid4().hex[:4]}"
         return [
             "java", "-cp", classpath, "dev.clockwork.bench.LatencyApp",
-            bootstrap, topic_in, topic_out, app_id, state_dir, mode, *more,
+            bootstrap, topic_in, topic_out, app_id, state_dir, mode, args.pipeline, *more,
         ]  # fmt: skip
-    more = ["bounded"] if expected is not None else []
+    if engine == "quix":
+        return [
+            str(peer_python("quix")), str(PEERS_DIR / "quix_latency.py"),
+            bootstrap, topic_in, topic_out, mode, args.pipeline, state_dir, *more,
+        ]  # fmt: skip
+    if engine == "bytewax":
+        return [
+            str(peer_python("bytewax")), str(PEERS_DIR / "bytewax_latency.py"),
+            bootstrap, topic_in, topic_out, mode, args.pipeline, *more,
+        ]  # fmt: skip
+    bounded = ["bounded"] if expected is not None else []
     return [
         sys.executable, "-m", "benchmarks.peers.flink_latency",
-        bootstrap, topic_in, topic_out, mode, *more,
+        bootstrap, topic_in, topic_out, mode, args.pipeline, *bounded,
     ]  # fmt: skip
+
+
+def peer_python(name: str) -> Path:
+    """The Python of the peer's venv (``benchmarks/peers/venvs.py``: made once, reused
+    while its pins stay)."""
+    from benchmarks.peers.harness import scratch_root
+    from benchmarks.peers.venvs import BY_NAME, ensure_venv
+
+    logs = scratch_root()
+    logs.mkdir(parents=True, exist_ok=True)
+    return ensure_venv(BY_NAME[name], logs)
 
 
 def read_line(proc: subprocess.Popen[str], key: str) -> dict[str, Any]:
@@ -317,7 +382,8 @@ def peer_max_rate(engine: str, bootstrap: str, args: argparse.Namespace, events:
     """Events/s of the peer over input written beforehand. Kafka Streams: from its
     instance's RUNNING (or its first record, if earlier) to the aggregation of the last
     record. Flink: the job's net run time over a bounded source (``latest-offset``),
-    which includes the job's deployment."""
+    which includes the job's deployment. Quix Streams and Bytewax: from the first
+    record their code is handed to the last (they tell no earlier "running")."""
     topic = f"latency-max-{uuid.uuid4().hex[:6]}"
     asyncio.run(create_topic(bootstrap, topic, PARTITIONS))
     asyncio.run(produce_at_rate(bootstrap, topic, 0, 3600, True, limit=events))
@@ -327,31 +393,81 @@ def peer_max_rate(engine: str, bootstrap: str, args: argparse.Namespace, events:
             running = read_line(proc, "running_ms")["running_ms"]
             done = read_line(proc, "last_ms")
             return produced / ((done["last_ms"] - min(running, done["first_ms"])) / 1000)
+        if engine in ("quix", "bytewax"):
+            done = read_line(proc, "last_ms")
+            return produced / ((done["last_ms"] - done["first_ms"]) / 1000)
         return produced / (read_line(proc, "net_ms")["net_ms"] / 1000)
 
 
 def max_rate(
     bootstrap: str, args: argparse.Namespace, events: int, root: str | None = None
 ) -> float:
-    """Events/s of this pipeline over input written beforehand (bounded)."""
+    """Events/s of this pipeline over input written beforehand (bounded): from the
+    partitions' assignment (the status, published every 100 ms for this run and polled
+    every 20 ms) to the broker's append time of the last result (the result topic is
+    made with ``message.timestamp.type = LogAppendTime``): the end is exact, the start
+    up to ~120 ms late."""
     topic = f"latency-max-{uuid.uuid4().hex[:6]}"
     asyncio.run(create_topic(bootstrap, topic, PARTITIONS))
     # as fast as the producer goes: the input exists before the pipeline starts
     asyncio.run(produce_at_rate(bootstrap, topic, 0, 3600, not args.shuffle, limit=events))
     produced = asyncio.run(_count(bootstrap, topic))
     name = f"lat-max-{uuid.uuid4().hex[:6]}"
-    with service(bootstrap, args.workers, root) as base:
+    asyncio.run(create_log_append_topic(bootstrap, f"{name}.out"))
+    fast = {"SERVICE_STATUS_PUBLISH_INTERVAL_MS": "100"}
+    with service(bootstrap, args, root, fast) as base:
         submit(base, spec(name, topic, args, bounded=True))
         assigned = None
         while True:
             _, status = call(f"{base}/pipelines/{name}/status")
-            now = time.monotonic()
+            now = time.time() * 1000
             if assigned is None and status.get("partitions"):
                 assigned = now
             if status.get("state") == "finished":
                 break
-            time.sleep(POLL_S)
-    return produced / (now - (assigned or now))
+            if status.get("state") == "failed":
+                raise RuntimeError(f"the pipeline failed: {status.get('reason')}")
+            time.sleep(0.02)
+    last = asyncio.run(last_append_ms(bootstrap, f"{name}.out"))
+    return produced / ((last - (assigned or now)) / 1000)
+
+
+async def create_log_append_topic(bootstrap: str, topic: str) -> None:
+    """A result topic whose records carry the broker's append time as their timestamp."""
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        configs = {"message.timestamp.type": "LogAppendTime", "retention.ms": "-1"}
+        await admin.create_topics([NewTopic(topic, PARTITIONS, 1, topic_configs=configs)])
+    finally:
+        await admin.close()
+
+
+async def last_append_ms(bootstrap: str, topic: str) -> float:
+    """The newest record timestamp in ``topic`` (its last records per partition)."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=20
+    )
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        consumer.assign(tps)
+        ends = await consumer.end_offsets(tps)
+        for tp in tps:
+            consumer.seek(tp, max(0, ends[tp] - 1000))
+        newest = 0
+        while [tp for tp in tps if await consumer.position(tp) < ends[tp]]:
+            for records in (await consumer.getmany(timeout_ms=200)).values():
+                newest = max([newest, *(r.timestamp for r in records)])
+        if not newest:
+            raise RuntimeError(f"no result in {topic}")
+        return float(newest)
+    finally:
+        await consumer.stop()
 
 
 async def _count(bootstrap: str, topic: str) -> int:
@@ -406,7 +522,7 @@ def running(
     """The engine reading ``topic`` from its start; yields its result topic once the
     engine's consumer is assigned (Clockwork) or it says it is running (the peers)."""
     if engine == "clockwork":
-        with service(bootstrap, args.workers, root) as base:
+        with service(bootstrap, args, root) as base:
             submit(base, spec(name, topic, args, bounded=False))
             wait_assigned(base, name)
             yield f"{name}.out"
@@ -423,6 +539,8 @@ def drain_s(engine: str, args: argparse.Namespace) -> float:
     close = (WINDOW_MS + BOUND_MS) / 1000 + 1
     if engine == "kstreams" and not args.low_latency:
         return close + KSTREAMS_DEFAULT_COMMIT_MS / 1000
+    if engine == "clockwork" and args.exactly_once:  # results are visible at a commit
+        return close + (args.checkpoint_interval_ms or CHECKPOINT_DEFAULT_MS) / 1000
     return close
 
 
@@ -473,20 +591,91 @@ def run_rate(
     first, last = stamps[0], stamps[-1]
     found.produced = asyncio.run(_count(bootstrap, topic))
     found.produced_s = (last - first) / 1000
-    warm = first + args.warmup * 1000
+    found.samples = latencies(arrivals, stamps, args.pipeline, first + args.warmup * 1000)
+    return found
+
+
+def latencies(
+    arrivals: list[tuple[float, bytes]], stamps: array[int], pipeline: str, warm: float
+) -> list[float]:
+    """Each result's latency (ms): its arrival minus, for a window, its close time (the
+    produce time of the first batch at or past its end plus the bound), for a record
+    its produce time. Left out: results of the warm-up (a window ending before ``warm``,
+    a record produced before it), windows no produced record closes, and windows
+    closed in the producer's last ``COOLDOWN_MS``."""
+    last = stamps[-1]
+    samples: list[float] = []
     for arrived, raw in arrivals:
         result = json.loads(raw)
-        if args.pipeline == "window":
+        if pipeline == "window":
             end = result["window"]["end"]
             at = bisect.bisect_left(stamps, end + BOUND_MS)
             if at == len(stamps) or end < warm or stamps[at] > last - COOLDOWN_MS:
                 continue  # closed by no produced record, in the warm-up or at the end
-            found.samples.append(arrived - stamps[at])
+            samples.append(arrived - stamps[at])
         else:
             produced = result["value"]["ts"]
             if produced >= warm and produced <= last:
-                found.samples.append(arrived - produced)
-    return found
+                samples.append(arrived - produced)
+    return samples
+
+
+# -- --check: the engines' results over one input agree ------------------------------------
+def check_agreement(bootstrap: str, args: argparse.Namespace, engines: list[str]) -> dict[str, Any]:
+    """Every engine over one input (``CHECK_RATE`` events/s for ``CHECK_S``, written
+    beforehand), its results read back: the windows any engine must have closed (a
+    record at or past their end plus the bound exists) by ``(key, start)`` with count
+    and sum, or (stateless) every record kept. Each engine's are compared with the
+    first engine's."""
+    topic = f"latency-check-{uuid.uuid4().hex[:6]}"
+    asyncio.run(create_topic(bootstrap, topic, PARTITIONS))
+    stamps = asyncio.run(produce_at_rate(bootstrap, topic, CHECK_RATE, CHECK_S, True))
+    produced = asyncio.run(_count(bootstrap, topic))
+    found: dict[str, Any] = {}
+    reference: dict[Any, Any] | None = None
+    for engine in engines:
+        out = f"{topic}-{engine}.out"
+        if engine == "clockwork":
+            name = f"{topic}-{engine}"  # its sink: {name}.out
+            with service(bootstrap, args) as base:
+                submit(base, spec(name, topic, args, bounded=True))
+                while (state := call(f"{base}/pipelines/{name}/status")[1]).get(
+                    "state"
+                ) != "finished":
+                    if state.get("state") == "failed":
+                        raise RuntimeError(f"the pipeline failed: {state.get('reason')}")
+                    time.sleep(POLL_S)
+        else:
+            with peer_process(engine, bootstrap, topic, out, args, produced) as proc:
+                read_line(proc, "net_ms" if engine == "flink" else "last_ms")
+                time.sleep(drain_s(engine, args))
+        values = asyncio.run(read_topic(bootstrap, out, isolation_level="read_committed"))
+        digest = result_digest(values, args.pipeline, stamps[-1])
+        if reference is None:
+            reference = digest
+        found[engine] = {
+            "results": len(digest) if args.pipeline == "window" else sum(digest.values()),
+            "agrees": digest == reference,
+        }
+    return {"input": produced, "reference": engines[0], "engines": found}
+
+
+def result_digest(values: list[bytes], pipeline: str, newest_ts: int) -> dict[Any, Any]:
+    """Window results as ``{(key, start): (count, sum)}`` for the windows a record closes
+    (their end plus the bound at most ``newest_ts``); stateless ones as a count per
+    ``(key, ts, amount)``."""
+    digest: dict[Any, Any] = {}
+    for raw in values:
+        row = json.loads(raw)
+        if pipeline == "window":
+            start, end = row["window"]["start"], row["window"]["end"]
+            if end + BOUND_MS <= newest_ts:
+                digest[(row["key"], start)] = (row["result"]["n"], row["result"]["total"])
+        else:
+            v = row["value"]
+            record = (v["user"], v["ts"], v["amount"])
+            digest[record] = digest.get(record, 0) + 1
+    return digest
 
 
 def engine_version(engine: str) -> str:
@@ -497,6 +686,11 @@ def engine_version(engine: str) -> str:
     if engine == "flink":
         jars = sorted((PEERS_DIR / "flink-kafka" / "jars").glob("*.jar"))
         return f"apache-flink {version('apache-flink')}, " + ", ".join(j.stem for j in jars)
+    if engine in ("quix", "bytewax"):
+        from benchmarks.peers.venvs import installed_version
+
+        dist = "quixstreams" if engine == "quix" else "bytewax"
+        return f"{dist} {installed_version(peer_python(engine), dist)}"
     for jar in KSTREAMS_CP.read_text().split(":") if KSTREAMS_CP.exists() else []:
         if "/kafka-streams-" in jar:
             return Path(jar).stem
@@ -517,12 +711,26 @@ def engine_settings(engine: str, args: argparse.Namespace) -> dict[str, Any]:
     """What the engine runs with beyond the pipeline: its defaults but these."""
     if engine == "clockwork":
         interval = args.watermark_interval_ms
-        return {"watermark.interval_ms": 200 if interval is None else interval}
+        return {
+            "watermark.interval_ms": 200 if interval is None else interval,
+            "delivery": "exactly_once" if args.exactly_once else "at_least_once",
+            **service_env(args),
+        }
     if engine == "flink":
         from benchmarks.peers.flink_latency import settings
 
         conf, source, sink = settings(args.low_latency)
         return {"job": conf, "source": source, "sink": sink, "parallelism.default": 1}
+    if engine == "quix":
+        from benchmarks.peers import quix_latency
+
+        producer, closing = quix_latency.settings(args.low_latency)
+        return {"producer": producer, "final(closing_strategy)": closing}
+    if engine == "bytewax":
+        from benchmarks.peers import bytewax_latency
+
+        batch_size, rdkafka = bytewax_latency.settings(args.low_latency)
+        return {"KafkaSource.batch_size": batch_size, "producer": rdkafka, "workers": 1}
     return KSTREAMS_SETTINGS["low-latency" if args.low_latency else "default"]
 
 
@@ -555,9 +763,39 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rates", default="20000", help="fixed rates, events/s")
     parser.add_argument("--fractions", default="0.1,0.3,0.6", help="of the maximum rate")
     parser.add_argument("--max-rate", type=float, default=None)
-    parser.add_argument("--max-events", type=int, default=300_000)
+    parser.add_argument(
+        "--max-events",
+        type=int,
+        default=None,
+        help=f"records the maximum is timed over (default {MAX_EVENTS:,} for Clockwork, "
+        f"{PEER_MAX_EVENTS:,} for a peer)",
+    )
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--watermark-interval-ms", type=int, default=None)
+    parser.add_argument(
+        "--fetch-max-wait-ms",
+        type=int,
+        default=None,
+        help="Clockwork: KAFKA_FETCH_MAX_WAIT_MS (default 20)",
+    )
+    parser.add_argument(
+        "--checkpoint-interval-ms",
+        type=int,
+        default=None,
+        help=f"Clockwork: SERVICE_CHECKPOINT_INTERVAL_MS (default {CHECKPOINT_DEFAULT_MS})",
+    )
+    parser.add_argument(
+        "--exactly-once",
+        action="store_true",
+        help="Clockwork: delivery exactly_once (results readable at each checkpoint's "
+        "commit; this consumer reads read_committed)",
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="first run every engine over one input written beforehand and compare "
+        "their results (count and sum per user and window; the stateless records)",
+    )
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--warmup", type=float, default=WARMUP_S, help="seconds left out")
     parser.add_argument(
@@ -585,8 +823,8 @@ def main(argv: list[str] | None = None) -> int:
     engines = [e for e in args.engine.split(",") if e]
     if unknown := set(engines) - set(ENGINES):
         parser.error(f"unknown engine(s): {', '.join(sorted(unknown))}")
-    if set(engines) - {"clockwork"} and (args.pipeline != "window" or args.shuffle):
-        parser.error("the peers run the window pipeline, keyed by user (no --shuffle)")
+    if set(engines) - {"clockwork"} and args.shuffle:
+        parser.error("the peers read the input keyed by user (no --shuffle)")
     if args.low_latency and args.watermark_interval_ms is None:
         args.watermark_interval_ms = 0
 
@@ -598,9 +836,10 @@ def main(argv: list[str] | None = None) -> int:
         top = args.max_rate
         if fractions and top is None:  # the first tree's: every tree runs the same rates
             if engine == "clockwork":
-                top = max_rate(bootstrap, args, args.max_events, roots[0])
+                top = max_rate(bootstrap, args, args.max_events or MAX_EVENTS, roots[0])
             else:
-                top = peer_max_rate(engine, bootstrap, args, args.max_events)
+                events = args.max_events or PEER_MAX_EVENTS
+                top = peer_max_rate(engine, bootstrap, args, events)
             print(f"{engine}: maximum {top:.0f} events/s", file=sys.stderr, flush=True)
         runs = [(float(r), f"{float(r):.0f}/s") for r in args.rates.split(",") if r]
         runs += [(f * (top or 0), f"{f:.0%} of max") for f in fractions]
@@ -620,15 +859,19 @@ def main(argv: list[str] | None = None) -> int:
         }
 
     def bench(bootstrap: str) -> dict[str, Any]:
-        return {
+        report: dict[str, Any] = {
             "pipeline": args.pipeline,
             "shuffle": args.shuffle,
             "low_latency": args.low_latency,
             "watermark_interval_ms": args.watermark_interval_ms,
             "workers": args.workers,
             "seconds": args.seconds,
-            "engines": [bench_engine(bootstrap, engine) for engine in engines],
         }
+        if args.check:
+            report["check"] = check_agreement(bootstrap, args, engines)
+            print(f"check: {json.dumps(report['check'])}", file=sys.stderr, flush=True)
+        report["engines"] = [bench_engine(bootstrap, engine) for engine in engines]
+        return report
 
     if args.bootstrap:
         report = bench(args.bootstrap)

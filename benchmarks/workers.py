@@ -123,12 +123,17 @@ def check_w1(workload: Workload) -> Callable[[list[bytes]], tuple[bool, str]]:
 
 @contextmanager
 def running_service(
-    bootstrap: str, workers: int, tag: str, root: str | None = None
+    bootstrap: str,
+    workers: int,
+    tag: str,
+    root: str | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """``python -m service`` with ``workers`` on a free port (from the source tree
     ``root``, this one by default), topics of its own named by ``tag``, ready; yields its
     base URL and process, SIGTERM at the end. Every setting the default but the members'
-    status, published every 500 ms (``finished`` is seen through the workers' reports)."""
+    status, published every 500 ms (``finished`` is seen through the workers' reports),
+    and ``extra_env``'s."""
     port = free_port()
     env = {
         **os.environ,
@@ -140,6 +145,7 @@ def running_service(
         "SERVICE_MEMBERS_TOPIC": f"bench.members.{tag}",
         "SERVICE_STATUS_PUBLISH_INTERVAL_MS": "500",
         "SERVICE_LOG_LEVEL": "WARNING",
+        **(extra_env or {}),
     }
     if root is not None:
         env["PYTHONPATH"] = root

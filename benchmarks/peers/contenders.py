@@ -40,6 +40,37 @@ def peer_contender(peer: Peer, python: Path) -> Contender:
     )
 
 
+KSTREAMS_DIR = HERE / "kstreams"
+KSTREAMS_JAR = KSTREAMS_DIR / "target" / "kstreams-latency.jar"
+KSTREAMS_CP = KSTREAMS_DIR / "target" / "classpath.txt"
+
+
+def kstreams_contender() -> Contender | str:
+    """Kafka Streams (``kstreams/``, ThroughputApp.java, built by ``make kstreams``), or
+    why it cannot run."""
+    for built in (KSTREAMS_JAR, KSTREAMS_CP):
+        if not built.exists():
+            return f"no {built}: run `make kstreams`"
+    classpath = f"{KSTREAMS_JAR}:{KSTREAMS_CP.read_text().strip()}"
+
+    def command(prep: Prepared, paths: Paths) -> list[str]:
+        return [
+            "java", "-cp", classpath, "dev.clockwork.bench.ThroughputApp",
+            paths.bootstrap, "bench-input", "bench-output", "bench-kstreams",
+            str(paths.workdir / "state"), str(len(prep.records)), str(paths.report),
+        ]  # fmt: skip
+
+    return Contender(
+        "kstreams",
+        "Kafka Streams",
+        command,
+        note="windowedBy(TimeWindows.ofSizeAndGrace(60s, 2s)).aggregate(count, sum)"
+        ".suppress(untilWindowCloses); closed once every input record went through (a "
+        "close commits: the cache and the producer are flushed); Streams' defaults "
+        "(1 stream thread, 10 MB cache, commit 30 s); 1 process",
+    )
+
+
 def raw_consume(decode: bool = False, group: bool = False) -> Contender:
     script = HERE / "raw_consume.py"
     flags = [*(["--decode"] if decode else []), *(["--group-join"] if group else [])]

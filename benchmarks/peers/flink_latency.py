@@ -1,6 +1,7 @@
 """The latency benchmark's pipeline in Flink SQL with Flink's Kafka connector (issue #51).
 
-``python -m benchmarks.peers.flink_latency BOOTSTRAP IN OUT default|low-latency [bounded]``
+``python -m benchmarks.peers.flink_latency BOOTSTRAP IN OUT default|low-latency
+window|stateless [bounded]``
 
 Run by ``benchmarks/latency.py`` with PyFlink (``apache-flink``, the ``flink`` extra) and
 the connector jar ``benchmarks/peers/flink-kafka/jars/flink-sql-connector-kafka-*.jar``
@@ -8,8 +9,9 @@ the connector jar ``benchmarks/peers/flink-kafka/jars/flink-sql-connector-kafka-
 A Kafka source table over IN (JSON ``{"user","ts","amount"}``, event time ``ts``,
 ``WATERMARK FOR rowtime AS rowtime - INTERVAL '0.2' SECOND``), ``TUMBLE`` 1 s count
 and sum per user, a Kafka sink table over OUT writing JSON
-``{"window": {"start","end"}, "key", "result": {"n","total"}}``. Parallelism 1 (one
-process, as Clockwork's one worker and Kafka Streams' one stream thread).
+``{"window": {"start","end"}, "key", "result": {"n","total"}}``; or (``stateless``) the
+records with ``amount < 6`` as ``{"key", "value"}``. Parallelism 1 (one process, as
+Clockwork's one worker and Kafka Streams' one stream thread).
 
 Prints ``{"running_ms": ...}`` once the job is RUNNING. With ``bounded`` the source
 stops at the offsets current at the start (``scan.bounded.mode = latest-offset``), and
@@ -55,8 +57,8 @@ def with_clause(options: dict[str, str]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    bootstrap, topic_in, topic_out, mode = argv[:4]
-    bounded = len(argv) > 4 and argv[4] == "bounded"
+    bootstrap, topic_in, topic_out, mode, pipeline = argv[:5]
+    bounded = len(argv) > 5 and argv[5] == "bounded"
     from pyflink.common import JobStatus
     from pyflink.table import EnvironmentSettings, TableEnvironment
 
@@ -98,23 +100,35 @@ def main(argv: list[str]) -> int:
             WATERMARK FOR rowtime AS rowtime - INTERVAL '0.2' SECOND
         ) WITH ({with_clause(source)})
     """)
-    env.execute_sql(f"""
-        CREATE TABLE results (
-            `window` ROW<`start` BIGINT, `end` BIGINT>,
-            `key` STRING,
-            `result` ROW<`n` BIGINT, `total` BIGINT>
-        ) WITH ({with_clause(sink)})
-    """)
-    epoch = "TIMESTAMP '1970-01-01 00:00:00'"
-    result = env.execute_sql(f"""
-        INSERT INTO results
-        SELECT ROW(CAST(TIMESTAMPDIFF(SECOND, {epoch}, window_start) AS BIGINT) * 1000,
-                   CAST(TIMESTAMPDIFF(SECOND, {epoch}, window_end) AS BIGINT) * 1000),
-               `user`,
-               ROW(COUNT(*), SUM(amount))
-        FROM TABLE(TUMBLE(TABLE events, DESCRIPTOR(rowtime), INTERVAL '1' SECOND))
-        GROUP BY `user`, window_start, window_end
-    """)
+    if pipeline == "stateless":
+        env.execute_sql(f"""
+            CREATE TABLE results (
+                `key` STRING,
+                `value` ROW<`user` STRING, `ts` BIGINT, `amount` BIGINT>
+            ) WITH ({with_clause(sink)})
+        """)
+        result = env.execute_sql("""
+            INSERT INTO results
+            SELECT `user`, ROW(`user`, `ts`, `amount`) FROM events WHERE amount < 6
+        """)
+    else:
+        env.execute_sql(f"""
+            CREATE TABLE results (
+                `window` ROW<`start` BIGINT, `end` BIGINT>,
+                `key` STRING,
+                `result` ROW<`n` BIGINT, `total` BIGINT>
+            ) WITH ({with_clause(sink)})
+        """)
+        epoch = "TIMESTAMP '1970-01-01 00:00:00'"
+        result = env.execute_sql(f"""
+            INSERT INTO results
+            SELECT ROW(CAST(TIMESTAMPDIFF(SECOND, {epoch}, window_start) AS BIGINT) * 1000,
+                       CAST(TIMESTAMPDIFF(SECOND, {epoch}, window_end) AS BIGINT) * 1000),
+                   `user`,
+                   ROW(COUNT(*), SUM(amount))
+            FROM TABLE(TUMBLE(TABLE events, DESCRIPTOR(rowtime), INTERVAL '1' SECOND))
+            GROUP BY `user`, window_start, window_end
+        """)
     client = result.get_job_client()
     assert client is not None
     if bounded:

@@ -1,6 +1,7 @@
 """Run one contender on the standard workload, measure it, and check its output.
 
-Every Kafka run gets a fresh embedded broker: the input is produced, the output topic
+Every Kafka run gets a fresh broker (the embedded Tansu, or with ``broker="kafka"`` an
+Apache Kafka broker, ``tests/kafka/kafka_broker.py``): the input is produced, the output topic
 created, the contender started as its own process, and after it exits its output is
 read back to the high watermark and compared with the expected windows. A run whose
 output does not match is kept, marked unchecked, and no rate is claimed from it.
@@ -130,13 +131,23 @@ class RunResult:
         return events / self.to_result_s
 
 
-def run_once(contender: Contender, prep: Prepared, workdir: Path) -> RunResult:
-    """One measured run in a fresh ``workdir`` (and, for Kafka, a fresh broker)."""
+def run_once(
+    contender: Contender, prep: Prepared, workdir: Path, broker_kind: str = "tansu"
+) -> RunResult:
+    """One measured run in a fresh ``workdir`` (and, for Kafka, a fresh broker:
+    ``broker_kind`` ``tansu`` or ``kafka``)."""
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
     result = RunResult(contender.tool)
     if contender.reads == "kafka":
-        with EmbeddedBroker(log_path=str(workdir / "broker.log")) as broker:
+        log_path = str(workdir / "broker.log")
+        if broker_kind == "kafka":
+            from tests.kafka.kafka_broker import KafkaBroker
+
+            started: EmbeddedBroker | KafkaBroker = KafkaBroker(log_path=log_path)
+        else:
+            started = EmbeddedBroker(log_path=log_path)
+        with started as broker:
             bootstrap = broker.bootstrap_servers
             parts = prep.workload.partitions
             asyncio.run(produce(prep.records, bootstrap, INPUT_TOPIC, parts))
@@ -255,7 +266,10 @@ class Summary:
 
 
 def run_round_robin(
-    contenders: list[tuple[Contender, Prepared]], repeat: int, root: Path
+    contenders: list[tuple[Contender, Prepared]],
+    repeat: int,
+    root: Path,
+    broker_kind: str = "tansu",
 ) -> list[Summary]:
     """Every contender once per round, ``repeat`` rounds: each contender's runs are
     spread over the whole run, so a change in the machine's load falls on all of them."""
@@ -263,7 +277,7 @@ def run_round_robin(
     for i in range(repeat):
         for (contender, prep), done in zip(contenders, runs, strict=True):
             print(f"  {contender.tool}: run {i + 1}/{repeat} ...", file=sys.stderr, flush=True)
-            res = run_once(contender, prep, root / contender.key / f"run{i + 1}")
+            res = run_once(contender, prep, root / contender.key / f"run{i + 1}", broker_kind)
             events = prep.workload.events
             steady, whole = res.events_per_s(events), res.whole_events_per_s(events)
             print(

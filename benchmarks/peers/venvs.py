@@ -30,10 +30,12 @@ class Peer:
     reads: str = "kafka"
     """``kafka`` (the input topic on the embedded broker) or ``file`` (JSON lines)."""
     note: str = ""
+    venv_name: str = ""
+    """The venv's directory when another peer's is shared (the same pins); else ``name``."""
 
     @property
     def venv(self) -> Path:
-        return VENVS / self.name
+        return VENVS / (self.venv_name or self.name)
 
     @property
     def venv_python(self) -> Path:
@@ -73,8 +75,18 @@ PEERS: tuple[Peer, ...] = (
         "flink.py",
         ("apache-flink==2.3.0",),
         reads="file",
-        note="TUMBLE(60s) with WATERMARK ts - 2s, filesystem JSON source and sink: "
-        "the Kafka connector is a separate jar, not available offline; parallelism 1",
+        note="TUMBLE(60s) with WATERMARK ts - 2s, filesystem JSON source and sink "
+        "(no Kafka client work: flink-kafka is the same on Kafka); parallelism 1",
+    ),
+    Peer(
+        "flink-kafka",
+        "Flink SQL (PyFlink), Kafka connector",
+        "flink_kafka.py",
+        ("apache-flink==2.3.0",),
+        note="TUMBLE(60s) with WATERMARK ts - 2s, Kafka source (earliest to latest-offset) "
+        "and sink tables, flink-sql-connector-kafka 5.0.0-2.2 (make flink-kafka); "
+        "defaults otherwise; parallelism 1",
+        venv_name="flink",
     ),
 )
 BY_NAME = {p.name: p for p in PEERS}

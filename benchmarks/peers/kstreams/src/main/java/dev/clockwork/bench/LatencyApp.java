@@ -17,6 +17,7 @@ import org.apache.kafka.streams.KeyValue;
 import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.StreamsConfig;
 import org.apache.kafka.streams.kstream.Consumed;
+import org.apache.kafka.streams.kstream.KStream;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Produced;
 import org.apache.kafka.streams.kstream.Suppressed;
@@ -28,10 +29,11 @@ import org.apache.kafka.streams.processor.TimestampExtractor;
  * JSON {"user","ts","amount"} keyed by user, event time from "ts", tumbling 1 s windows
  * with 200 ms grace, count and sum per user, one result per window when it closes
  * (suppress untilWindowCloses), written as JSON {"window": {"start","end"}, "key",
- * "result": {"n","total"}}.
+ * "result": {"n","total"}}. Or (pipeline "stateless") the records with amount &lt; 6,
+ * each written at once as JSON {"key", "value"}.
  *
  * <p>Arguments: bootstrap input-topic output-topic application-id state-dir
- * default|low-latency [expected-records]. With expected-records, it prints one JSON line
+ * default|low-latency window|stateless [expected-records]. With expected-records, it prints one JSON line
  * {"running_ms", "first_ms", "last_ms", "records"} to stdout once that many input records
  * were aggregated (the maximum-rate measurement), and keeps running until killed. It
  * prints "RUNNING" to stdout when the instance first reaches state RUNNING.
@@ -92,7 +94,8 @@ public final class LatencyApp {
     String appId = args[3];
     String stateDir = args[4];
     boolean lowLatency = args[5].equals("low-latency");
-    long expected = args.length > 6 ? Long.parseLong(args[6]) : -1;
+    boolean stateless = args[6].equals("stateless");
+    long expected = args.length > 7 ? Long.parseLong(args[7]) : -1;
 
     Properties props = new Properties();
     props.put(StreamsConfig.APPLICATION_ID_CONFIG, appId);
@@ -118,7 +121,7 @@ public final class LatencyApp {
     AtomicLong first = new AtomicLong();
     Serde<long[]> aggSerde = new AggSerde();
     StreamsBuilder builder = new StreamsBuilder();
-    builder.stream(input, Consumed.with(Serdes.String(), Serdes.String()).withTimestampExtractor(new TsExtractor()))
+    KStream<String, String> in = builder.stream(input, Consumed.with(Serdes.String(), Serdes.String()).withTimestampExtractor(new TsExtractor()))
         .peek((k, v) -> {
           if (expected > 0) {
             long n = seen.incrementAndGet();
@@ -132,19 +135,25 @@ public final class LatencyApp {
               System.out.flush();
             }
           }
-        })
-        .groupByKey()
-        .windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofMillis(WINDOW_MS), Duration.ofMillis(GRACE_MS)))
-        .aggregate(
-            () -> new long[] {0, 0},
-            (k, v, agg) -> new long[] {agg[0] + 1, agg[1] + field(v, "\"amount\":")},
-            Materialized.with(Serdes.String(), aggSerde))
-        .suppress(Suppressed.untilWindowCloses(Suppressed.BufferConfig.unbounded()))
-        .toStream()
-        .map((w, agg) -> KeyValue.pair(w.key(), String.format(
-            "{\"window\":{\"start\":%d,\"end\":%d},\"key\":\"%s\",\"result\":{\"n\":%d,\"total\":%d}}",
-            w.window().start(), w.window().end(), w.key(), agg[0], agg[1])))
-        .to(output, Produced.with(Serdes.String(), Serdes.String()));
+        });
+    if (stateless) {
+      in.filter((k, v) -> field(v, "\"amount\":") < 6)
+          .mapValues((k, v) -> "{\"key\":\"" + k + "\",\"value\":" + v + "}")
+          .to(output, Produced.with(Serdes.String(), Serdes.String()));
+    } else {
+      in.groupByKey()
+          .windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofMillis(WINDOW_MS), Duration.ofMillis(GRACE_MS)))
+          .aggregate(
+              () -> new long[] {0, 0},
+              (k, v, agg) -> new long[] {agg[0] + 1, agg[1] + field(v, "\"amount\":")},
+              Materialized.with(Serdes.String(), aggSerde))
+          .suppress(Suppressed.untilWindowCloses(Suppressed.BufferConfig.unbounded()))
+          .toStream()
+          .map((w, agg) -> KeyValue.pair(w.key(), String.format(
+              "{\"window\":{\"start\":%d,\"end\":%d},\"key\":\"%s\",\"result\":{\"n\":%d,\"total\":%d}}",
+              w.window().start(), w.window().end(), w.key(), agg[0], agg[1])))
+          .to(output, Produced.with(Serdes.String(), Serdes.String()));
+    }
 
     KafkaStreams streams = new KafkaStreams(builder.build(), props);
     CountDownLatch done = new CountDownLatch(1);

@@ -1,0 +1,123 @@
+"""Flink SQL (PyFlink) runner on Kafka: ``TUMBLE`` over a Kafka source table with
+``WATERMARK FOR rowtime AS rowtime - INTERVAL '2' SECOND``, count and sum per user,
+written by a Kafka sink table as JSON ``{"user","start","end","count","sum"}``.
+Streaming mode, parallelism 1.
+
+Flink's Kafka connector, ``flink-sql-connector-kafka`` 5.0.0-2.2 from Maven Central
+(``make flink-kafka`` puts it in ``benchmarks/peers/flink-kafka/jars/``), passed as
+``pipeline.jars``. The source reads from the earliest offsets and stops at those current
+when the job starts (``scan.bounded.mode = latest-offset``): at the end of the bounded
+input Flink emits the final watermark, so every window fires once, and the sink flushes
+its producer when the job ends. Every other setting is Flink's and the connector's
+default (their throughput defaults: periodic watermarks every 200 ms, 100 ms network
+buffer timeout, the sink at-least-once with kafka-clients' batching, no checkpoints),
+but the group consumer's settings every peer gets against the embedded broker
+(``_common.py``).
+
+Timing: as the file-reading runner (flink.py), the job's net run time
+(``JobExecutionResult.get_net_runtime``), from the job's start to its end, so JVM and
+mini-cluster start-up are left out of the rate; the process's wall time includes them.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from _common import (
+    FETCH_MAX_WAIT_MS,
+    HEARTBEAT_INTERVAL_MS,
+    OUT_OF_ORDERNESS_MS,
+    SESSION_TIMEOUT_MS,
+    WINDOW_MS,
+    Report,
+    parse_args,
+)
+
+JARS = Path(__file__).resolve().parent / "flink-kafka" / "jars"
+
+
+def main() -> int:
+    args = parse_args(__doc__ or "")
+    from importlib.metadata import version
+
+    from pyflink.table import EnvironmentSettings, TableEnvironment
+
+    jars = sorted(JARS.glob("flink-sql-connector-kafka-*.jar"))
+    if not jars:
+        raise SystemExit(f"no connector jar in {JARS}: run `make flink-kafka`")
+    report = Report("Flink SQL (PyFlink), Kafka connector", version("apache-flink"))
+    env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
+    conf = env.get_config()
+    conf.set("pipeline.jars", ";".join(j.as_uri() for j in jars))
+    conf.set("parallelism.default", "1")
+    conf.set("table.local-time-zone", "UTC")
+    conf.set("pipeline.name", "clockwork-bench-kafka")
+    source = ", ".join(
+        f"'{k}' = '{v}'"
+        for k, v in {
+            "connector": "kafka",
+            "topic": args.input_topic,
+            "properties.bootstrap.servers": args.bootstrap,
+            "properties.group.id": args.group,
+            "properties.fetch.max.wait.ms": FETCH_MAX_WAIT_MS,
+            "properties.session.timeout.ms": SESSION_TIMEOUT_MS,
+            "properties.heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS,
+            "scan.startup.mode": "earliest-offset",
+            "scan.bounded.mode": "latest-offset",
+            "format": "json",
+        }.items()
+    )
+    sink = ", ".join(
+        f"'{k}' = '{v}'"
+        for k, v in {
+            "connector": "kafka",
+            "topic": args.output_topic,
+            "properties.bootstrap.servers": args.bootstrap,
+            "format": "json",
+        }.items()
+    )
+    env.execute_sql(f"""
+        CREATE TABLE events (
+            `user` STRING,
+            `ts` BIGINT,
+            `amount` DOUBLE,
+            rowtime AS TO_TIMESTAMP_LTZ(`ts`, 3),
+            WATERMARK FOR rowtime AS rowtime - INTERVAL '{OUT_OF_ORDERNESS_MS // 1000}' SECOND
+        ) WITH ({source})
+    """)
+    env.execute_sql(f"""
+        CREATE TABLE results (
+            `user` STRING, `start` BIGINT, `end` BIGINT, `count` BIGINT, `sum` DOUBLE
+        ) WITH ({sink})
+    """)
+    epoch = "TIMESTAMP '1970-01-01 00:00:00'"
+    t0 = time.time()
+    result = env.execute_sql(f"""
+        INSERT INTO results
+        SELECT `user`,
+               CAST(TIMESTAMPDIFF(SECOND, {epoch}, window_start) AS BIGINT) * 1000,
+               CAST(TIMESTAMPDIFF(SECOND, {epoch}, window_end) AS BIGINT) * 1000,
+               COUNT(*),
+               SUM(amount)
+        FROM TABLE(TUMBLE(TABLE events, DESCRIPTOR(rowtime),
+                          INTERVAL '{WINDOW_MS // 1000}' SECOND))
+        GROUP BY `user`, window_start, window_end
+    """)
+    result.wait()
+    report.finished = time.time()
+    try:
+        net_ms = result.get_job_client().get_job_execution_result().result().get_net_runtime()
+        report.first_record = report.finished - net_ms / 1000
+        report.notes.append(f"net run time {net_ms} ms; submit to end {report.finished - t0:.2f}s")
+    except Exception as exc:  # the job client may be gone in some versions: fall back
+        report.first_record = t0
+        report.notes.append(f"no net run time ({exc!r}); rate from submission")
+    report.records_in = args.records
+    report.write(args.report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
