@@ -65,13 +65,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.nexmark.check import COLUMNS, clockwork_rows, difference, normalised, reference
+from benchmarks.nexmark.check import (
+    COLUMNS,
+    clockwork_rows,
+    difference,
+    folded,
+    normalised,
+    reference,
+)
 from benchmarks.nexmark.generate import KINDS, Event, NexmarkConfig, by_kind, produce
 from benchmarks.nexmark.published import PER_CORE, SOURCE
 from benchmarks.nexmark.queries import QUERIES, Query
 from benchmarks.nexmark.reference import Row
 from benchmarks.peers.measure import descendants, run_measured, tree_usage
-from benchmarks.workload import read_topic
+from benchmarks.workload import read_keyed
 
 TIMEOUT_S = 1800.0
 
@@ -143,8 +150,11 @@ def _report(engine: str, query: Query, got: list[Row], want: list[Row]) -> bool:
 
 def clockwork_checked(bootstrap: str, query: Query, run: Run, want: list[Row]) -> bool:
     """Whether the run's results are the reference's rows ``want`` (read back here, after
-    the run's process has ended and been measured)."""
-    records = [json.loads(v) for v in asyncio.run(read_topic(bootstrap, run.sink))]
+    the run's process has ended and been measured; an updating query's upsert stream
+    folded into its table first)."""
+    found = asyncio.run(read_keyed(bootstrap, run.sink))
+    decoded = [(k, None if v is None else json.loads(v)) for k, v in found]
+    records = folded(decoded) if query.updating else [v for _, v in decoded if v is not None]
     return _report("Clockwork", query, clockwork_rows(query, records), want)
 
 

@@ -43,10 +43,24 @@ class Query:
     after: str = ""
     """The query whose result topic this one reads (q5's second stage reads q5_bids's):
     run it first, to its end (``""``: none)."""
+    updating: bool = False
+    """Its result is an updating table, not an append-only stream: Clockwork's an upsert
+    stream (each Kafka key's newest record is its row, a tombstone deletes it), Flink's
+    a changelog (``+I``/``-U``/``+U``/``-D``); each is folded before it is compared."""
 
     @property
     def path(self) -> Path:
         return SQL / f"{self.name}.sql"
+
+
+def stages(query: Query) -> list[Query]:
+    """The pipelines that run ``query``, in order: the queries whose results it reads
+    (each ``after``, its own first), then itself."""
+    by_name = {q.name: q for q in QUERIES}
+    chain = [query]
+    while chain[0].after:
+        chain.insert(0, by_name[chain[0].after])
+    return chain
 
 
 def script(query: Query, prefix: str) -> str:
@@ -89,6 +103,38 @@ QUERIES = (
         "SELECT P.name, P.city, P.state, A.id FROM auction AS A INNER JOIN person AS P "
         "ON A.seller = P.id WHERE A.category = 10 "
         "AND (P.state = 'OR' OR P.state = 'ID' OR P.state = 'CA')",
+    ),
+    Query(
+        "q4_joined",
+        ("auction", "bid"),
+        # q4's join: each bid while its auction is open (nexmark-flink's condition, with
+        # the times as epoch milliseconds)
+        "SELECT A.id, A.category, B.price FROM auction A, bid B WHERE A.id = B.auction "
+        "AND B.dateTime_ms BETWEEN A.dateTime_ms AND A.expires",
+    ),
+    Query(
+        "q4_max",
+        ("auction", "bid"),
+        # q4's inner query: the closing price of each auction
+        "SELECT A.id, MAX(B.price) AS final, A.category FROM auction A, bid B "
+        "WHERE A.id = B.auction AND B.dateTime_ms BETWEEN A.dateTime_ms AND A.expires "
+        "GROUP BY A.id, A.category",
+        key="id",
+        after="q4_joined",
+        updating=True,
+    ),
+    Query(
+        "q4",
+        ("auction", "bid"),
+        # nexmark-flink's q4, the times as epoch milliseconds and AVG over a DOUBLE
+        # (Flink's AVG of a BIGINT truncates to a BIGINT; Clockwork's is a DOUBLE)
+        "SELECT Q.category, AVG(CAST(Q.final AS DOUBLE)) AS final FROM (SELECT "
+        "MAX(B.price) AS final, A.category FROM auction A, bid B WHERE A.id = B.auction "
+        "AND B.dateTime_ms BETWEEN A.dateTime_ms AND A.expires GROUP BY A.id, A.category) Q "
+        "GROUP BY Q.category",
+        key="category",
+        after="q4_max",
+        updating=True,
     ),
     Query(
         "q5_bids",
