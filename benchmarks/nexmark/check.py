@@ -24,6 +24,7 @@ COLUMNS = {
     "q4": ("category", "final"),
     "q5_bids": ("auction", "num", "window_start", "window_end"),
     "q5": ("auction", "num"),
+    "q6": ("seller", "avg_price"),
     "q7_max_price": ("maxprice", "window_start", "window_end"),
     "q7": ("auction", "price", "bidder", "dateTime", "extra"),
     "q8": ("id", "name", "starttime"),

@@ -30,7 +30,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from benchmarks.nexmark.queries import QUERIES, Query, flink_table, script, stages
+from benchmarks.nexmark.queries import QUERIES, Query, flink_table, pipeline, stages
 from benchmarks.peers.measure import tree_usage
 
 BY_NAME = {q.name: q for q in QUERIES}
@@ -44,9 +44,8 @@ def clockwork(query: Query, bootstrap: str, prefix: str) -> dict[str, Any]:
 
     seconds, cpu, rows, upstream = 0.0, 0.0, 0, ""
     for stage in stages(query):
-        spec = compile_sql(
-            f"{stage.name.replace('_', '-')}-{uuid.uuid4().hex[:6]}", script(stage, prefix)
-        ).spec
+        body = pipeline(stage, prefix, f"{stage.name.replace('_', '-')}-{uuid.uuid4().hex[:6]}")
+        spec = compile_sql(body["name"], body["sql"]).spec if "sql" in body else body
         if upstream:
             spec["source"]["topics"] = [upstream]
         spec["sink"]["topic"] = upstream = f"{spec['sink']['topic']}.{uuid.uuid4().hex[:6]}"

@@ -121,6 +121,46 @@ def q4(events: dict[str, list[Event]]) -> list[Row]:
     return sorted(rows, key=repr)
 
 
+LAST_AUCTIONS = 10
+"""q6's window: a seller's last 10 winning bids."""
+
+
+def q6(events: dict[str, list[Event]]) -> list[Row]:
+    """Beam's Query6, once every auction has closed: per seller, the average price of its
+    last 10 winning bids: ``seller, avg_price`` (a float; Beam rounds it to a long).
+
+    An auction's winning bid (Beam's WinningBids): of its bids before its end
+    (``expires``, excluded) at or above its reserve, the highest price, the earliest on a
+    tie (then the first generated); a bid from before the auction was created counts too
+    (Beam's auction window takes it). A seller's last 10: its winning bids by the bid's
+    time, then price (Beam's ``ASCENDING_TIME_THEN_PRICE``), the 10 greatest."""
+    auctions = {a.record["id"]: a.record for a in events["auction"]}
+    winning: dict[int, dict[str, Any]] = {}
+    for bid in _bids(events):
+        auction = auctions.get(bid["auction"])
+        if (
+            auction is None
+            or bid["dateTime"] >= auction["expires"]
+            or bid["price"] < auction["reserve"]
+        ):
+            continue
+        held = winning.get(auction["id"])
+        if (
+            held is None
+            or bid["price"] > held["price"]
+            or (bid["price"] == held["price"] and bid["dateTime"] < held["dateTime"])
+        ):
+            winning[auction["id"]] = bid
+    per: dict[int, list[tuple[int, int]]] = {}
+    for aid, bid in winning.items():
+        per.setdefault(auctions[aid]["seller"], []).append((bid["dateTime"], bid["price"]))
+    rows = []
+    for seller, found in per.items():
+        last = sorted(found)[-LAST_AUCTIONS:]
+        rows.append((seller, sum(price for _, price in last) / len(last)))
+    return sorted(rows, key=repr)
+
+
 def _hop_starts(t: int) -> range:
     """The starts of q5's sliding windows holding time ``t``: every multiple of the slide
     in ``(t - size, t]``."""
@@ -241,6 +281,7 @@ REFERENCES: dict[str, Callable[[dict[str, list[Event]]], list[Row]]] = {
     "q4": q4,
     "q5_bids": q5_bids,
     "q5": q5,
+    "q6": q6,
     "q7_max_price": q7_max_price,
     "q7": q7,
     "q8": q8,

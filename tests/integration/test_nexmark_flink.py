@@ -33,7 +33,7 @@ from benchmarks.nexmark.check import (
     reference,
 )
 from benchmarks.nexmark.generate import KINDS, NexmarkConfig, by_kind, produce
-from benchmarks.nexmark.queries import QUERIES, Query, flink_table, script, stages
+from benchmarks.nexmark.queries import QUERIES, Query, flink_table, pipeline, stages
 from tests.api.server import app_settings, eventually, running_app, wait_ready
 from tests.integration.flink_sql import FlinkSql
 from tests.integration.kafka_utils import read_topic
@@ -94,8 +94,7 @@ async def _clockwork_records(query: Query, bootstrap_servers: str) -> list[dict[
         await wait_ready(client)
         for stage in stages(query):
             name = f"{prefix}-{stage.name.replace('_', '-')}"
-            sql = script(stage, prefix)
-            created = await client.post("/pipelines", json={"name": name, "sql": sql})
+            created = await client.post("/pipelines", json=pipeline(stage, prefix, name))
             assert created.status_code == 201, created.text
 
             async def finished(name: str = name) -> bool:
@@ -112,7 +111,13 @@ async def _clockwork_records(query: Query, bootstrap_servers: str) -> list[dict[
     return [json.loads(r.value) for r in found]
 
 
-@pytest.mark.parametrize("query", QUERIES, ids=[q.name for q in QUERIES])
+FLINK_RUNS = [q for q in QUERIES if q.flink]
+BEAM_ONLY = [q for q in QUERIES if not q.flink]
+"""q6: Beam's Query6, which Flink does not run (its text's OVER window over an updating
+join: Flink's OVER window cannot take retractions), checked against the reference."""
+
+
+@pytest.mark.parametrize("query", FLINK_RUNS, ids=[q.name for q in FLINK_RUNS])
 async def test_a_nexmark_query_gives_the_rows_of_flink_sql(
     query: Query,
     bootstrap_servers: str,
@@ -132,4 +137,14 @@ async def test_a_nexmark_query_gives_the_rows_of_flink_sql(
     extra = sorted(set(got) - set(want), key=repr)
     assert got == want, f"Flink only: {missing[:20]}\nClockwork only: {extra[:20]}"
     answer = reference(query, by_kind(CONFIG))
+    assert got == answer, difference(got, answer)
+
+
+@pytest.mark.parametrize("query", BEAM_ONLY, ids=[q.name for q in BEAM_ONLY])
+async def test_a_nexmark_query_flink_does_not_run_gives_the_references_rows(
+    query: Query, bootstrap_servers: str
+) -> None:
+    answer = reference(query, by_kind(CONFIG))
+    assert len(answer) > 1, f"the reference gives {len(answer)} rows: the query checks little"
+    got = clockwork_rows(query, await _clockwork_records(query, bootstrap_servers))
     assert got == answer, difference(got, answer)
