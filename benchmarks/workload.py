@@ -352,9 +352,22 @@ async def read_topic(
     isolation_level: str = "read_uncommitted",
 ) -> list[bytes]:
     """Every value in ``topic`` up to the fetch high watermark (Tansu's ``end_offsets``
-    can be early; see embedded-broker.md). Call it once the writer has finished (with
-    ``read_committed``, once its transactions ended: the high watermark is then the
-    last stable offset)."""
+    can be early; see embedded-broker.md), tombstones left out. Call it once the writer
+    has finished (with ``read_committed``, once its transactions ended: the high
+    watermark is then the last stable offset)."""
+    found = await read_keyed(bootstrap, topic, timeout_s, isolation_level)
+    return [value for _, value in found if value is not None]
+
+
+async def read_keyed(
+    bootstrap: str,
+    topic: str,
+    timeout_s: float = 60.0,
+    isolation_level: str = "read_uncommitted",
+) -> list[tuple[bytes | None, bytes | None]]:
+    """Every record of ``topic`` as :func:`read_topic` reads them, as ``(key, value)``,
+    tombstones (value None) included, each partition's in offset order: an upsert
+    stream to fold."""
     import asyncio
 
     from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -368,7 +381,7 @@ async def read_topic(
         isolation_level=isolation_level,
     )
     await consumer.start()
-    values: list[bytes] = []
+    values: list[tuple[bytes | None, bytes | None]] = []
     try:
         parts = await consumer._client._wait_on_metadata(topic)
         tps = [TopicPartition(topic, p) for p in sorted(parts)]
@@ -378,7 +391,7 @@ async def read_topic(
         while asyncio.get_running_loop().time() < deadline:
             batch = await consumer.getmany(timeout_ms=100, max_records=100_000)
             for records in batch.values():
-                values.extend(r.value for r in records if r.value is not None)
+                values.extend((r.key, r.value) for r in records)
             done = True
             for tp in tps:
                 hw = consumer.highwater(tp)

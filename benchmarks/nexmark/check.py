@@ -19,8 +19,12 @@ COLUMNS = {
     "q1": ("auction", "bidder", "price", "dateTime", "extra"),
     "q2": ("auction", "price"),
     "q3": ("name", "city", "state", "id"),
+    "q4_joined": ("id", "category", "price"),
+    "q4_max": ("id", "final", "category"),
+    "q4": ("category", "final"),
     "q5_bids": ("auction", "num", "window_start", "window_end"),
     "q5": ("auction", "num"),
+    "q6": ("seller", "avg_price"),
     "q7_max_price": ("maxprice", "window_start", "window_end"),
     "q7": ("auction", "price", "bidder", "dateTime", "extra"),
     "q8": ("id", "name", "starttime"),
@@ -57,17 +61,43 @@ def normalised(rows: Iterable[Iterable[Any]]) -> list[Row]:
 def as_row(query: Query, record: dict[str, Any]) -> Row:
     """A result record's cells in the reference's column order: a plain select's or a
     join's record holds them in ``value``; a window's in its ``result``, ``window`` and
-    ``key``."""
+    ``key``; a running aggregate's (an upsert) in its ``result`` and ``key``."""
     if "result" not in record:
         return tuple(record["value"][c] for c in COLUMNS[query.name])
-    found = {
-        "window_start": record["window"]["start"],
-        "window_end": record["window"]["end"],
-        **record["result"],
-    }
+    found = dict(record["result"])
+    if "window" in record:
+        found["window_start"] = record["window"]["start"]
+        found["window_end"] = record["window"]["end"]
     if query.key:
         found[query.key] = int(record["key"])
     return tuple(found[c] for c in COLUMNS[query.name])
+
+
+def folded(records: Iterable[tuple[Any, dict[str, Any] | None]]) -> list[dict[str, Any]]:
+    """An upsert stream's table: per Kafka key (records in offset order, as a key's are in
+    its partition) the newest value, a tombstone (``None``) deleting the key."""
+    table: dict[Any, dict[str, Any]] = {}
+    for key, value in records:
+        if value is None:
+            table.pop(key, None)
+        else:
+            table[key] = value
+    return list(table.values())
+
+
+def changelog_folded(rows: Iterable[Iterable[Any]], kinds: Iterable[str]) -> list[Row]:
+    """A Flink changelog's table: ``+I`` and ``+U`` add their row, ``-U`` and ``-D`` take
+    one such row away (a multiset: a changelog takes back a row it added)."""
+    table: dict[Row, int] = {}
+    for row, kind in zip(rows, kinds, strict=True):
+        found = tuple(row)
+        if kind in ("INSERT", "UPDATE_AFTER"):
+            table[found] = table.get(found, 0) + 1
+        elif table.get(found, 0) > 1:
+            table[found] -= 1
+        elif table.pop(found, None) is None:
+            raise ValueError(f"the changelog takes back {found}, which it never added")
+    return [row for row, n in table.items() for _ in range(n)]
 
 
 def clockwork_rows(query: Query, records: Iterable[dict[str, Any]]) -> list[Row]:

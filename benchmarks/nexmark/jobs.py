@@ -30,24 +30,22 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from benchmarks.nexmark.queries import QUERIES, Query, flink_table, script
+from benchmarks.nexmark.queries import QUERIES, Query, flink_table, pipeline, stages
 from benchmarks.peers.measure import tree_usage
 
 BY_NAME = {q.name: q for q in QUERIES}
 
 
 def clockwork(query: Query, bootstrap: str, prefix: str) -> dict[str, Any]:
-    """Run the query's script to the end of its input (after the query whose results it
-    reads, to its end: the seconds and CPU of both)."""
+    """Run the query's script to the end of its input (after the queries whose results it
+    reads, each to its end: the seconds and CPU of all)."""
     from benchmarks.nexmark.in_process import run_spec
     from service.pipeline_spec.sql.compiler import compile_sql
 
-    stages = [BY_NAME[query.after], query] if query.after else [query]
     seconds, cpu, rows, upstream = 0.0, 0.0, 0, ""
-    for stage in stages:
-        spec = compile_sql(
-            f"{stage.name.replace('_', '-')}-{uuid.uuid4().hex[:6]}", script(stage, prefix)
-        ).spec
+    for stage in stages(query):
+        body = pipeline(stage, prefix, f"{stage.name.replace('_', '-')}-{uuid.uuid4().hex[:6]}")
+        spec = compile_sql(body["name"], body["sql"]).spec if "sql" in body else body
         if upstream:
             spec["source"]["topics"] = [upstream]
         spec["sink"]["topic"] = upstream = f"{spec['sink']['topic']}.{uuid.uuid4().hex[:6]}"
@@ -96,9 +94,9 @@ def flink_rows(query: Query, folder: Path) -> dict[str, Any]:
     runs (collecting adds the rows' trip to Python, which the timed runs leave out).
 
     Collected with ``to_pandas`` (Arrow batches; ``collect()``'s one py4j call per row
-    took 2.5 min for q0's 92,000 rows). It would apply retractions, had the result any,
-    and so yields the final rows; every query's result is append-only
-    (tests/integration/test_nexmark_flink.py refuses other row kinds)."""
+    took 2.5 min for q0's 92,000 rows). It applies retractions (Flink's
+    ``ArrowUtils.collectAsPandasDataFrame`` keeps an updating table's final rows), so an
+    updating query's (q4's) rows are its final table, as Clockwork's folded upserts."""
     from benchmarks.nexmark.check import cell
 
     frame = _flink_env(query, folder).sql_query(query.flink).to_pandas()

@@ -76,6 +76,91 @@ def q3(events: dict[str, list[Event]]) -> list[Row]:
     return sorted(rows, key=repr)
 
 
+def _bids_while_open(events: dict[str, list[Event]]) -> list[tuple[dict[str, Any], int]]:
+    """Each bid on an auction from the auction's time to its end, both included, as
+    ``(auction, price)``: q4's join."""
+    auctions = {a.record["id"]: a.record for a in events["auction"]}
+    found = []
+    for bid in _bids(events):
+        auction = auctions.get(bid["auction"])
+        if auction is not None and auction["dateTime"] <= bid["dateTime"] <= auction["expires"]:
+            found.append((auction, bid["price"]))
+    return found
+
+
+def q4_joined(events: dict[str, list[Event]]) -> list[Row]:
+    """q4's join: every bid on an auction while it is open: ``id, category, price``."""
+    rows = [(a["id"], a["category"], price) for a, price in _bids_while_open(events)]
+    return sorted(rows, key=repr)
+
+
+def _closing_prices(events: dict[str, list[Event]]) -> dict[int, tuple[int, int]]:
+    """Per auction with a bid while it was open: ``(its highest such bid, category)``."""
+    best: dict[int, tuple[int, int]] = {}
+    for auction, price in _bids_while_open(events):
+        held = best.get(auction["id"])
+        if held is None or price > held[0]:
+            best[auction["id"]] = (price, auction["category"])
+    return best
+
+
+def q4_max(events: dict[str, list[Event]]) -> list[Row]:
+    """q4's inner query: each auction's closing price (its highest bid while it was
+    open), with its category: ``id, final, category``."""
+    rows = [(aid, final, category) for aid, (final, category) in _closing_prices(events).items()]
+    return sorted(rows, key=repr)
+
+
+def q4(events: dict[str, list[Event]]) -> list[Row]:
+    """Average closing price per category, over the auctions that had a bid while open:
+    ``category, final`` (a float, as Clockwork's ``AVG`` and Flink's over a ``DOUBLE``)."""
+    per: dict[int, list[int]] = {}
+    for final, category in _closing_prices(events).values():
+        per.setdefault(category, []).append(final)
+    rows = [(category, sum(finals) / len(finals)) for category, finals in per.items()]
+    return sorted(rows, key=repr)
+
+
+LAST_AUCTIONS = 10
+"""q6's window: a seller's last 10 winning bids."""
+
+
+def q6(events: dict[str, list[Event]]) -> list[Row]:
+    """Beam's Query6, once every auction has closed: per seller, the average price of its
+    last 10 winning bids: ``seller, avg_price`` (a float; Beam rounds it to a long).
+
+    An auction's winning bid (Beam's WinningBids): of its bids before its end
+    (``expires``, excluded) at or above its reserve, the highest price, the earliest on a
+    tie (then the first generated); a bid from before the auction was created counts too
+    (Beam's auction window takes it). A seller's last 10: its winning bids by the bid's
+    time, then price (Beam's ``ASCENDING_TIME_THEN_PRICE``), the 10 greatest."""
+    auctions = {a.record["id"]: a.record for a in events["auction"]}
+    winning: dict[int, dict[str, Any]] = {}
+    for bid in _bids(events):
+        auction = auctions.get(bid["auction"])
+        if (
+            auction is None
+            or bid["dateTime"] >= auction["expires"]
+            or bid["price"] < auction["reserve"]
+        ):
+            continue
+        held = winning.get(auction["id"])
+        if (
+            held is None
+            or bid["price"] > held["price"]
+            or (bid["price"] == held["price"] and bid["dateTime"] < held["dateTime"])
+        ):
+            winning[auction["id"]] = bid
+    per: dict[int, list[tuple[int, int]]] = {}
+    for aid, bid in winning.items():
+        per.setdefault(auctions[aid]["seller"], []).append((bid["dateTime"], bid["price"]))
+    rows = []
+    for seller, found in per.items():
+        last = sorted(found)[-LAST_AUCTIONS:]
+        rows.append((seller, sum(price for _, price in last) / len(last)))
+    return sorted(rows, key=repr)
+
+
 def _hop_starts(t: int) -> range:
     """The starts of q5's sliding windows holding time ``t``: every multiple of the slide
     in ``(t - size, t]``."""
@@ -191,8 +276,12 @@ REFERENCES: dict[str, Callable[[dict[str, list[Event]]], list[Row]]] = {
     "q1": q1,
     "q2": q2,
     "q3": q3,
+    "q4_joined": q4_joined,
+    "q4_max": q4_max,
+    "q4": q4,
     "q5_bids": q5_bids,
     "q5": q5,
+    "q6": q6,
     "q7_max_price": q7_max_price,
     "q7": q7,
     "q8": q8,

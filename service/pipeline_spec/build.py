@@ -294,7 +294,14 @@ def _join_definition(spec: PipelineSpec, inputs: dict[str, InputSpec]) -> Pipeli
         )
     except SelectError as exc:  # the rules report these first; belt and braces
         field, msg = exc.problems[0]
-        raise BuildError(("operator", "select", field) if field else ("operator",), msg) from exc
+        at: tuple[str, ...] = (
+            ("operator", "where")
+            if field is None
+            else ("operator", "select", field)
+            if field
+            else ("operator",)
+        )
+        raise BuildError(at, msg) from exc
     except (JoinConfigError, ConfigError, TypeError, ValueError) as exc:  # belt and braces:
         # the model and the rules of rules/joins.py refuse every such spec first
         raise BuildError(("operator",), str(exc)) from exc

@@ -418,6 +418,9 @@ class JoinOperator(_Model):
     )
     """Output fields as SQL expressions over ``<input>.<path>`` (a missing side is
     NULL); without it the output is ``{"left": ..., "right": ...}``."""
+    where: Expression | None = None
+    """A condition over ``<input>.<path>`` of both inputs (SQL's ``WHERE`` over the joined
+    rows): a row is emitted only when it is TRUE; a missing side reads as NULL."""
 
 
 class MapOperator(_Model):

@@ -208,9 +208,9 @@ def filter_case(context: HookContext, case: Case) -> bool:
 
 
 def with_valid_expressions(spec: dict[str, Any]) -> None:
-    """A step's expression, and each of a join's ``select``, is SQL, which no JSON Schema
-    can state (the schema says "a string"): in a positive spec, each becomes a valid one
-    of the same place (every input's steps included)."""
+    """A step's expression, each of a join's ``select`` and its ``where``, is SQL, which
+    no JSON Schema can state (the schema says "a string"): in a positive spec, each
+    becomes a valid one of the same place (every input's steps included)."""
     inputs = spec.get("inputs")
     for section in [spec, *(inputs.values() if isinstance(inputs, dict) else ())]:
         if isinstance(section, dict):
@@ -221,6 +221,8 @@ def with_valid_expressions(spec: dict[str, Any]) -> None:
         for field in select:
             if isinstance(select[field], str):
                 select[field] = "1 + 1"
+    if isinstance(operator, dict) and isinstance(operator.get("where"), str):
+        operator["where"] = "1 = 1"
 
 
 VALID_AVRO_SCHEMA = {

@@ -226,6 +226,19 @@ def test_bad_input_names() -> None:
     assert ("operator.right", "unknown_input") in found
 
 
+def test_a_where_naming_an_unknown_input_is_reported_at_the_where() -> None:
+    spec = edited(lambda s: s["operator"].update(where="payments.ts <= order.due"))
+    assert problems(spec) == [("operator.where", "invalid_where")]
+    [message] = [e["msg"] for e in _errors(spec) if e["loc"] == ["operator", "where"]]
+    assert "order is not an input of the join" in message
+
+
+def test_a_where_comparing_the_two_inputs_is_accepted_without_a_select() -> None:
+    spec = edited(lambda s: s["operator"].pop("select"))
+    spec["operator"]["where"] = "payments.ts <= orders.ts + 5"
+    registry().parse(spec)  # accepted, and its operator built
+
+
 def test_every_problem_of_a_join_spec_in_one_answer() -> None:
     """The issue's "Bad input": an unknown input, a select naming an unknown input, a
     how the kind does not take, lower above upper: one 422, each at its

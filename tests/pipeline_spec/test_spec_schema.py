@@ -32,6 +32,7 @@ NO_SCHEMA_RULES = frozenset(
         "same_input",
         "lower_above_upper",
         "invalid_select",
+        "invalid_where",
         "input_topics_overlap",
         "inputs_disagree",
         "lookup_table_bounded",

@@ -9,6 +9,12 @@ window join, ``window.start`` and ``window.end`` read the bounds of the row's wi
 anti join has no right row: its ``select`` reads the left input (and the window) only.
 All expressions become one generated function, built once per spec.
 
+``where`` (optional) is a condition over the same record: a row is emitted only when it
+is TRUE (NULL and FALSE drop it, as SQL's ``WHERE`` over the joined rows; a padded
+outer row reads its missing side as NULL). It compares the two sides, which the inputs'
+own filter steps cannot (Nexmark q4: ``bid.dateTime <= auction.expires``); the
+generated function returns None for a dropped row.
+
 At spec time every expression is checked, and every field path must start with one of
 the two inputs' names; :class:`SelectError` lists every problem with the output field it
 is in. On a row, an expression that fails (a type mismatch, a division by zero) raises
@@ -31,6 +37,7 @@ from service.operators.steps.compiler import (
     compile_expression,
 )
 from service.operators.steps.errors import EvalError, ExpressionError
+from service.operators.steps.values import kind
 
 REASON_SELECT = "select_failed"
 WINDOW = "window"
@@ -39,51 +46,64 @@ _BOUNDS = {"start", "end"}
 
 
 class SelectError(ValueError):
-    """A ``select`` that cannot be compiled: ``(output field, message)`` per problem."""
+    """A ``select`` or ``where`` that cannot be compiled: ``(output field, message)`` per
+    problem, the field None for the ``where``."""
 
-    def __init__(self, problems: list[tuple[str, str]]) -> None:
+    def __init__(self, problems: list[tuple[str | None, str]]) -> None:
         self.problems = problems
-        super().__init__("; ".join(f"{field}: {message}" for field, message in problems))
+        super().__init__("; ".join(f"{field or 'where'}: {message}" for field, message in problems))
 
 
 def projection_for(spec: Mapping[str, Any], inputs: tuple[str, str]) -> Projection:
     """The join operator object's ``select`` compiled for its kind and ``how`` (none:
     :func:`both_sides`); ``inputs`` are the left and the right input's names."""
-    select = spec.get("select")
-    if select is None:
+    select, where = spec.get("select"), spec.get("where")
+    if select is None and where is None:
         return both_sides
     return compile_projection(
         select,
         inputs,
         window=spec.get("kind") == "window",
         right_row=spec.get("how", "inner") not in ("semi", "anti"),
+        where=where,
     )
 
 
 def compile_projection(
-    select: Mapping[str, str],
+    select: Mapping[str, str] | None,
     inputs: tuple[str, str],
     *,
     window: bool = False,
     right_row: bool = True,
+    where: str | None = None,
 ) -> Projection:
-    """One function ``(left, right, window) -> {field: value}`` for ``select``.
+    """One function ``(left, right, window) -> {field: value}`` for ``select`` (None:
+    the ``{"left", "right"}`` record), or None for a row ``where`` drops.
 
     ``window``: the join is a window join, and ``window.start``/``window.end`` read its
     row's bounds. ``right_row``: False for a semi or anti join, whose rows have no right
     side: reading the right input is then a problem (it would always be NULL)."""
-    if not select:
+    if select is not None and not select:
         raise SelectError([("", "select names no output field")])
     names = _Names()
-    problems: list[tuple[str, str]] = []
-    namespace: dict[str, Any] = {**HELPERS, "__builtins__": GENERATED_BUILTINS}
+    problems: list[tuple[str | None, str]] = []
+    namespace: dict[str, Any] = {
+        **HELPERS,
+        "__builtins__": GENERATED_BUILTINS,
+        "_EvalError": EvalError,
+        "_kind": kind,
+    }
     parts: list[str] = []
     reads_window = False
     if window and WINDOW in inputs:
         problems.append(
             ("", f"an input named {WINDOW!r} hides the window's bounds: rename the input")
         )
-    for index, (field, text) in enumerate(select.items()):
+    expressions: list[tuple[str | None, str]] = list((select or {}).items())
+    if where is not None:
+        expressions.append((None, where))
+    condition = ""
+    for index, (field, text) in enumerate(expressions):
         try:
             compiled = compile_expression(text, names, record="value")
         except ExpressionError as exc:
@@ -114,13 +134,16 @@ def compile_projection(
                 (
                     field,
                     f"a semi or anti join's rows have no right row: {inputs[1]} cannot be "
-                    f"read (select {inputs[0]}'s fields"
+                    f"read ({'select' if field is not None else 'compare'} {inputs[0]}'s fields"
                     + (" and the window's bounds" if window else "")
                     + ")",
                 )
             )
             continue
         namespace.update(compiled.constants)
+        if field is None:
+            condition = compiled.source
+            continue
         name = f"_F{index}"
         namespace[name] = field
         parts.append(f"{name}: {compiled.source}")
@@ -128,12 +151,22 @@ def compile_projection(
         raise SelectError(problems)
     left_name, right_name = "_IL", "_IR"
     namespace[left_name], namespace[right_name] = inputs
-    body = "{" + ", ".join(parts) + "}"
-    defaults = as_defaults(namespace, body + left_name + right_name)
+    body = "{" + ", ".join(parts) + "}" if select is not None else '{"left": left, "right": right}'
+    check = (
+        f"    kept = {condition}\n"
+        "    if kept is not True:\n"
+        "        if kept is False or kept is None:\n"
+        "            return None\n"
+        "        raise _EvalError('the where gave a value that is not BOOLEAN: ' + _kind(kept))\n"
+        if condition
+        else ""
+    )
+    defaults = as_defaults(namespace, body + check + left_name + right_name)
     bounds = ', "window": {"start": window[0], "end": window[1]}' if reads_window else ""
     source = (
         f"def project(left, right, window=None, {defaults}):\n"
         f"    value = {{{left_name}: left, {right_name}: right{bounds}}}\n"
+        f"{check}"
         f"    return {body}\n"
     )
     exec(compile(source, "<join-select>", "exec"), namespace)
@@ -188,5 +221,7 @@ class RowEmitter:
             self._collector.failed.append(
                 FailedRecord(None, key, REASON_SELECT, f"{exc} ({ident})")
             )
+            return
+        if value is None:  # the where dropped it
             return
         self._collector.results.append(JoinRow(ident, key, self._kind, timestamp, value, window))

@@ -55,7 +55,8 @@ Window = tuple[int, int]
 
 class Projection(Protocol):
     """``(left value or None, right value or None, window or None) -> output value``:
-    the spec's ``select`` (a window join passes the row's window, the others None)."""
+    the spec's ``select`` (a window join passes the row's window, the others None), or
+    None for a row the spec's ``where`` drops."""
 
     def __call__(self, left: Any, right: Any, window: Window | None = None) -> Any: ...
 

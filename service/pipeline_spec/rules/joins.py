@@ -280,26 +280,35 @@ def state_ttl_for_regular(spec: Mapping[str, Any], _: Service) -> Iterator[Probl
 
 
 @rule(
-    reports={"invalid_select"},
+    reports={"invalid_select", "invalid_where"},
     beyond_schema={
         "invalid_select": "an expression's syntax and the inputs its paths name need its "
-        "parser and the document's input names"
+        "parser and the document's input names",
+        "invalid_where": "an expression's syntax and the inputs its paths name need its "
+        "parser and the document's input names",
     },
 )
 def join_select(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
-    """Each output field of ``select`` compiles over ``<input>.<path>`` of the join's two
-    inputs (every problem at its field); a window join's also reads ``window.start`` and
-    ``window.end``, a semi or anti join's not its right input. The inputs are the names
-    under ``inputs`` (an unknown ``left`` or ``right`` is reported once, at itself, not
-    again per field)."""
+    """Each output field of ``select``, and the ``where``, compiles over
+    ``<input>.<path>`` of the join's two inputs (every problem at its field, or at
+    ``where``); a window join's also reads ``window.start`` and ``window.end``, a semi or
+    anti join's not its right input. The inputs are the names under ``inputs`` (an
+    unknown ``left`` or ``right`` is reported once, at itself, not again per field)."""
     op = join_of(spec)
     select = as_map(op.get("select")) if op is not None else None
+    where = as_str(op.get("where")) if op is not None else None
     names = [name for name, _ in input_sections(spec)]
-    if op is None or select is None or len(names) != 2:
+    if op is None or (select is None and where is None) or len(names) != 2:
         return
-    expressions = {k: v for k, v in select.items() if isinstance(k, str) and isinstance(v, str)}
-    if not expressions:
-        return
+    expressions = (
+        {k: v for k, v in select.items() if isinstance(k, str) and isinstance(v, str)}
+        if select is not None
+        else None
+    )
+    if expressions is not None and not expressions:
+        if where is None:
+            return
+        expressions = None  # the select's own rule (its schema) says what is wrong
     left, right = as_str(op.get("left")), as_str(op.get("right"))
     if left in names and right in names and left != right:
         names = [left, right]  # so the right input is known (a semi join reads none of it)
@@ -307,13 +316,20 @@ def join_select(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
     left_only = how in ("semi", "anti") and how in JOIN_HOWS.get(str(kind), ())
     try:  # (a how the kind does not take is reported once, at operator.how)
         compile_projection(
-            expressions, (names[0], names[1]), window=kind == "window", right_row=not left_only
+            expressions,
+            (names[0], names[1]),
+            window=kind == "window",
+            right_row=not left_only,
+            where=where,
         )
     except SelectError as exc:
         for field_name, message in exc.problems:
-            yield Problem(
-                ("operator", "select", field_name),
-                "invalid_select",
-                message,
-                select.get(field_name),
-            )
+            if field_name is None:
+                yield Problem(("operator", "where"), "invalid_where", message, where)
+            else:
+                yield Problem(
+                    ("operator", "select", field_name),
+                    "invalid_select",
+                    message,
+                    (select or {}).get(field_name),
+                )

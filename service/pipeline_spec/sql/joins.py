@@ -18,9 +18,12 @@ FROM auction a JOIN person p ON a.seller = p.id
 The ``ON`` clause is a conjunction of equalities between the two sides (the join key:
 one pair is each input's ``key.field``, several are joined into ``_sql_key``) and, for
 an interval join, the time bounds (``BETWEEN`` or two comparisons of the time columns).
-Any other condition is refused by name: the operators match on the key and time only.
-A ``WHERE`` condition over one side becomes that input's filter step; one over both is
-refused (it would filter the joined rows, which the operator does not do). The select
+A ``WHERE`` condition over one side becomes that input's filter step; one over both
+sides (``b.dateTime <= a.expires``) becomes the join's ``where``, which filters the
+joined rows (a padded outer row reads its missing side as NULL, so SQL's ``WHERE``
+drops it). In an inner join's ``ON`` such a condition is the same ``where`` (ON and
+WHERE mean the same there); in an outer join's it is refused: it would decide which
+rows match, and the operators match on the key and time only. The select
 list becomes the join's ``select`` (``o.amount`` reads ``orders.amount``), ``SELECT *``
 the default ``{"left", "right"}`` record. ``FOR SYSTEM_TIME AS OF PROCTIME()`` is a
 lookup join, compiled to ``kind: "lookup"`` with the table source's ``max_rows`` (its
@@ -127,11 +130,15 @@ def compile_join(
         scope.names[side.source.name] = side.source
         scope.names[side.alias] = side.source
     before_on = len(comp.problems)
-    lower, upper = _on(comp, scope, join.args.get("on"), left, right, kind, statement, using)
+    across: list[exp.Expression] = []
+    """Conditions over both sides: the join's ``where``."""
+    lower, upper = _on(
+        comp, scope, join.args.get("on"), left, right, kind, statement, how, across, using
+    )
     on_refused = len(comp.problems) > before_on
     if kind == "interval" and lower is None and upper is None:
         kind = "regular"
-    _where(comp, scope, select.args.get("where"), left, right, statement)
+    _where(comp, scope, select.args.get("where"), left, right, statement, across)
     operator: dict[str, Any] = {
         "type": "join",
         "kind": kind,
@@ -171,6 +178,10 @@ def compile_join(
     )
     if projection:
         operator["select"] = projection
+    condition = _across(comp, scope, across, statement, kind == "window")
+    if condition is not None:
+        operator["where"] = condition
+        comp.came_from(("operator", "where"), across[0], statement)
     comp.spec["inputs"] = {
         side.source.name: _input(comp, scope, side, statement) for side in (left, right)
     }
@@ -323,10 +334,13 @@ def _on(
     right: _Side,
     kind: str,
     statement: int,
+    how: str,
+    across: list[exp.Expression],
     using: bool = False,
 ) -> tuple[int | None, int | None]:
     """Keys into the sides; the interval bounds ``(lower, upper)`` of ``r.ts - l.ts``
-    (None: ON does not bound that side)."""
+    (None: ON does not bound that side). An inner join's condition over both sides that
+    is neither goes to ``across`` (the join's ``where``)."""
     if on is None:
         if not using:  # else refused at the USING
             comp.refuse(None, statement, "a join needs ON <left key> = <right key>")
@@ -366,9 +380,13 @@ def _on(
                 right.keys.append(cond.this)
                 continue
         before = len(comp.problems)
-        if "?" in _side_of(scope, cond, left, right):  # an unknown column: say so
+        reads = _side_of(scope, cond, left, right)
+        if "?" in reads:  # an unknown column: say so
             resolve_columns(comp, scope, cond, statement, _BOUNDS if kind == "window" else None)
         if len(comp.problems) > before:
+            continue
+        if how == "inner" and reads == {"left", "right"}:
+            across.append(cond)  # ON and WHERE are one in an inner join
             continue
         comp.refuse(
             cond,
@@ -382,7 +400,11 @@ def _on(
                 if kind == "window"
                 else ""
             )
-            + "; filter one side with WHERE",
+            + (
+                "; compare the two sides in WHERE (it filters the joined rows)"
+                if reads == {"left", "right"}
+                else "; filter one side with WHERE"
+            ),
             "sql_join_condition",
         )
     if not left.keys:
@@ -450,7 +472,10 @@ def _where(
     left: _Side,
     right: _Side,
     statement: int,
+    across: list[exp.Expression],
 ) -> None:
+    """Each condition over one side into that side's filters; over both into ``across``
+    (the join's ``where``)."""
     if not isinstance(where, exp.Where):
         return
     for cond in _conjuncts(where.this):
@@ -459,6 +484,8 @@ def _where(
             left.filters.append(cond)
         elif sides == {"right"}:
             right.filters.append(cond)
+        elif sides == {"left", "right"}:
+            across.append(cond)
         else:
             before = len(comp.problems)
             if "?" in sides:  # a column of neither side: name it (unknown, or ambiguous)
@@ -468,9 +495,36 @@ def _where(
             comp.refuse(
                 cond,
                 statement,
-                f"WHERE {cond.sql('risingwave')!r} reads both sides "
-                "(or no column): a join's WHERE filters one input at a time",
+                f"WHERE {cond.sql('risingwave')!r} reads no column: a join's WHERE filters "
+                "one input, or the joined rows by a comparison of the two",
             )
+
+
+def _across(
+    comp: Compilation,
+    scope: Scope,
+    across: list[exp.Expression],
+    statement: int,
+    windowed: bool,
+) -> str | None:
+    """The conditions over both sides as the join's ``where``, ANDed (None: none, or
+    every one refused: its problems are reported)."""
+    texts = [
+        translate(
+            comp,
+            scope,
+            cond,
+            statement,
+            qualified=True,
+            what="a join's condition",
+            bounds=_BOUNDS if windowed else None,
+        )
+        for cond in across
+    ]
+    found = [t for t in texts if t is not None]
+    if not found:
+        return None
+    return found[0] if len(found) == 1 else " AND ".join(f"({t})" for t in found)
 
 
 def _input(comp: Compilation, scope: Scope, side: _Side, statement: int) -> dict[str, Any]:

@@ -111,3 +111,52 @@ def test_a_semi_window_join_selects_each_matched_left_row_with_its_window() -> N
     op.process_right([("k", 5, {}, 3, None), ("k", 6, {}, 4, None)])
     op.advance_watermark(MAX_TIMESTAMP)
     assert [r.value for r in op.collector.results] == [{"id": "o1", "start": 0}]
+
+
+def test_a_where_keeps_the_rows_whose_condition_over_both_sides_is_true() -> None:
+    project = compile_projection(
+        {"order_id": "orders.order_id"}, INPUTS, where="payments.paid_at <= orders.due"
+    )
+    assert project({"order_id": "o1", "due": 200}, {"paid_at": 200}) == {"order_id": "o1"}
+    assert project({"order_id": "o1", "due": 200}, {"paid_at": 201}) is None
+
+
+def test_a_where_drops_a_row_whose_condition_is_null() -> None:
+    project = compile_projection(None, INPUTS, where="payments.paid_at <= orders.due")
+    assert project({"due": 200}, None) is None
+    assert project({"due": 200}, {"paid_at": 1}) == {
+        "left": {"due": 200},
+        "right": {"paid_at": 1},
+    }
+
+
+def test_a_where_problem_is_reported_without_an_output_field() -> None:
+    with pytest.raises(SelectError) as caught:
+        compile_projection({"a": "orders.a"}, INPUTS, where="customers.x > orders.y")
+    ((field, message),) = caught.value.problems
+    assert field is None and "customers is not an input of the join" in message
+
+
+def test_an_interval_join_emits_only_the_pairs_its_where_keeps() -> None:
+    project = compile_projection(
+        {"price": "payments.price"}, INPUTS, where="payments.ts <= orders.expires"
+    )
+    op = IntervalJoinOperator("p", How.INNER, 0, 10, project=project, inputs=INPUTS)
+    op.process_left([("k", 100, {"expires": 104}, 1, None)])
+    op.process_right(
+        [("k", 103, {"ts": 103, "price": 5}, 2, None), ("k", 106, {"ts": 106, "price": 9}, 3, None)]
+    )
+    op.advance_watermark(MAX_TIMESTAMP)
+    assert [(r.id, r.value) for r in op.collector.results] == [("p|k|1|2", {"price": 5})]
+    assert op.collector.failed == []
+
+
+def test_a_where_that_is_not_boolean_sends_the_pair_to_the_dead_letters() -> None:
+    project = compile_projection(None, INPUTS, where="orders.amount + payments.amount")
+    op = IntervalJoinOperator("p", How.INNER, 0, 10, project=project, inputs=INPUTS)
+    op.process_left([("k", 100, {"amount": 6}, 1, None)])
+    op.process_right([("k", 101, {"amount": 1}, 2, None)])
+    op.advance_watermark(MAX_TIMESTAMP)
+    assert op.collector.results == []
+    (failed,) = op.collector.failed
+    assert failed.reason == REASON_SELECT and "not BOOLEAN" in failed.detail

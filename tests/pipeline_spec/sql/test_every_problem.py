@@ -122,8 +122,9 @@ def test_a_window_join_over_a_source_without_watermark_still_resolves_its_select
 
 
 def test_a_refused_join_condition_does_not_hide_the_select_or_the_where() -> None:
-    sql = ORDERS + PAYMENTS + JOIN.replace("p.paid", "p.price") + " AND o.amount > p.paid"
-    sql += " WHERE o.colour = 'red'"
+    # A LEFT join: an inner join's ON takes a condition over both sides (as its where)
+    sql = ORDERS + PAYMENTS + JOIN.replace("p.paid", "p.price").replace(" JOIN ", " LEFT JOIN ")
+    sql += " AND o.amount > p.paid WHERE o.colour = 'red'"
     assert placed(sql) == [
         at(sql, "sql_unknown_column", 3, "p.price"),
         at(sql, "sql_join_condition", 3, "o.amount > p.paid"),

@@ -240,3 +240,36 @@ def test_window_start_outside_a_window_join_is_an_unknown_column() -> None:
         "ON o.order_id = p.order_id"
     )
     assert problem.type == "sql_unknown_column"
+
+
+def test_a_where_comparing_the_two_sides_compiles_to_the_joins_where() -> None:
+    spec = compiled(
+        ORDERS + PAYMENTS + "INSERT INTO paid SELECT o.order_id FROM orders o LEFT JOIN payments p "
+        "ON o.order_id = p.order_id AND p.ts BETWEEN o.ts AND o.ts + INTERVAL '1' MINUTE "
+        "WHERE p.paid <= o.amount AND o.amount > 10"
+    )
+    assert spec["operator"]["where"] == "`payments`.`paid` <= `orders`.`amount`"
+    assert spec["inputs"]["orders"]["steps"] == [{"filter": "`amount` > 10"}]
+
+
+def test_an_inner_joins_on_comparing_the_two_sides_compiles_to_its_where_too() -> None:
+    spec = compiled(
+        ORDERS + PAYMENTS + "INSERT INTO paid SELECT o.order_id FROM orders o JOIN payments p "
+        "ON o.order_id = p.order_id AND p.ts BETWEEN o.ts AND o.ts + INTERVAL '1' MINUTE "
+        "AND p.paid >= o.amount / 2 WHERE p.paid <= o.amount"
+    )
+    assert spec["operator"]["between"] == {"lower_ms": 0, "upper_ms": 60000}
+    assert spec["operator"]["where"] == (
+        "(`payments`.`paid` >= `orders`.`amount` / 2) AND (`payments`.`paid` <= `orders`.`amount`)"
+    )
+
+
+def test_a_where_over_both_sides_of_a_regular_join_compiles_to_its_where() -> None:
+    spec = compiled(
+        ORDERS + PAYMENTS + "INSERT INTO paid SELECT o.order_id FROM orders o JOIN payments p "
+        "ON o.order_id = p.order_id WHERE p.ts BETWEEN o.ts AND o.ts + 5"
+    )
+    assert spec["operator"]["kind"] == "regular"
+    assert (
+        spec["operator"]["where"] == "`payments`.`ts` BETWEEN `orders`.`ts` AND `orders`.`ts` + 5"
+    )

@@ -56,11 +56,12 @@ def test_a_window_over_a_source_without_watermark_is_refused() -> None:
     assert_at(sql, "TUMBLE(", 2, "sql_no_watermark", "a window needs a watermark")
 
 
-def test_a_join_condition_that_is_not_a_key_or_time_bound_is_refused() -> None:
+def test_an_outer_joins_condition_that_is_not_a_key_or_time_bound_is_refused() -> None:
+    """An outer join's ON decides which rows match (and which are padded): the operators
+    match on the key and time only. (An inner join's is its where: below.)"""
     sql = (
-        ORDERS
-        + PAYMENTS
-        + "INSERT INTO paid SELECT * FROM orders o JOIN payments p ON o.order_id = p.order_id "
+        ORDERS + PAYMENTS + "INSERT INTO paid SELECT * FROM orders o LEFT JOIN payments p "
+        "ON o.order_id = p.order_id "
         "AND p.ts BETWEEN o.ts AND o.ts + INTERVAL '1' MINUTE AND o.amount > p.paid"
     )
     assert_at(sql, "o.amount > p.paid", 3, "sql_join_condition", "is not supported")
