@@ -95,3 +95,17 @@ def test_a_primary_key_names_a_declared_column() -> None:
         "WITH (topic = 'orders');\n" + TOTALS
     )
     assert problem.type == "sql_unknown_column"
+
+
+def test_a_top_n_over_a_table_ranks_its_rows_by_partition() -> None:
+    spec = compiled(
+        ORDERS_TABLE + "INSERT INTO top SELECT * FROM (SELECT *, ROW_NUMBER() OVER "
+        "(PARTITION BY customer ORDER BY amount DESC) AS rn FROM orders) WHERE rn <= 3"
+    )
+    assert spec["source"]["changelog"] == "upsert"
+    assert spec["key"] == {"field": "customer"}  # the retraction shuffle
+    assert spec["operator"] == {
+        "type": "top_n",
+        "order_by": {"field": "amount", "desc": True},
+        "n": 3,
+    }

@@ -1,0 +1,129 @@
+"""Top-N over a table source end to end (#50), on both brokers: a compacted topic of
+products, upserts and tombstones keyed by product (each product's versions in one
+partition, as upsert-kafka writes them), ranked per category by revenue as SQL says
+(``ROW_NUMBER() OVER (PARTITION BY category ORDER BY revenue DESC) <= 3`` over a ``CREATE
+TABLE ... PRIMARY KEY``). Products move between categories (the retraction shuffle takes
+each moved product back from its old category's partition), fall out of the top 3 and
+are deleted; the result topic, folded by Kafka key (a tombstone deletes), equals the same
+query's answer (sqlite) over the final table."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from typing import Any
+
+import pytest
+
+from service.pipeline_spec.build import build_definition
+from service.pipeline_spec.sql.compiler import validate_sql
+from service.runtime.lifecycle.manager import Runtime
+from tests.integration.kafka_utils import (
+    json_record,
+    produce,
+    read_topic,
+    runtime_settings,
+    unique,
+)
+from tests.integration.test_table_sources import create_compacted, folded, run_to_the_end
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+
+BASE = 1_700_000_000_000
+PARTITIONS = 3
+PRODUCTS = 50
+CATEGORIES = 5
+N = 3
+
+SQL = """CREATE TABLE products (
+  product VARCHAR, category VARCHAR, revenue BIGINT,
+  PRIMARY KEY (product) NOT ENFORCED
+) WITH (topic = '{source}', bounded = true);
+SET emit_interval = INTERVAL '50' MILLISECOND;
+INSERT INTO "{sink}"
+SELECT * FROM (
+  SELECT *, ROW_NUMBER() OVER (PARTITION BY category ORDER BY revenue DESC) AS rn
+  FROM products)
+WHERE rn <= {n};
+"""
+
+
+def changelog(count: int) -> tuple[list[Any], dict[str, dict[str, Any]]]:
+    """``count`` versions of the products table and the table they leave: upserts that
+    change a product's category and revenue (every revenue distinct, so the ranking is
+    the same whatever order the shuffle interleaves ties in), and tombstones."""
+    rng = random.Random(5053)
+    revenues = rng.sample(range(1, 1_000_000), count)
+    records: list[Any] = []
+    table: dict[str, dict[str, Any]] = {}
+    for i in range(count):
+        number = rng.randrange(PRODUCTS)
+        pk = f"p{number}"
+        partition = number % PARTITIONS
+        if rng.random() < 0.15:
+            records.append((partition, pk.encode(), None, BASE + i))
+            table.pop(pk, None)
+            continue
+        row = {"product": pk, "category": f"c{rng.randrange(CATEGORIES)}", "revenue": revenues[i]}
+        records.append(json_record(partition, pk, row, BASE + i))
+        table[pk] = row
+    return records, table
+
+
+def sql_answer(table: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The query's answer over the final table (sqlite's ROW_NUMBER), as rank rows."""
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE products (product TEXT PRIMARY KEY, category TEXT, revenue INT)")
+    db.executemany(
+        "INSERT INTO products VALUES (?, ?, ?)",
+        [(r["product"], r["category"], r["revenue"]) for r in table.values()],
+    )
+    rows = db.execute(
+        "SELECT * FROM (SELECT product, category, revenue, ROW_NUMBER() OVER "
+        "(PARTITION BY category ORDER BY revenue DESC) AS rn FROM products) "
+        f"WHERE rn <= {N}"
+    ).fetchall()
+    return {
+        f"{category}|{rn}": {
+            "partition": category,
+            "rank": rn,
+            "row": {"product": product, "category": category, "revenue": revenue},
+        }
+        for product, category, revenue, rn in rows
+    }
+
+
+@pytest.mark.parametrize(
+    "delivery",
+    [
+        "at_least_once",
+        pytest.param("exactly_once", marks=pytest.mark.requires_broker("transactions")),
+    ],
+)
+async def test_a_top_n_over_a_table_folds_to_the_sql_answer_over_the_final_table(
+    bootstrap_servers: str, delivery: str
+) -> None:
+    name = unique("tabletopn")
+    topic = f"{name}.in"
+    await create_compacted(bootstrap_servers, topic, PARTITIONS)
+    records, table = changelog(2000)
+    await produce(bootstrap_servers, topic, records)
+    sql = SQL.format(source=topic, sink=f"{name}.out", n=N)
+    if delivery == "exactly_once":
+        sql = "SET delivery = 'exactly_once';\n" + sql
+    validated, compiled = validate_sql(name, sql, ())
+    assert compiled.spec["source"]["changelog"] == "upsert"
+    assert compiled.spec["key"] == {"field": "category"}
+    definition = build_definition(validated, ())
+    assert definition.table and definition.shuffle is not None  # the retraction shuffle
+    runtime = Runtime(runtime_settings(bootstrap_servers))
+    await runtime.start()
+    try:
+        await run_to_the_end(runtime, definition)
+    finally:
+        await runtime.shutdown()
+    isolation = "read_committed" if delivery == "exactly_once" else "read_uncommitted"
+    found = await read_topic(bootstrap_servers, f"{name}.out", isolation_level=isolation)
+    got, seqs = folded(found)
+    assert got == sql_answer(table)
+    assert all(s == list(range(len(s))) for s in seqs.values()), seqs
