@@ -43,7 +43,7 @@ SET emit_interval = INTERVAL '50' MILLISECOND;
 INSERT INTO "{sink}"
 SELECT * FROM (
   SELECT *, ROW_NUMBER() OVER (PARTITION BY category ORDER BY revenue DESC) AS rn
-  FROM products)
+  FROM products{where})
 WHERE rn <= {n};
 """
 
@@ -70,7 +70,7 @@ def changelog(count: int) -> tuple[list[Any], dict[str, dict[str, Any]]]:
     return records, table
 
 
-def sql_answer(table: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def sql_answer(table: dict[str, dict[str, Any]], where: str) -> dict[str, dict[str, Any]]:
     """The query's answer over the final table (sqlite's ROW_NUMBER), as rank rows."""
     db = sqlite3.connect(":memory:")
     db.execute("CREATE TABLE products (product TEXT PRIMARY KEY, category TEXT, revenue INT)")
@@ -80,7 +80,7 @@ def sql_answer(table: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     )
     rows = db.execute(
         "SELECT * FROM (SELECT product, category, revenue, ROW_NUMBER() OVER "
-        "(PARTITION BY category ORDER BY revenue DESC) AS rn FROM products) "
+        "(PARTITION BY category ORDER BY revenue DESC) AS rn FROM products" + where + ") "
         f"WHERE rn <= {N}"
     ).fetchall()
     return {
@@ -93,6 +93,7 @@ def sql_answer(table: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     }
 
 
+@pytest.mark.parametrize("where", ["", " WHERE revenue > 400000"], ids=["all", "filtered"])
 @pytest.mark.parametrize(
     "delivery",
     [
@@ -101,14 +102,16 @@ def sql_answer(table: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     ],
 )
 async def test_a_top_n_over_a_table_folds_to_the_sql_answer_over_the_final_table(
-    bootstrap_servers: str, delivery: str
+    bootstrap_servers: str, delivery: str, where: str
 ) -> None:
+    """Filtered (an inner WHERE): a product's version the filter drops is its delete, so
+    a product whose revenue falls below the bound leaves its category's ranking."""
     name = unique("tabletopn")
     topic = f"{name}.in"
     await create_compacted(bootstrap_servers, topic, PARTITIONS)
     records, table = changelog(2000)
     await produce(bootstrap_servers, topic, records)
-    sql = SQL.format(source=topic, sink=f"{name}.out", n=N)
+    sql = SQL.format(source=topic, sink=f"{name}.out", n=N, where=where)
     if delivery == "exactly_once":
         sql = "SET delivery = 'exactly_once';\n" + sql
     validated, compiled = validate_sql(name, sql, ())
@@ -125,5 +128,5 @@ async def test_a_top_n_over_a_table_folds_to_the_sql_answer_over_the_final_table
     isolation = "read_committed" if delivery == "exactly_once" else "read_uncommitted"
     found = await read_topic(bootstrap_servers, f"{name}.out", isolation_level=isolation)
     got, seqs = folded(found)
-    assert got == sql_answer(table)
+    assert got == sql_answer(table, where)
     assert all(s == list(range(len(s))) for s in seqs.values()), seqs

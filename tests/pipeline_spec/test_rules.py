@@ -542,11 +542,13 @@ EXAMPLES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
     ),
     "table_steps_keep_rows": (
         [
-            table(steps=[{"filter": "a > 1"}]),
             table(steps=[{"set": {"b": "a"}}, {"unnest": "xs", "as": "x"}]),
+            table(steps=[{"filter": "a > 1"}, {"unnest": "xs", "as": "x"}]),
         ],
         [
             table(steps=[{"set": {"b": "a"}}, {"drop": ["a"]}]),
+            table(steps=[{"filter": "a > 1"}]),
+            table(top_n(), steps=[{"filter": "x > 1"}]),
             edit(running(), lambda s: s.update(steps=[{"filter": "a > 1"}])),
         ],
     ),

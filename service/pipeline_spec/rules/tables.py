@@ -185,35 +185,37 @@ def table_key_not_partitioned(spec: Mapping[str, Any], _: Service) -> Iterator[P
     )
 
 
-_DROPS_ROWS = {"anyOf": [{"type": "object", "required": [s]} for s in ("filter", "unnest")]}
-
-
 @rule(
     reports={"table_step_drops_rows"},
     schema=Fragment(
         "PipelineSpec",
-        {"if": UPSERT_SOURCE, "then": {"properties": {"steps": {"items": {"not": _DROPS_ROWS}}}}},
+        {
+            "if": UPSERT_SOURCE,
+            "then": {
+                "properties": {
+                    "steps": {"items": {"not": {"type": "object", "required": ["unnest"]}}}
+                }
+            },
+        },
     ),
 )
 def table_steps_keep_rows(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
-    """A table's steps may compute and pick fields (``set``, ``select``, ``drop``), but
-    not drop or multiply rows: a version a ``filter`` dropped would leave the old one
-    counted, and an ``unnest`` makes one key many rows."""
+    """A table's steps may compute and pick fields (``set``, ``select``, ``drop``) and
+    ``filter`` rows (a version the filter drops is its row's delete, so the previous
+    version is taken back), but not multiply rows: an ``unnest`` would make one primary
+    key many rows, and a later version could not say which of them it replaces."""
     steps = spec.get("steps")
     if not is_table(spec) or not isinstance(steps, list):
         return
     for i, step in enumerate(steps):
         found = as_map(step)
-        if found is None:
-            continue
-        for kind in ("filter", "unnest"):
-            if kind in found:
-                yield Problem(
-                    ("steps", i),
-                    "table_step_drops_rows",
-                    f"a {kind} over a table source is not supported: a row's version "
-                    "it dropped would leave the old one counted (filter in the aggregate's "
-                    "reader, or in the pipeline that writes the table)",
-                    kind,
-                )
-                break
+        if found is not None and "unnest" in found:
+            yield Problem(
+                ("steps", i),
+                "table_step_drops_rows",
+                "an unnest over a table source is not supported: a table's row is one "
+                "primary key, and an unnest would make it many rows that its next version "
+                "or its tombstone could not take back one by one (unnest in the pipeline "
+                "that writes the table, keyed by the element)",
+                "unnest",
+            )
