@@ -330,7 +330,7 @@ async def test_a_crash_before_the_commit_never_shows_a_group_s_seq_twice(
     name = unique("tableeo")
     topic = f"{name}.in"
     await create_topic(bootstrap_servers, topic, CRASH_PARTITIONS)
-    options: dict[str, Any] = {"spec": crash_spec(name)}
+    options: dict[str, Any] = {"spec": crash_spec(name, CRASH_AGGREGATE)}
     data = await crash_before_the_commit(
         bootstrap_servers, name, topic, tmp_path, options, at, stage="shuffled"
     )
@@ -354,32 +354,41 @@ async def test_a_crash_before_the_commit_never_shows_a_group_s_seq_twice(
     with replicas(bootstrap_servers, name, topic, tmp_path, 1, **options):
         await wait_until(caught_up, timeout_s=90, interval_s=0.3)
     committed = await read_topic(bootstrap_servers, f"{name}.out", isolation_level="read_committed")
+    each_seq_once(committed)
+    everything = await read_topic(bootstrap_servers, f"{name}.out")
+    assert len(everything) > len(committed)  # the aborted upserts are in the log
+
+
+def each_seq_once(records: list[Any]) -> None:
+    """Each key's upserts in ``records`` have seq 0, 1, 2, ... in order, from 0 again
+    after its delete (a tombstone): no seq seen twice, none skipped."""
     expected_seq: dict[str, int] = {}
-    for record in committed:
+    for record in records:
         key = record.key.decode()
-        if record.value is None:  # the group's delete: a later one is a new row
+        if record.value is None:  # the key's delete: a later upsert is a new row
             expected_seq.pop(key, None)
             continue
         seq = orjson.loads(record.value)["seq"]
         assert seq == expected_seq.get(key, 0), (key, seq)
         expected_seq[key] = seq + 1
-    everything = await read_topic(bootstrap_servers, f"{name}.out")
-    assert len(everything) > len(committed)  # the aborted upserts are in the log
 
 
-def crash_spec(name: str) -> dict[str, Any]:
-    """A running aggregate over a table of users (``test_replica_loss.dataset``'s records,
-    keyed by user), grouped by ``amount``: every version moves its user to another group."""
+CRASH_AGGREGATE = {
+    "type": "aggregate",
+    "aggregations": {"n": {"fn": "count"}, "latest": {"fn": "max", "field": "ts"}},
+    "emit_interval_ms": 100,
+}
+
+
+def crash_spec(name: str, operator: dict[str, Any]) -> dict[str, Any]:
+    """``operator`` over a table of users (``test_replica_loss.dataset``'s records, keyed
+    by user), keyed by ``amount``: every version moves its user to another key."""
     return {
         "name": name,
         "source": {"topics": [f"{name}.in"], "changelog": "upsert"},
         "key": {"field": "amount", "shuffle_partitions": 2},
         "timestamp": {"field": "ts"},
-        "operator": {
-            "type": "aggregate",
-            "aggregations": {"n": {"fn": "count"}, "latest": {"fn": "max", "field": "ts"}},
-            "emit_interval_ms": 100,
-        },
+        "operator": operator,
         "sink": {"topic": f"{name}.out"},
         "delivery": "exactly_once",
     }

@@ -5,12 +5,16 @@ partition, as upsert-kafka writes them), ranked per category by revenue as SQL s
 TABLE ... PRIMARY KEY``). Products move between categories (the retraction shuffle takes
 each moved product back from its old category's partition), fall out of the top 3 and
 are deleted; the result topic, folded by Kafka key (a tombstone deletes), equals the same
-query's answer (sqlite) over the final table."""
+query's answer (sqlite) over the final table; under a WHERE too (a version it drops is
+its product's delete). Exactly-once with the worker killed between a checkpoint's outputs
+and its commit: a read_committed reader never sees a rank row's seq twice."""
 
 from __future__ import annotations
 
 import random
 import sqlite3
+from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,13 +23,24 @@ from service.pipeline_spec.build import build_definition
 from service.pipeline_spec.sql.compiler import validate_sql
 from service.runtime.lifecycle.manager import Runtime
 from tests.integration.kafka_utils import (
+    create_topic,
     json_record,
     produce,
     read_topic,
     runtime_settings,
     unique,
+    wait_until,
 )
-from tests.integration.test_table_sources import create_compacted, folded, run_to_the_end
+from tests.integration.replicas import replicas
+from tests.integration.test_replica_loss import PARTITIONS as CRASH_PARTITIONS
+from tests.integration.test_running_aggregates import crash_before_the_commit
+from tests.integration.test_table_sources import (
+    crash_spec,
+    create_compacted,
+    each_seq_once,
+    folded,
+    run_to_the_end,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -130,3 +145,51 @@ async def test_a_top_n_over_a_table_folds_to_the_sql_answer_over_the_final_table
     got, seqs = folded(found)
     assert got == sql_answer(table, where)
     assert all(s == list(range(len(s))) for s in seqs.values()), seqs
+
+
+@pytest.mark.requires_broker("transactions")
+async def test_a_crash_before_the_commit_never_shows_a_rank_row_s_seq_twice(
+    bootstrap_servers: str, tmp_path: Path
+) -> None:
+    """Exactly-once: a Top-N of the latest users per ``amount`` over a table of users
+    (each version moves its user to another amount), the worker killed (SIGKILL) at its
+    second checkpoint with outputs of the shuffled stage, after the broker took them and
+    before the transaction committed, then restarted from the committed state. A
+    read_committed reader never sees a rank row's seq twice, and the rank rows fold to
+    the Top-N of the final table (compared by the ranked ``ts``: users of different
+    source partitions may tie, and the shuffle interleaves them as they come)."""
+    name = unique("tabletopneo")
+    topic = f"{name}.in"
+    await create_topic(bootstrap_servers, topic, CRASH_PARTITIONS)
+    operator = {"type": "top_n", "order_by": {"field": "ts"}, "n": 2, "emit_interval_ms": 100}
+    options: dict[str, Any] = {"spec": crash_spec(name, operator)}
+    data = await crash_before_the_commit(
+        bootstrap_servers, name, topic, tmp_path, options, 2, stage="shuffled"
+    )
+    assert await read_topic(bootstrap_servers, f"{name}.out"), "outputs came before the crash"
+    rows = {e["user"]: e for _, e in data}  # each user's last version
+    held: dict[str, list[int]] = defaultdict(list)
+    for e in rows.values():
+        held[str(e["amount"])].append(e["ts"])
+    want = {
+        f"{amount}|{rank}": ts
+        for amount, stamps in held.items()
+        for rank, ts in enumerate(sorted(stamps, reverse=True)[:2], start=1)
+    }
+
+    async def caught_up() -> bool:
+        try:
+            found = await read_topic(
+                bootstrap_servers, f"{name}.out", isolation_level="read_committed"
+            )
+        except TimeoutError:
+            return False
+        got = folded(found)[0]
+        return {key: result["row"]["ts"] for key, result in got.items()} == want
+
+    with replicas(bootstrap_servers, name, topic, tmp_path, 1, **options):
+        await wait_until(caught_up, timeout_s=90, interval_s=0.3)
+    committed = await read_topic(bootstrap_servers, f"{name}.out", isolation_level="read_committed")
+    each_seq_once(committed)
+    everything = await read_topic(bootstrap_servers, f"{name}.out")
+    assert len(everything) > len(committed)  # the aborted rank rows are in the log
