@@ -431,10 +431,14 @@ def _operator_factory(spec: PipelineSpec, allowed: tuple[str, ...]) -> OperatorF
                 group_field=spec.key.field if table and spec.key is not None else None,
             )
         if isinstance(op, TopNOperator):
+            table = spec.source is not None and spec.source.changelog == "upsert"
             return top_n_factory(
                 spec.name,
                 op.model_dump(mode="json", exclude_none=True),
                 emit_at_checkpoint=spec.delivery == "exactly_once",
+                table=table,
+                # over a table, the rows come keyed by primary key and name their partition
+                partition_by=spec.key.field if table and spec.key is not None else None,
             )
         if isinstance(op, KeyedProcessOperator):
             return process_operator_factory(spec.name, op.function, op.params, allowed)

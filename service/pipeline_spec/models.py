@@ -154,7 +154,8 @@ class SourceSpec(_Model):
     """``append``: every record is a new row (a stream). ``upsert``: the topic is a
     table (Flink's upsert-kafka): the Kafka key is a row's primary key, a key's new
     value replaces its old one and a null value (a tombstone) deletes it; a running
-    aggregate over it takes each replaced or deleted row back."""
+    aggregate or a Top-N over it takes each replaced or deleted row back (a version a
+    ``filter`` step drops is its row's delete)."""
 
 
 Expression = Annotated[str, StringConstraints(min_length=1, max_length=MAX_TEXT)]

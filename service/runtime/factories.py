@@ -76,14 +76,27 @@ def running_aggregate_factory(
 
 
 def top_n_factory(
-    pipeline: str, operator_spec: Mapping[str, Any], emit_at_checkpoint: bool
+    pipeline: str,
+    operator_spec: Mapping[str, Any],
+    emit_at_checkpoint: bool,
+    *,
+    table: bool = False,
+    partition_by: str | None = None,
 ) -> OperatorFactory:
     """A factory of Top-N operators (``"type": "top_n"``); ``emit_at_checkpoint`` under
-    exactly-once delivery. Validated eagerly like the window one."""
+    exactly-once delivery; ``table``: over a table source, partitioned by
+    ``partition_by``. Validated eagerly like the window one."""
     spec = dict(operator_spec)
 
     def build(clock: Clock) -> Operator:
-        return build_top_n(pipeline, spec, clock, emit_at_checkpoint=emit_at_checkpoint)
+        return build_top_n(
+            pipeline,
+            spec,
+            clock,
+            emit_at_checkpoint=emit_at_checkpoint,
+            table=table,
+            partition_by=partition_by,
+        )
 
     build(SystemClock())
     return build

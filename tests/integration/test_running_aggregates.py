@@ -194,16 +194,23 @@ async def test_unbounded_input_emits_on_the_ticks_or_at_the_checkpoints(
 
 
 async def crash_before_the_commit(
-    bootstrap: str, name: str, topic: str, tmp_path: Path, options: dict[str, Any], at: int
+    bootstrap: str,
+    name: str,
+    topic: str,
+    tmp_path: Path,
+    options: dict[str, Any],
+    at: int,
+    stage: str = "keyed",
 ) -> list[tuple[int, dict[str, Any]]]:
     """Run the worker (``options``) over two halves of the input until it kills itself at
-    its ``at``-th checkpoint with outputs (1 or 2), after the broker took them and before
+    its ``at``-th checkpoint with outputs (1 or 2) of ``stage`` (the one that writes the
+    results: ``keyed``, or ``shuffled`` behind a shuffle), after the broker took them and before
     the transaction committed; returns the whole input. The second half is sent after the
     first commit is visible when ``at`` is 2: all input could otherwise fit in the first
     checkpoint, and the second never come."""
     first, second = dataset(0, HALF // 2), dataset(HALF // 2, HALF)
     await send(bootstrap, topic, first)
-    crash = {"stage": "keyed", "point": "after_outputs", "at": at}
+    crash = {"stage": stage, "point": "after_outputs", "at": at}
     crashing = Replica(bootstrap, name, topic, tmp_path / "crash.json", crash=crash, **options)
 
     async def committed_some() -> bool:

@@ -5,6 +5,9 @@
   aggregate per customer: through the retraction shuffle (orders move between
   customers), and keyed by the order itself (no shuffle). The result topic, folded by
   Kafka key (a tombstone deletes), equals SQL's answer (sqlite) over the final table.
+- Exactly-once through the retraction shuffle, the worker killed (SIGKILL) between a
+  checkpoint's outputs and its commit: a read_committed reader never sees a group's
+  ``seq`` twice, and the restarted worker's results fold to the final table's aggregate.
 - A chain: pipeline A's running aggregate (an upsert stream, two waves of input so its
   keys are updated) is pipeline B's table source, B written in SQL over A's
   ``result.<name>`` fields; B's folded output equals the aggregate of A's final table.
@@ -16,6 +19,7 @@ import random
 import sqlite3
 from collections import defaultdict
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -38,7 +42,13 @@ from tests.integration.kafka_utils import (
     unique,
     wait_until,
 )
-from tests.integration.test_running_aggregates import folds_to, purchases
+from tests.integration.replicas import replicas
+from tests.integration.test_replica_loss import PARTITIONS as CRASH_PARTITIONS
+from tests.integration.test_running_aggregates import (
+    crash_before_the_commit,
+    folds_to,
+    purchases,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -302,3 +312,83 @@ async def test_the_retraction_shuffle_goes_on_after_a_restart(
         keys = [r.key.decode() for r in entries if r.key is not None]
         assert any(k.startswith(f"{topic}|") and f"|{STATE}|p" in k for k in keys)
         assert any(k.startswith(f"{shuffle_topic(name, 0)}|") and f"|{STATE}|r" in k for k in keys)
+
+
+@pytest.mark.requires_broker("transactions")
+@pytest.mark.parametrize("at", [1, 2], ids=["first", "second"])
+async def test_a_crash_before_the_commit_never_shows_a_group_s_seq_twice(
+    bootstrap_servers: str, tmp_path: Path, at: int
+) -> None:
+    """Exactly-once over a table, through the retraction shuffle: each user's row (its
+    Kafka key the primary key) is replaced again and again, moving between the groups of
+    its ``amount``. The worker kills itself (SIGKILL) at its first (or second: one
+    committed before it) checkpoint with outputs of the shuffled stage, after the broker
+    took them and before the transaction committed; a new worker goes on from the
+    committed state (stage 1's map, stage 2's rows and groups). A read_committed reader
+    never sees a group's seq twice (each group's seqs go 0, 1, 2, ..., from 0 again after
+    its delete) and folds to the aggregate of the final table."""
+    name = unique("tableeo")
+    topic = f"{name}.in"
+    await create_topic(bootstrap_servers, topic, CRASH_PARTITIONS)
+    options: dict[str, Any] = {"spec": crash_spec(name, CRASH_AGGREGATE)}
+    data = await crash_before_the_commit(
+        bootstrap_servers, name, topic, tmp_path, options, at, stage="shuffled"
+    )
+    assert await read_topic(bootstrap_servers, f"{name}.out"), "outputs came before the crash"
+    rows = {e["user"]: e for _, e in data}  # each user's last version (its partition's order)
+    want: dict[str, dict[str, int]] = {}
+    for e in rows.values():
+        group = want.setdefault(str(e["amount"]), {"n": 0, "latest": e["ts"]})
+        group["n"] += 1
+        group["latest"] = max(group["latest"], e["ts"])
+
+    async def caught_up() -> bool:
+        try:
+            found = await read_topic(
+                bootstrap_servers, f"{name}.out", isolation_level="read_committed"
+            )
+        except TimeoutError:
+            return False
+        return folded(found)[0] == want
+
+    with replicas(bootstrap_servers, name, topic, tmp_path, 1, **options):
+        await wait_until(caught_up, timeout_s=90, interval_s=0.3)
+    committed = await read_topic(bootstrap_servers, f"{name}.out", isolation_level="read_committed")
+    each_seq_once(committed)
+    everything = await read_topic(bootstrap_servers, f"{name}.out")
+    assert len(everything) > len(committed)  # the aborted upserts are in the log
+
+
+def each_seq_once(records: list[Any]) -> None:
+    """Each key's upserts in ``records`` have seq 0, 1, 2, ... in order, from 0 again
+    after its delete (a tombstone): no seq seen twice, none skipped."""
+    expected_seq: dict[str, int] = {}
+    for record in records:
+        key = record.key.decode()
+        if record.value is None:  # the key's delete: a later upsert is a new row
+            expected_seq.pop(key, None)
+            continue
+        seq = orjson.loads(record.value)["seq"]
+        assert seq == expected_seq.get(key, 0), (key, seq)
+        expected_seq[key] = seq + 1
+
+
+CRASH_AGGREGATE = {
+    "type": "aggregate",
+    "aggregations": {"n": {"fn": "count"}, "latest": {"fn": "max", "field": "ts"}},
+    "emit_interval_ms": 100,
+}
+
+
+def crash_spec(name: str, operator: dict[str, Any]) -> dict[str, Any]:
+    """``operator`` over a table of users (``test_replica_loss.dataset``'s records, keyed
+    by user), keyed by ``amount``: every version moves its user to another key."""
+    return {
+        "name": name,
+        "source": {"topics": [f"{name}.in"], "changelog": "upsert"},
+        "key": {"field": "amount", "shuffle_partitions": 2},
+        "timestamp": {"field": "ts"},
+        "operator": operator,
+        "sink": {"topic": f"{name}.out"},
+        "delivery": "exactly_once",
+    }

@@ -16,6 +16,8 @@ commit, leave the group), SIGKILL is the crash. OPTIONS (all optional):
 - ``"running": OPERATOR``: a running aggregate (``"type": "aggregate"``) instead of the
   tumbling window (test_running_aggregates.py);
 - ``"top_n": OPERATOR``: a Top-N (``"type": "top_n"``) instead (test_top_n.py);
+- ``"spec": SPEC``: the pipeline this spec builds (as the API builds it) instead, its
+  ``name`` and ``source.topics`` replaced by NAME and TOPIC (test_table_sources.py);
 - ``"crash": {"stage": S, "point": P, "at": N}``: the process kills itself (SIGKILL) at
   the N-th checkpoint of stage S (``keyed``, ``route`` or ``shuffled``) that writes
   something: ``before_flush`` (nothing of it done), ``after_outputs`` (its outputs
@@ -142,6 +144,14 @@ async def main(bootstrap: str, name: str, topic: str, options: dict[str, Any]) -
         from tests.integration.test_joins import join_definition
 
         definition = replace(join_definition(name, options["join"]), bounded=ends is not None)
+    if "spec" in options:  # any pipeline a spec states, built as the API builds it
+        from service.pipeline_spec.build import build_definition
+        from service.pipeline_spec.models import validate_spec
+
+        spec = dict(options["spec"])
+        spec["name"] = name
+        spec["source"] = {**spec["source"], "topics": topic.split(",")}
+        definition = build_definition(validate_spec(spec, ()), ())
     crash = options.get("crash")
     if crash is not None:
         inject_crash(crash["stage"], crash["point"], int(crash["at"]), crash.get("armed_by"))

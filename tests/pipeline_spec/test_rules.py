@@ -508,7 +508,25 @@ EXAMPLES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
             table(process()),
             table(edit(running(), lambda s: s.update(operator={"type": "map", "fields": ["a"]}))),
         ],
-        [table(), running(), edit(window(), lambda s: s["source"].update(changelog="append"))],
+        [
+            table(),
+            table(top_n()),
+            running(),
+            edit(window(), lambda s: s["source"].update(changelog="append")),
+        ],
+    ),
+    "table_top_n_ranks_rows_by_primary_key": (
+        [
+            table(top_n(row_key="product")),
+            edit(table(top_n()), lambda s: s.pop("key")),
+            edit(table(top_n()), lambda s: s.update(key=None)),
+        ],
+        [
+            table(top_n()),
+            table(top_n(row_key=None)),
+            top_n(row_key="product"),
+            edit(top_n(), lambda s: s.pop("key")),
+        ],
     ),
     "table_not_a_join_input": (
         [edit(join(), input_("a", source={"topics": ["in.a"], "changelog": "upsert"}))],
@@ -524,11 +542,13 @@ EXAMPLES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
     ),
     "table_steps_keep_rows": (
         [
-            table(steps=[{"filter": "a > 1"}]),
             table(steps=[{"set": {"b": "a"}}, {"unnest": "xs", "as": "x"}]),
+            table(steps=[{"filter": "a > 1"}, {"unnest": "xs", "as": "x"}]),
         ],
         [
             table(steps=[{"set": {"b": "a"}}, {"drop": ["a"]}]),
+            table(steps=[{"filter": "a > 1"}]),
+            table(top_n(), steps=[{"filter": "x > 1"}]),
             edit(running(), lambda s: s.update(steps=[{"filter": "a > 1"}])),
         ],
     ),

@@ -150,7 +150,7 @@ def test_over_a_table_keyed_by_the_kafka_key_nothing_is_shuffled() -> None:
 def test_aggregations_that_cannot_retract_are_refused_at_their_place() -> None:
     data = table_spec()
     data["operator"]["aggregations"]["latest"] = {"fn": "last", "field": "amount"}
-    data["steps"] = [{"filter": "amount > 0"}]
+    data["steps"] = [{"unnest": "items", "as": "item"}]
     data["key"]["partitioned"] = True
     assert problems(data) == [
         (("key", "partitioned"), "table_partitioned_by_group"),

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from service.core.time import ManualClock
+from service.core.time import MAX_TIMESTAMP, ManualClock
 from service.operators.table import TopNOperator
 from service.pipeline_spec.build import build_definition, state_fingerprint
 from service.pipeline_spec.models import validate_spec
@@ -105,3 +105,30 @@ def test_the_emit_interval_keeps_the_state_and_the_ranking_does_not() -> None:
         {"order_by": {"field": "revenue", "desc": False}},
     ):
         assert state_fingerprint(validate_spec(spec(**change), ALLOWED)) != before
+
+
+def test_over_a_table_it_builds_the_table_top_n_behind_the_retraction_shuffle() -> None:
+    data = spec()
+    data["source"]["changelog"] = "upsert"
+    definition = build_definition(validate_spec(data, ALLOWED), ALLOWED)
+    assert definition.table and definition.shuffle is not None
+    operator = definition.operator_factory(ManualClock(0))
+    assert isinstance(operator, TopNOperator)
+    # keyed by primary key, partitioned by category: p1 moves from books to games
+    operator.process_batch([("p1", 1, {"category": "books", "revenue": 2}, 0, None)])
+    operator.process_batch([("p1", 2, {"category": "games", "revenue": 3}, 1, None)])
+    operator.advance_watermark(MAX_TIMESTAMP)
+    results = {u.key: u.result for u in operator.collector.results}  # type: ignore[union-attr]
+    assert results == {
+        "games|1": {"partition": "games", "rank": 1, "row": {"category": "games", "revenue": 3}}
+    }  # books never emitted: no tombstone
+
+
+def test_over_a_table_a_row_key_and_a_missing_key_are_refused_at_their_place() -> None:
+    data = spec(row_key="product")
+    data["source"]["changelog"] = "upsert"
+    del data["key"]
+    assert problems(data) == [
+        (("operator", "row_key"), "table_top_n_row_key"),
+        (("key",), "table_top_n_needs_key"),
+    ]

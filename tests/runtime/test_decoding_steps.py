@@ -9,7 +9,7 @@ import orjson
 from service.core.shuffle import position
 from service.operators.steps import StepProgram
 from service.runtime.definition import PipelineDefinition, SinkSettings, TimestampSettings
-from service.runtime.partition.decoding import DeadLetter, RecordDecoder
+from service.runtime.partition.decoding import DeadLetter, RecordDecoder, TableDecoder
 
 
 class Record(NamedTuple):
@@ -75,3 +75,36 @@ def test_a_failing_step_is_a_dead_letter_with_its_index() -> None:
     assert letter.reason == "step_failed"
     assert letter.headers == (("clockwork.step", b"1"),)
     assert "STRING" in letter.error
+
+
+def table_decoder(steps: list[dict[str, Any]]) -> TableDecoder:
+    """A table source's decoder, its rows keyed by the Kafka key (the primary key)."""
+    definition = PipelineDefinition(
+        name="p",
+        topics=("in",),
+        sink=SinkSettings(topic="out", dead_letter_topic="out.dlq"),
+        operator_factory=lambda clock: None,  # type: ignore[arg-type,return-value]
+        timestamp=TimestampSettings(source="field", field="ts"),
+        steps=StepProgram(steps),
+        table=True,
+    )
+    return TableDecoder(RecordDecoder(definition), positioned=False)
+
+
+def test_a_table_s_version_the_filter_drops_is_its_primary_key_s_delete() -> None:
+    records = [
+        Record(b"k1", orjson.dumps({"amount": 5, "ts": 7}), 10, timestamp=1),
+        Record(b"k1", orjson.dumps({"amount": -1, "ts": 8}), 11, timestamp=2),
+        Record(b"k2", orjson.dumps({"amount": -2}), 12, timestamp=3),  # no event time
+        Record(b"k1", None, 13, timestamp=4),  # type: ignore[arg-type]  # a tombstone
+    ]
+    inputs: list[Any] = []
+    failed: list[DeadLetter] = []
+    table_decoder([{"filter": "amount > 0"}]).decode(records, inputs, failed)
+    assert failed == []
+    assert [(k, ts, v, pos) for k, ts, v, pos, _ in inputs] == [
+        ("k1", 7, {"amount": 5, "ts": 7}, 10),
+        ("k1", 8, None, 11),
+        ("k2", 3, None, 12),
+        ("k1", 4, None, 13),
+    ]

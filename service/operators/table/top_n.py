@@ -12,6 +12,15 @@ record a row, ranked by one numeric field (``order_by``), ascending or descendin
   newer record of the same row replaces the older one, which may move the row up or down,
   or out of the top ``n`` (and another row in). Every row of the key is kept (the key's
   table), since a row of the top ``n`` that gets worse lets the next one in.
+- **Over a table** (``table``; a table source, ``source.changelog: "upsert"``, Flink's
+  ``RetractableTopNFunction`` behind a ``ChangelogNormalize``): a record is the row of its
+  primary key (the record's key), ranked in the partition named by ``partition_by`` (the
+  pipeline's ``key.field``, read from the value as the table aggregate reads its group;
+  None: the primary key). A new version of a row replaces it, in its partition or in
+  another (the retraction shuffle sends the delete of a row that moves across shuffle
+  partitions); a tombstone (the value None), a row naming no partition, or one that
+  cannot be ranked (dead-lettered) deletes it. A version equal to the row it replaces
+  changes nothing. A partition with no rows left is forgotten once its ranks are deleted.
 - **Ties** are broken by arrival: of two rows with the same value, the one that arrived
   first (its newest version, with a row key) ranks first, as Flink's. Each row version
   gets a number from one counter of the operator (checkpointed), so the order is total and
@@ -52,6 +61,8 @@ from service.core.paths import MISSING, compile_path, split_path
 from service.core.time import MAX_TIMESTAMP, MIN_TIMESTAMP, Clock, SystemClock
 from service.operators.base import Collector, FailedRecord, InputRecord, OperatorGauges, Upsert
 from service.operators.table.changes import newest_entries
+from service.operators.table.table_aggregate import group_of
+from service.operators.window.aggregations import encode_distinct
 
 __all__ = [
     "DEFAULT_EMIT_INTERVAL_MS",
@@ -103,8 +114,17 @@ class TopNConfig:
     emit_at_checkpoint: bool = False
     """Exactly-once delivery: dirty keys are emitted at the checkpoint, not per tick."""
     clock: Clock = field(default_factory=SystemClock)
+    table: bool = False
+    """Over a table source: records are rows keyed by their primary key, replaced by a
+    newer version and deleted by the value None (module docstring)."""
+    partition_by: str | None = None
+    """Over a table: the dotted path of the partition in a row (None: the primary key)."""
 
     def __post_init__(self) -> None:
+        if self.table and self.row_key is not None:
+            raise TopNConfigError("over a table the primary key names a row: no row_key")
+        if self.partition_by is not None and not self.table:
+            raise TopNConfigError("partition_by is for a Top-N over a table")
         if type(self.n) is not int or not 1 <= self.n <= MAX_N:
             raise TopNConfigError(f"n must be an int from 1 to {MAX_N}, not {self.n!r}")
         interval = self.emit_interval_ms
@@ -114,6 +134,8 @@ class TopNConfig:
             split_path(self.order_by)
             if self.row_key is not None:
                 split_path(self.row_key)
+            if self.partition_by is not None:
+                split_path(self.partition_by)
         except ConfigError as exc:
             raise TopNConfigError(str(exc)) from exc
 
@@ -124,8 +146,12 @@ def build_top_n(
     clock: Clock,
     *,
     emit_at_checkpoint: bool = False,
+    table: bool = False,
+    partition_by: str | None = None,
 ) -> TopNOperator:
-    """A Top-N operator from the spec's ``"operator"`` object (``"type": "top_n"``)."""
+    """A Top-N operator from the spec's ``"operator"`` object (``"type": "top_n"``);
+    ``table``: over a table source, partitioned by ``partition_by`` (None: the primary
+    key)."""
     kind = operator_spec.get("type")
     if kind != "top_n":
         raise TopNConfigError(f"not a Top-N operator: type {kind!r}")
@@ -142,6 +168,8 @@ def build_top_n(
             emit_interval_ms=operator_spec.get("emit_interval_ms", DEFAULT_EMIT_INTERVAL_MS),
             emit_at_checkpoint=emit_at_checkpoint,
             clock=clock,
+            table=table,
+            partition_by=partition_by,
         )
     )
 
@@ -173,6 +201,7 @@ class TopNOperator:
         "_clock",
         "_desc",
         "_get_order",
+        "_get_partition",
         "_get_row_key",
         "_interval",
         "_keys",
@@ -183,9 +212,11 @@ class TopNOperator:
         "_prefix",
         "_row_key_field",
         "_stale",
+        "_table",
         "_ticks",
         "_version",
         "_watermark",
+        "_where",
         "collector",
     )
 
@@ -201,6 +232,11 @@ class TopNOperator:
         self._get_order = compile_path(config.order_by)
         self._row_key_field = config.row_key
         self._get_row_key = compile_path(config.row_key) if config.row_key is not None else None
+        self._table = config.table
+        part = config.partition_by
+        self._get_partition = compile_path(part) if part is not None else None
+        self._where: dict[str, str] = {}
+        """Over a table: each primary key's partition (its row is in that key's state)."""
         self._keys: dict[str, _Key] = {}
         self._pending: dict[str, None] = {}
         """The dirty keys, in the order they became dirty (an ordered set)."""
@@ -220,7 +256,9 @@ class TopNOperator:
 
     # -- the batch loop ------------------------------------------------------------------
     def process_batch(self, records: Sequence[InputRecord]) -> None:
-        if self._get_row_key is None:
+        if self._table:
+            self._table_rows(records)
+        elif self._get_row_key is None:
             self._append_only(records)
         else:
             self._updating(records)
@@ -304,6 +342,71 @@ class TopNOperator:
                 pending[key] = None
             else:
                 changed.add(key)  # below the top n: checkpointed, not emitted
+        self._version = version
+
+    def _table_rows(self, records: Sequence[InputRecord]) -> None:
+        """A table's versions: each takes its row's old version out of its partition
+        (marking the partition dirty when it was in the top n) and ranks the new one in
+        its own (a tombstone, a row naming no partition or one that cannot be ranked: no
+        new one)."""
+        keys = self._keys
+        pending = self._pending
+        changed = self._changed
+        where = self._where
+        get = self._get_order
+        part = self._get_partition
+        n = self._n
+        sign = -1 if self._desc else 1
+        version = self._version
+        for record in records:
+            pk, ts, value, _position, _source = record
+            partition: str | None = None
+            v: Any = None
+            if value is not None:
+                v = get(value)
+                kind = type(v)
+                if (kind is not int and kind is not float) or v != v:
+                    self._reject(record, self._order_field, v)  # the row is deleted
+                else:
+                    partition = pk if part is None else group_of(value, part)
+            before = where.get(pk)
+            if before is not None:
+                state = keys[before]
+                by_row: dict[str, Row] = state.by_row  # type: ignore[assignment]
+                old = by_row[pk]
+                if (
+                    partition == before
+                    and old[_VALUE] == value
+                    and encode_distinct(old[_VALUE]) == encode_distinct(value)
+                ):
+                    continue  # the same row (as JSON: 1 is not 1.0, nor True)
+                rows = state.rows
+                at = bisect_left(rows, old)
+                del rows[at], by_row[pk], where[pk]
+                if ts > state.ts:
+                    state.ts = ts
+                if at < n:
+                    pending[before] = None
+                else:
+                    changed.add(before)  # below the top n: checkpointed, not emitted
+            if partition is None:
+                continue
+            into = keys.get(partition)
+            if into is None:
+                into = keys[partition] = _Key(True)
+            if ts > into.ts:
+                into.ts = ts
+            row = (sign * v, version, ts, value, pk)
+            version += 1
+            rows = into.rows
+            at = bisect_right(rows, row)
+            rows.insert(at, row)
+            into.by_row[pk] = row  # type: ignore[index]
+            where[pk] = partition
+            if at < n:
+                pending[partition] = None
+            else:
+                changed.add(partition)
         self._version = version
 
     def _reject(self, record: InputRecord, path: str, found: Any) -> None:
@@ -401,6 +504,8 @@ class TopNOperator:
                 name = f"{key}|{i + 1}"
                 append(Upsert(prefix + name, name, None, seqs[i], state.ts))
                 del shown[i], seqs[i]
+            if not rows:  # a table's partition with no rows left: its ranks deleted
+                del keys[key]
         self._changed.update(pending)
         pending.clear()
 
@@ -468,7 +573,8 @@ class TopNOperator:
         self._pending.clear()
         self._changed.clear()
         self._stale.clear()
-        keyed = self._get_row_key is not None
+        self._where.clear()
+        keyed = self._get_row_key is not None or self._table
         for key, entry in keys:
             if entry is None:
                 continue
@@ -476,6 +582,8 @@ class TopNOperator:
             state.rows = [tuple(row) for row in entry["rows"]]
             if state.by_row is not None:
                 state.by_row = {row[_ROW_KEY]: row for row in state.rows}
+                if self._table:
+                    self._where.update((pk, key) for pk in state.by_row)
             state.shown = [int(v) for v in entry["shown"]]
             state.seqs = [int(s) for s in entry["seqs"]]
             state.ts = int(entry["ts"])

@@ -92,6 +92,7 @@ RULES: tuple[Rule, ...] = (
     tables.table_not_a_join_input,
     tables.table_key_not_partitioned,
     tables.table_steps_keep_rows,
+    tables.table_top_n_ranks_rows_by_primary_key,
     sources.timestamp_source,
     watermarks.punctuated_field,
     watermarks.bound_only_when_out_of_order,

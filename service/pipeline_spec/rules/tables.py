@@ -1,7 +1,8 @@
 """The rules of a table source (``source.changelog: "upsert"``, #50): what may read one,
 and what may stand between it and the aggregate. A table's rows are replaced and
-deleted, so whatever reads it must take a row back: today a running aggregate
-(``"type": "aggregate"``), with aggregations that retract (:mod:`.aggregates`).
+deleted, so whatever reads it must take a row back: a running aggregate
+(``"type": "aggregate"``), with aggregations that retract (:mod:`.aggregates`), or a
+Top-N (``"type": "top_n"``), ranking each partition's current rows.
 """
 
 from __future__ import annotations
@@ -9,7 +10,15 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from service.pipeline_spec.rules.base import Fragment, JsonSchema, Problem, Service, rule
+from service.pipeline_spec.rules.base import (
+    Fragment,
+    JsonSchema,
+    Problem,
+    Service,
+    of_type,
+    present,
+    rule,
+)
 from service.pipeline_spec.rules.raw import as_map, input_sections
 
 __all__ = [
@@ -19,6 +28,7 @@ __all__ = [
     "table_not_a_join_input",
     "table_read_by_an_aggregate",
     "table_steps_keep_rows",
+    "table_top_n_ranks_rows_by_primary_key",
 ]
 
 UPSERT_SOURCE: JsonSchema = {
@@ -40,30 +50,89 @@ def is_table(section: Mapping[str, Any]) -> bool:
     return source is not None and source.get("changelog") == "upsert"
 
 
+_READERS = ("aggregate", "top_n")
+"""The operators that take a table's replaced and deleted rows back."""
+
+
 @rule(
     reports={"table_needs_running_aggregate"},
     schema=Fragment(
         "PipelineSpec",
         {
             "if": UPSERT_SOURCE,
-            "then": {"properties": {"operator": {"properties": {"type": {"const": "aggregate"}}}}},
+            "then": {
+                "properties": {"operator": {"properties": {"type": {"enum": list(_READERS)}}}}
+            },
         },
     ),
 )
 def table_read_by_an_aggregate(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
-    """A table's rows are replaced and deleted: only a running aggregate takes them back
-    (a window, a keyed process function or a map would see each version as a new row)."""
+    """A table's rows are replaced and deleted: only a running aggregate or a Top-N takes
+    them back (a window, a keyed process function or a map would see each version as a
+    new row)."""
     op = as_map(spec.get("operator"))
-    if not is_table(spec) or op is None or "type" not in op or op["type"] == "aggregate":
+    if not is_table(spec) or op is None or "type" not in op or op["type"] in _READERS:
         return
     yield Problem(
         ("source", "changelog"),
         "table_needs_running_aggregate",
         f"a table source (changelog 'upsert') is read by a running aggregate "
-        f"(type 'aggregate'), which takes replaced and deleted rows back, not by "
-        f"{op['type']!r}",
+        f"(type 'aggregate') or a Top-N (type 'top_n'), which take replaced and deleted "
+        f"rows back, not by {op['type']!r}",
         "upsert",
     )
+
+
+_TABLE_TOP_N: JsonSchema = {
+    "allOf": [
+        UPSERT_SOURCE,
+        {"required": ["operator"], "properties": {"operator": of_type("top_n")}},
+    ]
+}
+
+
+@rule(
+    reports={"table_top_n_row_key", "table_top_n_needs_key"},
+    schema=Fragment(
+        "PipelineSpec",
+        {
+            "if": _TABLE_TOP_N,
+            "then": {
+                **present("key", "object"),
+                "properties": {
+                    "key": {"type": "object"},
+                    "operator": {"not": present("row_key", "string")},
+                },
+            },
+        },
+    ),
+)
+def table_top_n_ranks_rows_by_primary_key(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
+    """A Top-N over a table ranks the table's rows, each named by its primary key (the
+    Kafka key), so no ``row_key``; and within the partitions of ``key.field`` (its
+    PARTITION BY), as without one every row would be a partition of its own, always
+    first."""
+    op = as_map(spec.get("operator"))
+    if not is_table(spec) or op is None or op.get("type") != "top_n":
+        return
+    row_key = op.get("row_key")
+    if isinstance(row_key, str):
+        yield Problem(
+            ("operator", "row_key"),
+            "table_top_n_row_key",
+            "over a table source each row is named by its primary key (the Kafka key), "
+            "which a new version replaces and a tombstone deletes: drop row_key",
+            row_key,
+        )
+    if as_map(spec.get("key")) is None:
+        yield Problem(
+            ("key",),
+            "table_top_n_needs_key",
+            "a Top-N over a table ranks the rows of each partition: name it with "
+            "key.field (its PARTITION BY; a table's rows are keyed by their primary key, "
+            "so without it each row would be ranked alone)",
+            spec.get("key"),
+        )
 
 
 @rule(
@@ -116,35 +185,37 @@ def table_key_not_partitioned(spec: Mapping[str, Any], _: Service) -> Iterator[P
     )
 
 
-_DROPS_ROWS = {"anyOf": [{"type": "object", "required": [s]} for s in ("filter", "unnest")]}
-
-
 @rule(
     reports={"table_step_drops_rows"},
     schema=Fragment(
         "PipelineSpec",
-        {"if": UPSERT_SOURCE, "then": {"properties": {"steps": {"items": {"not": _DROPS_ROWS}}}}},
+        {
+            "if": UPSERT_SOURCE,
+            "then": {
+                "properties": {
+                    "steps": {"items": {"not": {"type": "object", "required": ["unnest"]}}}
+                }
+            },
+        },
     ),
 )
 def table_steps_keep_rows(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
-    """A table's steps may compute and pick fields (``set``, ``select``, ``drop``), but
-    not drop or multiply rows: a version a ``filter`` dropped would leave the old one
-    counted, and an ``unnest`` makes one key many rows."""
+    """A table's steps may compute and pick fields (``set``, ``select``, ``drop``) and
+    ``filter`` rows (a version the filter drops is its row's delete, so the previous
+    version is taken back), but not multiply rows: an ``unnest`` would make one primary
+    key many rows, and a later version could not say which of them it replaces."""
     steps = spec.get("steps")
     if not is_table(spec) or not isinstance(steps, list):
         return
     for i, step in enumerate(steps):
         found = as_map(step)
-        if found is None:
-            continue
-        for kind in ("filter", "unnest"):
-            if kind in found:
-                yield Problem(
-                    ("steps", i),
-                    "table_step_drops_rows",
-                    f"a {kind} over a table source is not supported: a row's version "
-                    "it dropped would leave the old one counted (filter in the aggregate's "
-                    "reader, or in the pipeline that writes the table)",
-                    kind,
-                )
-                break
+        if found is not None and "unnest" in found:
+            yield Problem(
+                ("steps", i),
+                "table_step_drops_rows",
+                "an unnest over a table source is not supported: a table's row is one "
+                "primary key, and an unnest would make it many rows that its next version "
+                "or its tombstone could not take back one by one (unnest in the pipeline "
+                "that writes the table, keyed by the element)",
+                "unnest",
+            )

@@ -13,8 +13,10 @@ Flink SQL's Top-N: ``PARTITION BY`` is the pipeline key (read as a ``GROUP BY`` 
 one column is ``key.field``, several or an expression are joined into ``_sql_key``, none
 is the one key ``all``), ``ORDER BY`` one column (``DESC`` or ``ASC``) is ``order_by``,
 and ``rn <= N`` (or ``rn < N``, ``rn = 1``) is ``n``. The inner ``WHERE`` is a filter
-step. Each record is a row of its own (append-only input: a source is a stream); the
-spec's ``row_key`` has no SQL form yet. The results are the rank rows, upserts keyed by
+step. Over a stream each record is a row of its own (append-only input); over a table
+(a ``PRIMARY KEY`` or ``changelog = 'upsert'``) each primary key is a row, replaced and
+deleted (the Top-N over a table: docs/pipeline-spec.md, "Top-N"); the spec's ``row_key``
+has no other SQL form. The results are the rank rows, upserts keyed by
 ``<key>|<rank>`` with the whole record as ``row`` (docs/pipeline-spec.md, "Top-N"): what
 Flink writes when the query selects ``rn``. So the outer select is ``*``, and the inner
 one ``*`` and the ``ROW_NUMBER()``; anything else is refused where it is written.

@@ -94,7 +94,16 @@ def build_extractor(definition: PipelineDefinition) -> TimestampExtractor:
 class RecordDecoder:
     """Decodes one pipeline's records; built once per pipeline, used per batch."""
 
-    __slots__ = ("_extract", "_fast", "_key_getter", "_key_name", "_payloads", "_steps", "schemas")
+    __slots__ = (
+        "_extract",
+        "_fast",
+        "_key_getter",
+        "_key_name",
+        "_payloads",
+        "_steps",
+        "_table",
+        "schemas",
+    )
 
     def __init__(self, definition: PipelineDefinition) -> None:
         self._extract: Callable[[Any, int | None], int] = build_extractor(definition).extract
@@ -106,6 +115,8 @@ class RecordDecoder:
         # decoded inline, two dict lookups per record; anything unusual in a record
         # falls back to the general path for that record, so results are the same.
         self._steps = definition.steps
+        self._table = definition.table
+        """A table source's rows: a version its filter drops is its primary key's delete."""
         self._payloads = payload_reader(definition.format)
         self.schemas = registry_schemas(self._payloads)
         """The writer schemas by registry id that the source's format reads (None: it
@@ -241,6 +252,8 @@ class RecordDecoder:
                 if run_one is not None:
                     out = run_one(value)
                     if out is None:
+                        if self._table:
+                            self._dropped(record, value, inputs, failed)
                         continue
                     if fast:  # the common shape, inline as in decode()
                         key = out.get(key_field)
@@ -269,6 +282,24 @@ class RecordDecoder:
             offset = record.offset
             for at, out in enumerate(outputs):
                 finish(record, out, position(offset, at), inputs, failed)
+
+    def _dropped(
+        self, record: Any, value: Any, inputs: list[InputRecord], failed: list[DeadLetter]
+    ) -> None:
+        """A table's version its filter dropped: the row is not in the filtered table, so
+        the version is its primary key's delete (a tombstone: the value None), at the
+        version's event time (the Kafka timestamp if it has none). Whoever reads the
+        table takes the previous version back if it passed, and ignores the delete of a
+        row it does not hold."""
+        key = kafka_key(record, "a table's row without a Kafka key")
+        if isinstance(key, DeadLetter):
+            failed.append(key)
+            return
+        try:
+            timestamp = self._extract(value, record.timestamp)
+        except TimestampError:
+            timestamp = record.timestamp
+        inputs.append((key, timestamp, None, record.offset, record))
 
     def _finish(
         self,
@@ -319,7 +350,8 @@ class TableDecoder:
     """A versioned table's records (a temporal or lookup join's right input, a table
     source's rows, ``source.changelog: "upsert"``): a record with a null
     value is a tombstone, its Kafka key deleted from its Kafka timestamp on, and decodes
-    to the value None; every other record as the input's own decoder says."""
+    to the value None; every other record as the input's own decoder says (a table
+    source's version its filter drops decodes to None too: :meth:`RecordDecoder._dropped`)."""
 
     __slots__ = ("_inner", "_positioned")
 

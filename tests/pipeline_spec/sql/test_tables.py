@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from .scripts import compiled, only_problem, problems, where
+from .scripts import compiled, only_problem, where
 
 ORDERS_TABLE = """CREATE TABLE orders (
   order_id VARCHAR, customer VARCHAR, amount DOUBLE,
@@ -74,9 +74,10 @@ def test_an_aggregate_that_cannot_retract_is_refused_where_it_is_written() -> No
     assert problem.spec_loc == ("operator", "aggregations", "biggest", "fn")
 
 
-def test_a_where_or_a_window_over_a_table_is_refused() -> None:
-    found = problems(ORDERS_TABLE + TOTALS.replace(" GROUP BY", " WHERE amount > 1 GROUP BY"))
-    assert [p.type for p in found] == ["table_step_drops_rows"]
+def test_a_where_over_a_table_is_a_filter_whose_dropped_versions_are_deletes() -> None:
+    spec = compiled(ORDERS_TABLE + TOTALS.replace(" GROUP BY", " WHERE amount > 1 GROUP BY"))
+    assert spec["source"]["changelog"] == "upsert"
+    assert spec["steps"] == [{"filter": "`amount` > 1"}]
 
 
 def test_a_primary_key_with_the_append_changelog_is_refused() -> None:
@@ -95,3 +96,17 @@ def test_a_primary_key_names_a_declared_column() -> None:
         "WITH (topic = 'orders');\n" + TOTALS
     )
     assert problem.type == "sql_unknown_column"
+
+
+def test_a_top_n_over_a_table_ranks_its_rows_by_partition() -> None:
+    spec = compiled(
+        ORDERS_TABLE + "INSERT INTO top SELECT * FROM (SELECT *, ROW_NUMBER() OVER "
+        "(PARTITION BY customer ORDER BY amount DESC) AS rn FROM orders) WHERE rn <= 3"
+    )
+    assert spec["source"]["changelog"] == "upsert"
+    assert spec["key"] == {"field": "customer"}  # the retraction shuffle
+    assert spec["operator"] == {
+        "type": "top_n",
+        "order_by": {"field": "amount", "desc": True},
+        "n": 3,
+    }
