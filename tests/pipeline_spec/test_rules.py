@@ -336,10 +336,11 @@ EXAMPLES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
         [
             join(how="semi"),
             edit(join(kind="temporal", how="right"), lambda s: s["operator"].pop("between")),
-            regular_join(how="left"),
+            regular_join(how="semi"),
         ],
         [
             window_join(how="anti"),
+            regular_join(how="full"),
             edit(join(kind="temporal"), lambda s: s["operator"].pop("between")),
             edit(join(), lambda s: s["operator"].pop("how")),
         ],

@@ -19,6 +19,7 @@ from service.operators.join.kinds import KINDS
 from service.operators.join.lookup import LookupJoinOperator, LookupTable
 from service.operators.join.projection import projection_for
 from service.operators.join.regular import RegularJoinOperator
+from service.operators.join.regular_outer import OuterRegularJoinOperator
 from service.operators.join.rows import How, JoinConfigError, Projection
 from service.operators.join.temporal import TemporalJoinOperator
 from service.operators.join.window import WindowJoinOperator
@@ -80,7 +81,8 @@ def build_join_operator(
         return TemporalJoinOperator(pipeline, how, lateness, project, inputs, late_output)
     if kind == "regular":
         ttl = spec.get("state_ttl_ms")
-        return RegularJoinOperator(
+        regular = RegularJoinOperator if how is How.INNER else OuterRegularJoinOperator
+        return regular(
             pipeline, how, None if ttl is None else int(ttl), project, inputs, late_output
         )
     if kind == "lookup":

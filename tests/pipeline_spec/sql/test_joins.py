@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from .scripts import ORDERS, PAYMENTS, RATES, compiled, only_problem, where
 
 
@@ -134,6 +136,22 @@ def test_a_join_without_time_bounds_compiles_to_a_regular_join() -> None:
         "select": {"order_id": "`orders`.`order_id`", "paid": "`payments`.`paid`"},
     }
     assert spec["inputs"]["orders"]["steps"] == [{"filter": "`amount` > 10"}]
+
+
+@pytest.mark.parametrize(
+    ("join", "how"),
+    [("LEFT JOIN", "left"), ("RIGHT OUTER JOIN", "right"), ("FULL OUTER JOIN", "full")],
+)
+def test_an_outer_join_without_time_bounds_compiles_to_an_outer_regular_join(
+    join: str, how: str
+) -> None:
+    spec = compiled(
+        ORDERS
+        + PAYMENTS
+        + f"INSERT INTO paid SELECT o.order_id, p.paid FROM orders o {join} payments p "
+        "ON o.order_id = p.order_id"
+    )
+    assert (spec["operator"]["kind"], spec["operator"]["how"]) == ("regular", how)
 
 
 def test_flinks_state_ttl_setting_bounds_a_regular_joins_state() -> None:
