@@ -13,6 +13,8 @@ FROM TUMBLE(orders, ...) o LEFT SEMI JOIN TUMBLE(payments, ...) p ON ... window 
 FROM orders o LEFT JOIN rates FOR SYSTEM_TIME AS OF o.ts AS r ON o.currency = r.currency
 -- regular join: every auction with every person of its seller, whenever each came
 FROM auction a JOIN person p ON a.seller = p.id
+-- outer regular join: also each auction without person, padded until one comes
+FROM auction a LEFT JOIN person p ON a.seller = p.id
 ```
 
 The ``ON`` clause is a conjunction of equalities between the two sides (the join key:
@@ -25,8 +27,8 @@ list becomes the join's ``select`` (``o.amount`` reads ``orders.amount``), ``SEL
 the default ``{"left", "right"}`` record. ``FOR SYSTEM_TIME AS OF PROCTIME()`` is a
 lookup join, compiled to ``kind: "lookup"`` with the table source's ``max_rows`` (its
 ``WITH`` option: how many rows every replica may hold; required). A join of two sources
-with neither time bounds nor windows is Flink's regular join (``kind: "regular"``, inner
-only: its output is append-only), its state bounded by ``SET state_ttl`` (Flink's
+with neither time bounds nor windows is Flink's regular join (``kind: "regular"``; an
+outer one's results are an upsert stream), its state bounded by ``SET state_ttl`` (Flink's
 ``table.exec.state.ttl``) when set. ``LEFT SEMI JOIN`` and ``LEFT ANTI JOIN`` (Spark's and
 Hive's words for Flink's ``WHERE [NOT] EXISTS``/``IN`` subqueries) are window joins'
 ``how: semi``/``anti``: their select reads the left side and the window bounds only.
@@ -176,7 +178,7 @@ def compile_join(
     }
     comp.spec["operator"] = operator
     comp.came_from(("operator",), join, statement)
-    # A how the kind does not take (an outer regular join, a semi join of two streams)
+    # A how the kind does not take (a right temporal join, a semi join of two streams)
     # is the spec's rule's to refuse, at the side's keyword (LEFT, RIGHT, FULL) when
     # one was written.
     keyword = str(join.args.get("side") or "").upper()
