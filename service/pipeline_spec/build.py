@@ -283,6 +283,13 @@ def _join_definition(spec: PipelineSpec, inputs: dict[str, InputSpec]) -> Pipeli
     if sides[0] == sides[1] or not set(sides) <= inputs.keys():
         raise BuildError(("operator",), "left and right name the two inputs")
     left, right = (_input_settings(name, inputs[name]) for name in sides)
+    # A regular join's input with changelog 'upsert' is a table (the rules allow none
+    # elsewhere): its tombstones delete rows, and the join's output is the joined table.
+    tables = (
+        inputs[op.left].source.changelog == "upsert",
+        inputs[op.right].source.changelog == "upsert",
+    )
+    left, right = replace(left, table=tables[0]), replace(right, table=tables[1])
     if JOIN_KINDS[op.kind].right_is_table:  # a null value deletes its Kafka key
         right = replace(right, table=True)
     try:
@@ -291,6 +298,7 @@ def _join_definition(spec: PipelineSpec, inputs: dict[str, InputSpec]) -> Pipeli
             op.model_dump(mode="json", exclude_none=True),
             sides,
             late_output=spec.sink.late_topic is not None,
+            tables=tables,
         )
     except SelectError as exc:  # the rules report these first; belt and braces
         field, msg = exc.problems[0]

@@ -1,7 +1,8 @@
 """The rules of a table source (``source.changelog: "upsert"``, #50): what may read one,
 and what may stand between it and the aggregate. A table's rows are replaced and
-deleted, so whatever reads it must take a row back: today a running aggregate
-(``"type": "aggregate"``), with aggregations that retract (:mod:`.aggregates`).
+deleted, so whatever reads it must take a row back: a running aggregate
+(``"type": "aggregate"``), with aggregations that retract (:mod:`.aggregates`), or a
+regular join (an input of ``kind: "regular"``), keyed by the table's primary key.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from service.pipeline_spec.rules.raw import as_map, input_sections
 __all__ = [
     "UPSERT_SOURCE",
     "is_table",
+    "table_input_keyed_by_its_primary_key",
+    "table_input_steps_keep_rows",
     "table_key_not_partitioned",
     "table_not_a_join_input",
     "table_read_by_an_aggregate",
@@ -66,25 +69,91 @@ def table_read_by_an_aggregate(spec: Mapping[str, Any], _: Service) -> Iterator[
     )
 
 
+_REGULAR_JOIN: JsonSchema = {
+    "required": ["operator"],
+    "properties": {
+        "operator": {"required": ["kind"], "properties": {"kind": {"const": "regular"}}}
+    },
+}
+"""A spec whose operator is a regular join (``kind: "regular"``)."""
+_INPUTS_TAKE_NO_TABLE: JsonSchema = {
+    "properties": {
+        "inputs": {
+            "additionalProperties": {
+                "properties": {
+                    "source": {"properties": {"changelog": {"not": {"const": "upsert"}}}}
+                }
+            }
+        }
+    }
+}
+
+
 @rule(
     reports={"table_not_a_join_input"},
-    schema=Fragment(
-        "InputSpec",
-        {"properties": {"source": {"properties": {"changelog": {"not": {"const": "upsert"}}}}}},
-    ),
+    schema=Fragment("PipelineSpec", {"if": _REGULAR_JOIN, "else": _INPUTS_TAKE_NO_TABLE}),
 )
 def table_not_a_join_input(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
-    """A join's input is a stream; a lookup or temporal join reads its table input as a
-    table already (the right input, by the operator's kind)."""
+    """Only a regular join takes a table input (it retracts the joined rows of a row's old
+    version); a lookup or temporal join reads its right input as a table already, and
+    the interval and window joins' rows are final."""
+    op = as_map(spec.get("operator"))
+    if op is not None and op.get("kind") == "regular":
+        return
     for name, section in input_sections(spec):
         if is_table(section):
             yield Problem(
                 ("inputs", name, "source", "changelog"),
                 "table_not_a_join_input",
-                "a join's input takes no changelog: a lookup or temporal join reads its "
-                "right input as a table already; updating joins of tables are not built yet",
+                "only a regular join (kind 'regular') takes a table input (changelog "
+                "'upsert'): a lookup or temporal join reads its right input as a table "
+                "already, and other joins' rows are final",
                 "upsert",
             )
+
+
+@rule(
+    reports={"table_input_keyed_by_field"},
+    schema=Fragment(
+        "InputSpec",
+        {
+            "if": UPSERT_SOURCE,
+            "then": {"properties": {"key": {"not": {"required": ["field"]}}}},
+        },
+    ),
+)
+def table_input_keyed_by_its_primary_key(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
+    """A join's table input is joined on its primary key, the Kafka key: every version of
+    a row then comes to the one partition that holds the row (joined on a field, a row
+    whose field changes would move, its old joined rows left where it was)."""
+    for name, section in input_sections(spec):
+        key = as_map(section.get("key"))
+        if is_table(section) and key is not None and "field" in key:
+            yield Problem(
+                ("inputs", name, "key", "field"),
+                "table_input_keyed_by_field",
+                "a table input is joined on its primary key, the Kafka key: drop key.field "
+                "(join on a field of a table is not supported)",
+                key["field"],
+            )
+
+
+_DROPS_ROWS = {"anyOf": [{"type": "object", "required": [s]} for s in ("filter", "unnest")]}
+
+
+@rule(
+    reports={"table_step_drops_rows"},
+    schema=Fragment(
+        "InputSpec",
+        {"if": UPSERT_SOURCE, "then": {"properties": {"steps": {"items": {"not": _DROPS_ROWS}}}}},
+    ),
+)
+def table_input_steps_keep_rows(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
+    """A table input's steps keep every row, as a table source's (:func:`table_steps_keep_rows`):
+    a version a filter dropped would leave the old one joined."""
+    for name, section in input_sections(spec):
+        if is_table(section):
+            yield from _row_dropping_steps(section.get("steps"), ("inputs", name, "steps"))
 
 
 @rule(
@@ -116,9 +185,6 @@ def table_key_not_partitioned(spec: Mapping[str, Any], _: Service) -> Iterator[P
     )
 
 
-_DROPS_ROWS = {"anyOf": [{"type": "object", "required": [s]} for s in ("filter", "unnest")]}
-
-
 @rule(
     reports={"table_step_drops_rows"},
     schema=Fragment(
@@ -130,8 +196,13 @@ def table_steps_keep_rows(spec: Mapping[str, Any], _: Service) -> Iterator[Probl
     """A table's steps may compute and pick fields (``set``, ``select``, ``drop``), but
     not drop or multiply rows: a version a ``filter`` dropped would leave the old one
     counted, and an ``unnest`` makes one key many rows."""
-    steps = spec.get("steps")
-    if not is_table(spec) or not isinstance(steps, list):
+    if is_table(spec):
+        yield from _row_dropping_steps(spec.get("steps"), ("steps",))
+
+
+def _row_dropping_steps(steps: Any, at: tuple[str, ...]) -> Iterator[Problem]:
+    """A problem at each ``filter`` or ``unnest`` step of a table's ``steps``."""
+    if not isinstance(steps, list):
         return
     for i, step in enumerate(steps):
         found = as_map(step)
@@ -140,10 +211,10 @@ def table_steps_keep_rows(spec: Mapping[str, Any], _: Service) -> Iterator[Probl
         for kind in ("filter", "unnest"):
             if kind in found:
                 yield Problem(
-                    ("steps", i),
+                    (*at, i),
                     "table_step_drops_rows",
                     f"a {kind} over a table source is not supported: a row's version "
-                    "it dropped would leave the old one counted (filter in the aggregate's "
+                    "it dropped would leave the old one counted or joined (filter in the "
                     "reader, or in the pipeline that writes the table)",
                     kind,
                 )
