@@ -12,6 +12,8 @@ commit, leave the group), SIGKILL is the crash. OPTIONS (all optional):
 - ``"shuffle": true``: the pipeline routes by its key through a shuffle topic;
 - ``"join": OPERATOR``: test_joins.py's join of ``NAME.orders`` and ``NAME.payments``
   with this operator object instead (TOPIC is then only a label);
+- ``"spec": SPEC``: the pipeline this spec builds instead (its name NAME; TOPIC is then
+  only a label; test_outer_regular_joins.py's join of a table);
 - ``"delivery": "exactly_once"``: Kafka transactions (the broker must have them);
 - ``"running": OPERATOR``: a running aggregate (``"type": "aggregate"``) instead of the
   tumbling window (test_running_aggregates.py);
@@ -142,6 +144,11 @@ async def main(bootstrap: str, name: str, topic: str, options: dict[str, Any]) -
         from tests.integration.test_joins import join_definition
 
         definition = replace(join_definition(name, options["join"]), bounded=ends is not None)
+    if "spec" in options:  # a whole spec, built as the API builds it
+        from service.pipeline_spec.build import build_definition
+        from service.pipeline_spec.models import validate_spec
+
+        definition = build_definition(validate_spec(options["spec"], ()), ())
     crash = options.get("crash")
     if crash is not None:
         inject_crash(crash["stage"], crash["point"], int(crash["at"]), crash.get("armed_by"))
