@@ -504,7 +504,10 @@ def _input(comp: Compilation, scope: Scope, side: _Side, statement: int) -> dict
     section: dict[str, Any] = {"source": source.source}
     if steps:
         section["steps"] = steps
-    section["key"] = key
+    if source.source.get("changelog") == "upsert" and key == {"field": _primary_key_column(source)}:
+        pass  # a table joined on its primary key: keyed by the Kafka key, which holds it
+    else:  # (a table joined on another column keeps it: the spec's rule refuses it there)
+        section["key"] = key
     section["timestamp"] = source.timestamp
     section["watermark"] = source.watermark
     comp.came_from(at, source.node, source.statement)
@@ -513,6 +516,11 @@ def _input(comp: Compilation, scope: Scope, side: _Side, statement: int) -> dict
     comp.came_from((*at, "watermark"), source.watermark_node, source.statement)
     comp.came_from((*at, "timestamp"), source.watermark_node, source.statement)
     return section
+
+
+def _primary_key_column(source: Source) -> str | None:
+    """A table's one ``PRIMARY KEY`` column (None: none, or several)."""
+    return source.primary_key[0] if len(source.primary_key) == 1 else None
 
 
 def _select(

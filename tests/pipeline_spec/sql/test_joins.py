@@ -258,3 +258,33 @@ def test_window_start_outside_a_window_join_is_an_unknown_column() -> None:
         "ON o.order_id = p.order_id"
     )
     assert problem.type == "sql_unknown_column"
+
+
+CUSTOMERS = """CREATE TABLE customers (
+  id VARCHAR, name VARCHAR, ts BIGINT, PRIMARY KEY (id) NOT ENFORCED, WATERMARK FOR ts AS ts
+) WITH (topic = 'customers');
+"""
+
+
+def test_a_table_joined_on_its_primary_key_is_a_table_input_keyed_by_the_kafka_key() -> None:
+    spec = compiled(
+        ORDERS.replace("region VARCHAR", "customer VARCHAR")
+        + CUSTOMERS
+        + "INSERT INTO named SELECT o.order_id, c.name FROM orders o "
+        "LEFT JOIN customers c ON o.customer = c.id"
+    )
+    assert spec["operator"]["kind"] == "regular"
+    customers = spec["inputs"]["customers"]
+    assert customers["source"]["changelog"] == "upsert" and "key" not in customers
+
+
+def test_a_table_joined_on_another_column_is_refused_at_that_column() -> None:
+    sql = (
+        ORDERS.replace("region VARCHAR", "customer VARCHAR")
+        + CUSTOMERS
+        + "INSERT INTO named SELECT o.order_id, c.id FROM orders o "
+        "JOIN customers c ON o.customer = c.name"
+    )
+    problem = only_problem(sql)
+    assert problem.type == "table_input_keyed_by_field"
+    assert (problem.at.line, problem.at.column) == where(sql, "c.name")
