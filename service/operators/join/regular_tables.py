@@ -2,7 +2,7 @@
 "upsert"``), and the output is the joined table, as an upsert stream.
 
 A table input is keyed by its primary key (the Kafka key), which is also the join key
-(the spec's rule ``table_join_input_keyed_by_kafka_key``): every version of a row comes
+(the spec's rule ``table_input_keyed_by_its_primary_key``): every version of a row comes
 to the same partition, and a key holds at most one row of a table side. A record with a
 value is the key's row now; a record with a null value (a tombstone) deletes it. A
 stream input appends as in :mod:`.regular_outer`.
