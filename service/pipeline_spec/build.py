@@ -123,11 +123,14 @@ def _digest(shaping: dict[str, Any]) -> str:
 def _join_shaping(spec: PipelineSpec, inputs: dict[str, InputSpec]) -> dict[str, Any]:
     """What a join's state is: per input, its topics (the source numbers rows carry),
     key, event time and every step (the join keeps whole rows, so each step changes
-    what it holds); the operator (``left``/``right`` included: which side a row is);
-    and the shuffle's width (the state's shards)."""
+    what it holds; a table input, whose rows a join of tables keeps otherwise); the
+    operator (``left``/``right`` included: which side a row is); and the shuffle's width
+    (the state's shards)."""
     return {
         "inputs": {
             name: {
+                # only a table says so: a stream input's fingerprint is as it always was
+                **({"changelog": "upsert"} if spec_in.source.changelog == "upsert" else {}),
                 "topics": sorted(spec_in.source.topics),
                 "key": spec_in.key.field if spec_in.key is not None else None,
                 "timestamp": spec_in.timestamp.model_dump(mode="json"),
