@@ -87,6 +87,19 @@ def test_a_tombstone_of_a_key_never_held_changes_nothing() -> None:
     assert emitted(op) == []
 
 
+def test_a_ttl_drops_stream_rows_silently_and_never_a_table_row() -> None:
+    op = TableJoinOperator(PIPELINE, How.INNER, STREAM_TABLE, state_ttl_ms=50)
+    op.process_right([("c", 10, "v1", 0, None)])
+    op.process_left([("c", 20, "o1", 5, None)])
+    emitted(op)
+    op.advance_watermark(1_000)
+    assert (op.rows_held(0), op.rows_held(1), emitted(op)) == (0, 1, [])
+    op.process_right([("c", 1_100, "v2", 1, None)])
+    assert emitted(op) == []  # the order expired: nothing of it is joined any more
+    op.process_left([("c", 1_200, "o2", 6, None)])
+    assert emitted(op) == [("c|6|table", 1, {"left": "o2", "right": "v2"})]
+
+
 def test_the_factory_builds_a_join_of_tables_when_an_input_is_one() -> None:
     spec = {"kind": "regular", "how": "inner", "left": "orders", "right": "customers"}
     op = build_join_operator(PIPELINE, spec, ("orders", "customers"), False, tables=STREAM_TABLE)
