@@ -47,7 +47,9 @@ Kafka key is the group key; ``seq`` counts the key's upserts from 0; ``id`` is
 ``<pipeline>|<key>``, the same for every upsert of the key. A delete has no value (a
 tombstone), so a compacted topic holds the table. A Top-N writes the same record per rank
 row: its ``key`` (and Kafka key) ``<partition key>|<rank>``, its ``result``
-``{"partition", "rank", "row"}``."""
+``{"partition", "rank", "row"}``. An outer regular join writes it per output row: its
+``key`` (and Kafka key) ``<join key>|<left row>|<right row>`` (the rows' positions,
+``none`` for a padded side), its ``result`` the row's ``select``."""
 
 UPSERT_OP = "upsert"
 """The ``op`` of every upsert record (a delete is a tombstone, with no value at all)."""

@@ -83,19 +83,20 @@ class JoinRow:
 @dataclass(slots=True)
 class Upsert:
     """One row of an upsert stream (a running aggregate's or a Top-N's rank row,
-    ``operators/table/``): the key's newest ``result``, or, with ``result`` None, the
-    key's delete (a tombstone)."""
+    ``operators/table/``; an outer regular join's row, ``operators/join/regular_outer.py``):
+    the key's newest ``result``, or, with ``result`` None, the key's delete (a tombstone)."""
 
     id: str
     key: str
     result: dict[str, Any] | None
-    """The aggregations' values (a Top-N's ``{"partition", "rank", "row"}``); None: the
-    key is deleted (its state expired, its rank is no longer held)."""
+    """The aggregations' values (a Top-N's ``{"partition", "rank", "row"}``, a join row's
+    ``select``); None: the key is deleted (its state expired, its rank is no longer
+    held, its padded row found a partner)."""
     seq: int
     """The key's emissions before this one (0, 1, 2, ...); a delete carries the next."""
     timestamp: int
-    """The largest event timestamp folded into the key, a rank row's row's (the record's
-    Kafka timestamp)."""
+    """The largest event timestamp folded into the key, a rank row's row's, a join row's
+    ``max(l.ts, r.ts)`` (the record's Kafka timestamp)."""
 
 
 @dataclass(slots=True)

@@ -123,11 +123,14 @@ def _digest(shaping: dict[str, Any]) -> str:
 def _join_shaping(spec: PipelineSpec, inputs: dict[str, InputSpec]) -> dict[str, Any]:
     """What a join's state is: per input, its topics (the source numbers rows carry),
     key, event time and every step (the join keeps whole rows, so each step changes
-    what it holds); the operator (``left``/``right`` included: which side a row is);
-    and the shuffle's width (the state's shards)."""
+    what it holds; a table input, whose rows a join of tables keeps otherwise); the
+    operator (``left``/``right`` included: which side a row is); and the shuffle's width
+    (the state's shards)."""
     return {
         "inputs": {
             name: {
+                # only a table says so: a stream input's fingerprint is as it always was
+                **({"changelog": "upsert"} if spec_in.source.changelog == "upsert" else {}),
                 "topics": sorted(spec_in.source.topics),
                 "key": spec_in.key.field if spec_in.key is not None else None,
                 "timestamp": spec_in.timestamp.model_dump(mode="json"),
@@ -283,6 +286,13 @@ def _join_definition(spec: PipelineSpec, inputs: dict[str, InputSpec]) -> Pipeli
     if sides[0] == sides[1] or not set(sides) <= inputs.keys():
         raise BuildError(("operator",), "left and right name the two inputs")
     left, right = (_input_settings(name, inputs[name]) for name in sides)
+    # A regular join's input with changelog 'upsert' is a table (the rules allow none
+    # elsewhere): its tombstones delete rows, and the join's output is the joined table.
+    tables = (
+        inputs[op.left].source.changelog == "upsert",
+        inputs[op.right].source.changelog == "upsert",
+    )
+    left, right = replace(left, table=tables[0]), replace(right, table=tables[1])
     if JOIN_KINDS[op.kind].right_is_table:  # a null value deletes its Kafka key
         right = replace(right, table=True)
     try:
@@ -291,6 +301,7 @@ def _join_definition(spec: PipelineSpec, inputs: dict[str, InputSpec]) -> Pipeli
             op.model_dump(mode="json", exclude_none=True),
             sides,
             late_output=spec.sink.late_topic is not None,
+            tables=tables,
         )
     except SelectError as exc:  # the rules report these first; belt and braces
         field, msg = exc.problems[0]

@@ -124,17 +124,22 @@ def join_operator_factory(
     operator_spec: Mapping[str, Any],
     inputs: tuple[str, str],
     late_output: bool,
+    tables: tuple[bool, bool] = (False, False),
 ) -> OperatorFactory:
     """A factory of join operators for the spec's ``"operator"`` object (``"type":
     "join"``); the ``select`` is compiled once, and one instance built eagerly so that a
-    bad spec fails here. A lookup join's is a :class:`LookupJoinFactory`."""
+    bad spec fails here. A lookup join's is a :class:`LookupJoinFactory`. ``tables``:
+    which inputs are tables (a regular join of tables)."""
     spec = dict(operator_spec)
     project = projection_for(spec, inputs)
     if spec.get("kind") == "lookup":
         return LookupJoinFactory(pipeline, spec, inputs, project)
 
     def build(clock: Clock) -> Operator:
-        return cast(Operator, build_join_operator(pipeline, spec, inputs, late_output, project))
+        return cast(
+            Operator,
+            build_join_operator(pipeline, spec, inputs, late_output, project, tables=tables),
+        )
 
     build(SystemClock())
     return build

@@ -17,7 +17,9 @@ commit, leave the group), SIGKILL is the crash. OPTIONS (all optional):
   tumbling window (test_running_aggregates.py);
 - ``"top_n": OPERATOR``: a Top-N (``"type": "top_n"``) instead (test_top_n.py);
 - ``"spec": SPEC``: the pipeline this spec builds (as the API builds it) instead, its
-  ``name`` and ``source.topics`` replaced by NAME and TOPIC (test_table_sources.py);
+  ``name`` replaced by NAME and, with a ``source``, its ``source.topics`` by TOPIC
+  (test_table_sources.py; a join's ``inputs`` keep theirs, TOPIC is then only a label:
+  test_outer_regular_joins.py's join of a table);
 - ``"crash": {"stage": S, "point": P, "at": N}``: the process kills itself (SIGKILL) at
   the N-th checkpoint of stage S (``keyed``, ``route`` or ``shuffled``) that writes
   something: ``before_flush`` (nothing of it done), ``after_outputs`` (its outputs
@@ -150,7 +152,8 @@ async def main(bootstrap: str, name: str, topic: str, options: dict[str, Any]) -
 
         spec = dict(options["spec"])
         spec["name"] = name
-        spec["source"] = {**spec["source"], "topics": topic.split(",")}
+        if "source" in spec:  # a join's spec keeps its inputs' topics
+            spec["source"] = {**spec["source"], "topics": topic.split(",")}
         definition = build_definition(validate_spec(spec, ()), ())
     crash = options.get("crash")
     if crash is not None:

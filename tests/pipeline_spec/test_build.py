@@ -7,6 +7,7 @@ from typing import Any
 
 from service.core.time import ManualClock
 from service.operators.join.interval import IntervalJoinOperator
+from service.operators.join.regular_tables import TableJoinOperator
 from service.operators.join.rows import How
 from service.operators.join.temporal import TemporalJoinOperator
 from service.operators.join.window import WindowJoinOperator
@@ -160,6 +161,38 @@ def test_the_join_fingerprint_changes_with_what_the_state_is() -> None:
         spec = orders_paid()
         change(spec)
         assert state_fingerprint(validate_spec(spec, ())) != same
+
+
+def table_join() -> dict[str, Any]:
+    """A regular left join of the orders with the payments as a table (its primary key,
+    the Kafka key, is the join key)."""
+    spec = orders_paid()
+    payments = spec["inputs"]["payments"]
+    payments["source"]["changelog"] = "upsert"
+    del payments["key"], payments["steps"]
+    spec["operator"] = {
+        "type": "join",
+        "kind": "regular",
+        "how": "left",
+        "left": "orders",
+        "right": "payments",
+    }
+    del spec["sink"]["late_topic"]
+    return spec
+
+
+def test_a_regular_join_of_a_table_reads_it_as_a_table_into_a_join_of_tables() -> None:
+    definition = build(table_join())
+    assert [i.table for i in definition.inputs or ()] == [False, True]
+    operator = definition.operator_factory(ManualClock(0))
+    assert isinstance(operator, TableJoinOperator) and operator.tables == (False, True)
+
+
+def test_a_table_input_changes_the_join_fingerprint() -> None:
+    spec = table_join()
+    table = state_fingerprint(validate_spec(spec, ()))
+    del spec["inputs"]["payments"]["source"]["changelog"]
+    assert state_fingerprint(validate_spec(spec, ())) != table
 
 
 def _map_spec(**changes: Any) -> dict[str, Any]:

@@ -336,18 +336,25 @@ def test_a_regular_join_with_a_state_ttl_is_valid_and_builds() -> None:
     assert [i.name for i in definition.inputs or ()] == ["orders", "payments"]
 
 
-def test_a_regular_join_is_inner_only_and_says_why() -> None:
-    spec = edited_regular(lambda s: s["operator"].update(how="left"))
+@pytest.mark.parametrize("how", ["left", "right", "full"])
+def test_a_regular_join_takes_every_outer_how(how: str) -> None:
+    spec = edited_regular(lambda s: s["operator"].update(how=how))
+    parsed, _ = registry().parse(spec)
+    assert parsed.operator.how == how  # type: ignore[union-attr]
+
+
+def test_a_regular_join_takes_no_semi_and_says_why() -> None:
+    spec = edited_regular(lambda s: s["operator"].update(how="semi"))
     with pytest.raises(SpecInvalid) as info:
         registry().parse(spec)
     (error,) = info.value.errors
     assert (error["loc"], error["type"]) == (["operator", "how"], "how_not_for_kind")
-    assert "retracted" in error["msg"] and "append-only" in error["msg"]
+    assert "window join's" in error["msg"]
 
 
 def test_regular_join_rules() -> None:
     def change(s: dict[str, Any]) -> None:
-        s["operator"].update(how="full", allowed_lateness_ms=5, state_ttl_ms=0)
+        s["operator"].update(how="anti", allowed_lateness_ms=5, state_ttl_ms=0)
 
     assert problems(edited_regular(change)) == [
         ("operator.state_ttl_ms", "greater_than"),

@@ -336,10 +336,11 @@ EXAMPLES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
         [
             join(how="semi"),
             edit(join(kind="temporal", how="right"), lambda s: s["operator"].pop("between")),
-            regular_join(how="left"),
+            regular_join(how="semi"),
         ],
         [
             window_join(how="anti"),
+            regular_join(how="full"),
             edit(join(kind="temporal"), lambda s: s["operator"].pop("between")),
             edit(join(), lambda s: s["operator"].pop("how")),
         ],
@@ -530,7 +531,46 @@ EXAMPLES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
     ),
     "table_not_a_join_input": (
         [edit(join(), input_("a", source={"topics": ["in.a"], "changelog": "upsert"}))],
-        [join(), edit(join(), input_("a", source={"topics": ["in.a"], "changelog": "append"}))],
+        [
+            join(),
+            edit(join(), input_("a", source={"topics": ["in.a"], "changelog": "append"})),
+            edit(regular_join(), input_("b", source={"topics": ["in.b"], "changelog": "upsert"})),
+        ],
+    ),
+    "table_input_keyed_by_its_primary_key": (
+        [
+            edit(
+                regular_join(how="full"),
+                input_("a", source={"topics": ["in.a"], "changelog": "upsert"}),
+            )
+        ],
+        [
+            edit(regular_join(), input_("b", source={"topics": ["in.b"], "changelog": "upsert"})),
+            regular_join(),
+        ],
+    ),
+    "table_input_steps_keep_rows": (
+        [
+            edit(
+                regular_join(),
+                input_(
+                    "b",
+                    source={"topics": ["in.b"], "changelog": "upsert"},
+                    steps=[{"filter": "x > 1"}],
+                ),
+            )
+        ],
+        [
+            edit(
+                regular_join(),
+                input_(
+                    "b",
+                    source={"topics": ["in.b"], "changelog": "upsert"},
+                    steps=[{"set": {"y": "x"}}],
+                ),
+            ),
+            edit(regular_join(), input_("b", steps=[{"filter": "x > 1"}])),
+        ],
     ),
     "table_key_not_partitioned": (
         [table(key={"field": "customer", "partitioned": True})],

@@ -19,6 +19,8 @@ from service.operators.join.kinds import KINDS
 from service.operators.join.lookup import LookupJoinOperator, LookupTable
 from service.operators.join.projection import projection_for
 from service.operators.join.regular import RegularJoinOperator
+from service.operators.join.regular_outer import OuterRegularJoinOperator
+from service.operators.join.regular_tables import TableJoinOperator
 from service.operators.join.rows import How, JoinConfigError, Projection
 from service.operators.join.temporal import TemporalJoinOperator
 from service.operators.join.window import WindowJoinOperator
@@ -34,10 +36,12 @@ def build_join_operator(
     project: Projection | None = None,
     table: LookupTable | None = None,
     source: int = 0,
+    tables: tuple[bool, bool] = (False, False),
 ) -> TwoInputOperator:
     """``project``: the compiled ``select`` when the caller built it once already.
     ``table`` and ``source`` (a lookup join's): the replica's table (None: a new, empty
-    one, as a check that the spec builds) and the left partition's number."""
+    one, as a check that the spec builds) and the left partition's number. ``tables``:
+    which inputs are tables (``changelog: "upsert"``; a regular join's only)."""
     kind = spec.get("kind")
     try:
         how = How(spec.get("how", "inner"))
@@ -79,10 +83,11 @@ def build_join_operator(
     if kind == "temporal":
         return TemporalJoinOperator(pipeline, how, lateness, project, inputs, late_output)
     if kind == "regular":
-        ttl = spec.get("state_ttl_ms")
-        return RegularJoinOperator(
-            pipeline, how, None if ttl is None else int(ttl), project, inputs, late_output
-        )
+        ttl = None if spec.get("state_ttl_ms") is None else int(spec["state_ttl_ms"])
+        if any(tables):
+            return TableJoinOperator(pipeline, how, tables, ttl, project, inputs, late_output)
+        regular = RegularJoinOperator if how is How.INNER else OuterRegularJoinOperator
+        return regular(pipeline, how, ttl, project, inputs, late_output)
     if kind == "lookup":
         if table is None:
             table = LookupTable(inputs[1], max_rows(spec))

@@ -2,8 +2,8 @@
 the join factory read, each kind with the ``how`` it takes.
 
 Which rows a kind may emit besides the matches is the operator's own property (a
-regular join's output is append-only, so it cannot emit an outer row that a later
-partner would retract), so the list lives with the operators, below the spec.
+regular outer join retracts a padded row when its partner arrives, so its output is an
+upsert stream), so the list lives with the operators, below the spec.
 
 Adding a join kind: its entry here, its operator (a :class:`.base.JoinOperator`) and its
 branch in ``factory.py``, the spec's rules of the fields it alone takes
@@ -48,11 +48,12 @@ _KINDS = (
     JoinKind("window", (*_OUTER, How.SEMI, How.ANTI)),
     JoinKind("temporal", (How.INNER, How.LEFT), right_is_table=True),
     JoinKind("lookup", (How.INNER, How.LEFT), right_is_table=True),
-    JoinKind("regular", (How.INNER,)),
+    JoinKind("regular", _OUTER),
 )
 """Flink's choices: a temporal or lookup join keeps every left row or only the matched
-ones; semi and anti only where a window bounds "never matched"; a regular join's output
-is append-only, so inner only."""
+ones; semi and anti only where a window bounds "never matched"; a regular join is inner
+(append-only output) or outer (an upsert stream: a padded row is deleted when its
+partner arrives)."""
 
 JOIN_KINDS: Mapping[str, JoinKind] = {kind.name: kind for kind in _KINDS}
 """Every join kind by name, in the order the spec's schema lists them."""

@@ -3,9 +3,10 @@
 ``FROM a JOIN b ON a.x = b.y`` without time bounds (Flink's ``StreamingJoinOperator``
 for two insert-only inputs): every row is kept, per key and side, and each arriving row
 is emitted at once joined with every stored row of the other side with the same key,
-timestamped ``max(l.ts, r.ts)``. The output is append-only because the join is inner: an
-outer join would emit a padded row and later retract it when a partner arrives, which
-an append-only sink cannot take back, so only ``inner`` is built.
+timestamped ``max(l.ts, r.ts)``. The output is append-only because the join is inner. An
+outer join emits a padded row and later deletes it when a partner arrives: that is
+:class:`~service.operators.join.regular_outer.OuterRegularJoinOperator`, this class's
+subclass, whose output is an upsert stream.
 
 Nothing is late (no time condition says a partner can no longer come): the watermark
 only bounds the state, through the optional **state TTL** (Flink's
@@ -32,7 +33,6 @@ from typing import Any
 from service.operators.base import InputRecord
 from service.operators.join.checkpoint import parse_side_entry
 from service.operators.join.interval import RowsPerSideJoin, TimeSortedRows
-from service.operators.join.kinds import JOIN_KINDS
 from service.operators.join.rows import How, JoinConfigError, Projection, Side, both_sides
 
 
@@ -40,6 +40,8 @@ class RegularJoinOperator(RowsPerSideJoin):
     """One partition's regular (unbounded) inner join (see the module docstring)."""
 
     kind = "regular"
+    hows: tuple[How, ...] = (How.INNER,)
+    """The ``how`` this class builds (the outer ones: :mod:`.regular_outer`)."""
 
     def __init__(
         self,
@@ -52,13 +54,10 @@ class RegularJoinOperator(RowsPerSideJoin):
     ) -> None:
         # Defensive only: the spec refuses both first (the rule join_how_fits_kind, in
         # pipeline_spec/rules/joins.py; state_ttl_ms's range, the model), so no spec
-        # reaches them; they guard a direct construction (tests, benchmarks). The hows
-        # are kinds.py's list.
-        if how not in JOIN_KINDS[self.kind].hows:
-            raise JoinConfigError(
-                f"a regular join is inner, not {how}: an outer row would have to be "
-                "retracted when its partner arrives, and the output is append-only"
-            )
+        # reaches them; they guard a direct construction (tests, benchmarks). The
+        # factory builds an inner join here and an outer one as OuterRegularJoinOperator.
+        if how not in self.hows:
+            raise JoinConfigError(f"a {type(self).__name__} is {' | '.join(self.hows)}, not {how}")
         if state_ttl_ms is not None and state_ttl_ms < 1:
             raise JoinConfigError(f"state_ttl_ms must be positive, not {state_ttl_ms}")
         super().__init__(pipeline, how, 0, project, inputs, late_output)

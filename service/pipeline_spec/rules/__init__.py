@@ -90,6 +90,8 @@ RULES: tuple[Rule, ...] = (
     # a table source: what reads it, and what stands between
     tables.table_read_by_an_aggregate,
     tables.table_not_a_join_input,
+    tables.table_input_keyed_by_its_primary_key,
+    tables.table_input_steps_keep_rows,
     tables.table_key_not_partitioned,
     tables.table_steps_keep_rows,
     tables.table_top_n_ranks_rows_by_primary_key,

@@ -40,11 +40,6 @@ __all__ = [
 JOIN_HOWS: Mapping[str, tuple[str, ...]] = {name: k.how_names for name, k in JOIN_KINDS.items()}
 """The ``how`` each join kind takes, as the operators' list of kinds says
 (:mod:`service.operators.join.kinds`)."""
-_HOW_WHY = {
-    "regular": ": an outer row would be emitted padded and then retracted when its "
-    "partner arrives, and a regular join's output is append-only (bound the join in "
-    "time, an interval or window join, for outer rows)",
-}
 _LEFT_ONLY_WHY = (
     ": semi and anti are a window join's (join two windows): only a window bounds 'never matched'"
 )
@@ -107,7 +102,7 @@ def join_how_fits_kind(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]
             ("operator", "how"),
             "how_not_for_kind",
             f"{kind} joins take how {' | '.join(JOIN_HOWS[kind])}, not {how!r}"
-            + (_LEFT_ONLY_WHY if how in ("semi", "anti") else _HOW_WHY.get(kind, "")),
+            + (_LEFT_ONLY_WHY if how in ("semi", "anti") else ""),
             how,
         )
 

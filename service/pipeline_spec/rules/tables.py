@@ -2,7 +2,8 @@
 and what may stand between it and the aggregate. A table's rows are replaced and
 deleted, so whatever reads it must take a row back: a running aggregate
 (``"type": "aggregate"``), with aggregations that retract (:mod:`.aggregates`), or a
-Top-N (``"type": "top_n"``), ranking each partition's current rows.
+Top-N (``"type": "top_n"``), ranking each partition's current rows, or a regular join
+(an input of ``kind: "regular"``), keyed by the table's primary key.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from service.pipeline_spec.rules.raw import as_map, input_sections
 __all__ = [
     "UPSERT_SOURCE",
     "is_table",
+    "table_input_keyed_by_its_primary_key",
+    "table_input_steps_keep_rows",
     "table_key_not_partitioned",
     "table_not_a_join_input",
     "table_read_by_an_aggregate",
@@ -135,25 +138,92 @@ def table_top_n_ranks_rows_by_primary_key(spec: Mapping[str, Any], _: Service) -
         )
 
 
+_REGULAR_JOIN: JsonSchema = {
+    "required": ["operator"],
+    "properties": {
+        "operator": {"required": ["kind"], "properties": {"kind": {"const": "regular"}}}
+    },
+}
+"""A spec whose operator is a regular join (``kind: "regular"``)."""
+_INPUTS_TAKE_NO_TABLE: JsonSchema = {
+    "properties": {
+        "inputs": {
+            "additionalProperties": {
+                "properties": {
+                    "source": {"properties": {"changelog": {"not": {"const": "upsert"}}}}
+                }
+            }
+        }
+    }
+}
+
+
 @rule(
     reports={"table_not_a_join_input"},
-    schema=Fragment(
-        "InputSpec",
-        {"properties": {"source": {"properties": {"changelog": {"not": {"const": "upsert"}}}}}},
-    ),
+    schema=Fragment("PipelineSpec", {"if": _REGULAR_JOIN, "else": _INPUTS_TAKE_NO_TABLE}),
 )
 def table_not_a_join_input(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
-    """A join's input is a stream; a lookup or temporal join reads its table input as a
-    table already (the right input, by the operator's kind)."""
+    """Only a regular join takes a table input (it retracts the joined rows of a row's old
+    version); a lookup or temporal join reads its right input as a table already, and
+    the interval and window joins' rows are final."""
+    op = as_map(spec.get("operator"))
+    if op is not None and op.get("kind") == "regular":
+        return
     for name, section in input_sections(spec):
         if is_table(section):
             yield Problem(
                 ("inputs", name, "source", "changelog"),
                 "table_not_a_join_input",
-                "a join's input takes no changelog: a lookup or temporal join reads its "
-                "right input as a table already; updating joins of tables are not built yet",
+                "only a regular join (kind 'regular') takes a table input (changelog "
+                "'upsert'): a lookup or temporal join reads its right input as a table "
+                "already, and other joins' rows are final",
                 "upsert",
             )
+
+
+@rule(
+    reports={"table_input_keyed_by_field"},
+    schema=Fragment(
+        "InputSpec",
+        {
+            "if": UPSERT_SOURCE,
+            "then": {"properties": {"key": {"not": {"required": ["field"]}}}},
+        },
+    ),
+)
+def table_input_keyed_by_its_primary_key(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
+    """A join's table input is joined on its primary key, the Kafka key: every version of
+    a row then comes to the one partition that holds the row (joined on a field, a row
+    whose field changes would move, its old joined rows left where it was)."""
+    for name, section in input_sections(spec):
+        key = as_map(section.get("key"))
+        if is_table(section) and key is not None and "field" in key:
+            yield Problem(
+                ("inputs", name, "key", "field"),
+                "table_input_keyed_by_field",
+                "a table input is joined on its primary key, the Kafka key: drop key.field "
+                "(join on a field of a table is not supported)",
+                key["field"],
+            )
+
+
+_DROPS_ROWS = {"anyOf": [{"type": "object", "required": [s]} for s in ("filter", "unnest")]}
+
+
+@rule(
+    reports={"table_step_drops_rows"},
+    schema=Fragment(
+        "InputSpec",
+        {"if": UPSERT_SOURCE, "then": {"properties": {"steps": {"items": {"not": _DROPS_ROWS}}}}},
+    ),
+)
+def table_input_steps_keep_rows(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
+    """A join's table input's steps keep every row: a version a filter dropped would leave
+    the old one joined (a table source's own steps may filter, its dropped version
+    decoded as a delete: :func:`table_steps_keep_rows`; a join's inputs are not yet)."""
+    for name, section in input_sections(spec):
+        if is_table(section):
+            yield from _row_dropping_steps(section.get("steps"), ("inputs", name, "steps"))
 
 
 @rule(
@@ -219,3 +289,25 @@ def table_steps_keep_rows(spec: Mapping[str, Any], _: Service) -> Iterator[Probl
                 "that writes the table, keyed by the element)",
                 "unnest",
             )
+
+
+def _row_dropping_steps(steps: Any, at: tuple[str, ...]) -> Iterator[Problem]:
+    """A problem at each ``filter`` or ``unnest`` step of a join's table input's ``steps``
+    (a table source's own steps may filter: :func:`table_steps_keep_rows`)."""
+    if not isinstance(steps, list):
+        return
+    for i, step in enumerate(steps):
+        found = as_map(step)
+        if found is None:
+            continue
+        for kind in ("filter", "unnest"):
+            if kind in found:
+                yield Problem(
+                    (*at, i),
+                    "table_step_drops_rows",
+                    f"a {kind} over a join's table input is not supported: a row's version "
+                    "it dropped would leave the old one joined (filter the joined rows, or "
+                    "in the pipeline that writes the table)",
+                    kind,
+                )
+                break

@@ -13,6 +13,8 @@ FROM TUMBLE(orders, ...) o LEFT SEMI JOIN TUMBLE(payments, ...) p ON ... window 
 FROM orders o LEFT JOIN rates FOR SYSTEM_TIME AS OF o.ts AS r ON o.currency = r.currency
 -- regular join: every auction with every person of its seller, whenever each came
 FROM auction a JOIN person p ON a.seller = p.id
+-- outer regular join: also each auction without person, padded until one comes
+FROM auction a LEFT JOIN person p ON a.seller = p.id
 ```
 
 The ``ON`` clause is a conjunction of equalities between the two sides (the join key:
@@ -28,8 +30,8 @@ list becomes the join's ``select`` (``o.amount`` reads ``orders.amount``), ``SEL
 the default ``{"left", "right"}`` record. ``FOR SYSTEM_TIME AS OF PROCTIME()`` is a
 lookup join, compiled to ``kind: "lookup"`` with the table source's ``max_rows`` (its
 ``WITH`` option: how many rows every replica may hold; required). A join of two sources
-with neither time bounds nor windows is Flink's regular join (``kind: "regular"``, inner
-only: its output is append-only), its state bounded by ``SET state_ttl`` (Flink's
+with neither time bounds nor windows is Flink's regular join (``kind: "regular"``; an
+outer one's results are an upsert stream), its state bounded by ``SET state_ttl`` (Flink's
 ``table.exec.state.ttl``) when set. ``LEFT SEMI JOIN`` and ``LEFT ANTI JOIN`` (Spark's and
 Hive's words for Flink's ``WHERE [NOT] EXISTS``/``IN`` subqueries) are window joins'
 ``how: semi``/``anti``: their select reads the left side and the window bounds only.
@@ -187,7 +189,7 @@ def compile_join(
     }
     comp.spec["operator"] = operator
     comp.came_from(("operator",), join, statement)
-    # A how the kind does not take (an outer regular join, a semi join of two streams)
+    # A how the kind does not take (a right temporal join, a semi join of two streams)
     # is the spec's rule's to refuse, at the side's keyword (LEFT, RIGHT, FULL) when
     # one was written.
     keyword = str(join.args.get("side") or "").upper()
@@ -556,7 +558,10 @@ def _input(comp: Compilation, scope: Scope, side: _Side, statement: int) -> dict
     section: dict[str, Any] = {"source": source.source}
     if steps:
         section["steps"] = steps
-    section["key"] = key
+    if source.source.get("changelog") == "upsert" and key == {"field": _primary_key_column(source)}:
+        pass  # a table joined on its primary key: keyed by the Kafka key, which holds it
+    else:  # (a table joined on another column keeps it: the spec's rule refuses it there)
+        section["key"] = key
     section["timestamp"] = source.timestamp
     section["watermark"] = source.watermark
     comp.came_from(at, source.node, source.statement)
@@ -565,6 +570,11 @@ def _input(comp: Compilation, scope: Scope, side: _Side, statement: int) -> dict
     comp.came_from((*at, "watermark"), source.watermark_node, source.statement)
     comp.came_from((*at, "timestamp"), source.watermark_node, source.statement)
     return section
+
+
+def _primary_key_column(source: Source) -> str | None:
+    """A table's one ``PRIMARY KEY`` column (None: none, or several)."""
+    return source.primary_key[0] if len(source.primary_key) == 1 else None
 
 
 def _select(

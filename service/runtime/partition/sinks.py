@@ -6,7 +6,8 @@
   ``seq``, ``watermark``, ``id``; or ``timestamp``, ``value`` for keyed process output).
   A running aggregate's upserts are ``pipeline``, ``key``, ``result``, ``op``, ``seq``,
   ``id``, timestamped at the key's largest event timestamp; its delete is a tombstone
-  (the key, no value). A Top-N's rank rows are the same upserts, keyed ``<key>|<rank>``.
+  (the key, no value). A Top-N's rank rows are the same upserts, keyed ``<key>|<rank>``,
+  and so are an outer regular join's rows, keyed ``<join key>|<left row>|<right row>``.
 - Late records and dead letters carry the original Kafka key, value and headers
   unchanged, plus ``clockwork.*`` headers saying the pipeline and the reason (and, for
   late data, the watermark): the ones pipeline-spec.md lists, and no other. What the

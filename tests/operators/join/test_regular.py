@@ -137,8 +137,9 @@ def test_only_the_keys_changed_since_the_last_checkpoint_are_written() -> None:
 
 
 @pytest.mark.parametrize("how", [How.LEFT, How.RIGHT, How.FULL, How.SEMI, How.ANTI])
-def test_only_an_inner_regular_join_is_built(how: How) -> None:
-    with pytest.raises(JoinConfigError, match="append-only"):
+def test_the_append_only_regular_join_is_inner_only(how: How) -> None:
+    """Outer hows are the outer regular join's (test_regular_outer.py)."""
+    with pytest.raises(JoinConfigError, match="is inner, not"):
         join(how=how)
 
 

@@ -144,16 +144,16 @@ def test_a_problem_in_an_earlier_statement_does_not_hide_a_joins_select() -> Non
     ]
 
 
-def test_an_outer_join_without_time_bounds_still_resolves_its_select() -> None:
+def test_a_right_temporal_join_still_resolves_its_select() -> None:
     sql = (
-        ORDERS
-        + PAYMENTS
-        + "INSERT INTO paid SELECT o.order_id, p.price FROM orders o LEFT JOIN payments p "
-        "ON o.order_id = p.order_id"
+        ORDERS.replace("region VARCHAR", "currency VARCHAR")
+        + RATES
+        + "INSERT INTO eur SELECT o.order_id, r.price FROM orders o "
+        "RIGHT JOIN rates FOR SYSTEM_TIME AS OF o.ts AS r ON o.currency = r.currency"
     )
     assert placed(sql) == [
-        at(sql, "sql_unknown_column", 3, "p.price"),
-        at(sql, "how_not_for_kind", 3, "LEFT JOIN"),  # the spec's rule, at the LEFT
+        at(sql, "sql_unknown_column", 3, "r.price"),
+        at(sql, "how_not_for_kind", 3, "RIGHT JOIN"),  # the spec's rule, at the RIGHT
     ]
 
 

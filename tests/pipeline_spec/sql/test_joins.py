@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from .scripts import ORDERS, PAYMENTS, RATES, compiled, only_problem, where
 
 
@@ -134,6 +136,22 @@ def test_a_join_without_time_bounds_compiles_to_a_regular_join() -> None:
         "select": {"order_id": "`orders`.`order_id`", "paid": "`payments`.`paid`"},
     }
     assert spec["inputs"]["orders"]["steps"] == [{"filter": "`amount` > 10"}]
+
+
+@pytest.mark.parametrize(
+    ("join", "how"),
+    [("LEFT JOIN", "left"), ("RIGHT OUTER JOIN", "right"), ("FULL OUTER JOIN", "full")],
+)
+def test_an_outer_join_without_time_bounds_compiles_to_an_outer_regular_join(
+    join: str, how: str
+) -> None:
+    spec = compiled(
+        ORDERS
+        + PAYMENTS
+        + f"INSERT INTO paid SELECT o.order_id, p.paid FROM orders o {join} payments p "
+        "ON o.order_id = p.order_id"
+    )
+    assert (spec["operator"]["kind"], spec["operator"]["how"]) == ("regular", how)
 
 
 def test_flinks_state_ttl_setting_bounds_a_regular_joins_state() -> None:
@@ -273,3 +291,33 @@ def test_a_where_over_both_sides_of_a_regular_join_compiles_to_its_where() -> No
     assert (
         spec["operator"]["where"] == "`payments`.`ts` BETWEEN `orders`.`ts` AND `orders`.`ts` + 5"
     )
+
+
+CUSTOMERS = """CREATE TABLE customers (
+  id VARCHAR, name VARCHAR, ts BIGINT, PRIMARY KEY (id) NOT ENFORCED, WATERMARK FOR ts AS ts
+) WITH (topic = 'customers');
+"""
+
+
+def test_a_table_joined_on_its_primary_key_is_a_table_input_keyed_by_the_kafka_key() -> None:
+    spec = compiled(
+        ORDERS.replace("region VARCHAR", "customer VARCHAR")
+        + CUSTOMERS
+        + "INSERT INTO named SELECT o.order_id, c.name FROM orders o "
+        "LEFT JOIN customers c ON o.customer = c.id"
+    )
+    assert spec["operator"]["kind"] == "regular"
+    customers = spec["inputs"]["customers"]
+    assert customers["source"]["changelog"] == "upsert" and "key" not in customers
+
+
+def test_a_table_joined_on_another_column_is_refused_at_that_column() -> None:
+    sql = (
+        ORDERS.replace("region VARCHAR", "customer VARCHAR")
+        + CUSTOMERS
+        + "INSERT INTO named SELECT o.order_id, c.id FROM orders o "
+        "JOIN customers c ON o.customer = c.name"
+    )
+    problem = only_problem(sql)
+    assert problem.type == "table_input_keyed_by_field"
+    assert (problem.at.line, problem.at.column) == where(sql, "c.name")

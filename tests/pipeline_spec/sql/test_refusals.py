@@ -159,14 +159,6 @@ def test_an_unterminated_string_is_placed_where_it_opens() -> None:
     assert (problem.at.line, problem.at.column) == where(sql, "'abc")
 
 
-def test_an_outer_join_without_time_bounds_is_refused_it_would_need_retractions() -> None:
-    sql = (
-        ORDERS + PAYMENTS + "INSERT INTO paid SELECT * FROM orders o LEFT JOIN payments p "
-        "ON o.order_id = p.order_id"
-    )
-    assert_at(sql, "LEFT JOIN", 3, "how_not_for_kind", "retracted")
-
-
 def test_half_a_time_bound_is_refused_as_an_interval_join_without_its_other_bound() -> None:
     sql = (
         ORDERS + PAYMENTS + "INSERT INTO paid SELECT * FROM orders o JOIN payments p "

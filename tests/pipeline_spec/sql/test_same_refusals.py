@@ -44,16 +44,21 @@ def twin(sql: str, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
     return spec
 
 
-def test_an_outer_regular_join_is_refused_alike_in_json_and_sql() -> None:
-    valid = ORDERS + PAYMENTS + REGULAR.format(join="JOIN")
-    refused = ORDERS + PAYMENTS + REGULAR.format(join="LEFT JOIN")
-    spec = twin(valid, lambda s: s["operator"].update(how="left"))
+def test_a_right_temporal_join_is_refused_alike_in_json_and_sql() -> None:
+    orders = ORDERS.replace("region VARCHAR", "currency VARCHAR")
+    temporal = (
+        "INSERT INTO eur SELECT o.order_id, r.rate FROM orders o "
+        "{join} rates FOR SYSTEM_TIME AS OF o.ts AS r ON o.currency = r.currency"
+    )
+    valid = orders + RATES + temporal.format(join="JOIN")
+    refused = orders + RATES + temporal.format(join="RIGHT JOIN")
+    spec = twin(valid, lambda s: s["operator"].update(how="right"))
     assert sql_entries(refused) == json_entries(spec)
     assert [e[:2] for e in json_entries(spec)] == [(("operator", "how"), "how_not_for_kind")]
     problem = problems(refused)[0]
     assert (problem.at.statement, problem.at.line, problem.at.column) == (
         3,
-        *where(refused, "LEFT JOIN"),
+        *where(refused, "RIGHT JOIN"),
     )
 
 
