@@ -83,7 +83,8 @@ class OuterRegularJoinOperator(RegularJoinOperator):
         self, key: str, ts: int, lpos: int | None, left: Any, rpos: int | None, right: Any
     ) -> None:
         """The row of ``left`` and ``right`` (a padded side: position and value None),
-        ``seq`` 0; its ``select`` failing, a dead letter instead."""
+        ``seq`` 0; its ``select`` failing, a dead letter instead; nothing when the join's
+        ``where`` drops it (an Upsert of None would be a tombstone)."""
         name = row_name(key, lpos, rpos)
         try:
             value = self._project(left, right, None)
@@ -92,7 +93,8 @@ class OuterRegularJoinOperator(RegularJoinOperator):
                 FailedRecord(None, key, REASON_SELECT, f"{exc} ({self._prefix}{name})")
             )
             return
-        self._results.append(Upsert(self._prefix + name, name, value, 0, ts))
+        if value is not None:  # None: the join's where drops the row, never in the table
+            self._results.append(Upsert(self._prefix + name, name, value, 0, ts))
 
     def _delete_padded(self, side: int, key: str, position: int, ts: int) -> None:
         """The tombstone of ``side``'s row at ``position`` padded (its ``seq`` 1)."""

@@ -7,6 +7,7 @@ import pytest
 from service.core.time import MAX_TIMESTAMP
 from service.operators.join.interval import IntervalJoinOperator
 from service.operators.join.projection import REASON_SELECT, SelectError, compile_projection
+from service.operators.join.regular_outer import OuterRegularJoinOperator
 from service.operators.join.rows import How
 from service.operators.join.window import WindowJoinOperator
 from service.operators.window.assigners import TumblingAssigner
@@ -160,3 +161,19 @@ def test_a_where_that_is_not_boolean_sends_the_pair_to_the_dead_letters() -> Non
     assert op.collector.results == []
     (failed,) = op.collector.failed
     assert failed.reason == REASON_SELECT and "not BOOLEAN" in failed.detail
+
+
+def test_an_outer_regular_join_upserts_only_the_rows_its_where_keeps() -> None:
+    """A joined row the where drops was never in the table: nothing of it is written, not
+    even a tombstone. The padded row (its where over NULL drops it too) is not emitted,
+    and its delete when the first partner comes is harmless (a tombstone of no row)."""
+    project = compile_projection(
+        {"price": "payments.price"}, INPUTS, where="payments.ts <= orders.expires"
+    )
+    op = OuterRegularJoinOperator("p", How.LEFT, project=project, inputs=INPUTS)
+    op.process_left([("k", 100, {"expires": 104}, 1, None)])
+    op.process_right(
+        [("k", 103, {"ts": 103, "price": 5}, 2, None), ("k", 106, {"ts": 106, "price": 9}, 3, None)]
+    )
+    rows = [(r.id, r.seq, r.result) for r in op.collector.results]
+    assert rows == [("p|k|1|none", 1, None), ("p|k|1|2", 0, {"price": 5})]
