@@ -107,7 +107,7 @@ $(CONTAINER_TOOLS):
 image: $(CONTAINER_TOOLS)
 	PYTHON_IMAGE="$(PYTHON_IMAGE)" deploy/image/build.sh
 
-test: lint typecheck kafka spark-jars registry $(CHROMIUM) $(CONTAINER_TOOLS)
+test: lint typecheck kafka flink-kafka spark-jars registry $(CHROMIUM) $(CONTAINER_TOOLS)
 	$(VENV)/bin/pytest -q
 
 # The random search `make test` leaves out (it runs the same tests derandomized, so the
@@ -177,8 +177,11 @@ bench-peers: $(STAMP_DEV) kafka kstreams flink-kafka
 	$(PY) -m benchmarks.peers.run $(PEERS_ARGS)
 
 # The Nexmark queries Clockwork's SQL runs, in Clockwork and Flink SQL side by side (#33).
-bench-nexmark: $(STAMP_DEV)
-	$(PY) -m benchmarks.nexmark.bench
+# NEXMARK_ARGS="--flink-source both" adds Flink reading the topics from Apache Kafka (#51;
+# then every engine on an Apache Kafka broker, docs/performance.md).
+NEXMARK_ARGS ?=
+bench-nexmark: $(STAMP_DEV) kafka flink-kafka
+	$(PY) -m benchmarks.nexmark.bench $(NEXMARK_ARGS)
 
 # W1 through python -m service with 1 and 2 worker processes, unshuffled and shuffled (#34).
 bench-workers: $(STAMP_DEV) kafka

@@ -4,6 +4,12 @@ to measure from outside (the process tree's CPU and peak RSS, start to exit):
 ``python -m benchmarks.nexmark.jobs clockwork QUERY OUT --bootstrap B --prefix P``
 ``python -m benchmarks.nexmark.jobs flink QUERY OUT --folder F``
 ``python -m benchmarks.nexmark.jobs flink-rows QUERY OUT --folder F``
+``python -m benchmarks.nexmark.jobs flink[-rows] QUERY OUT --bootstrap B --prefix P``
+
+Flink reads the events' JSON-lines files (``--folder``), or with ``--bootstrap`` the
+generator's topics on Apache Kafka through Flink's Kafka connector (the jar ``make
+flink-kafka`` fetches: :func:`connector_jars`), bounded at the offsets current when the
+job starts (:func:`benchmarks.nexmark.queries.flink_kafka_tables`).
 
 Each writes ``OUT``: a JSON object. The first two, the measured runs: ``seconds`` (the
 job's time: Clockwork's pipelines from start to finish, Flink's net job run time),
@@ -27,13 +33,60 @@ import json
 import os
 import sys
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.nexmark.queries import QUERIES, Query, flink_table, pipeline, stages
+from benchmarks.nexmark.queries import (
+    QUERIES,
+    Query,
+    flink_kafka_tables,
+    flink_table,
+    pipeline,
+    stages,
+)
 from benchmarks.peers.measure import tree_usage
 
 BY_NAME = {q.name: q for q in QUERIES}
+
+JARS = Path(__file__).resolve().parents[1] / "peers" / "flink-kafka" / "jars"
+"""Where ``make flink-kafka`` puts Flink's Kafka connector (Maven Central's
+``flink-sql-connector-kafka``, benchmarks/peers/flink-kafka/pom.xml)."""
+
+
+def connector_jars() -> list[Path]:
+    """The Kafka connector's jar, for ``pipeline.jars``; an error naming ``make
+    flink-kafka`` when it is missing."""
+    jars = sorted(JARS.glob("flink-sql-connector-kafka-*.jar"))
+    if not jars:
+        raise FileNotFoundError(
+            f"no flink-sql-connector-kafka jar in {JARS}: run `make flink-kafka`"
+        )
+    return jars
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where Flink reads the events: ``folder``'s JSON-lines files, or (``bootstrap``
+    set) the topics ``<prefix>.<kind>`` on that Apache Kafka broker."""
+
+    folder: Path | None = None
+    bootstrap: str = ""
+    prefix: str = ""
+
+    def statements(self, query: Query) -> list[str]:
+        """The DDL of the query's tables."""
+        if not self.bootstrap:
+            assert self.folder is not None
+            return [flink_table(kind, self.folder / f"{kind}.json") for kind in query.tables]
+        group = f"nexmark-flink-{uuid.uuid4().hex[:8]}"
+        return [
+            statement
+            for kind in query.tables
+            for statement in flink_kafka_tables(
+                kind, f"{self.prefix}.{kind}", self.bootstrap, group
+            )
+        ]
 
 
 def clockwork(query: Query, bootstrap: str, prefix: str) -> dict[str, Any]:
@@ -54,24 +107,27 @@ def clockwork(query: Query, bootstrap: str, prefix: str) -> dict[str, Any]:
     return {"seconds": seconds, "cpu_s": cpu, "rows": rows, "sink": upstream}
 
 
-def _flink_env(query: Query, folder: Path) -> Any:
+def _flink_env(query: Query, source: Source) -> Any:
     """A streaming ``TableEnvironment`` on PyFlink's local MiniCluster, parallelism 1,
-    time zone UTC, with the query's tables over the events' files."""
+    time zone UTC, with the query's tables over the events' files or topics (then the
+    Kafka connector's jar in ``pipeline.jars``)."""
     from pyflink.table import EnvironmentSettings, TableEnvironment
 
     env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
     config = env.get_config()
     config.set("parallelism.default", "1")
     config.set("table.local-time-zone", "UTC")
-    for kind in query.tables:
-        env.execute_sql(flink_table(kind, folder / f"{kind}.json"))
+    if source.bootstrap:
+        config.set("pipeline.jars", ";".join(j.as_uri() for j in connector_jars()))
+    for statement in source.statements(query):
+        env.execute_sql(statement)
     return env
 
 
-def flink(query: Query, folder: Path) -> dict[str, Any]:
+def flink(query: Query, source: Source) -> dict[str, Any]:
     """Run the query in Flink SQL into a ``blackhole`` sink, as nexmark-flink's queries
     write, PyFlink's local MiniCluster, parallelism 1."""
-    env = _flink_env(query, folder)
+    env = _flink_env(query, source)
     schema = env.sql_query(query.flink).get_schema()
     columns, types = schema.get_field_names(), schema.get_field_data_types()
     fields = ", ".join(f"`{c}` {t}" for c, t in zip(columns, types, strict=True))
@@ -88,7 +144,7 @@ def flink(query: Query, folder: Path) -> dict[str, Any]:
     return {"seconds": net_ms / 1000, "cpu_s": cpu, "rows": None}
 
 
-def flink_rows(query: Query, folder: Path) -> dict[str, Any]:
+def flink_rows(query: Query, source: Source) -> dict[str, Any]:
     """Run the query as :func:`flink` does (the same environment and plan), its rows
     collected instead of written to ``blackhole``: to check them, apart from the timed
     runs (collecting adds the rows' trip to Python, which the timed runs leave out).
@@ -99,7 +155,7 @@ def flink_rows(query: Query, folder: Path) -> dict[str, Any]:
     updating query's (q4's) rows are its final table, as Clockwork's folded upserts."""
     from benchmarks.nexmark.check import cell
 
-    frame = _flink_env(query, folder).sql_query(query.flink).to_pandas()
+    frame = _flink_env(query, source).sql_query(query.flink).to_pandas()
     columns = [str(c) for c in frame.columns]
     values = zip(*(frame[c].tolist() for c in columns), strict=True)
     return {"columns": columns, "rows": [[cell(v) for v in row] for row in values]}
@@ -110,18 +166,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("engine", choices=("clockwork", "flink", "flink-rows"))
     parser.add_argument("query", choices=sorted(BY_NAME))
     parser.add_argument("out", type=Path)
-    parser.add_argument("--bootstrap", help="clockwork: the broker holding the topics")
-    parser.add_argument("--prefix", help="clockwork: the topics' prefix")
+    parser.add_argument(
+        "--bootstrap",
+        help="clockwork (and flink, flink-rows reading Kafka): the broker holding the topics",
+    )
+    parser.add_argument("--prefix", help="with --bootstrap: the topics' prefix")
     parser.add_argument(
         "--folder", type=Path, help="flink, flink-rows: the events' JSON-lines files"
     )
     parser.add_argument("--profile", type=Path, help="clockwork: cProfile stats to this file")
     args = parser.parse_args(argv)
     query = BY_NAME[args.query]
+    source = Source(args.folder, args.bootstrap or "", args.prefix or "")
     if args.engine == "flink":
-        found = flink(query, args.folder)
+        found = flink(query, source)
     elif args.engine == "flink-rows":
-        found = flink_rows(query, args.folder)
+        found = flink_rows(query, source)
     elif args.profile:
         profile = cProfile.Profile()
         found = profile.runcall(clockwork, query, args.bootstrap, args.prefix)

@@ -105,6 +105,39 @@ def flink_table(kind: str, path: Path) -> str:
     )
 
 
+def flink_kafka_tables(kind: str, topic: str, bootstrap: str, group: str) -> list[str]:
+    """Flink's table of one kind's events from its Kafka topic, as :func:`flink_table`'s
+    columns: the statements to run, in order. Flink's Kafka connector
+    (``flink-sql-connector-kafka``), JSON values, read from the earliest offsets to those
+    current when the job starts (``scan.bounded.mode = latest-offset``: the job ends at
+    the end of the generator's events); every other option the connector's default.
+
+    The topic's records hold ``dateTime`` as epoch milliseconds, and Flink's JSON format
+    maps a field to the column of its name: the source table ``<kind>_kafka`` reads it as
+    a ``BIGINT``, its rowtime ``rowtime`` with Nexmark's watermark, and the view
+    ``<kind>`` renames them to the queries' ``dateTime_ms`` and ``dateTime`` (a view keeps
+    its source's time attribute)."""
+    names = [c.split()[0] for c in COLUMNS[kind].split(", ")]
+    options = {
+        "connector": "kafka",
+        "topic": topic,
+        "properties.bootstrap.servers": bootstrap,
+        "properties.group.id": group,
+        "scan.startup.mode": "earliest-offset",
+        "scan.bounded.mode": "latest-offset",
+        "format": "json",
+    }
+    with_clause = ", ".join(f"'{k}' = '{v}'" for k, v in options.items())
+    return [
+        f"CREATE TABLE {kind}_kafka ({COLUMNS[kind]}, `dateTime` BIGINT, "
+        "rowtime AS TO_TIMESTAMP_LTZ(`dateTime`, 3), "
+        "WATERMARK FOR rowtime AS rowtime - INTERVAL '4' SECOND) "
+        f"WITH ({with_clause})",
+        f"CREATE TEMPORARY VIEW {kind} AS SELECT {', '.join(names)}, "
+        f"`dateTime` AS dateTime_ms, rowtime AS `dateTime` FROM {kind}_kafka",
+    ]
+
+
 QUERIES = (
     Query(
         "q0",

@@ -11,10 +11,12 @@ PyFlink lives in its own process rather than in pytest's: its import warns
 (deprecations, which the suite turns into errors), py4j keeps threads and sockets open,
 and one JVM serves every test of the session without holding pytest's event loop.
 
-Protocol: one JSON line per request (``{"statements": [...], "query": "..."}``), one JSON
-line per answer (``{"columns": [...], "rows": [[...]], "kinds": [...]}`` or
-``{"error": "..."}``). ``TIMESTAMP`` values come back as epoch milliseconds (UTC),
-decimals as floats. Each request gets a fresh ``TableEnvironment`` (an empty catalog).
+Protocol: one JSON line per request (``{"statements": [...], "query": "...", "config":
+{...}}``, ``config`` optional: settings of the request's environment beyond those, e.g.
+``pipeline.jars`` for a connector's jar), one JSON line per answer (``{"columns": [...],
+"rows": [[...]], "kinds": [...]}`` or ``{"error": "..."}``). ``TIMESTAMP`` values come
+back as epoch milliseconds (UTC), decimals as floats. Each request gets a fresh
+``TableEnvironment`` (an empty catalog).
 """
 
 from __future__ import annotations
@@ -54,16 +56,19 @@ class FlinkSql:
             env={**os.environ, "PYTHONWARNINGS": "ignore"},
         )
 
-    def query(self, statements: list[str], query: str) -> tuple[list[str], list[list[Any]]]:
+    def query(
+        self, statements: list[str], query: str, config: dict[str, str] | None = None
+    ) -> tuple[list[str], list[list[Any]]]:
         """Run ``statements`` (DDL), then ``query``; its column names and rows, in order
-        (an append-only result: any other row kind is a :class:`FlinkError`)."""
-        columns, rows, kinds = self.changelog(statements, query)
+        (an append-only result: any other row kind is a :class:`FlinkError`). ``config``:
+        settings beyond the process's (module docstring)."""
+        columns, rows, kinds = self.changelog(statements, query, config)
         if set(kinds) - {"INSERT"}:  # window aggregates and these joins only ever append
             raise FlinkError(f"Flink's result is not append-only: row kinds {sorted(set(kinds))}")
         return columns, rows
 
     def changelog(
-        self, statements: list[str], query: str
+        self, statements: list[str], query: str, config: dict[str, str] | None = None
     ) -> tuple[list[str], list[list[Any]], list[str]]:
         """Run ``statements`` (DDL), then ``query``; its column names, its changelog's rows
         in order and each row's kind (``INSERT``, ``UPDATE_BEFORE``, ``UPDATE_AFTER``,
@@ -71,7 +76,8 @@ class FlinkSql:
         stdin, stdout = self._process.stdin, self._process.stdout
         if stdin is None or stdout is None:  # pragma: no cover (both are pipes)
             raise FlinkError("the Flink process has no pipes")
-        stdin.write(json.dumps({"statements": statements, "query": query}) + "\n")
+        request = {"statements": statements, "query": query, "config": config or {}}
+        stdin.write(json.dumps(request) + "\n")
         stdin.flush()
         line = stdout.readline()
         if not line:
@@ -120,6 +126,8 @@ def _serve(requests: IO[str], answers: IO[str]) -> None:
             config.set("parallelism.default", "1")
             config.set("table.local-time-zone", "UTC")
             config.set("pipeline.auto-watermark-interval", "0 ms")
+            for key, value in request.get("config", {}).items():
+                config.set(key, value)
             for statement in request["statements"]:
                 env.execute_sql(statement)
             result = env.execute_sql(request["query"])
