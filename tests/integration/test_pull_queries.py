@@ -290,3 +290,40 @@ async def test_the_token_guards_pull_queries(bootstrap_servers: str) -> None:
             return response.status_code == 200
 
         await eventually(answered, timeout_s=60)
+
+
+async def test_during_a_takeover_after_kill_9_lookups_answer_503_or_the_oracle_never_else(
+    bootstrap_servers: str,
+) -> None:
+    source = f"pq-{uuid.uuid4().hex[:8]}"
+    name = source
+    await create_topic(bootstrap_servers, source, partitions=PARTITIONS)
+    settings = app_settings(bootstrap_servers, store_apply_timeout_ms=60000)
+    sent: Sent = []
+    async with in_process_replica(settings) as a, process_replica(settings) as (b, b_client):
+        assert (await a.post("/pipelines", json=window_spec(name, source))).status_code == 201
+
+        async def split() -> bool:
+            whole = (await a.get(f"/pipelines/{name}/status")).json()
+            members = {p["owner"]["member"] for p in whole["partitions"]}
+            return len(whole["partitions"]) == PARTITIONS and len(members) == 2
+
+        await eventually(split, timeout_s=90)
+        await send(bootstrap_servers, source, sent, 0, 60)
+        await settled([a, b_client], name, sent)
+        b.process.kill()
+        await b.process.wait()
+        await send(bootstrap_servers, source, sent, 1, 30)
+
+        async def taken_over() -> bool:
+            for key in KEYS:
+                answer = await lookup(a, name, key)  # 503, or equal to the oracle
+                if answer is None:
+                    return False
+                check(answer, sent, key)
+            status = (await a.get(f"/pipelines/{name}/status?scope=local")).json()
+            return len(status["partitions"]) == PARTITIONS
+
+        await eventually(taken_over, timeout_s=90)
+        answers = await settled([a], name, sent)
+        assert {answer["member"] for answer in answers} == {settings.instance_id}
