@@ -52,6 +52,7 @@ from service.api.store import PipelineStore, StoreError, StoreTimeout
 from service.api.whole_history import whole_samples
 from service.core.time import SystemClock
 from service.pipeline_spec.schema import pipeline_schema, replacement_schema, sql_schemas
+from service.pipeline_spec.sql.pull_query import PULL_QUERY_SCHEMA
 from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.kafka.embedded_broker import EmbeddedBroker
 from service.runtime.lifecycle.manager import Runtime
@@ -145,6 +146,7 @@ def create_app(
         return app
     app.include_router(pipelines.router)
     app.include_router(state.router)
+    app.include_router(state.query_router)
     app.include_router(schema.router)
     app.include_router(sql.router)
     app.include_router(cluster.router)
@@ -327,6 +329,7 @@ def _openapi(app: FastAPI, settings: Settings) -> dict[str, Any]:
     schemas["PipelineSpec"] = spec_schema
     schemas["PipelineReplacement"] = replacement_schema(spec_schema)
     schemas.update(sql_schemas())
+    schemas["PullQuery"] = PULL_QUERY_SCHEMA
     _link_operations(doc)
     document_query_contract(doc)
     if settings.api_token:

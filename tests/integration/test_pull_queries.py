@@ -327,3 +327,35 @@ async def test_during_a_takeover_after_kill_9_lookups_answer_503_or_the_oracle_n
         await eventually(taken_over, timeout_s=90)
         answers = await settled([a], name, sent)
         assert {answer["member"] for answer in answers} == {settings.instance_id}
+
+
+async def test_post_query_in_sql_answers_as_the_rest_routes_do(bootstrap_servers: str) -> None:
+    source = f"pq-{uuid.uuid4().hex[:8]}"
+    name = source
+    await create_topic(bootstrap_servers, source, partitions=PARTITIONS)
+    settings = app_settings(bootstrap_servers)
+    sent: Sent = []
+    async with (
+        running_app(settings) as url,
+        httpx.AsyncClient(base_url=url, timeout=30) as client,
+    ):
+        await wait_ready(client)
+        assert (await client.post("/pipelines", json=window_spec(name, source))).status_code == 201
+        await send(bootstrap_servers, source, sent, 0, 60)
+        await settled([client], name, sent)
+        one = await client.post(
+            "/query", json={"sql": f"""SELECT * FROM "{name}" WHERE key = 'user/2'"""}
+        )
+        assert one.status_code == 200, one.text
+        assert one.json() == (await client.get(url_of(name, "user/2"))).json()
+        some = await client.post(
+            "/query",
+            json={"sql": f"""SELECT * FROM "{name}" WHERE key BETWEEN 'user-1' AND 'user-5'"""},
+        )
+        assert [row["key"] for row in some.json()["rows"]] == ["user-1", "user-5"]
+        bad = await client.post("/query", json={"sql": f'SELECT n FROM "{name}" WHERE k = 1'})
+        assert bad.status_code == 422
+        assert [(p["column"], p["type"]) for p in bad.json()["detail"]] == [
+            (8, "sql_pull_query"),
+            (8 + len(f'n FROM "{name}" WHERE '), "sql_pull_query"),
+        ]

@@ -9,11 +9,15 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request, Response
 
+from service.api.registry import SpecInvalid
 from service.api.routes.deps import services
-from service.api.routes.pipelines import Name
+from service.api.routes.pipelines import Name, json_body, request_body
 from service.api.state_queries import DEFAULT_LIMIT, MAX_LIMIT, StateQueries
+from service.pipeline_spec.sql.problems import SqlError
+from service.pipeline_spec.sql.pull_query import compile_pull_query
 
 router = APIRouter(prefix="/pipelines", tags=["state"])
+query_router = APIRouter(tags=["state"])
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"description": "no pipeline of that name"},
@@ -65,4 +69,39 @@ async def scan_state(
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="Keys per page.")] = DEFAULT_LIMIT,
 ) -> Response:
     reply = await _queries(request).scan(name, from_key, to_key, limit, request.headers)
+    return reply.response()
+
+
+@query_router.post(
+    "/query",
+    summary="A pull query in SQL: SELECT * FROM <pipeline> WHERE key = '...' (or a range)",
+    openapi_extra=request_body("PullQuery"),
+    responses={
+        **_ERRORS,
+        401: {"description": "SERVICE_API_TOKEN is set and the bearer token is missing or wrong"},
+        413: {"description": "the body is larger than SERVICE_MAX_BODY_BYTES"},
+        422: {"description": "every problem of the query, each with statement, line and column"},
+    },
+)
+async def pull_query(request: Request) -> Response:
+    """A key's state (as ``GET /pipelines/{name}/state/{key}`` answers) or a range of keys
+    (as ``GET /pipelines/{name}/state`` does, ``LIMIT`` its page size)."""
+    body = await json_body(request)
+    sql = body.get("sql") if isinstance(body, dict) else None
+    if not isinstance(sql, str) or set(body) != {"sql"} or not sql:
+        raise SpecInvalid(
+            [{"loc": ["sql"], "msg": 'the body is {"sql": "SELECT ..."}', "type": "sql_body"}]
+        )
+    try:
+        query = compile_pull_query(sql)
+    except SqlError as exc:
+        raise SpecInvalid([problem.to_json() for problem in exc.problems]) from None
+    queries = _queries(request)
+    if query.key is not None:
+        reply = await queries.lookup(query.pipeline, query.key, request.headers)
+    else:
+        limit = query.limit or DEFAULT_LIMIT
+        reply = await queries.scan(
+            query.pipeline, query.from_key, query.to_key, limit, request.headers
+        )
     return reply.response()
