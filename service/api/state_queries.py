@@ -19,12 +19,16 @@ docs/pull-queries.md is the reference; the rules here:
   names that worker in :data:`MEMBER`.
 - **Scans** ask every member that holds a partition of the stage, merge by key and
   answer only when every partition answered exactly once (else 503).
+- **Patience.** The replica asked tries again, every 0.1 s for up to :data:`WAIT_S`, while
+  the answer is a 503 (a pipeline starting, a partition restored or moving is a matter
+  of seconds), and only then answers 503; a forwarded request is answered at once.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -64,6 +68,9 @@ MAX_KEY_BYTES = 8192
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
 RETRY_AFTER_S = 1
+WAIT_S = 5.0
+"""How long the replica asked keeps trying before it answers 503."""
+RETRY_EVERY_S = 0.1
 FORWARD_TIMEOUT_S = 5.0
 
 
@@ -152,6 +159,27 @@ class StateQueries:
     async def lookup(self, name: str, key: str, headers: Mapping[str, str]) -> Reply:
         if len(key.encode()) > MAX_KEY_BYTES:
             return too_long("path", "key")
+        return await self._patiently(headers, lambda: self._lookup(name, key, headers))
+
+    async def _patiently(
+        self, headers: Mapping[str, str], answer: Callable[[], Awaitable[Reply]]
+    ) -> Reply:
+        """``answer()``, asked again while it is a 503 for up to :data:`WAIT_S` (a
+        pipeline starting, a partition restored or moving is a matter of seconds); a
+        forwarded request is answered at once (the replica that was asked waits)."""
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            reply = await answer()
+            if (
+                reply.status != 503
+                or self.worker
+                or FORWARDED in headers
+                or time.monotonic() + RETRY_EVERY_S > deadline
+            ):
+                return reply
+            await asyncio.sleep(RETRY_EVERY_S)
+
+    async def _lookup(self, name: str, key: str, headers: Mapping[str, str]) -> Reply:
         if self.found.store.get(name) is None:
             return Reply(404, {"detail": f"no pipeline {name!r}"})
         forwarded = self.worker or FORWARDED in headers
@@ -253,6 +281,18 @@ class StateQueries:
         for what, bound in (("from", from_key), ("to", to_key)):
             if bound is not None and len(bound.encode()) > MAX_KEY_BYTES:
                 return too_long("query", what)
+        return await self._patiently(
+            headers, lambda: self._scan(name, from_key, to_key, limit, headers)
+        )
+
+    async def _scan(
+        self,
+        name: str,
+        from_key: str | None,
+        to_key: str | None,
+        limit: int,
+        headers: Mapping[str, str],
+    ) -> Reply:
         if self.found.store.get(name) is None:
             return Reply(404, {"detail": f"no pipeline {name!r}"})
         forwarded = self.worker or FORWARDED in headers

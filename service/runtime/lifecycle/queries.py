@@ -46,7 +46,8 @@ RETRY_AFTER_S = 1
 
 class NotQueryable(Exception):
     """The pipeline keeps no state a pull query can read (a join, a stateless map, a
-    finished bounded pipeline), or reads several topics unshuffled."""
+    finished bounded pipeline), reads several topics unshuffled, or is not running (it
+    failed, or is stopping)."""
 
 
 class StateUnavailable(Exception):
@@ -129,7 +130,8 @@ def _usable(
             "the pipeline finished: its bounded input is processed and its state let go"
         )
     if state in (PipelineState.FAILED, PipelineState.STOPPED):
-        raise StateUnavailable(f"the pipeline is {state.value} here")
+        # not a moment's wait: its status says why, and it holds no state until it runs
+        raise NotQueryable(f"the pipeline is {state.value} here (its status says why)")
     if len(topics) != 1:
         raise NotQueryable(
             f"the pipeline's keyed state is spread over {len(topics)} topics read unshuffled"
