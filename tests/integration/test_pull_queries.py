@@ -359,3 +359,36 @@ async def test_post_query_in_sql_answers_as_the_rest_routes_do(bootstrap_servers
             (8, "sql_pull_query"),
             (8 + len(f'n FROM "{name}" WHERE '), "sql_pull_query"),
         ]
+
+
+async def test_while_a_second_replica_joins_lookups_answer_503_or_the_oracle_never_else(
+    bootstrap_servers: str,
+) -> None:
+    """A rebalance hands a partition over: every answer on the way, from either replica,
+    is a 503 or the oracle's at the offset it names."""
+    source = f"pq-{uuid.uuid4().hex[:8]}"
+    name = source
+    await create_topic(bootstrap_servers, source, partitions=PARTITIONS)
+    settings = app_settings(bootstrap_servers, store_apply_timeout_ms=60000)
+    sent: Sent = []
+    async with in_process_replica(settings) as a:
+        assert (await a.post("/pipelines", json=window_spec(name, source))).status_code == 201
+        await send(bootstrap_servers, source, sent, 0, 60)
+        await settled([a], name, sent)
+        async with process_replica(settings) as (_, b):
+
+            async def handed_over() -> bool:
+                for client in (a, b):
+                    for key in KEYS:
+                        answer = await lookup(client, name, key)  # 503, or the oracle's
+                        if answer is None:
+                            return False
+                        check(answer, sent, key)
+                whole = (await a.get(f"/pipelines/{name}/status")).json()
+                members = {p["owner"]["member"] for p in whole["partitions"]}
+                return len(whole["partitions"]) == PARTITIONS and len(members) == 2
+
+            await eventually(handed_over, timeout_s=90)
+            await send(bootstrap_servers, source, sent, 1, 30)
+            answers = await settled([a, b], name, sent)
+            assert len({answer["member"] for answer in answers}) == 2
