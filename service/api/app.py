@@ -70,7 +70,8 @@ _DESCRIPTION = """Event-time stream processing on Kafka with Apache Flink's sema
 Configure pipelines with `POST /pipelines` (the spec's JSON Schema is at
 `GET /schema/pipeline`). When `SERVICE_API_TOKEN` is set, every POST, PUT and DELETE needs
 `Authorization: Bearer <token>`, and so do the reads of pipeline specs, history, the
-live tail and the state (pull queries; unless the service keeps reads open). Status, probes and metrics stay open.
+live tail and the state (pull queries; unless the service keeps reads open). Status,
+probes and metrics stay open.
 A query parameter is given at most once, in the form its schema states (an integer in
 decimal digits, a boolean as `true` or `false`): anything else is a 422.
 """
