@@ -14,7 +14,8 @@ from service.operators.base import InputRecord
 from service.operators.process import KeyedProcessFunction, KeyedProcessOperator
 from service.operators.process.context import Context, Out
 from service.operators.query import Queryable
-from service.operators.table import build_running_aggregate, build_top_n
+from service.operators.table import TableAggregateOperator, build_running_aggregate, build_top_n
+from service.operators.table.running import RunningAggregateConfig
 from service.operators.window import build_window_operator
 from service.operators.window.general import GeneralWindowOperator
 
@@ -318,3 +319,41 @@ def test_an_answer_is_a_copy_later_input_does_not_change() -> None:
     answer = op.query_key("k")
     op.process_batch([("k", 1, {"tag": "x", "n": 2}, 1, None)])
     assert answer == {"states": {"count": 1, "last": {"x": 1}}}
+
+
+@seed(5206)
+@settings(max_examples=150, deadline=None)
+@given(
+    changes=st.lists(
+        st.tuples(
+            st.sampled_from(["r1", "r2", "r3", "r4"]),
+            st.one_of(st.none(), st.tuples(st.sampled_from(["g1", "g/2"]), st.integers(0, 9))),
+        ),
+        min_size=1,
+        max_size=40,
+    )
+)
+def test_a_table_aggregate_lookup_equals_the_aggregate_of_the_table_s_current_rows(
+    changes: list[tuple[str, tuple[str, int] | None]],
+) -> None:
+    config = RunningAggregateConfig(
+        pipeline="p",
+        aggregations={"n": {"fn": "count"}, "s": {"fn": "sum", "field": "amount"}},
+    )
+    op = TableAggregateOperator(config, group_field="g")
+    table: dict[str, tuple[str, int]] = {}
+    for i, (pk, change) in enumerate(changes):
+        value = None if change is None else {"g": change[0], "amount": change[1]}
+        op.process_batch([(pk, i, value, i, None)])
+        if change is None:
+            table.pop(pk, None)
+        else:
+            table[pk] = change
+        for group in ("g1", "g/2"):
+            amounts = [amount for g, amount in table.values() if g == group]
+            found = op.query_key(group)
+            if not amounts:
+                assert found is None
+            else:
+                assert found is not None
+                assert found["result"] == {"n": len(amounts), "s": sum(amounts)}
