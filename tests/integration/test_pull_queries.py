@@ -392,3 +392,32 @@ async def test_while_a_second_replica_joins_lookups_answer_503_or_the_oracle_nev
             await send(bootstrap_servers, source, sent, 1, 30)
             answers = await settled([a, b], name, sent)
             assert len({answer["member"] for answer in answers}) == 2
+
+
+async def test_a_replica_reaches_a_worker_of_another_replica_through_that_replica(
+    bootstrap_servers: str,
+) -> None:
+    """A lookup on a replica of one process, for a key a worker of another replica holds,
+    goes through that replica's API to its worker, and equals the oracle."""
+    source = f"pq-{uuid.uuid4().hex[:8]}"
+    name = source
+    await create_topic(bootstrap_servers, source, partitions=PARTITIONS)
+    settings = app_settings(bootstrap_servers, store_apply_timeout_ms=60000)
+    sent: Sent = []
+    async with (
+        service_process(settings, workers=2) as other,
+        httpx.AsyncClient(base_url=other.url, timeout=30) as other_client,
+    ):
+        await wait_ready(other_client, timeout_s=60)
+        async with in_process_replica(settings) as a:
+            assert (await a.post("/pipelines", json=window_spec(name, source))).status_code == 201
+
+            async def workers_hold_something() -> bool:
+                whole = (await a.get(f"/pipelines/{name}/status")).json()
+                replicas = {p["owner"]["replica"] for p in whole["partitions"]}
+                return len(whole["partitions"]) == PARTITIONS and other.instance_id in replicas
+
+            await eventually(workers_hold_something, timeout_s=90)
+            await send(bootstrap_servers, source, sent, 0, 60)
+            answers = await settled([a], name, sent)
+            assert any(answer["member"].startswith(f"{other.instance_id}-w") for answer in answers)
