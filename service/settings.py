@@ -72,6 +72,11 @@ class Settings:
     http_port: int = 8000
     """``SERVICE_HTTP_PORT``: the port the REST API listens on (1-65535)."""
 
+    query_address: str | None = None
+    """``SERVICE_QUERY_ADDRESS``: the base URL other replicas send the pull queries this
+    replica owns to (``http[s]://host:port``), published in its member reports. Unset:
+    its own listening host and port (the host name when it listens on every address)."""
+
     schema_registry: SchemaRegistrySettings | None = None
     """``SERVICE_SCHEMA_REGISTRY_URL`` (unset: no registry; pipelines whose source is in
     Confluent's wire format wait for one, failed), with
@@ -211,6 +216,7 @@ class Settings:
             "kafka_bootstrap_servers": read("KAFKA_BOOTSTRAP_SERVERS", _parse_bootstrap, None),
             "http_host": read("SERVICE_HTTP_HOST", str, "0.0.0.0"),
             "http_port": read("SERVICE_HTTP_PORT", _int_between(1, 65535), 8000),
+            "query_address": read("SERVICE_QUERY_ADDRESS", _parse_base_url, None),
             "api_token": read_secret("SERVICE_API_TOKEN"),
             "api_read_open": read("SERVICE_API_READ_OPEN", parse_bool, False),
             "http_tls_cert_file": read("SERVICE_HTTP_TLS_CERT_FILE", _parse_file, None),
@@ -269,6 +275,18 @@ class Settings:
         out["kafka_security"] = self.kafka_security.describe()
         return out
 
+    def advertised_query_address(self) -> str:
+        """:attr:`query_address`, or this process's own listening address."""
+        if self.query_address is not None:
+            return self.query_address
+        scheme = "https" if self.http_tls_cert_file is not None else "http"
+        host = self.http_host
+        if host in ("0.0.0.0", "::", ""):
+            host = socket.gethostname()
+        elif ":" in host:
+            host = f"[{host}]"
+        return f"{scheme}://{host}:{self.http_port}"
+
     def session_timeout_ms(self, embedded_broker: bool) -> int:
         """The group session timeout to use: the configured one, else the default for the
         kind of broker (the embedded broker answers a group join only after half the
@@ -280,6 +298,14 @@ class Settings:
     @property
     def log_level_number(self) -> int:
         return int(logging.getLevelName(self.log_level))
+
+
+def _parse_base_url(text: str) -> str:
+    url = text.strip().rstrip("/")
+    scheme, sep, rest = url.partition("://")
+    if scheme not in ("http", "https") or not sep or not rest or "/" in rest:
+        raise ValueError(f"{text!r} is not http://host:port or https://host:port")
+    return url
 
 
 def _int_between(low: int, high: int) -> Callable[[str], int]:

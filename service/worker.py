@@ -34,7 +34,13 @@ def main() -> None:
         print(f"clockwork worker: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     # the socket is the API process's loopback one: plain HTTP, whatever the API serves
-    settings = dataclasses.replace(settings, http_tls_cert_file=None, http_tls_key_file=None)
+    # (its pull queries come through its replica's API: that is the address it publishes)
+    settings = dataclasses.replace(
+        settings,
+        http_tls_cert_file=None,
+        http_tls_key_file=None,
+        query_address=settings.advertised_query_address(),
+    )
     configure_logging(settings, f"worker {index}")
     from service.api.app import WorkerRole, create_app  # after logging is configured
 

@@ -194,6 +194,7 @@ def test_only_the_api_and_the_settings_import_the_workers() -> None:
 
 API_READS_OF_THE_RUNTIME = {
     "service.runtime.lifecycle.manager": "the Runtime: starting, replacing, stopping pipelines",
+    "service.runtime.lifecycle.queries": "what a pull query answers, or why not (state_queries)",
     "service.runtime.pipeline_topics.admin": "a pipeline's topics and state epochs",
     "service.runtime.definition": "what the spec builds",
     "service.runtime.settings": "the runtime's settings, from the service's",

@@ -20,6 +20,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
 from fastapi import Depends, FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.openapi.utils import get_openapi
@@ -34,6 +35,7 @@ from service.api.middleware import (
     BearerTokenMiddleware,
     BodySizeLimitMiddleware,
     methods_served,
+    openapi_template,
 )
 from service.api.query import document_query_contract, single_valued_query
 from service.api.registry import (
@@ -43,12 +45,14 @@ from service.api.registry import (
     SpecInvalid,
     StateIncompatible,
 )
-from service.api.routes import cluster, console, health, metrics, pipelines, schema, sql
+from service.api.routes import cluster, console, health, metrics, pipelines, schema, sql, state
 from service.api.routes.deps import Services
+from service.api.state_queries import StateQueries
 from service.api.store import PipelineStore, StoreError, StoreTimeout
 from service.api.whole_history import whole_samples
 from service.core.time import SystemClock
 from service.pipeline_spec.schema import pipeline_schema, replacement_schema, sql_schemas
+from service.pipeline_spec.sql.pull_query import PULL_QUERY_SCHEMA
 from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.kafka.embedded_broker import EmbeddedBroker
 from service.runtime.lifecycle.manager import Runtime
@@ -65,8 +69,9 @@ _DESCRIPTION = """Event-time stream processing on Kafka with Apache Flink's sema
 
 Configure pipelines with `POST /pipelines` (the spec's JSON Schema is at
 `GET /schema/pipeline`). When `SERVICE_API_TOKEN` is set, every POST, PUT and DELETE needs
-`Authorization: Bearer <token>`, and so do the reads of pipeline specs, history and the
-live tail (unless the service keeps reads open). Status, probes and metrics stay open.
+`Authorization: Bearer <token>`, and so do the reads of pipeline specs, history, the
+live tail and the state (pull queries; unless the service keeps reads open). Status,
+probes and metrics stay open.
 A query parameter is given at most once, in the form its schema states (an integer in
 decimal digits, a boolean as `true` or `false`): anything else is a 422.
 """
@@ -138,8 +143,11 @@ def create_app(
     app.include_router(health.router)
     app.include_router(metrics.router)
     if worker is not None:  # the API process is the only client
+        app.include_router(state.router)  # the pull queries it routes here
         return app
     app.include_router(pipelines.router)
+    app.include_router(state.router)
+    app.include_router(state.query_router)
     app.include_router(schema.router)
     app.include_router(sql.router)
     app.include_router(cluster.router)
@@ -216,6 +224,7 @@ async def _start(
         registry.statuses_here if local is not None else None,
         replica=worker.replica if worker is not None else None,
         worker=worker.index if worker is not None else 0,
+        address=settings.advertised_query_address(),
         interval_s=settings.status_publish_interval_ms / 1000,
         replication_factor=settings.topic_replication,
         fetch_max_wait_ms=settings.kafka_fetch_max_wait_ms,
@@ -244,9 +253,12 @@ async def _start(
         settings.pipelines_topic,
         bootstrap,
     )
-    return Services(
+    found = Services(
         settings, cluster, runtime, store, registry, history, members, lost_after, local, pool
     )
+    client = await stack.enter_async_context(httpx.AsyncClient())
+    found.queries = StateQueries(found, client, worker=worker is not None)
+    return found
 
 
 def worker_environment(bootstrap: str, session_timeout_ms: int) -> dict[str, str]:
@@ -318,16 +330,16 @@ def _openapi(app: FastAPI, settings: Settings) -> dict[str, Any]:
     schemas["PipelineSpec"] = spec_schema
     schemas["PipelineReplacement"] = replacement_schema(spec_schema)
     schemas.update(sql_schemas())
+    schemas["PullQuery"] = PULL_QUERY_SCHEMA
     _link_operations(doc)
     document_query_contract(doc)
     if settings.api_token:
+        reads = {openapi_template(t) for t in DATA_READS}
         doc["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
         for template, path in doc.get("paths", {}).items():
             for method, operation in path.items():
                 if method.upper() in MUTATING_METHODS or (
-                    method.upper() == "GET"
-                    and template in DATA_READS
-                    and not settings.api_read_open
+                    method.upper() == "GET" and template in reads and not settings.api_read_open
                 ):
                     operation["security"] = [{"bearer": []}]
                     operation.setdefault("responses", {}).setdefault(

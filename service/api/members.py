@@ -53,6 +53,7 @@ class MemberBoard:
         *,
         replica: str | None = None,
         worker: int = 0,
+        address: str = "",
         interval_s: float = 2.0,
         replication_factor: int = 1,
         fetch_max_wait_ms: int = 50,
@@ -63,6 +64,8 @@ class MemberBoard:
         self.replica = replica or member
         self.host = socket.gethostname()
         self.worker = worker
+        self.address = address
+        """Where other replicas send this member's pull queries."""
         self._local = local
         self.interval_s = interval_s
         self._replication = replication_factor
@@ -86,7 +89,9 @@ class MemberBoard:
 
     def me(self, now_ms: int, status: Mapping[str, Any] | None = None) -> MemberReport:
         """This member as a report published now (its live status, not its last record)."""
-        return MemberReport(self.member, self.host, self.worker, now_ms, status, self.replica)
+        return MemberReport(
+            self.member, self.host, self.worker, now_ms, status, self.replica, self.address
+        )
 
     def view_of(self, pipeline: str, now_ms: int) -> list[MemberReport]:
         """Every member's report of ``pipeline``: this member's live status (when it runs
@@ -247,6 +252,7 @@ class MemberBoard:
             "replica": self.replica,
             "host": self.host,
             "worker": self.worker,
+            "address": self.address,
         }
         for name, status in local.items():
             value = {**identity, "published_ms": now, "status": status}
@@ -283,6 +289,7 @@ class MemberBoard:
                 published_ms=int(data["published_ms"]),
                 status=data.get("status"),
                 replica=str(data.get("replica") or data["member"]),
+                address=str(data.get("address") or ""),
             )
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
             logger.debug("member report %r not read", text)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import re
 from collections.abc import Sequence
 
 from starlette.exceptions import HTTPException
@@ -24,6 +25,7 @@ __all__ = [
     "BodyTooLarge",
     "is_data_read",
     "methods_served",
+    "openapi_template",
 ]
 
 MUTATING_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -35,15 +37,24 @@ DATA_READS = frozenset(
         "/pipelines/{name}",
         "/pipelines/{name}/history",
         "/pipelines/{name}/tail",
+        "/pipelines/{name}/state",
+        "/pipelines/{name}/state/{key:path}",
         "/history",
     }
 )
 """The routes whose GET shows what the pipelines are and what they produce: the specs
-(topics, functions, keys), the history and the tail (the records of the result, late
-and dead-letter topics). With a token they need it too, unless reads are kept open.
-Status, probes, ``/metrics``, the schema, the docs and the console's static files stay
-open: dashboards and probes read them, and the console must load to ask for the token.
+(topics, functions, keys), the history, the tail (the records of the result, late
+and dead-letter topics) and the state (pull queries). With a token they need it too,
+unless reads are kept open. Status, probes, ``/metrics``, the schema, the docs and the
+console's static files stay open: dashboards and probes read them, and the console must
+load to ask for the token.
 ``tests/api/test_middleware.py`` checks that each is a GET route of the app."""
+
+
+def openapi_template(template: str) -> str:
+    """A route's path as the OpenAPI document writes it (no ``:path`` convertor)."""
+    return re.sub(r"\{(\w+):\w+\}", r"{\1}", template)
+
 
 _DATA_READ_PATTERNS = tuple(compile_path(template)[0] for template in sorted(DATA_READS))
 

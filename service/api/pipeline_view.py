@@ -56,6 +56,9 @@ class MemberReport:
     replica: str = ""
     """The replica (``SERVICE_INSTANCE_ID``) the member is a worker of; the member itself
     when it runs alone (one worker: the replica's process is the member)."""
+    address: str = ""
+    """Where pull queries of the partitions it holds go (its replica's API: a worker is
+    reached through it); empty in a report of a version without pull queries."""
 
     def owner(self, lost: bool) -> dict[str, Any]:
         return {

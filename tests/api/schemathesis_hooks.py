@@ -34,6 +34,22 @@ GROUP BY "user", window_start, window_end;
 (docs/sql.md); negative and random scripts are the fuzz tests' (tests/pipeline_spec/sql)."""
 
 
+VALID_PULL_QUERY = """SELECT * FROM "schemathesis-pull" WHERE key = 'k'"""
+"""What a positive ``POST /query`` body says: the schema says "a string", the pull
+query's SQL no schema can (docs/pull-queries.md); refusals are
+tests/pipeline_spec/sql/test_pull_query.py's."""
+
+
+def _positive_pull_query(case: Case) -> bool:
+    meta = case.meta
+    return (
+        (case.operation.method.upper(), case.operation.path) == ("POST", "/query")
+        and isinstance(case.body, dict)
+        and meta is not None
+        and meta.generation.mode.is_positive
+    )
+
+
 def _positive_spec(case: Case) -> bool:
     operation = (case.operation.method.upper(), case.operation.path)
     if operation not in _SPEC_BODIES or not isinstance(case.body, dict):
@@ -262,7 +278,11 @@ def _valid_steps(steps: Any) -> None:
 def before_call(context: HookContext, case: Case, kwargs: dict[str, Any]) -> None:
     """A positive replacement names the pipeline of its path, and a positive spec's
     expressions are valid SQL. Here, just before the call, because a stateful step fills
-    the path from a link after the case was generated."""
+    the path from a link after the case was generated. A positive pull query is a valid
+    one (of a pipeline that may not exist: a 404 is an answer)."""
+    if _positive_pull_query(case):
+        case.body["sql"] = VALID_PULL_QUERY
+        return
     if not _positive_spec(case):
         return
     if _sql_body(case):

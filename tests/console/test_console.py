@@ -21,7 +21,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from playwright.async_api import Page, expect
 
-from tests.api.server import app_settings, create_topic, running_app, wait_ready
+from tests.api.server import app_settings, create_topic, eventually, running_app, wait_ready
 from tests.console.browser import Browser
 
 pytestmark = pytest.mark.integration
@@ -426,3 +426,60 @@ async def test_the_tail_shows_a_late_record_s_own_headers_and_a_binary_one_as_he
         "clockwork.timestamp",
     ]
     await page.close()  # its live tail too, before the server stops
+
+
+async def test_a_pipeline_page_looks_up_a_key_and_a_table_shows_its_rows(
+    service: Service, browser: Browser
+) -> None:
+    """The "look up a key" box shows a window's partial aggregate as of where it is, and
+    a key with no state as not found; a running aggregate's page lists its rows by key,
+    refreshing as new records change them."""
+    suffix = uuid.uuid4().hex[:8]
+    source, name, table = f"orders-{suffix}", f"lookup-{suffix}", f"totals-{suffix}"
+    await create_topic(service.bootstrap, source, partitions=1)
+    spec = window_spec(name, source)
+    spec["operator"]["assigner"]["size_ms"] = 3_600_000
+    assert (await service.client.post("/pipelines", json=spec)).status_code == 201
+    totals = {
+        "name": table,
+        "source": {"topics": [source], "start_from": "earliest"},
+        "key": {"field": "user"},
+        "operator": {
+            "type": "aggregate",
+            "aggregations": {"orders": {"fn": "count"}},
+            "emit_interval_ms": 100,
+        },
+        "sink": {"topic": f"{table}.out"},
+    }
+    assert (await service.client.post("/pipelines", json=totals)).status_code == 201
+    base = int(time.time() * 1000) // 3_600_000 * 3_600_000
+    await send(service.bootstrap, source, orders(base + 1, base + 2))
+
+    page = await browser.new_page()
+    await page.goto(f"{service.url}/ui/#/pipelines/{name}")
+    await expect(page.locator("#table-rows")).to_have_count(0)  # not a table pipeline
+    result = page.locator("#lookup-result")
+    info = page.locator("#lookup-info")
+
+    async def both_counted() -> bool:
+        answer = await service.client.get(f"/pipelines/{name}/state/u1")
+        state = answer.json().get("state") if answer.status_code == 200 else None
+        return bool(state) and state["windows"][0]["result"]["orders"] == 2
+
+    await eventually(both_counted)
+    await page.locator("#lookup-key").fill("u1")
+    await page.locator("#lookup-go").click()
+    await expect(info).to_have_attribute("data-found", "true")
+    assert json.loads(await result.text_content() or "")["windows"][0]["result"] == {
+        "orders": 2,
+        "revenue": 5.0,
+    }
+    await page.locator("#lookup-key").fill("nobody/?")
+    await page.locator("#lookup-go").click()
+    await expect(info).to_have_attribute("data-found", "false")
+    await expect(result).to_be_hidden()
+
+    await page.goto(f"{service.url}/ui/#/pipelines/{table}")
+    await expect(page.locator('#table-rows tr[data-key="u1"] td').nth(1)).to_have_text("2")
+    await send(service.bootstrap, source, orders(base + 3))
+    await expect(page.locator('#table-rows tr[data-key="u1"] td').nth(1)).to_have_text("3")

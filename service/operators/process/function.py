@@ -36,6 +36,11 @@ class KeyedProcessFunction:
     processing raised through ``failed``; it saves the per-record call and context set-up
     on the hottest path of a function whose per-record work is a few dict operations."""
 
+    queryable_state: tuple[str, ...] = ()
+    """The names of the states a pull query may read (``GET /pipelines/{name}/state/{key}``,
+    docs/pull-queries.md); the others stay private to the function. Declare it on the
+    class: ``queryable_state = ("count",)``."""
+
     def open(self, ctx: Context) -> None:
         """Called once before anything else; there is no current key yet."""
 

@@ -49,6 +49,9 @@ from service.core.timers import TimerService
 from service.operators.base import Collector, FailedRecord, InputRecord, OperatorGauges
 from service.operators.process.context import Context, Out
 from service.operators.process.function import KeyedProcessFunction
+from service.operators.process.jsonsafe import copy_plain
+from service.operators.process.state import StateKind, StateStore
+from service.operators.query import in_range
 
 META_ENTRY: Final = "\x00meta"
 """Name of the incremental-checkpoint entry that holds the operator-wide data."""
@@ -255,6 +258,49 @@ class KeyedProcessOperator:
         self.counters.state_expired += self._state.sweep(self._clock.now_ms(), self._dirty)
 
     # -- full snapshots -----------------------------------------------------------------
+    # -- pull queries (operators/query.py) ------------------------------------------------
+    query_kind = "process"
+
+    def _queryable(self) -> list[StateStore]:
+        stores = self._state.stores
+        names = self._function.queryable_state
+        return [stores[name] for name in names if name in stores]
+
+    def query_key(self, key: str) -> dict[str, Any] | None:
+        """The key's queryable states (the function's ``queryable_state``) that hold a
+        value, copied; an entry past its TTL counts as gone, swept or not. A map state is
+        a JSON object (its keys as text)."""
+        now = self._clock.now_ms()
+        states: dict[str, Any] = {}
+        for store in self._queryable():
+            stored = store.data.get(key)
+            if stored is None:
+                continue
+            if store.expiry is not None:
+                deadline = store.expiry.get(key)
+                if deadline is not None and deadline <= now:
+                    continue
+            if store.kind is StateKind.MAP:
+                states[store.name] = {str(k): copy_plain(v) for k, v in stored.items()}
+            else:
+                states[store.name] = copy_plain(stored)
+        return {"states": states} if states else None
+
+    def scan(
+        self, from_key: str | None, to_key: str | None, limit: int
+    ) -> list[tuple[str, dict[str, Any]]]:
+        out: list[tuple[str, dict[str, Any]]] = []
+        keys: set[str] = set()
+        for store in self._queryable():
+            keys.update(key for key in store.data if in_range(key, from_key, to_key))
+        for key in sorted(keys):
+            if len(out) >= limit:
+                break
+            found = self.query_key(key)
+            if found is not None:
+                out.append((key, found))
+        return out
+
     def snapshot(self) -> dict[str, Any]:
         """Everything as plain data; values are shared with live state, so serialize it
         before the next call into the operator."""

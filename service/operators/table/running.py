@@ -41,6 +41,7 @@ from typing import Any
 
 from service.core.time import MAX_TIMESTAMP, MIN_TIMESTAMP, Clock, SystemClock
 from service.operators.base import Collector, InputRecord, OperatorGauges, Upsert
+from service.operators.query import in_range
 from service.operators.table.changes import newest_entries
 from service.operators.window.aggregations import AggregationPlan, parse_aggregations
 from service.operators.window.common import reject_bad_value
@@ -323,6 +324,34 @@ class RunningAggregateOperator:
 
     def stats(self) -> dict[str, Any]:
         return {"keys": len(self._keys), "invalid_values": self.plan.invalid_counts()}
+
+    # -- pull queries (operators/query.py) ------------------------------------------------
+    query_kind = "aggregate"
+
+    def _row(self, acc: list[Any]) -> dict[str, Any] | None:
+        """A key's row: its aggregations' values now (emitted or not)."""
+        return {
+            "result": self.plan.result(acc),
+            "timestamp": acc[TS_SLOT],
+            "emitted": acc[SEQ_SLOT],
+        }
+
+    def query_key(self, key: str) -> dict[str, Any] | None:
+        acc = self._keys.get(key)
+        return None if acc is None else self._row(acc)
+
+    def scan(
+        self, from_key: str | None, to_key: str | None, limit: int
+    ) -> list[tuple[str, dict[str, Any]]]:
+        out: list[tuple[str, dict[str, Any]]] = []
+        keys = self._keys
+        for key in sorted(key for key in keys if in_range(key, from_key, to_key)):
+            if len(out) >= limit:
+                break
+            row = self._row(keys[key])
+            if row is not None:
+                out.append((key, row))
+        return out
 
     # -- checkpoints ---------------------------------------------------------------------
     def _entry(self, key: str) -> dict[str, Any] | None:

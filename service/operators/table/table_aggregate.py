@@ -153,6 +153,17 @@ class TableAggregateOperator(RunningAggregateOperator):
             acc[SEQ_SLOT] = seq + 1
             append(Upsert(prefix + group, group, result(acc), seq, acc[TS_SLOT]))
 
+    def _row(self, acc: list[Any]) -> dict[str, Any] | None:
+        """A group's row, over the table's current rows; None once its last row went
+        (its delete not emitted yet)."""
+        if acc[_ROWS] <= 0:
+            return None
+        return {
+            "result": self.retracting.result(acc),
+            "timestamp": acc[TS_SLOT],
+            "emitted": acc[SEQ_SLOT],
+        }
+
     def stats(self) -> dict[str, Any]:
         out = super().stats()
         out["rows"] = len(self._rows)

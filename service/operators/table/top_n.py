@@ -60,6 +60,7 @@ from service.core.errors import ConfigError
 from service.core.paths import MISSING, compile_path, split_path
 from service.core.time import MAX_TIMESTAMP, MIN_TIMESTAMP, Clock, SystemClock
 from service.operators.base import Collector, FailedRecord, InputRecord, OperatorGauges, Upsert
+from service.operators.query import in_range
 from service.operators.table.changes import newest_entries
 from service.operators.table.table_aggregate import group_of
 from service.operators.window.aggregations import encode_distinct
@@ -523,6 +524,33 @@ class TopNOperator:
 
     def stats(self) -> dict[str, Any]:
         return {"keys": len(self._keys), "rows": sum(len(s.rows) for s in self._keys.values())}
+
+    # -- pull queries (operators/query.py) ------------------------------------------------
+    query_kind = "top_n"
+
+    def query_key(self, key: str) -> dict[str, Any] | None:
+        """The partition key's ranks now, best first (emitted or not)."""
+        state = self._keys.get(key)
+        if state is None or not state.rows:
+            return None
+        return {
+            "ranks": [
+                {"rank": i + 1, "row": row[_VALUE], "timestamp": row[_TS]}
+                for i, row in enumerate(state.rows[: self._n])
+            ]
+        }
+
+    def scan(
+        self, from_key: str | None, to_key: str | None, limit: int
+    ) -> list[tuple[str, dict[str, Any]]]:
+        out: list[tuple[str, dict[str, Any]]] = []
+        for key in sorted(key for key in self._keys if in_range(key, from_key, to_key)):
+            if len(out) >= limit:
+                break
+            found = self.query_key(key)
+            if found is not None:
+                out.append((key, found))
+        return out
 
     # -- checkpoints ---------------------------------------------------------------------
     def _entry(self, key: str) -> dict[str, Any] | None:

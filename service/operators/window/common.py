@@ -88,6 +88,9 @@ def reject_bad_value(
 class WindowOperatorBase:
     """Time, timers, counters and checkpoint envelopes of a window operator."""
 
+    query_kind = "window"
+    """What a pull query reads of it (operators/query.py)."""
+
     def __init__(self, config: WindowOperatorConfig, plan_base: int) -> None:
         self.config = config
         self.collector = Collector()

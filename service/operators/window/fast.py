@@ -59,6 +59,7 @@ from typing import Any
 
 from service.core.time import MAX_TIMESTAMP
 from service.operators.base import FireKind, InputRecord, OperatorGauges, WindowResult
+from service.operators.query import first_keys
 
 from .aggregate_kinds import AggKind
 from .aggregations import AggregationPlan
@@ -438,6 +439,28 @@ class FastWindowOperator(WindowOperatorBase):
 
     def has_key_state(self, key: str) -> bool:
         return any(key in current for current in self._windows.values())
+
+    # -- pull queries (operators/query.py) --------------------------------------------
+    def query_key(self, key: str) -> dict[str, Any] | None:
+        """The key's windows by start, each with its aggregations' values so far."""
+        plan = self._plan()
+        windows = self._windows
+        size = self._size
+        rows: list[dict[str, Any]] = []
+        for start in sorted(windows):
+            acc = windows[start].get(key)
+            if acc is not None:
+                result = plan.result(acc)
+                rows.append(
+                    {"start": start, "end": start + size, "result": result, "fires": acc[0]}
+                )
+        return {"windows": rows} if rows else None
+
+    def scan(
+        self, from_key: str | None, to_key: str | None, limit: int
+    ) -> list[tuple[str, dict[str, Any]]]:
+        keys = first_keys(self.state_keys(), from_key, to_key, limit)
+        return [(key, found) for key in keys if (found := self.query_key(key)) is not None]
 
     def _row(self, start: int, acc: list[Any]) -> list[Any]:
         return [start, *copy_contents(acc)] if self._mutable_slots else [start, *acc]

@@ -32,6 +32,7 @@ from typing import Any, ClassVar
 
 from service.core.time import MAX_TIMESTAMP, TimeDomain
 from service.operators.base import FailedRecord, FireKind, InputRecord, WindowResult
+from service.operators.query import in_range
 
 from .assigners import SessionAssigner, Window, max_timestamp
 from .common import WindowOperatorBase
@@ -442,6 +443,51 @@ class GeneralWindowOperator(WindowOperatorBase):
 
     def encode_key(self, key: str) -> dict[str, Any]:
         return encode_key_state(self._keys[key])
+
+    # -- pull queries (operators/query.py) --------------------------------------------
+    def query_key(self, key: str) -> dict[str, Any] | None:
+        """The key's windows holding contents, by (start, end): each with its
+        aggregations' values so far (None with a window function, which only a firing
+        calls; ``elements`` then says how many the window holds)."""
+        state = self._keys.get(key)
+        if state is None:
+            return None
+        plan = self.plan
+        contents = state.contents
+        held = (
+            state.merging.items()
+            if state.merging is not None
+            else ((window, window) for window in contents)
+        )
+        rows: list[dict[str, Any]] = []
+        for window, state_window in sorted(held):
+            data = contents.get(state_window)
+            if data is None:
+                continue
+            row: dict[str, Any] = {"start": window[0], "end": window[1]}
+            if self._elements:
+                row["result"] = (
+                    plan.of_elements(data) if plan is not None and self._function is None else None
+                )
+                row["elements"] = len(data)
+            else:
+                row["result"] = plan.result(data) if plan is not None else None
+            row["fires"] = state.seqs.get(window, 0)
+            rows.append(row)
+        return {"windows": rows} if rows else None
+
+    def scan(
+        self, from_key: str | None, to_key: str | None, limit: int
+    ) -> list[tuple[str, dict[str, Any]]]:
+        out: list[tuple[str, dict[str, Any]]] = []
+        keys = sorted(key for key in self._keys if in_range(key, from_key, to_key))
+        for key in keys:  # a key may hold no contents (only trigger state): skipped
+            if len(out) >= limit:
+                break
+            found = self.query_key(key)
+            if found is not None:
+                out.append((key, found))
+        return out
 
     def _snapshot_timers(self) -> dict[str, Any] | None:
         return self._timers.snapshot()

@@ -138,6 +138,11 @@ class Session:
         """Bounded input: the partitions this session read to their end."""
         self.partitions_done = (0, 0)
         """Bounded input: partitions of the pipeline finished, of all, at the last look."""
+        self.counts: dict[str, int] = {}
+        """The partition counts of the pipeline's topics (pull queries find a key's
+        partition among its stage topic's)."""
+        self.joined_group = False
+        """Whether the consumer has joined the group (pull queries answer only then)."""
         self.final_partitions: tuple[PartitionStatus, ...] = ()
         """Bounded input, once finished: the partitions' status as they ended here."""
         self.reporter = SessionReporter(self)
@@ -157,6 +162,7 @@ class Session:
         cluster = KafkaCluster.of(settings)
         counts = await ensure_topics(cluster, definition, settings.replication_factor)
         stage.prepare(self, counts)
+        self.counts = counts
         try:
             await self.interruptible(stage.ready(self))
         except Interrupted:
@@ -220,6 +226,7 @@ class Session:
             await self.close(checkpoint=True)
             return False
         self.emitter.start(self.fail)
+        self.joined_group = True
         runner.joined()
         finished = await self.loop.run()
         if finished:
@@ -248,6 +255,7 @@ class Session:
 
     async def close(self, checkpoint: bool) -> None:
         """Stop the clients; with ``checkpoint`` first make every partition durable."""
+        self.joined_group = False  # what it holds now is on its way out: no queries
         await self.emitter.stop()
         await self.stop_prefetch()
         self.pending.clear()

@@ -22,6 +22,7 @@ from service.runtime.definition import PipelineDefinition
 from service.runtime.kafka.access import connection_problem
 from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.lifecycle.pipeline_runner import PipelineRunner
+from service.runtime.lifecycle.queries import KeyAnswer, ScanAnswer
 from service.runtime.observability.metrics import METRICS, RuntimeMetrics
 from service.runtime.observability.status import PipelineStatus, UnknownPipeline
 from service.runtime.pipeline_topics.admin import PipelineTopics
@@ -134,6 +135,14 @@ class Runtime:
         runner = self._get(name)
         runner.resume()
         return runner.status()
+
+    def query_key(self, name: str, key: str) -> KeyAnswer:
+        """A pull query of ``key`` (lifecycle/queries.py); UnknownPipeline if not here."""
+        return self._get(name).query_key(key)
+
+    def scan(self, name: str, from_key: str | None, to_key: str | None, limit: int) -> ScanAnswer:
+        """A range scan over the partitions of ``name`` held here (lifecycle/queries.py)."""
+        return self._get(name).scan(from_key, to_key, limit)
 
     def status(self, name: str) -> PipelineStatus:
         return self._get(name).status()

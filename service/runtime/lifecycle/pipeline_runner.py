@@ -27,6 +27,8 @@ from aiokafka import TopicPartition
 from service.core.time import Clock, SystemClock
 from service.runtime.consumer_group.stages import LookupStage, stages_of
 from service.runtime.definition import PipelineDefinition
+from service.runtime.lifecycle import queries
+from service.runtime.lifecycle.queries import KeyAnswer, ScanAnswer
 from service.runtime.lifecycle.stage_runner import BrokerUnavailable, StageRunner
 from service.runtime.observability.metrics import METRICS, RuntimeMetrics
 from service.runtime.observability.status import (
@@ -243,6 +245,17 @@ class PipelineRunner:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+
+    # -- pull queries (queries.py) -----------------------------------------------------
+    def query_key(self, key: str) -> KeyAnswer:
+        """``key``'s state in the keyed stage's partition that owns it, if held here."""
+        keyed = self.stages[-1]
+        return queries.query_key(self.state, keyed.stage.topics, keyed.session, key)
+
+    def scan(self, from_key: str | None, to_key: str | None, limit: int) -> ScanAnswer:
+        """Up to ``limit`` keys of ``[from_key, to_key)`` over the partitions held here."""
+        keyed = self.stages[-1]
+        return queries.scan(self.state, keyed.stage.topics, keyed.session, from_key, to_key, limit)
 
     # -- status ----------------------------------------------------------------------
     def status(self) -> PipelineStatus:

@@ -1,10 +1,11 @@
-// One pipeline: its numbers, a join's two inputs, live charts, partitions grouped by
-// stage, the live tail of its result, late and dead-letter topics, its SQL script (the
+// One pipeline: its numbers, a join's two inputs, live charts, a key's state (and a
+// table pipeline's rows), partitions grouped by stage, the live tail of its result, late and dead-letter topics, its SQL script (the
 // compiled spec a click away) or its spec, and pause / resume / edit / delete.
 
 import { ApiError, confirmDialog, get, openStream, send } from "./api.js";
 import { lineChart } from "./chart.js";
 import { inputsTable, joinInputs } from "./inputs.js";
+import { lookupBox, tableRows } from "./state.js";
 import {
   appendSamples,
   el,
@@ -155,6 +156,7 @@ export async function renderPipeline(root, { name }) {
         el("details", { id: "compiled-view" }, el("summary", {}, "Compiled spec"), spec),
       ]
     : [el("h2", {}, "Spec"), spec];
+  const rows = tableRows(described.spec, path);
   let filter = "all";
   const filters = el(
     "div",
@@ -194,6 +196,8 @@ export async function renderPipeline(root, { name }) {
     inputsHeading,
     inputs,
     charts,
+    ...lookupBox(path),
+    ...(rows ? rows.elements : []),
     el("h2", {}, "Partitions"),
     partitions,
     el("h2", {}, "Live tail ", filters),
@@ -273,6 +277,7 @@ export async function renderPipeline(root, { name }) {
       get(path),
       get(`${path}/status`),
       get(`${path}/history${query}`),
+      rows ? rows.refresh() : null,
     ]);
     described = { ...fresh, status: whole };
     appendSamples(samples, history.samples);
