@@ -86,10 +86,16 @@ def test_normalised_rows_sort_after_their_cells_are_normalised() -> None:
 
 
 def test_the_bench_says_whose_rows_are_not_the_references() -> None:
-    assert verdict([True, True], True) == ", both the reference's"
-    assert verdict([True, False], True) == ", NOT the reference's: Clockwork"
-    assert verdict([True], False) == ", NOT the reference's: Flink"
-    assert verdict([False], False) == ", NOT the reference's: Clockwork, Flink"
+    assert verdict([True, True], {"Flink": True}) == ", both the reference's"
+    assert verdict([True, False], {"Flink": True}) == ", NOT the reference's: Clockwork"
+    assert verdict([True], {"Flink": False}) == ", NOT the reference's: Flink"
+    assert verdict([False], {"Flink": False}) == ", NOT the reference's: Clockwork, Flink"
+
+
+def test_the_bench_names_each_flink_source_whose_rows_are_not_the_references() -> None:
+    flinks = {"Flink (files)": True, "Flink (Kafka)": False}
+    assert verdict([True], flinks) == ", NOT the reference's: Flink (Kafka)"
+    assert verdict([True], {**flinks, "Flink (Kafka)": True}) == ", all the reference's"
 
 
 def _auction(
@@ -146,5 +152,5 @@ def test_a_flink_changelog_folds_to_the_rows_it_did_not_take_back() -> None:
 
 
 def test_the_bench_says_flink_did_not_run_a_query_it_does_not_run() -> None:
-    assert verdict([True], None) == ", the reference's (Flink: not run)"
-    assert verdict([False], None) == ", NOT the reference's: Clockwork"
+    assert verdict([True], {}) == ", the reference's (Flink: not run)"
+    assert verdict([False], {}) == ", NOT the reference's: Clockwork"
