@@ -392,10 +392,25 @@ class RunningAggregateOperator:
             if len(invalid) == len(self.plan.invalid):
                 self.plan.invalid[:] = invalid
         # In place: the generated loop holds these.
-        self._keys.clear()
         self._pending.clear()
         self._touched.clear()
         self._changed.clear()
+        if not isinstance(self._keys, dict):
+            # The rocksdb backend: the store holds the state up to where the entries
+            # start (empty, or a local checkpoint): they are applied onto it.
+            cache = self._keys
+            for key, entry in keys:
+                if entry is None:
+                    cache.pop(key)
+                else:
+                    cache[key] = _copy(entry["acc"])
+                    if entry["dirty"]:
+                        self._pending[key] = None
+            self._next_tick = None
+            if self._needs_tick():
+                self._schedule(self._clock.now_ms())
+            return
+        self._keys.clear()
         present = [(key, entry) for key, entry in keys if entry is not None]
         present.sort(key=lambda item: item[1]["acc"][SEEN_SLOT])  # the order of last touch
         for key, entry in present:

@@ -40,7 +40,7 @@ from rocksdict import (
     WriteBufferManager,
 )
 
-__all__ = ["LocalCheckpoint", "RocksMemory", "RocksStore", "open_store"]
+__all__ = ["LocalCheckpoint", "RocksMemory", "RocksStore", "open_store", "wipe_store"]
 
 CHECKPOINT_FILE = "checkpoint.json"
 DB_DIR = "db"
@@ -93,7 +93,7 @@ class RocksMemory:
 class RocksStore:
     """A :class:`~service.core.state_cache.BackingStore` on one RocksDB."""
 
-    __slots__ = ("_checkpointed", "_db", "directory", "writes")
+    __slots__ = ("_checkpointed", "_db", "directory", "evicted", "writes")
 
     def __init__(self, directory: Path, db: Rdict, checkpointed: bool) -> None:
         self.directory = directory
@@ -101,6 +101,9 @@ class RocksStore:
         self._checkpointed = checkpointed
         """Whether the checkpoint file is there (so the next write deletes it first)."""
         self.writes = 0
+        self.evicted = False
+        """Whether an eviction wrote since the last checkpoint's flush (the store is then
+        ahead of that checkpoint: :meth:`commit` must not name it)."""
 
     def load(self, key: str) -> tuple[Any, int] | None:
         data = self._db.get(key.encode())
@@ -110,6 +113,8 @@ class RocksStore:
 
     def write(self, entries: Mapping[str, Any], checkpoint: bool) -> Mapping[str, int]:
         if not entries:
+            if checkpoint:  # nothing dirty: the store holds the checkpoint's state
+                self.evicted = False
             return {}
         if self._checkpointed:
             self.forget_checkpoint()
@@ -125,6 +130,7 @@ class RocksStore:
                 sizes[key] = len(data)
         self._db.write(batch)
         self.writes += 1
+        self.evicted = not checkpoint
         return sizes
 
     def items(self) -> Iterator[tuple[str, Any]]:
@@ -140,8 +146,12 @@ class RocksStore:
         _sync_directory(self.directory)
         self._checkpointed = False
 
-    def commit(self, position: Any, count: int) -> None:
-        """After a checkpoint's flush: the RocksDB reflects ``position`` (durably)."""
+    def commit(self, position: Any, count: int) -> bool:
+        """After a checkpoint's flush, once its changelog is committed: the RocksDB
+        reflects ``position`` (durably). False, and no file, when an eviction wrote since
+        the flush."""
+        if self.evicted:
+            return False
         self._db.flush_wal(True)
         path = self.directory / CHECKPOINT_FILE
         temporary = path.with_suffix(".tmp")
@@ -153,6 +163,7 @@ class RocksStore:
         os.replace(temporary, path)
         _sync_directory(self.directory)
         self._checkpointed = True
+        return True
 
     def close(self) -> None:
         self._db.close()
@@ -179,6 +190,11 @@ def _read_checkpoint(directory: Path) -> LocalCheckpoint | None:
     return LocalCheckpoint(data["position"], count)
 
 
+def wipe_store(directory: Path) -> None:
+    """Delete a (closed) store's directory."""
+    shutil.rmtree(directory, ignore_errors=True)
+
+
 def open_store(directory: Path, memory: RocksMemory) -> tuple[RocksStore, LocalCheckpoint | None]:
     """The store in ``directory`` and its local checkpoint; None: it was wiped (no
     checkpoint file, an unreadable one, or a RocksDB that does not open) and is empty."""
@@ -188,7 +204,9 @@ def open_store(directory: Path, memory: RocksMemory) -> tuple[RocksStore, LocalC
             db = Rdict(
                 str(directory / DB_DIR), memory.options(), access_type=AccessType.read_write()
             )
-        except Exception:  # any failure to open: rebuild from the changelog
+        except Exception as exc:  # any other failure to open: rebuild from the changelog
+            if "lock" in str(exc).lower():
+                raise  # another process has it open: never wipe a store in use
             checkpoint = None
         else:
             return RocksStore(directory, db, True), checkpoint
