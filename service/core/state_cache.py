@@ -30,12 +30,14 @@ from typing import Any, Protocol
 
 __all__ = ["DEFAULT_NEW_ENTRY_BYTES", "TOMBSTONE_BYTES", "BackingStore", "StateCache"]
 
-DEFAULT_NEW_ENTRY_BYTES = 256
+DEFAULT_NEW_ENTRY_BYTES = 400
 """The size counted for an entry never encoded yet (until the next write measures it)."""
 TOMBSTONE_BYTES = 64
 """Added to a pending delete's key length."""
-ENTRY_OVERHEAD_BYTES = 100
-"""Added to each held entry's encoded size: the dict slot, the key and the objects."""
+ENTRY_OVERHEAD_BYTES = 300
+"""Added to each held entry's encoded size: the dict slots, the key and the Python objects
+(measured: a running aggregate's 200k keys of count and sum took ~350 B each in RSS, for
+~15 B of JSON)."""
 
 
 class BackingStore(Protocol):

@@ -532,7 +532,7 @@ class StateSpec(_Model):
         DEFAULT_STATE_CACHE_BYTES
     )
     """With rocksdb: the bytes of state each partition's cache holds in memory (counted at
-    their encoded size plus ~100 B an entry)."""
+    their encoded size plus ~300 B an entry: about what they take in memory)."""
 
 
 class PipelineSpec(_Model):

@@ -10,11 +10,19 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import orjson
+import pytest
 from hypothesis import given, seed, settings
 from hypothesis import strategies as st
 
 from service.core.state_cache import StateCache
-from service.runtime.partition.rocksdb_store import CHECKPOINT_FILE, DB_DIR, RocksMemory, open_store
+from service.runtime.partition.rocksdb_store import (
+    CHECKPOINT_FILE,
+    DB_DIR,
+    MAX_CHECKPOINT_AGE_S,
+    RocksMemory,
+    open_store,
+)
 
 MEMORY = RocksMemory(cache_bytes=8 * 1024 * 1024, write_buffer_bytes=1024 * 1024)
 
@@ -173,6 +181,26 @@ def test_a_corrupt_local_directory_is_rebuilt_from_the_changelog(tmp_path: Path)
 def test_a_corrupt_checkpoint_file_is_rebuilt_from_the_changelog(tmp_path: Path) -> None:
     partition = _filled(tmp_path / "stage", 10)
     (tmp_path / "stage" / CHECKPOINT_FILE).write_bytes(b"{not json")
+    partition.open()
+    assert not partition.restored_locally
+    assert dict(partition.cache.items()) == {f"k{i}": [i] for i in range(10)}
+
+
+def test_a_store_open_elsewhere_is_never_wiped(tmp_path: Path) -> None:
+    store, _ = open_store(tmp_path / "stage", MEMORY)
+    store.write({"k": [1]}, False)  # no checkpoint file: a second opening would wipe it
+    with pytest.raises(Exception, match=r"(?i)lock"):
+        open_store(tmp_path / "stage", MEMORY)
+    assert store.load("k") == ([1], 3)
+    store.close()
+
+
+def test_an_old_local_checkpoint_is_not_used(tmp_path: Path) -> None:
+    partition = _filled(tmp_path / "stage", 10)
+    path = tmp_path / "stage" / CHECKPOINT_FILE
+    data = orjson.loads(path.read_bytes())
+    data["written_at"] -= MAX_CHECKPOINT_AGE_S + 1
+    path.write_bytes(orjson.dumps(data))
     partition.open()
     assert not partition.restored_locally
     assert dict(partition.cache.items()) == {f"k{i}": [i] for i in range(10)}

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +46,10 @@ __all__ = ["LocalCheckpoint", "RocksMemory", "RocksStore", "open_store", "wipe_s
 CHECKPOINT_FILE = "checkpoint.json"
 DB_DIR = "db"
 CHECKPOINT_VERSION = 1
+MAX_CHECKPOINT_AGE_S = 12 * 3600
+"""An older local checkpoint is not used: the changelog's compaction drops a delete's
+tombstone after ``delete.retention.ms`` (Kafka's default: 24 h), so a tail read from an
+older position could miss a delete the store never saw."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +160,12 @@ class RocksStore:
         self._db.flush_wal(True)
         path = self.directory / CHECKPOINT_FILE
         temporary = path.with_suffix(".tmp")
-        data = {"version": CHECKPOINT_VERSION, "position": position, "count": count}
+        data = {
+            "version": CHECKPOINT_VERSION,
+            "position": position,
+            "count": count,
+            "written_at": time.time(),
+        }
         with open(temporary, "wb") as file:
             file.write(orjson.dumps(data))
             file.flush()
@@ -187,12 +197,27 @@ def _read_checkpoint(directory: Path) -> LocalCheckpoint | None:
     count = data.get("count")
     if type(count) is not int or count < 0 or "position" not in data:
         return None
+    written_at = data.get("written_at")
+    if not isinstance(written_at, float | int) or time.time() - written_at > MAX_CHECKPOINT_AGE_S:
+        return None
     return LocalCheckpoint(data["position"], count)
 
 
 def wipe_store(directory: Path) -> None:
     """Delete a (closed) store's directory."""
     shutil.rmtree(directory, ignore_errors=True)
+
+
+def _not_in_use(path: Path, memory: RocksMemory) -> None:
+    """Raise when another opening holds the RocksDB at ``path`` (its lock): it must not be
+    wiped under it. Any other failure to open is the wipe's business."""
+    if not path.exists():
+        return
+    try:
+        Rdict(str(path), memory.options(), access_type=AccessType.read_write()).close()
+    except Exception as exc:
+        if "lock" in str(exc).lower():
+            raise
 
 
 def open_store(directory: Path, memory: RocksMemory) -> tuple[RocksStore, LocalCheckpoint | None]:
@@ -210,6 +235,7 @@ def open_store(directory: Path, memory: RocksMemory) -> tuple[RocksStore, LocalC
             checkpoint = None
         else:
             return RocksStore(directory, db, True), checkpoint
+    _not_in_use(directory / DB_DIR, memory)
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True, exist_ok=True)
     db = Rdict(str(directory / DB_DIR), memory.options(), access_type=AccessType.read_write())
