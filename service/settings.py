@@ -15,6 +15,7 @@ import os
 import re
 import socket
 import ssl
+import tempfile
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
@@ -51,6 +52,10 @@ class SettingsError(ValueError):
     def __init__(self, problems: list[str]) -> None:
         self.problems = problems
         super().__init__("invalid configuration:\n  " + "\n  ".join(problems))
+
+
+def _default_state_dir() -> str:
+    return os.path.join(tempfile.gettempdir(), "clockwork-state")
 
 
 def _default_instance_id() -> str:
@@ -168,6 +173,17 @@ class Settings:
     dies. Unset: the CPUs this process may use (its affinity and its cgroup's CPU quota:
     a container limited to 2 CPUs starts 2), so a replica uses every core it is given."""
 
+    state_backend: str = "memory"
+    """``SERVICE_STATE_BACKEND``: ``memory`` or ``rocksdb``: where keyed state lives for a
+    pipeline whose spec names no ``state.backend`` (rocksdb only for the operators that
+    support it; the others stay in memory). docs/operations.md, "State backends"."""
+
+    state_dir: str = field(default_factory=_default_state_dir)
+    """``SERVICE_STATE_DIR``: the directory of the rocksdb backend's stores (one RocksDB per
+    owned partition and stage). Keep it across restarts for local restores; replicas
+    (and workers of different replicas) on one host each need their own. Default:
+    ``clockwork-state`` in the system's temporary directory."""
+
     instance_id: str = field(default_factory=_default_instance_id)
     """``SERVICE_INSTANCE_ID``: this replica's name in logs, store records and metrics.
     Default: host name plus a random suffix."""
@@ -249,6 +265,8 @@ class Settings:
             ),
             "log_level": read("SERVICE_LOG_LEVEL", _parse_log_level, "INFO"),
             "workers": read("SERVICE_WORKERS", _int_between(1, 256), None),
+            "state_backend": read("SERVICE_STATE_BACKEND", _parse_state_backend, "memory"),
+            "state_dir": read("SERVICE_STATE_DIR", _parse_directory, _default_state_dir()),
         }
         if values["workers"] is None:
             values["workers"] = available_cpus()
@@ -486,6 +504,20 @@ def _parse_topic(raw: str) -> str:
     if not _TOPIC_RE.match(raw) or raw in (".", ".."):
         raise ValueError("not a valid Kafka topic name")
     return raw
+
+
+def _parse_state_backend(raw: str) -> str:
+    value = raw.strip().lower()
+    if value not in ("memory", "rocksdb"):
+        raise ValueError("expected memory or rocksdb")
+    return value
+
+
+def _parse_directory(raw: str) -> str:
+    value = raw.strip()
+    if not value:
+        raise ValueError("expected a directory")
+    return value
 
 
 def _parse_log_level(raw: str) -> str:

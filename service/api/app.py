@@ -90,6 +90,8 @@ def runtime_settings(
         prefetch_max_records=settings.prefetch_max_records,
         replication_factor=settings.topic_replication,
         schema_registry=settings.schema_registry,
+        state_backend=settings.state_backend,
+        state_dir=settings.state_dir,
     )
 
 

@@ -53,6 +53,7 @@ from service.runtime.definition import (
     PipelineDefinition,
     ShuffleSettings,
     SinkSettings,
+    StateSettings,
     TimestampSettings,
     WatermarkSettings,
 )
@@ -264,6 +265,7 @@ def build_definition(spec: PipelineSpec, allowed_modules: Sequence[str]) -> Pipe
         spec=spec.to_json(),
         state_fingerprint=state_fingerprint(spec),
         table=spec.source.changelog == "upsert",
+        state=StateSettings(backend=spec.state.backend, cache_bytes=spec.state.cache_bytes),
     )
 
 

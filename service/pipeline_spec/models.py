@@ -516,6 +516,25 @@ class InputSpec(_Model):
     watermark: WatermarkSpec = WatermarkSpec()
 
 
+MIN_STATE_CACHE_BYTES = 1024 * 1024
+DEFAULT_STATE_CACHE_BYTES = 64 * 1024 * 1024
+
+
+class StateSpec(_Model):
+    """Where keyed state lives (docs/pipeline-spec.md, "State backends")."""
+
+    backend: Literal["memory", "rocksdb"] | None = None
+    """``memory``: in Python dicts. ``rocksdb``: one RocksDB per owned partition and stage
+    under ``SERVICE_STATE_DIR``, behind a write-back cache of ``cache_bytes`` (a running
+    aggregate over a stream, without a state TTL, so far). Omitted: the service's
+    ``SERVICE_STATE_BACKEND``, for the operators that support it."""
+    cache_bytes: Annotated[int, Field(ge=MIN_STATE_CACHE_BYTES, le=1 << 40)] = (
+        DEFAULT_STATE_CACHE_BYTES
+    )
+    """With rocksdb: the bytes of state each partition's cache holds in memory (counted at
+    their encoded size plus ~300 B an entry: about what they take in memory)."""
+
+
 class PipelineSpec(_Model):
     """One pipeline as a user configures it over REST.
 
@@ -543,6 +562,9 @@ class PipelineSpec(_Model):
     ``read_committed`` readers exactly once, at checkpoints (Kafka transactions; the
     broker must support them). ``at_least_once``: as soon as produced; a restart can
     repeat some, with the same ids."""
+    state: StateSpec = StateSpec()
+    """Where keyed state lives: ``memory`` or ``rocksdb``; a change keeps the state (both
+    restore from the same changelog)."""
 
     @model_validator(mode="wrap")
     @classmethod

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, runtime_checkable
 
+from service.core.state_cache import StateCache
 from service.core.time import Clock
 from service.operators.base import Operator
 from service.operators.steps import StepProgram
@@ -25,6 +26,31 @@ from service.runtime.pipeline_topics.names import (
 
 OperatorFactory = Callable[[Clock], Operator]
 """Builds a fresh operator instance for one partition."""
+
+
+@runtime_checkable
+class StateBackedFactory(Protocol):
+    """An operator factory whose operators can keep their keyed state in RocksDB."""
+
+    def __call__(self, clock: Clock) -> Operator: ...
+
+    @property
+    def rocksdb_capable(self) -> bool:
+        """Whether this spec's operator can (a running aggregate over a stream, without
+        a state TTL, so far)."""
+
+    def with_state(self, clock: Clock, state_map: Callable[[], StateCache]) -> Operator:
+        """An operator keeping its keys in the cache ``state_map`` makes."""
+
+
+@dataclass(frozen=True, slots=True)
+class StateSettings:
+    """Where the pipeline's keyed state lives (the spec's ``state``)."""
+
+    backend: Literal["memory", "rocksdb"] | None = None
+    """None: the service's ``SERVICE_STATE_BACKEND``."""
+    cache_bytes: int = 64 * 1024 * 1024
+    """With rocksdb: each partition's write-back cache, in bytes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +184,7 @@ class PipelineDefinition:
     """The spec as the user gave it (JSON), for status and the pipeline store."""
     state_fingerprint: str = ""
     """Equal fingerprints mean a replaced spec can keep the checkpointed state."""
+    state: StateSettings = StateSettings()
     inputs: tuple[InputSettings, InputSettings] | None = None
     """A join's left and right input; ``topics`` is then every input's topics, and the
     pipeline runs through the shuffle (both inputs routed to the join's key); but see

@@ -9,9 +9,10 @@ caller can forget it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
+from service.core.state_cache import StateCache
 from service.core.time import Clock, SystemClock
 from service.operators.base import Operator
 from service.operators.join.factory import build_join_operator, max_rows
@@ -59,20 +60,50 @@ def running_aggregate_factory(
     under exactly-once delivery; ``table``: over a table source, its rows keyed by primary
     key and grouped by ``group_field`` (None: the primary key). Validated eagerly like the
     window one."""
-    spec = dict(operator_spec)
+    factory = RunningAggregateFactory(
+        pipeline, dict(operator_spec), emit_at_checkpoint, table, group_field
+    )
+    factory(SystemClock())
+    return factory
 
-    def build(clock: Clock) -> Operator:
+
+class RunningAggregateFactory:
+    """Running aggregates of one spec (a :class:`~service.runtime.definition.StateBackedFactory`:
+    over a stream and without a state TTL, their keys can be in RocksDB)."""
+
+    __slots__ = ("emit_at_checkpoint", "group_field", "pipeline", "spec", "table")
+
+    def __init__(
+        self,
+        pipeline: str,
+        spec: dict[str, Any],
+        emit_at_checkpoint: bool,
+        table: bool,
+        group_field: str | None,
+    ) -> None:
+        self.pipeline = pipeline
+        self.spec = spec
+        self.emit_at_checkpoint = emit_at_checkpoint
+        self.table = table
+        self.group_field = group_field
+
+    @property
+    def rocksdb_capable(self) -> bool:
+        return not self.table and self.spec.get("state_ttl_ms") is None
+
+    def __call__(self, clock: Clock) -> Operator:
+        return self.with_state(clock, None)
+
+    def with_state(self, clock: Clock, state_map: Callable[[], StateCache] | None) -> Operator:
         return build_running_aggregate(
-            pipeline,
-            spec,
+            self.pipeline,
+            self.spec,
             clock,
-            emit_at_checkpoint=emit_at_checkpoint,
-            table=table,
-            group_field=group_field,
+            emit_at_checkpoint=self.emit_at_checkpoint,
+            table=self.table,
+            group_field=self.group_field,
+            state_map=state_map,
         )
-
-    build(SystemClock())
-    return build
 
 
 def top_n_factory(

@@ -91,6 +91,11 @@ class RuntimeSettings:
     restart_backoff_max_s: float = 30.0
     broker_check_interval_s: float = 2.0
     metrics_interval_s: float = 1.0
+    state_backend: str = "memory"
+    """``SERVICE_STATE_BACKEND``: a pipeline's state backend when its spec names none."""
+    state_dir: str = ""
+    """``SERVICE_STATE_DIR``: the rocksdb backend's stores (empty: the system's temporary
+    directory's ``clockwork-state``)."""
     gc_threshold: tuple[int, int, int] | None = (500_000, 20, 100)
     """Set by ``Runtime.start`` (None: leave the interpreter's). Window state is millions
     of small long-lived objects; with the default (700, 10, 10) the cyclic collector

@@ -68,8 +68,8 @@ def spec(name: str, topic: str, delivery: str) -> dict[str, Any]:
     }
 
 
-async def run_to_the_end(bootstrap: str, definition: Any) -> None:
-    runtime = Runtime(runtime_settings(bootstrap))
+async def run_to_the_end(bootstrap: str, definition: Any, state_dir: str = "") -> None:
+    runtime = Runtime(runtime_settings(bootstrap, state_dir=state_dir))
     await runtime.start()
     runtime.start_pipeline(definition)
     try:

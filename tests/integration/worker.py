@@ -16,6 +16,8 @@ commit, leave the group), SIGKILL is the crash. OPTIONS (all optional):
 - ``"running": OPERATOR``: a running aggregate (``"type": "aggregate"``) instead of the
   tumbling window (test_running_aggregates.py);
 - ``"top_n": OPERATOR``: a Top-N (``"type": "top_n"``) instead (test_top_n.py);
+- ``"state": {"backend": B, "cache_bytes": N, "dir": PATH}``: the state backend (the
+  rocksdb stores under PATH: the same PATH is the same disk across restarts);
 - ``"spec": SPEC``: the pipeline this spec builds (as the API builds it) instead, its
   ``name`` replaced by NAME and, with a ``source``, its ``source.topics`` by TOPIC
   (test_table_sources.py; a join's ``inputs`` keep theirs, TOPIC is then only a label:
@@ -176,7 +178,19 @@ async def main(bootstrap: str, name: str, topic: str, options: dict[str, Any]) -
             name, options["top_n"], emit_at_checkpoint=definition.delivery == "exactly_once"
         )
         definition = replace(definition, operator_factory=factory)
-    runtime = Runtime(runtime_settings(bootstrap, checkpoint_interval_ms=200, max_records=500))
+    state = options.get("state")
+    state_dir = ""
+    if state is not None:
+        from service.runtime.definition import StateSettings
+
+        state_dir = state["dir"]
+        backend = StateSettings(state["backend"], state.get("cache_bytes", 64 * 1024 * 1024))
+        definition = replace(definition, state=backend)
+    runtime = Runtime(
+        runtime_settings(
+            bootstrap, checkpoint_interval_ms=200, max_records=500, state_dir=state_dir
+        )
+    )
     await runtime.start()
     runtime.start_pipeline(definition)
     runner = runtime.runner(name)

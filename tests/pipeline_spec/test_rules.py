@@ -628,6 +628,21 @@ EXAMPLES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
             running(emit_interval_ms=100, state_ttl_ms=500),
         ],
     ),
+    "rocksdb_state_supported": (
+        [
+            {**window(), "state": {"backend": "rocksdb"}},
+            {**top_n(), "state": {"backend": "rocksdb"}},
+            {**running(state_ttl_ms=60_000), "state": {"backend": "rocksdb"}},
+            {**table(), "state": {"backend": "rocksdb", "cache_bytes": 1 << 20}},
+        ],
+        [
+            {**running(), "state": {"backend": "rocksdb"}},
+            {**running(state_ttl_ms=None), "state": {"backend": "rocksdb"}},
+            {**running(state_ttl_ms=60_000), "state": {"backend": "memory"}},
+            {**window(), "state": {"backend": "memory"}},
+            {**window(), "state": {"cache_bytes": 1 << 20}},
+        ],
+    ),
     "row_key_is_not_the_key": (
         [top_n(row_key="user")],
         [top_n(), top_n(row_key="product"), {**top_n(row_key="user"), "key": None}],

@@ -4,9 +4,10 @@ the choice between them lives here, above both)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from service.core.state_cache import StateCache
 from service.core.time import Clock
 from service.operators.window.errors import WindowConfigError
 
@@ -24,10 +25,12 @@ def build_running_aggregate(
     emit_at_checkpoint: bool = False,
     table: bool = False,
     group_field: str | None = None,
+    state_map: Callable[[], StateCache] | None = None,
 ) -> RunningAggregateOperator:
     """A running aggregate from the spec's ``"operator"`` object (``"type": "aggregate"``);
     ``table``: over a table source, its rows retracted (:mod:`.table_aggregate`), grouped
-    by ``group_field`` (None: by the primary key, the record's key)."""
+    by ``group_field`` (None: by the primary key, the record's key). ``state_map``: the
+    rocksdb state backend's cache for the keys (None: the memory backend, a dict)."""
     kind = operator_spec.get("type")
     if kind != "aggregate":
         raise WindowConfigError(f"not a running aggregate: type {kind!r}")
@@ -42,6 +45,7 @@ def build_running_aggregate(
         on_bad_value=operator_spec.get("on_bad_value", "dead_letter"),
         emit_at_checkpoint=emit_at_checkpoint,
         clock=clock,
+        state_map=state_map,
     )
     if table:
         return TableAggregateOperator(config, group_field=group_field)

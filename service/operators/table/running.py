@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from service.core.state_cache import StateCache
 from service.core.time import MAX_TIMESTAMP, MIN_TIMESTAMP, Clock, SystemClock
 from service.operators.base import Collector, InputRecord, OperatorGauges, Upsert
 from service.operators.query import in_range
@@ -85,6 +86,9 @@ class RunningAggregateConfig:
     emit_at_checkpoint: bool = False
     """Exactly-once delivery: dirty keys are emitted at the checkpoint, not per tick."""
     clock: Clock = field(default_factory=SystemClock)
+    state_map: Callable[[], StateCache] | None = None
+    """The rocksdb state backend: the keys' accumulators in the cache this makes (in
+    front of the partition's RocksDB); None: in a dict (the memory backend)."""
 
     def __post_init__(self) -> None:
         interval = self.emit_interval_ms
@@ -98,6 +102,9 @@ class RunningAggregateConfig:
                 f"on_bad_value must be 'dead_letter' or 'skip', not {self.on_bad_value!r}"
             )
         parse_aggregations(self.aggregations)
+        if self.state_map is not None and ttl is not None:
+            # The TTL walks every key in the order of its last touch: not on disk yet.
+            raise WindowConfigError("state_ttl_ms is not supported with the rocksdb state backend")
 
 
 def _copy(acc: list[Any]) -> list[Any]:
@@ -139,8 +146,10 @@ class RunningAggregateOperator:
         self._at_checkpoint = config.emit_at_checkpoint
         self._skip_bad = config.on_bad_value == "skip"
         self._prefix = f"{config.pipeline}|"
-        self._keys: dict[str, list[Any]] = {}
-        """Key -> accumulator; with a TTL, in the order of the keys' last touch."""
+        self._keys: Any = {} if config.state_map is None else config.state_map()
+        """Key -> accumulator (a dict, or with the rocksdb backend a
+        :class:`~service.core.state_cache.StateCache`); with a TTL (a dict only), in the
+        order of the keys' last touch."""
         self._pending: dict[str, None] = {}
         """The dirty keys, in the order they became dirty (an ordered set)."""
         self._touched: dict[str, None] = {}
@@ -175,6 +184,8 @@ class RunningAggregateOperator:
             *plan.update_lines("acc", "ts", body),
             f"{body}_pending[key] = None",
         ]
+        if not isinstance(self._keys, dict):  # changed in place: the cache must know
+            lines.append(f"{body}_keys.mark_dirty(key)")
         if self._ttl is not None:
             lines.append(f"{body}_touched[key] = None")
         namespace = dict(plan.namespace)
@@ -200,6 +211,8 @@ class RunningAggregateOperator:
             f"        acc[{SEQ_SLOT}] = seq + 1",
             f"        append(_Upsert(_prefix + key, key, {display}, seq, acc[{TS_SLOT}]))",
         ]
+        if not isinstance(self._keys, dict):
+            lines.append("        _keys.mark_dirty(key)")
         namespace = dict(namespace)
         namespace.update(_keys=self._keys, _Upsert=Upsert, _prefix=self._prefix)
         exec(compile("\n".join(lines), "<running-aggregate-emit>", "exec"), namespace)
@@ -371,8 +384,12 @@ class RunningAggregateOperator:
         return {
             "version": SNAPSHOT_VERSION,
             "meta": self._meta(),
-            "keys": {key: self._entry(key) for key in self._keys},
+            "keys": {key: self._entry(key) for key in list(self._keys.keys())},
         }
+
+    def state_maps(self) -> list[StateCache]:
+        """The caches the runtime flushes at each checkpoint (the rocksdb backend)."""
+        return [] if isinstance(self._keys, dict) else [self._keys]
 
     def restore(self, snapshot: dict[str, Any]) -> None:
         if snapshot.get("version") != SNAPSHOT_VERSION:
@@ -404,10 +421,25 @@ class RunningAggregateOperator:
             if len(invalid) == len(self.plan.invalid):
                 self.plan.invalid[:] = invalid
         # In place: the generated loop holds these.
-        self._keys.clear()
         self._pending.clear()
         self._touched.clear()
         self._changed.clear()
+        if not isinstance(self._keys, dict):
+            # The rocksdb backend: the store holds the state up to where the entries
+            # start (empty, or a local checkpoint): they are applied onto it.
+            cache = self._keys
+            for key, entry in keys:
+                if entry is None:
+                    cache.pop(key)
+                else:
+                    cache[key] = _copy(entry["acc"])
+                    if entry["dirty"]:
+                        self._pending[key] = None
+            self._next_tick = None
+            if self._needs_tick():
+                self._schedule(self._clock.now_ms())
+            return
+        self._keys.clear()
         present = [(key, entry) for key, entry in keys if entry is not None]
         present.sort(key=lambda item: item[1]["acc"][SEEN_SLOT])  # the order of last touch
         for key, entry in present:

@@ -39,6 +39,7 @@ from typing import Any
 from service.core.paths import MISSING, PathGetter, compile_path, key_text
 from service.operators.base import InputRecord, Upsert
 from service.operators.window.aggregations import encode_distinct, parse_aggregations
+from service.operators.window.errors import WindowConfigError
 
 from .retracting import RetractingPlan
 from .running import (
@@ -71,6 +72,9 @@ class TableAggregateOperator(RunningAggregateOperator):
     __slots__ = ("_group_path", "_rows", "_rows_changed", "retracting")
 
     def __init__(self, config: RunningAggregateConfig, group_field: str | None = None) -> None:
+        if config.state_map is not None:
+            # Its rows and retracting accumulators are not on disk yet (issue 53).
+            raise WindowConfigError("a table aggregate has no rocksdb state backend yet")
         self.retracting = RetractingPlan(parse_aggregations(config.aggregations), ACC_BASE + 1)
         self._group_path = compile_path(group_field) if group_field is not None else None
         self._rows: dict[str, list[Any]] = {}

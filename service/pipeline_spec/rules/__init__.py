@@ -21,6 +21,7 @@ imported; docs/architecture.md, "Where a refusal lives"). The rules live by conc
 - :mod:`.joins`: a join operator, one rule per kind where a kind has a field or a
   refusal of its own;
 - :mod:`.sinks`: the sink's topics and format;
+- :mod:`.state`: the state backend, and which operators it holds;
 
 with what several of them read in :mod:`.raw` (the raw JSON, defensively),
 :mod:`.topics` (Kafka's topic names) and :mod:`.user_functions`.
@@ -54,6 +55,7 @@ from service.pipeline_spec.rules import (
     running,
     sinks,
     sources,
+    state,
     tables,
     top_n,
     watermarks,
@@ -113,6 +115,7 @@ RULES: tuple[Rule, ...] = (
     windows.no_lateness_in_processing_time,
     # a running aggregate (its aggregations: the aggregates' rules above)
     running.state_ttl_covers_emit_interval,
+    state.rocksdb_state_supported,
     # a Top-N
     top_n.row_key_is_not_the_key,
     # a keyed process function

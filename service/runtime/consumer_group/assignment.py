@@ -43,6 +43,7 @@ class AssignedCheckpoints(Protocol):
     ) -> None: ...
     async def checkpoint(self, parts: list[PartitionTask], *, release: bool = False) -> None: ...
     async def park(self, parts: list[PartitionTask]) -> None: ...
+    def release_local(self, tps: list[TopicPartition]) -> None: ...
 
 
 class LeavingReport(Protocol):
@@ -142,6 +143,7 @@ class Assignment:
                     await session.checkpointer.park(parts)
                 except Exception as exc:  # only an optimisation: the changelog has it all
                     logger.info("pipeline %s: revoked partitions not kept: %r", session.name, exc)
+        session.checkpointer.release_local(revoked)
         if session.transactions is not None:  # committed above, or to be aborted
             await session.transactions.close(revoked, drop=session.error is not None)
         if parts:

@@ -50,6 +50,8 @@ class RestoredPartition:
     repair: dict[str, Any] = field(default_factory=dict)
     """Entries written after the last metadata record, mapped to their committed value
     (None: absent); they must be rewritten before they can shadow the committed ones."""
+    records: int = 0
+    """The partition's changelog records read (entries and metadata)."""
 
 
 RESTORE_FETCH_WAIT_MS = 5
@@ -103,12 +105,13 @@ def append_checkpoint(
 class _Reader:
     """Folds one changelog partition's records into committed per-source-partition state."""
 
-    __slots__ = ("committed", "pending")
+    __slots__ = ("committed", "pending", "records")
 
     def __init__(self) -> None:
         self.committed: dict[str, RestoredPartition] = {}
         # source "topic|partition|" -> entries seen since that partition's last metadata
         self.pending: dict[str, dict[str, Any]] = {}
+        self.records: dict[str, int] = {}
 
     def add(self, key: bytes | None, value: bytes | None, wanted: set[str]) -> None:
         if key is None:
@@ -118,6 +121,7 @@ class _Reader:
         source = f"{topic}|{partition}|"
         if source not in wanted:
             return
+        self.records[source] = self.records.get(source, 0) + 1
         if kind_entry == META:
             if value is None:  # a reset: forget everything of this partition
                 self.committed.pop(source, None)
@@ -138,6 +142,7 @@ class _Reader:
 
     def result(self, source: str) -> RestoredPartition:
         state = self.committed.get(source) or RestoredPartition()
+        state.records = self.records.get(source, 0)
         for entry in self.pending.get(source, {}):
             state.repair[entry] = state.entries.get(entry)
         return state
@@ -149,8 +154,10 @@ async def read_changelog(
     partitions: list[TopicPartition],
     isolation_level: str = "read_uncommitted",
     timeout_s: float = 90.0,
+    starts: dict[int, int] | None = None,
 ) -> dict[TopicPartition, RestoredPartition]:
-    """Read the changelog partitions of ``partitions`` from the beginning to their end.
+    """Read the changelog partitions of ``partitions`` from the beginning to their end
+    (``starts``: from that offset, by changelog partition: a local restore's tail).
 
     The end is the fetch high watermark (``end_offsets()`` can be early on some brokers).
     ``read_committed`` (exactly-once) reads to the high watermark too, not to the last
@@ -179,7 +186,16 @@ async def read_changelog(
     try:
         await consumer.start()  # inside: a failed start still needs its stop()
         consumer.assign(log_parts)
-        await consumer.seek_to_beginning(*log_parts)
+        starts = starts or {}
+        beginning = [part for part in log_parts if starts.get(part.partition, 0) <= 0]
+        if beginning:
+            await consumer.seek_to_beginning(*beginning)
+        for log_part in log_parts:
+            start = starts.get(log_part.partition, 0)
+            if start > 0:
+                # Out of the log's range (a changelog made again): the reset goes to the
+                # beginning, and replaying all of it onto the local state is right too.
+                consumer.seek(log_part, start)
         remaining = set(log_parts)
         while remaining:
             if time.monotonic() > deadline:

@@ -44,9 +44,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from aiokafka import TopicPartition
@@ -65,10 +68,12 @@ from service.runtime.consumer_group.checkpoint_meta import (
     plan_restore,
     version_to_write,
 )
+from service.runtime.consumer_group.local_state import LocalStates
 from service.runtime.consumer_group.pending_input import PendingInput
 from service.runtime.consumer_group.prefetch import Prefetcher
 from service.runtime.consumer_group.stages import PartitionBuilding
 from service.runtime.consumer_group.views import RunsStage, SessionBasics, SessionClients
+from service.runtime.definition import StateBackedFactory
 from service.runtime.kafka.batch_producer import BatchProducer
 from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.observability.metrics import RuntimeMetrics
@@ -130,6 +135,12 @@ class Restored:
     """Records the prefetcher read during the join, per partition, to process first."""
     repairs: list[tuple[PartitionTask, dict[str, Any]]] = field(default_factory=list)
     """Entries of a checkpoint cut short, with their committed values to write back."""
+    local: list[TopicPartition] = field(default_factory=list)
+    """Of ``read``: restored from the rocksdb backend's local store and the changelog's tail."""
+    local_keys: int = 0
+    """Keys those local stores held."""
+    changelog_records: int = 0
+    """Changelog records read for ``read``."""
 
     @property
     def ready(self) -> list[PartitionTask]:
@@ -148,10 +159,44 @@ class Checkpointer:
         self.parked: dict[TopicPartition, tuple[PartitionTask, int]] = {}
         """Revoked partitions checkpointed by this member, with the changelog partition's
         end offset right after that checkpoint; kept until the next assignment."""
+        self.local: LocalStates | None = None
+        """The rocksdb backend's stores (:mod:`.local_state`), when this stage uses it."""
+        if self._uses_rocksdb():
+            definition = session.definition
+            settings = session.settings
+            root = settings.state_dir or os.path.join(tempfile.gettempdir(), "clockwork-state")
+            self.local = LocalStates(
+                Path(root), definition.changelog_topic, definition.state.cache_bytes
+            )
+
+    def _uses_rocksdb(self) -> bool:
+        """Whether this stage's operators keep their keys in RocksDB: the spec's backend
+        (else the service's), for an operator that can, in the stage that runs it."""
+        session = self.session
+        definition = session.definition
+        backend = definition.state.backend or session.settings.state_backend
+        factory = definition.operator_factory
+        return (
+            backend == "rocksdb"
+            and session.stage.runs_operator
+            and isinstance(factory, StateBackedFactory)
+            and factory.rocksdb_capable
+        )
+
+    def release_local(self, tps: list[TopicPartition]) -> None:
+        """Close the stores of partitions this session no longer holds."""
+        if self.local is not None:
+            self.local.close(tps)
+
+    def close_local(self) -> None:
+        if self.local is not None:
+            self.local.close_all()
 
     async def park(self, parts: list[PartitionTask]) -> None:
         """Keep revoked, just-checkpointed partitions in case they are assigned back."""
-        parts = [part for part in parts if part.next_offset is not None]  # nothing to keep
+        local = self.local.partitions if self.local is not None else {}
+        # nothing to keep; a rocksdb partition restores locally instead (its store closed)
+        parts = [part for part in parts if part.next_offset is not None and part.tp not in local]
         ends = await self._changelog_ends([part.partition for part in parts])
         for part in parts:
             self.parked[part.tp] = (part, ends[part.partition])
@@ -253,6 +298,7 @@ class Checkpointer:
         """The changelog records of every partition that changed since its last
         checkpoint; synchronous, so it sees one consistent point of the loop."""
         encoded = []
+        local = self.local.partitions if self.local is not None else None
         for part in parts:
             # Outputs held for the checkpoint (a running aggregate under exactly-once)
             # go out now, into what this checkpoint's mark covers.
@@ -268,6 +314,10 @@ class Checkpointer:
                 continue  # nothing read yet, or nothing happened since the last checkpoint
             part.checkpointed = version
             changes = part.operator.snapshot_changes()
+            if local is not None and part.tp in local:
+                # The store holds exactly what the changelog records below hold.
+                for cache in local[part.tp].caches:
+                    cache.flush()
             meta = self.meta(part, release)
             encoded.append((part, encode_checkpoint(part.tp, changes, meta), version[0]))
         return encoded
@@ -298,6 +348,7 @@ class Checkpointer:
         name = session.name
         entries = sum(len(records) for _, records, _ in encoded)
         try:
+            positions = await self._local_positions(encoded)
             if isinstance(outputs, dict):
                 size = await self._commit_transactions(encoded, outputs)
             else:
@@ -305,6 +356,7 @@ class Checkpointer:
         except Exception:
             metrics.checkpoint_failures.labels(name).inc()
             raise
+        self._commit_local(encoded, positions)
         wall = int(time.time() * 1000)
         for part, _, _ in encoded:
             part.last_checkpoint_ms = wall
@@ -312,6 +364,23 @@ class Checkpointer:
         metrics.checkpoint_seconds.labels(name).observe(time.perf_counter() - started)
         metrics.checkpoint_entries.labels(name).inc(entries)
         metrics.checkpoint_bytes.labels(name).inc(size)
+
+    async def _local_positions(self, encoded: list[Snapshot]) -> dict[int, int]:
+        """The changelog partitions' ends before this checkpoint writes its records: the
+        position each rocksdb partition's checkpoint file names once it committed."""
+        local = self.local.partitions if self.local is not None else {}
+        partitions = [part.partition for part, _, _ in encoded if part.tp in local]
+        return await self._changelog_ends(partitions) if partitions else {}
+
+    def _commit_local(self, encoded: list[Snapshot], positions: dict[int, int]) -> None:
+        """After the changelog commit: each rocksdb partition's checkpoint file."""
+        if self.local is None:
+            return
+        for part, _, _ in encoded:
+            local = self.local.partitions.get(part.tp)
+            position = positions.get(part.partition)
+            if local is not None and position is not None:
+                local.store.commit(position, local.keys())
 
     async def _commit_transactions(
         self, encoded: list[Snapshot], marks: dict[TopicPartition, int]
@@ -379,19 +448,40 @@ class Checkpointer:
         kept = await self._take_parked(new)
         kept_tps = {part.tp for part in kept}
         new = [tp for tp in new if tp not in kept_tps]
+        cluster = KafkaCluster.of(session.settings)
+        starts = self._open_local(new)
         restored = (
             await read_changelog(
-                KafkaCluster.of(session.settings),
+                cluster,
                 definition.changelog_topic,
                 new,
                 definition.isolation_level,
+                starts=starts,
             )
             if new
             else {}
         )
+        local_tps: list[TopicPartition] = []
+        if self.local is not None:
+            # A tail without this partition's metadata (the changelog was reset or made
+            # again) or with a checkpoint cut short (its repair needs the committed
+            # values the tail may not hold): the store is wiped, the changelog read whole.
+            stores = self.local.partitions
+            opened = [tp for tp in new if stores[tp].checkpoint is not None]
+            wiped = [tp for tp in opened if restored[tp].meta is None or restored[tp].repair]
+            for tp in wiped:
+                self.local.wipe(tp)
+            if wiped:
+                restored.update(
+                    await read_changelog(
+                        cluster, definition.changelog_topic, wiped, definition.isolation_level
+                    )
+                )
+            local_tps = [tp for tp in opened if tp not in wiped]
         # The join is over: what the prefetcher read is taken below or dropped.
         prefetcher = await session.stop_prefetch()
-        result = Restored(kept=kept, read=[], prefetched={})
+        result = Restored(kept=kept, read=[], prefetched={}, local=local_tps)
+        result.changelog_records = sum(state.records for state in restored.values())
         sink = session.sink
         assert sink is not None
         loop = asyncio.get_running_loop()
@@ -416,9 +506,20 @@ class Checkpointer:
                     tp_label(tp),
                 )
                 state = RestoredPartition()
-            operator = stage.operator(session, tp, session.clock)
+                if self.local is not None:
+                    self.local.wipe(tp)
+            local = self.local.partitions.get(tp) if self.local is not None else None
+            operator = stage.operator(
+                session, tp, session.clock, None if local is None else local.state_map
+            )
             if state.entries:
                 operator.restore_changes(state.entries.items())
+            if local is not None:
+                if local.checkpoint is not None and tp in local_tps:
+                    result.local_keys += local.checkpoint.count
+                for cache in local.caches:  # the store holds the restored state
+                    cache.flush()
+                local.store.commit(starts.get(tp.partition, 0), local.keys())
             generator = stage.generator(tp)
             part = stage.task(
                 tp,
@@ -456,6 +557,20 @@ class Checkpointer:
             result.read.append(part)
         return result
 
+    def _open_local(self, new: list[TopicPartition]) -> dict[int, int]:
+        """Open the rocksdb stores of ``new``; where to read each changelog partition
+        from: the smallest position their checkpoint files name (0: one has none)."""
+        if self.local is None:
+            return {}
+        starts: dict[int, int] = {}
+        for tp in new:
+            checkpoint = self.local.open(tp).checkpoint
+            position = checkpoint.position if checkpoint is not None else 0
+            if not isinstance(position, int) or position < 0:
+                position = 0
+            starts[tp.partition] = min(starts.get(tp.partition, position), position)
+        return starts
+
     async def _repair(self, repairs: list[tuple[PartitionTask, dict[str, Any]]]) -> None:
         """Entries of a checkpoint cut short: write their committed values back now
         (with exactly-once, in the partition's first transaction)."""
@@ -478,8 +593,15 @@ class Checkpointer:
         metrics.restore_seconds.labels(name).observe(time.perf_counter() - started)
         if restored.kept:
             metrics.partitions_restored.labels(name, "memory").inc(len(restored.kept))
-        if restored.read:
-            metrics.partitions_restored.labels(name, "changelog").inc(len(restored.read))
+        if restored.local:
+            metrics.partitions_restored.labels(name, "local").inc(len(restored.local))
+        if len(restored.read) > len(restored.local):
+            changelog = len(restored.read) - len(restored.local)
+            metrics.partitions_restored.labels(name, "changelog").inc(changelog)
+        if self.local is not None:  # the rocksdb backend's stage
+            metrics.state_restored_keys.labels(name, "local").inc(restored.local_keys)
+            records = restored.changelog_records
+            metrics.state_restored_keys.labels(name, "changelog").inc(records)
         logger.info(
             "pipeline %s: assigned %s",
             name,

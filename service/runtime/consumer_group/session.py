@@ -306,6 +306,7 @@ class Session:
         for tp in list(self.partitions):
             self.reporter.forget(tp)
         self.partitions.clear()
+        self.checkpointer.close_local()
         await self.registry.close()
 
     async def bounded_ends(self) -> dict[TopicPartition, int]:

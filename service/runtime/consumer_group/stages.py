@@ -24,7 +24,7 @@ of them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from functools import partial
 from typing import Any, Protocol, cast
@@ -33,6 +33,7 @@ from aiokafka import TopicPartition
 
 from service.core.partitioner import KeyPartitioner
 from service.core.shuffle import ShuffleInput
+from service.core.state_cache import StateCache
 from service.core.time import Clock
 from service.core.watermarks import WatermarkGenerator, make_generator
 from service.operators.base import Operator
@@ -41,7 +42,7 @@ from service.operators.join.lookup import LookupTable
 from service.operators.join.rows import Side
 from service.runtime.consumer_group.route_markers import announces_idle
 from service.runtime.consumer_group.table_reader import TableReader
-from service.runtime.definition import PipelineDefinition, WatermarkSettings
+from service.runtime.definition import PipelineDefinition, StateBackedFactory, WatermarkSettings
 from service.runtime.factories import LookupJoinFactory, PerPartitionFactory
 from service.runtime.formats.schemas import WriterSchemas
 from service.runtime.kafka.batch_producer import BatchProducer
@@ -165,11 +166,23 @@ class Stage:
         ``decoder``: the session's."""
         return decoder.schemas
 
-    def operator(self, session: PartitionBuilding, tp: TopicPartition, clock: Clock) -> Operator:
+    def operator(
+        self,
+        session: PartitionBuilding,
+        tp: TopicPartition,
+        clock: Clock,
+        state_map: Callable[[], StateCache] | None = None,
+    ) -> Operator:
         factory = self.definition.operator_factory
+        if state_map is not None and isinstance(factory, StateBackedFactory):
+            return factory.with_state(clock, state_map)
         if isinstance(factory, PerPartitionFactory):
             return factory.for_partition(clock, f"{tp.topic}/{tp.partition}")
         return factory(clock)
+
+    runs_operator = True
+    """Whether this stage's partitions run the pipeline's operator (the route stage runs
+    a shuffle writer instead): those keep the operator's state."""
 
     @property
     def task(self) -> type[PartitionTask]:
@@ -256,7 +269,13 @@ class LookupStage(KeyedStage):
         reader.on_waiting = session.waiting
         await reader.wait_loaded()
 
-    def operator(self, session: PartitionBuilding, tp: TopicPartition, clock: Clock) -> Operator:
+    def operator(
+        self,
+        session: PartitionBuilding,
+        tp: TopicPartition,
+        clock: Clock,
+        state_map: Callable[[], StateCache] | None = None,
+    ) -> Operator:
         assert self.reader is not None  # ready() made it
         return self.factory.build(clock, self.reader.table, self.sources[tp])
 
@@ -284,6 +303,7 @@ class RouteStage(Stage):
     decoded, timestamped and watermarked as its own input says (``as_input``)."""
 
     name = "route"
+    runs_operator = False
 
     def __init__(self, definition: PipelineDefinition) -> None:
         super().__init__(definition)
@@ -342,7 +362,13 @@ class RouteStage(Stage):
             found = self._decoders[topic] = (decoder, records)
         return found
 
-    def operator(self, session: PartitionBuilding, tp: TopicPartition, clock: Clock) -> Operator:
+    def operator(
+        self,
+        session: PartitionBuilding,
+        tp: TopicPartition,
+        clock: Clock,
+        state_map: Callable[[], StateCache] | None = None,
+    ) -> Operator:
         assert self.partitioner is not None
         reads = self._input(tp)
         steps = reads.steps
@@ -427,9 +453,18 @@ class ShuffledStage(Stage):
     def generator(self, tp: TopicPartition) -> WatermarkGenerator:
         return ShuffleInput()
 
-    def operator(self, session: PartitionBuilding, tp: TopicPartition, clock: Clock) -> Operator:
+    def operator(
+        self,
+        session: PartitionBuilding,
+        tp: TopicPartition,
+        clock: Clock,
+        state_map: Callable[[], StateCache] | None = None,
+    ) -> Operator:
         """The keyed operator; a join's, fed by the side each record's source says."""
-        operator = self.definition.operator_factory(clock)
+        factory = self.definition.operator_factory
+        if state_map is not None and isinstance(factory, StateBackedFactory):
+            return factory.with_state(clock, state_map)
+        operator = factory(clock)
         if self.definition.inputs is None:
             return operator
         return SidedJoin(cast(TwoInputOperator, operator), self.sides)

@@ -63,6 +63,7 @@ class RuntimeMetrics:
     checkpoint_failures: Counter
     restore_seconds: Histogram
     partitions_restored: Counter
+    state_restored_keys: Counter
     partitions_taken_over: Counter
     takeover_delay: Histogram
     partitions_finished: Gauge
@@ -320,8 +321,16 @@ def build_metrics(registry: CollectorRegistry) -> RuntimeMetrics:
         partitions_restored=Counter(
             "clockwork_partitions_restored",
             "Assigned partitions whose state was rebuilt, by where from: 'changelog' (read "
-            "back) or 'memory' (kept since this member's own revoke checkpoint, the "
-            "changelog unchanged since).",
+            "back), 'memory' (kept since this member's own revoke checkpoint, the "
+            "changelog unchanged since) or 'local' (the rocksdb backend's store on this "
+            "disk, the changelog's tail replayed onto it).",
+            [*_P, "source"],
+            registry=r,
+        ),
+        state_restored_keys=Counter(
+            "clockwork_state_restored",
+            "The rocksdb backend's restores, by where from: 'changelog' (changelog records "
+            "read) or 'local' (keys found in the local stores).",
             [*_P, "source"],
             registry=r,
         ),
@@ -473,6 +482,7 @@ METRIC_NAMES: tuple[str, ...] = (
     "clockwork_checkpoint_failures_total",
     "clockwork_restore_duration_seconds",
     "clockwork_partitions_restored_total",
+    "clockwork_state_restored_total",
     "clockwork_partitions_taken_over_total",
     "clockwork_takeover_delay_seconds",
     "clockwork_partitions_finished",

@@ -3,6 +3,9 @@ exactly-once emission at checkpoints, and checkpoints that restore exactly."""
 
 from __future__ import annotations
 
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -10,10 +13,43 @@ import pytest
 from hypothesis import given, seed, settings
 from hypothesis import strategies as st
 
+from service.core.state_cache import StateCache
 from service.core.time import MAX_TIMESTAMP, ManualClock
 from service.operators.base import InputRecord, Upsert
 from service.operators.table import RunningAggregateOperator, build_running_aggregate
 from service.operators.window.errors import WindowConfigError
+from service.runtime.partition.rocksdb_store import RocksMemory, open_store
+
+BACKENDS = ("memory", "rocksdb")
+"""Every test without a state TTL runs on both state backends (the TTL is memory's only)."""
+_STORES = tempfile.TemporaryDirectory(prefix="running-rocksdb-")
+_MEMORY = RocksMemory(cache_bytes=8 * 1024 * 1024, write_buffer_bytes=1024 * 1024)
+_opened = [0]
+
+
+def state_map(backend: str) -> Callable[[], StateCache] | None:
+    """None for memory; for rocksdb, a fresh RocksDB behind a cache of ~2 entries, so that
+    most reads and writes go through RocksDB (a crash in a test is a new, empty store: a
+    restore from the changelog)."""
+    if backend == "memory":
+        return None
+
+    def make() -> StateCache:
+        _opened[0] += 1
+        store, _ = open_store(Path(_STORES.name) / str(_opened[0]), _MEMORY)
+        return StateCache(store, 600)
+
+    return make
+
+
+def checkpoint_entries(op: RunningAggregateOperator) -> list[tuple[str, Any]]:
+    """The checkpoint's changelog entries (as JSON reads them back), then the caches'
+    flush, as the runtime does."""
+    entries = orjson.loads(orjson.dumps(list(op.snapshot_changes().items())))
+    for cache in op.state_maps():
+        cache.flush()
+    return [tuple(entry) for entry in entries]
+
 
 AGGS = {
     "n": {"fn": "count"},
@@ -31,6 +67,7 @@ def build(
     at_checkpoint: bool = False,
     aggregations: dict[str, Any] | None = None,
     on_bad_value: str = "dead_letter",
+    backend: str = "memory",
 ) -> RunningAggregateOperator:
     spec: dict[str, Any] = {
         "type": "aggregate",
@@ -40,7 +77,9 @@ def build(
     }
     if ttl is not None:
         spec["state_ttl_ms"] = ttl
-    return build_running_aggregate("p", spec, clock, emit_at_checkpoint=at_checkpoint)
+    return build_running_aggregate(
+        "p", spec, clock, emit_at_checkpoint=at_checkpoint, state_map=state_map(backend)
+    )
 
 
 def rec(key: str, ts: int, amount: Any, position: int = 0) -> InputRecord:
@@ -59,9 +98,10 @@ def tick(op: RunningAggregateOperator, clock: ManualClock, to: int) -> None:
     op.advance_processing_time(to)
 
 
-def test_a_key_emits_its_newest_value_once_per_interval() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_key_emits_its_newest_value_once_per_interval(backend: str) -> None:
     clock = ManualClock(10_000)
-    op = build(clock)
+    op = build(clock, backend=backend)
     op.process_batch([rec("a", 1, 5), rec("a", 2, 7), rec("b", 3, 1)])
     assert upserts(op) == []
     assert op.next_processing_time() == 11_000
@@ -83,9 +123,10 @@ def test_a_key_emits_its_newest_value_once_per_interval() -> None:
     assert u.timestamp == 2  # the largest event timestamp, not the last
 
 
-def test_the_end_of_input_emits_every_dirty_key() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_end_of_input_emits_every_dirty_key(backend: str) -> None:
     clock = ManualClock(0)
-    op = build(clock)
+    op = build(clock, backend=backend)
     op.process_batch([rec("a", 1, 5), rec("b", 2, 1)])
     op.advance_watermark(500)
     assert upserts(op) == []
@@ -93,9 +134,10 @@ def test_the_end_of_input_emits_every_dirty_key() -> None:
     assert [u.key for u in upserts(op)] == ["a", "b"]
 
 
-def test_exactly_once_emits_at_the_checkpoint_only() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_exactly_once_emits_at_the_checkpoint_only(backend: str) -> None:
     clock = ManualClock(0)
-    op = build(clock, at_checkpoint=True)
+    op = build(clock, at_checkpoint=True, backend=backend)
     op.process_batch([rec("a", 1, 5)])
     assert op.next_processing_time() is None  # no tick without a TTL
     op.before_checkpoint()
@@ -147,16 +189,17 @@ def test_a_key_never_emitted_expires_without_a_tombstone() -> None:
     assert upserts(op) == []
 
 
-def test_bad_values_are_dead_lettered_or_skipped_as_the_window_does() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_bad_values_are_dead_lettered_or_skipped_as_the_window_does(backend: str) -> None:
     clock = ManualClock(0)
-    op = build(clock)
+    op = build(clock, backend=backend)
     op.process_batch([rec("a", 1, "x"), rec("a", 2, 4)])
     _, _, failed = op.collector.drain()
     assert [f.reason for f in failed] == ["bad_value"]
     op.advance_watermark(MAX_TIMESTAMP)
     [u] = upserts(op)
     assert u.result == {"n": 1, "total": 4, "hi": 4, "seen": 1}
-    skip = build(clock, on_bad_value="skip")
+    skip = build(clock, on_bad_value="skip", backend=backend)
     skip.process_batch([rec("a", 1, "x"), rec("a", 2, 4)])
     skip.advance_watermark(MAX_TIMESTAMP)
     results, _, failed = skip.collector.drain()
@@ -233,18 +276,19 @@ def oracle(records: list[tuple[str, int, int | None]]) -> dict[str, dict[str, An
     }
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @seed(5001)
 @settings(max_examples=300, deadline=None)
 @given(steps=steps, interval=st.integers(1, 1000), at_checkpoint=st.booleans())
 def test_folded_upserts_equal_the_aggregate_of_all_input(
-    steps: list[tuple[Any, int, str | None]], interval: int, at_checkpoint: bool
+    backend: str, steps: list[tuple[Any, int, str | None]], interval: int, at_checkpoint: bool
 ) -> None:
     """Whatever the records, ticks and checkpoints (a checkpoint may be a crash and a
     restore from the changelog): folding the upserts by key gives the aggregate of all
     input; each key's seq goes 0, 1, 2, ...; a flush emits a key at most once; a key
     emits at most once per interval."""
     clock = ManualClock(0)
-    op = build(clock, interval=interval, at_checkpoint=at_checkpoint)
+    op = build(clock, interval=interval, at_checkpoint=at_checkpoint, backend=backend)
     log: list[tuple[str, Any]] = []
     inputs: list[tuple[str, int, int | None]] = []
     table: dict[str, dict[str, Any]] = {}
@@ -277,9 +321,9 @@ def test_folded_upserts_equal_the_aggregate_of_all_input(
         if checkpoint is not None:
             op.before_checkpoint()
             take(False)
-            log.extend(orjson.loads(orjson.dumps(list(op.snapshot_changes().items()))))
+            log.extend(checkpoint_entries(op))
             if checkpoint == "crash":  # right after the checkpoint: restore from the log
-                op = build(clock, interval=interval, at_checkpoint=at_checkpoint)
+                op = build(clock, interval=interval, at_checkpoint=at_checkpoint, backend=backend)
                 op.restore_changes(log)
     op.advance_watermark(MAX_TIMESTAMP)
     op.before_checkpoint()
@@ -344,3 +388,23 @@ def test_with_a_ttl_deletes_come_only_for_idle_keys_and_the_upserts_still_fold(
     op.advance_watermark(MAX_TIMESTAMP)
     take()
     assert table == oracle([r for rs in life.values() for r in rs])
+
+
+def test_a_state_ttl_is_refused_with_the_rocksdb_backend() -> None:
+    with pytest.raises(WindowConfigError, match="rocksdb"):
+        build(ManualClock(0), ttl=1000, backend="rocksdb")
+
+
+def test_the_rocksdb_backend_holds_more_keys_than_its_cache() -> None:
+    clock = ManualClock(0)
+    op = build(clock, at_checkpoint=True, backend="rocksdb")
+    op.process_batch([rec(f"k{i}", i, i) for i in range(200)])
+    op.before_checkpoint()
+    assert len(upserts(op)) == 200
+    checkpoint_entries(op)
+    [cache] = op.state_maps()
+    assert cache.held < 10 and len(cache) == op.gauges().keys == 200
+    op.process_batch([rec("k7", 1, 1)])
+    op.before_checkpoint()
+    [u] = upserts(op)
+    assert (u.seq, u.result) == (1, {"n": 2, "total": 8, "hi": 7, "seen": 2})

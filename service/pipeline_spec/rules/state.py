@@ -1,0 +1,68 @@
+"""The rules of the pipeline's state backend (``"state"``): which operators keep their
+state in RocksDB so far (issue 53: a running aggregate over a stream, without a state TTL)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from service.pipeline_spec.rules.base import (
+    Fragment,
+    Problem,
+    Service,
+    equals,
+    of_type,
+    present,
+    rule,
+)
+from service.pipeline_spec.rules.raw import as_map
+from service.pipeline_spec.rules.tables import is_table
+
+__all__ = ["rocksdb_state_supported"]
+
+_ROCKSDB: Mapping[str, Any] = {
+    "required": ["state"],
+    "properties": {"state": equals("backend", "rocksdb")},
+}
+
+
+@rule(
+    reports={"rocksdb_state_unsupported"},
+    schema=Fragment(
+        "PipelineSpec",
+        {
+            "if": _ROCKSDB,
+            "then": {
+                "properties": {
+                    "operator": {
+                        "allOf": [of_type("aggregate"), {"not": present("state_ttl_ms", "integer")}]
+                    },
+                    "source": {"not": equals("changelog", "upsert")},
+                }
+            },
+        },
+    ),
+)
+def rocksdb_state_supported(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
+    """The rocksdb backend holds a running aggregate's keys over a stream; a state TTL
+    (which walks every key in the order of its last touch), a table source's rows and
+    the other operators' state are in memory only so far."""
+    state = as_map(spec.get("state"))
+    if state is None or state.get("backend") != "rocksdb":
+        return
+    op = as_map(spec.get("operator"))
+    if op is not None and "type" in op and op["type"] != "aggregate":
+        why = f"a {op['type']!r} operator's state"
+    elif op is not None and isinstance(op.get("state_ttl_ms"), int):
+        why = "a running aggregate's state TTL"
+    elif is_table(spec):
+        why = "a running aggregate over a table source"
+    else:
+        return
+    yield Problem(
+        ("state", "backend"),
+        "rocksdb_state_unsupported",
+        f"the rocksdb state backend does not hold {why} yet: only a running aggregate "
+        "(type 'aggregate') over a stream, without state_ttl_ms; use 'memory'",
+        "rocksdb",
+    )

@@ -1,0 +1,123 @@
+"""The rocksdb state backend's stores of one session (issue 53): one RocksDB per owned
+partition and stage, under ``<SERVICE_STATE_DIR>/<changelog topic>/<topic>-<partition>``.
+
+The checkpointer (:mod:`.checkpointing`) drives them:
+
+- **restore**: :meth:`LocalStates.open` keeps a store whose local checkpoint file is
+  there (:func:`~service.runtime.partition.rocksdb_store.open_store`), and the changelog
+  is read from the position it names (the changelog's end before that checkpoint wrote
+  its records), its tail replayed onto the store. A store without one was wiped: the
+  whole changelog is replayed into it. Replaying from any offset at or before the
+  position onto the store gives the committed state (each key ends at its newest
+  record), so several partitions sharing a changelog partition read from the smallest.
+- **checkpoint**: the cache is flushed (one WriteBatch) in the same synchronous step as
+  the snapshot, so the store holds exactly what the checkpoint's changelog records
+  hold; after the changelog commit, the checkpoint file names the position read before
+  the records were written, unless an eviction wrote to the store in between (then
+  the store is ahead of that checkpoint, and the file stays deleted).
+- **revoke and stop**: the stores are closed (a rocksdb partition is never parked in
+  memory: its local restore does that job).
+
+Memory: one :class:`~service.runtime.partition.rocksdb_store.RocksMemory` per process.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aiokafka import TopicPartition
+
+from service.core.state_cache import StateCache
+from service.runtime.partition.rocksdb_store import (
+    LocalCheckpoint,
+    RocksMemory,
+    RocksStore,
+    open_store,
+    wipe_store,
+)
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["LocalPartition", "LocalStates"]
+
+_memory: list[RocksMemory] = []
+_open: dict[Path, RocksStore] = {}
+"""Every store open in this process: a partition opened again (its previous session
+ended without closing it) closes the old one first, as RocksDB allows one opening."""
+
+
+def process_memory() -> RocksMemory:
+    """The process's RocksDB memory (made once)."""
+    if not _memory:
+        _memory.append(RocksMemory())
+    return _memory[0]
+
+
+@dataclass(slots=True)
+class LocalPartition:
+    """One partition's store, its checkpoint file when opened, its cache."""
+
+    store: RocksStore
+    checkpoint: LocalCheckpoint | None
+    cache_bytes: int
+    caches: list[StateCache] = field(default_factory=list)
+    position: int | None = None
+    """The changelog's end before the running checkpoint wrote its records."""
+
+    def state_map(self) -> StateCache:
+        count = self.checkpoint.count if self.checkpoint is not None else 0
+        cache = StateCache(self.store, self.cache_bytes, count)
+        self.caches.append(cache)
+        return cache
+
+    def keys(self) -> int:
+        return sum(len(cache) for cache in self.caches)
+
+
+class LocalStates:
+    """The stores of one session's rocksdb partitions."""
+
+    def __init__(self, root: Path, changelog_topic: str, cache_bytes: int) -> None:
+        self.directory = root / changelog_topic
+        self.cache_bytes = cache_bytes
+        self.partitions: dict[TopicPartition, LocalPartition] = {}
+
+    def _path(self, tp: TopicPartition) -> Path:
+        return self.directory / f"{tp.topic}-{tp.partition}"
+
+    def open(self, tp: TopicPartition) -> LocalPartition:
+        self.close([tp])
+        path = self._path(tp)
+        stale = _open.pop(path, None)
+        if stale is not None:
+            stale.close()
+        store, checkpoint = open_store(path, process_memory())
+        _open[path] = store
+        local = LocalPartition(store, checkpoint, self.cache_bytes)
+        self.partitions[tp] = local
+        return local
+
+    def wipe(self, tp: TopicPartition) -> LocalPartition:
+        """Start ``tp`` over empty (its local state could not be used)."""
+        self.close([tp])
+        wipe_store(self._path(tp))
+        return self.open(tp)
+
+    def state_map(self, tp: TopicPartition) -> Callable[[], StateCache]:
+        return self.partitions[tp].state_map
+
+    def close(self, tps: list[TopicPartition]) -> None:
+        for tp in tps:
+            local = self.partitions.pop(tp, None)
+            if local is None:
+                continue
+            path = self._path(tp)
+            if _open.get(path) is local.store:
+                del _open[path]
+            local.store.close()
+
+    def close_all(self) -> None:
+        self.close(list(self.partitions))

@@ -1,0 +1,111 @@
+"""The write-back cache (service/core/state_cache.py) against a dict, with a dict store."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import orjson
+from hypothesis import given, seed, settings
+from hypothesis import strategies as st
+
+from service.core.state_cache import StateCache
+
+
+class DictStore:
+    """A BackingStore on a dict, values kept encoded (as RocksDB would)."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, bytes] = {}
+        self.writes: list[bool] = []
+
+    def load(self, key: str) -> tuple[Any, int] | None:
+        data = self.data.get(key)
+        return None if data is None else (orjson.loads(data), len(data))
+
+    def write(self, entries: Mapping[str, Any], checkpoint: bool) -> Mapping[str, int]:
+        self.writes.append(checkpoint)
+        sizes = {}
+        for key, value in entries.items():
+            if value is None:
+                self.data.pop(key, None)
+            else:
+                self.data[key] = orjson.dumps(value)
+                sizes[key] = len(self.data[key])
+        return sizes
+
+    def items(self) -> Iterator[tuple[str, Any]]:
+        for key, data in list(self.data.items()):
+            yield key, orjson.loads(data)
+
+
+KEYS = st.sampled_from([f"k{i}" for i in range(40)])
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("get"), KEYS),
+        st.tuples(st.just("set"), KEYS, st.integers(0, 10**6)),
+        st.tuples(st.just("append"), KEYS, st.integers(0, 9)),  # in place, then marked
+        st.tuples(st.just("pop"), KEYS),
+        st.tuples(st.just("flush")),
+    ),
+    max_size=300,
+)
+
+
+@seed(5353)
+@settings(max_examples=300, deadline=None)
+@given(ops=OPS, capacity=st.integers(1, 3000))
+def test_the_cache_reads_back_what_a_dict_holds(ops: list[tuple[Any, ...]], capacity: int) -> None:
+    store = DictStore()
+    cache = StateCache(store, capacity, new_entry_bytes=40)
+    model: dict[str, Any] = {}
+    for op in ops:
+        if op[0] == "get":
+            assert cache.get(op[1]) == model.get(op[1])
+        elif op[0] == "set":
+            cache[op[1]] = [op[2]]
+            model[op[1]] = [op[2]]  # not the same list: the cache's is changed in place
+        elif op[0] == "append":
+            entry = cache.get(op[1])
+            if entry is None:
+                cache[op[1]] = [op[2]]
+            else:
+                entry.append(op[2])
+                cache.mark_dirty(op[1])
+            model.setdefault(op[1], []).append(op[2])
+        elif op[0] == "pop":
+            assert cache.pop(op[1]) == model.pop(op[1], None)
+        else:
+            cache.flush()
+            assert {k: orjson.loads(v) for k, v in store.data.items()} == model
+        assert len(cache) == len(model)
+        assert cache.held_bytes <= capacity or cache.held <= 1
+    assert dict(cache.items()) == model
+
+
+@seed(5354)
+@settings(max_examples=100, deadline=None)
+@given(ops=OPS)
+def test_a_cache_that_holds_everything_writes_only_at_checkpoints(
+    ops: list[tuple[Any, ...]],
+) -> None:
+    store = DictStore()
+    cache = StateCache(store, 10**9)
+    for op in ops:
+        if op[0] == "set":
+            cache[op[1]] = [op[2]]
+        elif op[0] == "pop":
+            cache.pop(op[1])
+        elif op[0] == "flush":
+            cache.flush()
+    assert all(store.writes)
+
+
+def test_evictions_are_written_in_batches() -> None:
+    store = DictStore()
+    cache = StateCache(store, 8000, new_entry_bytes=100)
+    for i in range(1000):
+        cache[f"k{i}"] = [i]
+    assert len(store.writes) < 1000 // 8
+    assert not any(store.writes)  # evictions, not checkpoints
+    assert len(cache) == 1000 and cache.get("k0") == [0]
