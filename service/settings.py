@@ -15,7 +15,6 @@ import os
 import re
 import socket
 import ssl
-import tempfile
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
@@ -52,10 +51,6 @@ class SettingsError(ValueError):
     def __init__(self, problems: list[str]) -> None:
         self.problems = problems
         super().__init__("invalid configuration:\n  " + "\n  ".join(problems))
-
-
-def _default_state_dir() -> str:
-    return os.path.join(tempfile.gettempdir(), "clockwork-state")
 
 
 def _default_instance_id() -> str:
@@ -178,11 +173,13 @@ class Settings:
     pipeline whose spec names no ``state.backend`` (rocksdb only for the operators that
     support it; the others stay in memory). docs/operations.md, "State backends"."""
 
-    state_dir: str = field(default_factory=_default_state_dir)
+    state_dir: str = ""
     """``SERVICE_STATE_DIR``: the directory of the rocksdb backend's stores (one RocksDB per
     owned partition and stage). Keep it across restarts for local restores; replicas
-    (and workers of different replicas) on one host each need their own. Default:
-    ``clockwork-state`` in the system's temporary directory."""
+    (and workers of different replicas) on one host each need their own. Default (empty):
+    ``clockwork-state`` in the system's temporary directory, found only when a rocksdb
+    store first opens, so a service that keeps its state in memory needs no writable
+    temporary directory (the image runs read-only)."""
 
     instance_id: str = field(default_factory=_default_instance_id)
     """``SERVICE_INSTANCE_ID``: this replica's name in logs, store records and metrics.
@@ -266,7 +263,7 @@ class Settings:
             "log_level": read("SERVICE_LOG_LEVEL", _parse_log_level, "INFO"),
             "workers": read("SERVICE_WORKERS", _int_between(1, 256), None),
             "state_backend": read("SERVICE_STATE_BACKEND", _parse_state_backend, "memory"),
-            "state_dir": read("SERVICE_STATE_DIR", _parse_directory, _default_state_dir()),
+            "state_dir": read("SERVICE_STATE_DIR", _parse_directory, ""),
         }
         if values["workers"] is None:
             values["workers"] = available_cpus()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import ssl
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,20 @@ def test_defaults() -> None:
     assert settings.pipelines_topic == "clockwork.pipelines"
     assert settings.log_level == "INFO"
     assert settings.instance_id
+
+
+def test_the_settings_need_no_writable_temporary_directory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The image runs read-only: the rocksdb stores' default directory is found only when
+    a store opens, never while the settings are read."""
+
+    def no_temporary_directory() -> str:
+        raise FileNotFoundError("No usable temporary directory found")
+
+    monkeypatch.setattr(tempfile, "gettempdir", no_temporary_directory)
+    assert Settings.from_env({}).state_dir == ""
+    assert Settings.from_env({"SERVICE_STATE_DIR": "/data/state"}).state_dir == "/data/state"
 
 
 def test_values_are_parsed() -> None:
