@@ -13,6 +13,7 @@ results of all the input. Tansu never compacts, so the test runs on Kafka only.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -153,7 +154,11 @@ async def test_a_restore_after_compaction_reads_the_same_state(bootstrap_servers
 
     await wait_until(compacted, timeout_s=60)
     after = await read_changelog(KafkaCluster(bootstrap_servers), changelog, sources)
-    assert after == before
+    # The same state (entries, metadata, nothing to repair) from fewer records.
+    assert {tp: replace(r, records=0) for tp, r in after.items()} == {
+        tp: replace(r, records=0) for tp, r in before.items()
+    }
+    assert all(after[tp].records < before[tp].records for tp in sources)
     assert all(isinstance(after[tp], RestoredPartition) and not after[tp].repair for tp in sources)
 
     # A new runtime restores from the compacted log; closing records fire every window.
