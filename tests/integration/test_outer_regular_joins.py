@@ -32,6 +32,7 @@ from tests.integration.kafka_utils import (
 )
 from tests.integration.replicas import Replica, replicas
 from tests.integration.test_joins import join_definition
+from tests.integration.test_running_aggregates import committed_or_crashed
 from tests.integration.test_shuffle import run_to_finish
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
@@ -173,18 +174,14 @@ async def test_a_crash_before_the_commit_never_shows_a_row_s_seq_twice(
         bootstrap_servers, name, f"{name}.orders", tmp_path / "crash.json", crash=crash, **options
     )
 
-    async def committed_some() -> bool:
-        records = await read_topic(
-            bootstrap_servers, f"{name}.out", isolation_level="read_committed"
-        )
-        return bool(records)
-
     async def crashed() -> bool:
         return crashing.exited
 
     try:
         if at == 2:
-            await wait_until(committed_some, timeout_s=60)
+            await wait_until(
+                partial(committed_or_crashed, bootstrap_servers, f"{name}.out", crashing), 60
+            )
         await produce_inputs(
             bootstrap_servers, name, orders[half_orders:], payments[half_payments:]
         )
@@ -352,17 +349,14 @@ async def test_a_crash_before_the_commit_of_a_join_with_a_table_never_repeats_a_
         bootstrap_servers, name, f"{name}.orders", tmp_path / "crash.json", crash=crash, **options
     )
 
-    async def committed_some() -> bool:
-        return bool(
-            await read_topic(bootstrap_servers, f"{name}.out", isolation_level="read_committed")
-        )
-
     async def crashed() -> bool:
         return crashing.exited
 
     try:
         if at == 2:
-            await wait_until(committed_some, timeout_s=60)
+            await wait_until(
+                partial(committed_or_crashed, bootstrap_servers, f"{name}.out", crashing), 60
+            )
         await produce_part(0.5, 1)
         await wait_until(crashed, timeout_s=60)
     finally:
