@@ -125,11 +125,15 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
-            app.state.services = await _start(settings, runtime, worker, stack)
+            found = await _start(settings, runtime, worker, stack)
+            client = await stack.enter_async_context(httpx.AsyncClient())
+            app.state.queries = StateQueries(found, client, worker=worker is not None)
+            app.state.services = found
             try:
                 yield
             finally:
                 app.state.services = None
+                app.state.queries = None
                 logger.info("shutting down: stopping the store follower and every pipeline")
 
     app = FastAPI(
@@ -141,6 +145,7 @@ def create_app(
         dependencies=[Depends(single_valued_query)],
     )
     app.state.services = None
+    app.state.queries = None
     app.state.settings = settings
     app.include_router(health.router)
     app.include_router(metrics.router)
@@ -255,12 +260,9 @@ async def _start(
         settings.pipelines_topic,
         bootstrap,
     )
-    found = Services(
+    return Services(
         settings, cluster, runtime, store, registry, history, members, lost_after, local, pool
     )
-    client = await stack.enter_async_context(httpx.AsyncClient())
-    found.queries = StateQueries(found, client, worker=worker is not None)
-    return found
 
 
 def worker_environment(bootstrap: str, session_timeout_ms: int) -> dict[str, str]:

@@ -7,7 +7,6 @@ the store follower are up; before that (or after shutdown) they answer 503.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from fastapi import HTTPException, Request
 
@@ -20,9 +19,6 @@ from service.runtime.lifecycle.manager import Runtime
 from service.runtime.observability.history import History
 from service.settings import Settings
 from service.workers.pool import WorkerPool
-
-if TYPE_CHECKING:  # it reads Services: typed here, built by the app after Services
-    from service.api.state_queries import StateQueries
 
 
 @dataclass(slots=True)
@@ -47,8 +43,6 @@ class Services:
     """The pipelines this process runs (None: it runs none, its workers do)."""
     workers: WorkerPool | None = None
     """The workers this process supervises (None: it runs the pipelines itself)."""
-    queries: StateQueries | None = None
-    """The pull queries (state_queries.py): answered here, or routed to the owner."""
 
 
 def services(request: Request) -> Services:

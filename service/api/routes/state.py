@@ -7,10 +7,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query, Request, Response
+from fastapi import APIRouter, HTTPException, Path, Query, Request, Response
 
 from service.api.registry import SpecInvalid
-from service.api.routes.deps import services
 from service.api.routes.pipelines import Name, json_body, request_body
 from service.api.state_queries import DEFAULT_LIMIT, MAX_LIMIT, StateQueries
 from service.pipeline_spec.sql.problems import SqlError
@@ -35,8 +34,11 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 
 
 def _queries(request: Request) -> StateQueries:
-    found = services(request).queries
-    assert found is not None  # made with the services
+    """The app's pull queries (made with its services, beside them on ``app.state``, as
+    they hold the services: the services do not hold them back)."""
+    found: StateQueries | None = getattr(request.app.state, "queries", None)
+    if found is None:
+        raise HTTPException(503, "the service is starting or stopping")
     return found
 
 
