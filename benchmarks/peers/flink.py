@@ -2,12 +2,13 @@
 ``WATERMARK FOR rowtime AS rowtime - INTERVAL '2' SECOND``, count and sum per user,
 written by the filesystem sink as JSON lines. Streaming mode, parallelism 1.
 
-PyFlink reads a file rather than the topic: Flink's Kafka connector is a separate jar
-(flink-sql-connector-kafka), not shipped with the PyPI package and not downloadable
-here. The file holds the same records in the same order as the topic (one partition's
-worth of ordering: the whole input in order). At the end of the bounded input Flink
-emits the final watermark, so every window fires once. The filesystem sink commits
-its files on checkpoints, so checkpointing is on (the final checkpoint commits).
+PyFlink reads a file rather than the topic here: Flink's Kafka connector is a separate
+jar (flink-sql-connector-kafka, not shipped with the PyPI package), which flink_kafka.py
+adds to run the same job (:func:`run_w1`) over Kafka. The file holds the same records
+in the same order as the topic (one partition's worth of ordering: the whole input in
+order). At the end of the bounded input Flink emits the final watermark, so every window
+fires once. The filesystem sink commits its files on checkpoints, so checkpointing is on
+(the final checkpoint commits).
 
 Timing: the job's net run time (``JobExecutionResult.get_net_runtime``), from the
 job's start to its end, so JVM and mini-cluster start-up are left out of the rate;
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import Any
 
 from _common import OUT_OF_ORDERNESS_MS, WINDOW_MS, Report, parse_args
 
@@ -35,6 +37,15 @@ def main() -> int:
     conf.set("table.local-time-zone", "UTC")
     conf.set("execution.checkpointing.interval", "1 s")
     conf.set("pipeline.name", "clockwork-bench")
+    source = f"'connector' = 'filesystem', 'path' = '{args.input_file}', 'format' = 'json'"
+    sink = f"'connector' = 'filesystem', 'path' = '{args.output_dir}', 'format' = 'json'"
+    return run_w1(env, args, report, source, sink)
+
+
+def run_w1(env: Any, args: Any, report: Report, source: str, sink: str) -> int:
+    """W1 in Flink SQL over the ``events`` table ``source`` (a WITH clause's options)
+    into the ``results`` table ``sink``, timed by the job's net run time into ``report``:
+    the same job whatever the connectors (flink_kafka.py runs it over Kafka)."""
     env.execute_sql(f"""
         CREATE TABLE events (
             `user` STRING,
@@ -42,12 +53,12 @@ def main() -> int:
             `amount` DOUBLE,
             rowtime AS TO_TIMESTAMP_LTZ(`ts`, 3),
             WATERMARK FOR rowtime AS rowtime - INTERVAL '{OUT_OF_ORDERNESS_MS // 1000}' SECOND
-        ) WITH ('connector' = 'filesystem', 'path' = '{args.input_file}', 'format' = 'json')
+        ) WITH ({source})
     """)
     env.execute_sql(f"""
         CREATE TABLE results (
             `user` STRING, `start` BIGINT, `end` BIGINT, `count` BIGINT, `sum` DOUBLE
-        ) WITH ('connector' = 'filesystem', 'path' = '{args.output_dir}', 'format' = 'json')
+        ) WITH ({sink})
     """)
     epoch = "TIMESTAMP '1970-01-01 00:00:00'"
     t0 = time.time()

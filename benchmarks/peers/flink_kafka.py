@@ -22,18 +22,16 @@ mini-cluster start-up are left out of the rate; the process's wall time includes
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 from _common import (
     FETCH_MAX_WAIT_MS,
     HEARTBEAT_INTERVAL_MS,
-    OUT_OF_ORDERNESS_MS,
     SESSION_TIMEOUT_MS,
-    WINDOW_MS,
     Report,
     parse_args,
 )
+from flink import run_w1
 
 JARS = Path(__file__).resolve().parent / "flink-kafka" / "jars"
 
@@ -78,45 +76,7 @@ def main() -> int:
             "format": "json",
         }.items()
     )
-    env.execute_sql(f"""
-        CREATE TABLE events (
-            `user` STRING,
-            `ts` BIGINT,
-            `amount` DOUBLE,
-            rowtime AS TO_TIMESTAMP_LTZ(`ts`, 3),
-            WATERMARK FOR rowtime AS rowtime - INTERVAL '{OUT_OF_ORDERNESS_MS // 1000}' SECOND
-        ) WITH ({source})
-    """)
-    env.execute_sql(f"""
-        CREATE TABLE results (
-            `user` STRING, `start` BIGINT, `end` BIGINT, `count` BIGINT, `sum` DOUBLE
-        ) WITH ({sink})
-    """)
-    epoch = "TIMESTAMP '1970-01-01 00:00:00'"
-    t0 = time.time()
-    result = env.execute_sql(f"""
-        INSERT INTO results
-        SELECT `user`,
-               CAST(TIMESTAMPDIFF(SECOND, {epoch}, window_start) AS BIGINT) * 1000,
-               CAST(TIMESTAMPDIFF(SECOND, {epoch}, window_end) AS BIGINT) * 1000,
-               COUNT(*),
-               SUM(amount)
-        FROM TABLE(TUMBLE(TABLE events, DESCRIPTOR(rowtime),
-                          INTERVAL '{WINDOW_MS // 1000}' SECOND))
-        GROUP BY `user`, window_start, window_end
-    """)
-    result.wait()
-    report.finished = time.time()
-    try:
-        net_ms = result.get_job_client().get_job_execution_result().result().get_net_runtime()
-        report.first_record = report.finished - net_ms / 1000
-        report.notes.append(f"net run time {net_ms} ms; submit to end {report.finished - t0:.2f}s")
-    except Exception as exc:  # the job client may be gone in some versions: fall back
-        report.first_record = t0
-        report.notes.append(f"no net run time ({exc!r}); rate from submission")
-    report.records_in = args.records
-    report.write(args.report)
-    return 0
+    return run_w1(env, args, report, source, sink)
 
 
 if __name__ == "__main__":
