@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 from urllib.parse import quote
 
@@ -104,10 +106,13 @@ def check(answer: dict[str, Any], sent: Sent, key: str) -> None:
 
 async def settled(clients: list[httpx.AsyncClient], name: str, sent: Sent) -> list[Any]:
     """Every key's answer from every client, once each names the offset of the last
-    record sent to its partition; each checked against the oracle on the way."""
+    record sent to its partition and a second round answers the same (the watermark, a
+    minimum over the partitions recomputed on a timer, may move after the last record is
+    in); each checked against the oracle on the way."""
     ends: dict[int, int] = defaultdict(int)
     for _, _, _, partition, offset in sent:
         ends[partition] = max(ends[partition], offset + 1)
+    previous: list[Any] = []
 
     async def all_caught_up() -> list[Any] | None:
         answers = []
@@ -120,6 +125,9 @@ async def settled(clients: list[httpx.AsyncClient], name: str, sent: Sent) -> li
                 if answer["as_of"]["offset"] != ends[answer["as_of"]["partition"]]:
                     return None
                 answers.append(answer)
+        if answers != previous:  # caught up: the next round must answer the same
+            previous[:] = answers
+            return None
         return answers
 
     found: list[Any] = await eventually(all_caught_up, timeout_s=90)
@@ -201,19 +209,30 @@ async def test_lookups_through_a_replica_of_two_workers_equal_the_oracle(
         assert len({answer["member"] for answer in answers}) == 2
 
 
-async def test_a_key_not_found_a_long_key_and_an_unknown_pipeline_answer_plainly(
-    bootstrap_servers: str,
-) -> None:
-    source = f"pq-{uuid.uuid4().hex[:8]}"
-    name = source
-    await create_topic(bootstrap_servers, source, partitions=PARTITIONS)
-    settings = app_settings(bootstrap_servers)
+@asynccontextmanager
+async def one_replica_with_a_window(
+    bootstrap: str, api_token: str | None = None
+) -> AsyncIterator[tuple[httpx.AsyncClient, str]]:
+    """One replica serving a new window pipeline (created through the API, with the token
+    when one is set) over a new topic of that name: the client and the name."""
+    name = f"pq-{uuid.uuid4().hex[:8]}"
+    await create_topic(bootstrap, name, partitions=PARTITIONS)
+    settings = app_settings(bootstrap, api_token=api_token)
+    auth = {"Authorization": f"Bearer {api_token}"} if api_token else {}
     async with (
         running_app(settings) as url,
         httpx.AsyncClient(base_url=url, timeout=30) as client,
     ):
         await wait_ready(client)
-        assert (await client.post("/pipelines", json=window_spec(name, source))).status_code == 201
+        created = await client.post("/pipelines", json=window_spec(name, name), headers=auth)
+        assert created.status_code == 201
+        yield client, name
+
+
+async def test_a_key_not_found_a_long_key_and_an_unknown_pipeline_answer_plainly(
+    bootstrap_servers: str,
+) -> None:
+    async with one_replica_with_a_window(bootstrap_servers) as (client, name):
 
         async def answered() -> httpx.Response | None:
             response = await client.get(url_of(name, "nobody"))
@@ -232,18 +251,9 @@ async def test_a_key_not_found_a_long_key_and_an_unknown_pipeline_answer_plainly
 
 
 async def test_a_scan_pages_through_every_key_in_order(bootstrap_servers: str) -> None:
-    source = f"pq-{uuid.uuid4().hex[:8]}"
-    name = source
-    await create_topic(bootstrap_servers, source, partitions=PARTITIONS)
-    settings = app_settings(bootstrap_servers)
     sent: Sent = []
-    async with (
-        running_app(settings) as url,
-        httpx.AsyncClient(base_url=url, timeout=30) as client,
-    ):
-        await wait_ready(client)
-        assert (await client.post("/pipelines", json=window_spec(name, source))).status_code == 201
-        await send(bootstrap_servers, source, sent, 0, 60)
+    async with one_replica_with_a_window(bootstrap_servers) as (client, name):
+        await send(bootstrap_servers, name, sent, 0, 60)
         await settled([client], name, sent)
         keys: list[str] = []
         params: dict[str, Any] = {"limit": 4}
@@ -270,18 +280,8 @@ async def test_a_scan_pages_through_every_key_in_order(bootstrap_servers: str) -
 
 
 async def test_the_token_guards_pull_queries(bootstrap_servers: str) -> None:
-    source = f"pq-{uuid.uuid4().hex[:8]}"
-    name = source
-    await create_topic(bootstrap_servers, source, partitions=PARTITIONS)
-    settings = app_settings(bootstrap_servers, api_token="s3cret")
     auth = {"Authorization": "Bearer s3cret"}
-    async with (
-        running_app(settings) as url,
-        httpx.AsyncClient(base_url=url, timeout=30) as client,
-    ):
-        await wait_ready(client)
-        created = await client.post("/pipelines", json=window_spec(name, source), headers=auth)
-        assert created.status_code == 201
+    async with one_replica_with_a_window(bootstrap_servers, api_token="s3cret") as (client, name):
         assert (await client.get(url_of(name, "k"))).status_code == 401
         assert (await client.get(f"/pipelines/{name}/state")).status_code == 401
 
@@ -330,18 +330,9 @@ async def test_during_a_takeover_after_kill_9_lookups_answer_503_or_the_oracle_n
 
 
 async def test_post_query_in_sql_answers_as_the_rest_routes_do(bootstrap_servers: str) -> None:
-    source = f"pq-{uuid.uuid4().hex[:8]}"
-    name = source
-    await create_topic(bootstrap_servers, source, partitions=PARTITIONS)
-    settings = app_settings(bootstrap_servers)
     sent: Sent = []
-    async with (
-        running_app(settings) as url,
-        httpx.AsyncClient(base_url=url, timeout=30) as client,
-    ):
-        await wait_ready(client)
-        assert (await client.post("/pipelines", json=window_spec(name, source))).status_code == 201
-        await send(bootstrap_servers, source, sent, 0, 60)
+    async with one_replica_with_a_window(bootstrap_servers) as (client, name):
+        await send(bootstrap_servers, name, sent, 0, 60)
         await settled([client], name, sent)
         one = await client.post(
             "/query", json={"sql": f"""SELECT * FROM "{name}" WHERE key = 'user/2'"""}
