@@ -21,6 +21,14 @@ one is evicted and what goes to the store. The store is passed in (:class:`Backi
 - **Flush** (:meth:`StateCache.flush`): at a checkpoint, every dirty entry and pending
   delete in one batch with ``checkpoint=True``; after it, the store holds exactly the
   state.
+- **Codecs** (:class:`StateCodec`): an operator whose per-key state is not plain data
+  (tuples as dict keys, slotted objects) keeps its live objects in the cache and gives a
+  codec; the store sees only ``codec.encode(value)``, and a miss returns
+  ``codec.decode(stored)``. Encoding happens when an entry is written, never on a hit.
+- **Named maps** (:class:`StateMaps`, :class:`NamespacedStore`): the runtime hands an
+  operator one ``StateMaps``; an operator with several maps (a join's sides, a process
+  function's states) asks it for each by a distinct name, and each named map lives in
+  its own key range of the partition's one store.
 """
 
 from __future__ import annotations
@@ -28,7 +36,16 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
 
-__all__ = ["DEFAULT_NEW_ENTRY_BYTES", "TOMBSTONE_BYTES", "BackingStore", "StateCache"]
+__all__ = [
+    "DEFAULT_NEW_ENTRY_BYTES",
+    "NAMESPACE_SEPARATOR",
+    "TOMBSTONE_BYTES",
+    "BackingStore",
+    "NamespacedStore",
+    "StateCache",
+    "StateCodec",
+    "StateMaps",
+]
 
 DEFAULT_NEW_ENTRY_BYTES = 400
 """The size counted for an entry never encoded yet (until the next write measures it)."""
@@ -51,8 +68,58 @@ class BackingStore(Protocol):
         each value written. ``checkpoint``: the batch is a checkpoint's flush, after which
         the store holds the whole state; otherwise an eviction, ahead of the checkpoint."""
 
-    def items(self) -> Iterator[tuple[str, Any]]:
-        """Every stored ``(key, value)``."""
+    def items(self, prefix: str = "") -> Iterator[tuple[str, Any]]:
+        """Every stored ``(key, value)`` whose key starts with ``prefix``."""
+
+
+class StateCodec(Protocol):
+    """Live per-key state to and from the plain data the store keeps (JSON-able)."""
+
+    def encode(self, value: Any) -> Any: ...
+
+    def decode(self, data: Any) -> Any: ...
+
+
+class StateMaps(Protocol):
+    """Makes an operator's state maps on one partition's store (the rocksdb backend)."""
+
+    def __call__(self, name: str = "", codec: StateCodec | None = None) -> StateCache:
+        """The map ``name`` (one per name and operator; ``""``: the operator's only map,
+        unprefixed); ``codec`` when its values are not plain JSON-able data."""
+        ...
+
+
+NAMESPACE_SEPARATOR = "\u0000"
+"""Between a named map's name and its keys in the store (no name contains it)."""
+
+
+class NamespacedStore:
+    """A named map's view of the partition's store: its keys behind ``name`` and
+    :data:`NAMESPACE_SEPARATOR`, so maps sharing a store never see each other's keys."""
+
+    __slots__ = ("_prefix", "store")
+
+    def __init__(self, store: BackingStore, name: str) -> None:
+        if not name or NAMESPACE_SEPARATOR in name:
+            raise ValueError(f"a state map's name must be non-empty, without NUL: {name!r}")
+        self.store = store
+        self._prefix = name + NAMESPACE_SEPARATOR
+
+    def load(self, key: str) -> tuple[Any, int] | None:
+        return self.store.load(self._prefix + key)
+
+    def write(self, entries: Mapping[str, Any], checkpoint: bool) -> Mapping[str, int]:
+        prefix = self._prefix
+        sizes = self.store.write(
+            {prefix + key: value for key, value in entries.items()}, checkpoint
+        )
+        cut = len(prefix)
+        return {key[cut:]: size for key, size in sizes.items()}
+
+    def items(self, prefix: str = "") -> Iterator[tuple[str, Any]]:
+        cut = len(self._prefix)
+        for key, value in self.store.items(self._prefix + prefix):
+            yield key[cut:], value
 
 
 class StateCache:
@@ -61,6 +128,7 @@ class StateCache:
     __slots__ = (
         "_absent",
         "_bytes",
+        "_codec",
         "_count",
         "_deleted",
         "_dirty",
@@ -79,10 +147,12 @@ class StateCache:
         capacity_bytes: int,
         count: int = 0,
         new_entry_bytes: int = DEFAULT_NEW_ENTRY_BYTES,
+        codec: StateCodec | None = None,
     ) -> None:
         if capacity_bytes <= 0:
             raise ValueError(f"capacity_bytes must be > 0, not {capacity_bytes!r}")
         self.store = store
+        self._codec = codec
         self.capacity_bytes = capacity_bytes
         self.new_entry_bytes = new_entry_bytes
         self._entries: dict[str, Any] = {}
@@ -122,6 +192,8 @@ class StateCache:
             self._absent = key
             return _MISSING
         value, size = found
+        if self._codec is not None:
+            value = self._codec.decode(value)
         self._entries[key] = value
         size += ENTRY_OVERHEAD_BYTES
         self._sizes[key] = size
@@ -148,9 +220,10 @@ class StateCache:
         entries = self._entries
         yield from list(entries.items())
         deleted = self._deleted
+        codec = self._codec
         for key, value in self.store.items():
             if key not in entries and key not in deleted:
-                yield key, value
+                yield key, value if codec is None else codec.decode(value)
 
     def keys(self) -> Iterator[str]:
         for key, _ in self.items():
@@ -214,8 +287,9 @@ class StateCache:
         batch = self._take_deletes()
         entries = self._entries
         dirty = self._dirty
+        codec = self._codec
         for key in dirty:
-            batch[key] = entries[key]
+            batch[key] = entries[key] if codec is None else codec.encode(entries[key])
         dirty.clear()
         sizes = self.store.write(batch, True)
         held = self._sizes
@@ -255,12 +329,13 @@ class StateCache:
         self._bytes = left
         batch = self._take_deletes() if self._deleted else {}
         dirty = self._dirty
+        codec = self._codec
         for key in victims:
             value = entries.pop(key)
             del sizes[key]
             if key in dirty:
                 dirty.remove(key)
-                batch[key] = value
+                batch[key] = value if codec is None else codec.encode(value)
         self.evictions += len(victims)
         if batch:
             self.store.write(batch, False)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from service.core.state_cache import StateCache
+from service.core.state_cache import StateMaps
 from service.core.time import Clock
 from service.operators.base import Operator
 from service.operators.steps import StepProgram
@@ -39,7 +39,7 @@ class StateBackedFactory(Protocol):
         """Whether this spec's operator can (a running aggregate over a stream, without
         a state TTL, so far)."""
 
-    def with_state(self, clock: Clock, state_map: Callable[[], StateCache]) -> Operator:
+    def with_state(self, clock: Clock, state_map: StateMaps) -> Operator:
         """An operator keeping its keys in the cache ``state_map`` makes."""
 
 

@@ -9,10 +9,10 @@ caller can forget it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from service.core.state_cache import StateCache
+from service.core.state_cache import StateMaps
 from service.core.time import Clock, SystemClock
 from service.operators.base import Operator
 from service.operators.join.factory import build_join_operator, max_rows
@@ -94,7 +94,7 @@ class RunningAggregateFactory:
     def __call__(self, clock: Clock) -> Operator:
         return self.with_state(clock, None)
 
-    def with_state(self, clock: Clock, state_map: Callable[[], StateCache] | None) -> Operator:
+    def with_state(self, clock: Clock, state_map: StateMaps | None) -> Operator:
         return build_running_aggregate(
             self.pipeline,
             self.spec,

@@ -9,7 +9,7 @@ import orjson
 from hypothesis import given, seed, settings
 from hypothesis import strategies as st
 
-from service.core.state_cache import StateCache
+from service.core.state_cache import NamespacedStore, StateCache
 
 
 class DictStore:
@@ -34,9 +34,10 @@ class DictStore:
                 sizes[key] = len(self.data[key])
         return sizes
 
-    def items(self) -> Iterator[tuple[str, Any]]:
-        for key, data in list(self.data.items()):
-            yield key, orjson.loads(data)
+    def items(self, prefix: str = "") -> Iterator[tuple[str, Any]]:
+        for key, data in sorted(self.data.items()):
+            if key.startswith(prefix):
+                yield key, orjson.loads(data)
 
 
 KEYS = st.sampled_from([f"k{i}" for i in range(40)])
@@ -109,3 +110,75 @@ def test_evictions_are_written_in_batches() -> None:
     assert len(store.writes) < 1000 // 8
     assert not any(store.writes)  # evictions, not checkpoints
     assert len(cache) == 1000 and cache.get("k0") == [0]
+
+
+class SetCodec:
+    """Live values are sets; the store keeps sorted lists."""
+
+    def encode(self, value: set[int]) -> list[int]:
+        return sorted(value)
+
+    def decode(self, data: list[int]) -> set[int]:
+        return set(data)
+
+
+@seed(5355)
+@settings(max_examples=200, deadline=None)
+@given(ops=OPS, capacity=st.integers(1, 3000))
+def test_a_cache_with_a_codec_holds_live_values_and_stores_encoded_ones(
+    ops: list[tuple[Any, ...]], capacity: int
+) -> None:
+    store = DictStore()
+    cache = StateCache(store, capacity, new_entry_bytes=40, codec=SetCodec())
+    model: dict[str, set[int]] = {}
+    for op in ops:
+        if op[0] == "get":
+            assert cache.get(op[1]) == model.get(op[1])
+        elif op[0] == "set":
+            cache[op[1]] = {op[2]}
+            model[op[1]] = {op[2]}
+        elif op[0] == "append":
+            entry = cache.get(op[1])
+            if entry is None:
+                cache[op[1]] = {op[2]}
+            else:
+                entry.add(op[2])
+                cache.mark_dirty(op[1])
+            model.setdefault(op[1], set()).add(op[2])
+        elif op[0] == "pop":
+            assert cache.pop(op[1]) == model.pop(op[1], None)
+        else:
+            cache.flush()
+            assert {k: orjson.loads(v) for k, v in store.data.items()} == {
+                k: sorted(v) for k, v in model.items()
+            }
+    assert dict(cache.items()) == model
+
+
+@seed(5356)
+@settings(max_examples=200, deadline=None)
+@given(left=OPS, right=OPS, capacity=st.integers(1, 3000))
+def test_named_maps_on_one_store_never_see_each_others_keys(
+    left: list[tuple[Any, ...]], right: list[tuple[Any, ...]], capacity: int
+) -> None:
+    store = DictStore()
+    caches = {
+        name: StateCache(NamespacedStore(store, name), capacity, new_entry_bytes=40)
+        for name in ("left", "right")
+    }
+    models: dict[str, dict[str, Any]] = {"left": {}, "right": {}}
+    for name, op in [("left", op) for op in left] + [("right", op) for op in right]:
+        cache, model = caches[name], models[name]
+        if op[0] == "get":
+            assert cache.get(op[1]) == model.get(op[1])
+        elif op[0] in ("set", "append"):
+            cache[op[1]] = [op[2]]
+            model[op[1]] = [op[2]]
+        elif op[0] == "pop":
+            assert cache.pop(op[1]) == model.pop(op[1], None)
+        else:
+            cache.flush()
+    for name, cache in caches.items():
+        cache.flush()
+        assert dict(cache.items()) == models[name]
+        assert dict(cache.store.items()) == models[name]

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, seed, settings
 from hypothesis import strategies as st
 
-from service.core.state_cache import StateCache
+from service.core.state_cache import NamespacedStore, StateCache
 from service.runtime.partition.rocksdb_store import (
     CHECKPOINT_FILE,
     DB_DIR,
@@ -55,7 +55,7 @@ class Partition:
         self.store, checkpoint = open_store(self.directory, MEMORY)
         self.restored_locally = checkpoint is not None
         start = checkpoint.position if checkpoint is not None else 0
-        count = checkpoint.count if checkpoint is not None else 0
+        count = checkpoint.counts.get("", 0) if checkpoint is not None else 0
         self.cache = StateCache(self.store, self.capacity, count, new_entry_bytes=40)
         self.changed: set[str] = set()
         for key, value in self.changelog[start:]:  # the tail
@@ -74,7 +74,7 @@ class Partition:
     def checkpoint(self) -> None:
         self.append_changes()
         self.cache.flush()
-        self.store.commit(len(self.changelog), len(self.cache))
+        self.store.commit(len(self.changelog), {"": len(self.cache)})
 
     def crash(self) -> None:
         self.store.close()  # the process dies: the cache is gone, the RocksDB stays
@@ -142,6 +142,27 @@ def test_a_restart_after_a_checkpoint_replays_only_the_tail(tmp_path: Path) -> N
     partition.open()
     assert partition.restored_locally and partition.replayed == 0
     assert len(partition.cache) == 100 and partition.cache.get("k7") == [7]
+
+
+def test_named_maps_keep_their_keys_and_counts_across_a_restart(tmp_path: Path) -> None:
+    store, _ = open_store(tmp_path / "stage", MEMORY)
+    sides = {
+        name: StateCache(NamespacedStore(store, name), 200) for name in ("left", "leftover")
+    }
+    for i in range(50):
+        sides["left"][f"k{i}"] = [i]
+        if i % 2:
+            sides["leftover"][f"k{i}"] = [-i]
+    for cache in sides.values():
+        cache.flush()
+    assert store.commit(7, {name: len(cache) for name, cache in sides.items()})
+    store.close()
+    store, checkpoint = open_store(tmp_path / "stage", MEMORY)
+    assert checkpoint is not None and checkpoint.counts == {"left": 50, "leftover": 25}
+    left = StateCache(NamespacedStore(store, "left"), 200, checkpoint.counts["left"])
+    assert dict(left.items()) == {f"k{i}": [i] for i in range(50)}
+    assert left.get("k1") == [1] and len(left) == 50
+    store.close()
 
 
 def test_an_eviction_after_a_checkpoint_forgets_it(tmp_path: Path) -> None:

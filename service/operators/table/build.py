@@ -4,10 +4,10 @@ the choice between them lives here, above both)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from service.core.state_cache import StateCache
+from service.core.state_cache import StateMaps
 from service.core.time import Clock
 from service.operators.window.errors import WindowConfigError
 
@@ -25,7 +25,7 @@ def build_running_aggregate(
     emit_at_checkpoint: bool = False,
     table: bool = False,
     group_field: str | None = None,
-    state_map: Callable[[], StateCache] | None = None,
+    state_map: StateMaps | None = None,
 ) -> RunningAggregateOperator:
     """A running aggregate from the spec's ``"operator"`` object (``"type": "aggregate"``);
     ``table``: over a table source, its rows retracted (:mod:`.table_aggregate`), grouped

@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from service.core.state_cache import StateCache
+from service.core.state_cache import StateCache, StateMaps
 from service.core.time import MAX_TIMESTAMP, MIN_TIMESTAMP, Clock, SystemClock
 from service.operators.base import Collector, InputRecord, OperatorGauges, Upsert
 from service.operators.query import in_range
@@ -86,7 +86,7 @@ class RunningAggregateConfig:
     emit_at_checkpoint: bool = False
     """Exactly-once delivery: dirty keys are emitted at the checkpoint, not per tick."""
     clock: Clock = field(default_factory=SystemClock)
-    state_map: Callable[[], StateCache] | None = None
+    state_map: StateMaps | None = None
     """The rocksdb state backend: the keys' accumulators in the cache this makes (in
     front of the partition's RocksDB); None: in a dict (the memory backend)."""
 

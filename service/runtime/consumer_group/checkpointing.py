@@ -316,7 +316,7 @@ class Checkpointer:
             changes = part.operator.snapshot_changes()
             if local is not None and part.tp in local:
                 # The store holds exactly what the changelog records below hold.
-                for cache in local[part.tp].caches:
+                for cache in local[part.tp].caches.values():
                     cache.flush()
             meta = self.meta(part, release)
             encoded.append((part, encode_checkpoint(part.tp, changes, meta), version[0]))
@@ -380,7 +380,7 @@ class Checkpointer:
             local = self.local.partitions.get(part.tp)
             position = positions.get(part.partition)
             if local is not None and position is not None:
-                local.store.commit(position, local.keys())
+                local.store.commit(position, local.counts())
 
     async def _commit_transactions(
         self, encoded: list[Snapshot], marks: dict[TopicPartition, int]
@@ -516,10 +516,10 @@ class Checkpointer:
                 operator.restore_changes(state.entries.items())
             if local is not None:
                 if local.checkpoint is not None and tp in local_tps:
-                    result.local_keys += local.checkpoint.count
-                for cache in local.caches:  # the store holds the restored state
+                    result.local_keys += sum(local.checkpoint.counts.values())
+                for cache in local.caches.values():  # the store holds the restored state
                     cache.flush()
-                local.store.commit(starts.get(tp.partition, 0), local.keys())
+                local.store.commit(starts.get(tp.partition, 0), local.counts())
             generator = stage.generator(tp)
             part = stage.task(
                 tp,

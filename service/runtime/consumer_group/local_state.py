@@ -24,13 +24,18 @@ Memory: one :class:`~service.runtime.partition.rocksdb_store.RocksMemory` per pr
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from aiokafka import TopicPartition
 
-from service.core.state_cache import StateCache
+from service.core.state_cache import (
+    BackingStore,
+    NamespacedStore,
+    StateCache,
+    StateCodec,
+    StateMaps,
+)
 from service.runtime.partition.rocksdb_store import (
     LocalCheckpoint,
     RocksMemory,
@@ -58,23 +63,38 @@ def process_memory() -> RocksMemory:
 
 @dataclass(slots=True)
 class LocalPartition:
-    """One partition's store, its checkpoint file when opened, its cache."""
+    """One partition's store, its checkpoint file when opened, its caches by name."""
 
     store: RocksStore
     checkpoint: LocalCheckpoint | None
     cache_bytes: int
-    caches: list[StateCache] = field(default_factory=list)
+    """Shared by the partition's maps (each gets an equal share)."""
+    caches: dict[str, StateCache] = field(default_factory=dict)
     position: int | None = None
     """The changelog's end before the running checkpoint wrote its records."""
 
-    def state_map(self) -> StateCache:
-        count = self.checkpoint.count if self.checkpoint is not None else 0
-        cache = StateCache(self.store, self.cache_bytes, count)
-        self.caches.append(cache)
+    def state_map(self, name: str = "", codec: StateCodec | None = None) -> StateCache:
+        """A :class:`~service.core.state_cache.StateMaps`: the map ``name`` on this store."""
+        if name in self.caches or (self.caches and "" in (name, *self.caches)):
+            raise ValueError(
+                f"state map {name!r}: a partition's maps have distinct names, and an "
+                "unnamed map is the only one"
+            )
+        count = self.checkpoint.counts.get(name, 0) if self.checkpoint is not None else 0
+        store: BackingStore = self.store if not name else NamespacedStore(self.store, name)
+        cache = StateCache(store, self.cache_bytes, count, codec=codec)
+        self.caches[name] = cache
+        share = max(1, self.cache_bytes // len(self.caches))
+        for each in self.caches.values():
+            each.capacity_bytes = share
         return cache
 
+    def counts(self) -> dict[str, int]:
+        """Keys held by each map (what the local checkpoint file records)."""
+        return {name: len(cache) for name, cache in self.caches.items()}
+
     def keys(self) -> int:
-        return sum(len(cache) for cache in self.caches)
+        return sum(len(cache) for cache in self.caches.values())
 
 
 class LocalStates:
@@ -106,7 +126,7 @@ class LocalStates:
         wipe_store(self._path(tp))
         return self.open(tp)
 
-    def state_map(self, tp: TopicPartition) -> Callable[[], StateCache]:
+    def state_map(self, tp: TopicPartition) -> StateMaps:
         return self.partitions[tp].state_map
 
     def close(self, tps: list[TopicPartition]) -> None:

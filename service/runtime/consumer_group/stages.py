@@ -24,7 +24,7 @@ of them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from functools import partial
 from typing import Any, Protocol, cast
@@ -33,7 +33,7 @@ from aiokafka import TopicPartition
 
 from service.core.partitioner import KeyPartitioner
 from service.core.shuffle import ShuffleInput
-from service.core.state_cache import StateCache
+from service.core.state_cache import StateMaps
 from service.core.time import Clock
 from service.core.watermarks import WatermarkGenerator, make_generator
 from service.operators.base import Operator
@@ -171,7 +171,7 @@ class Stage:
         session: PartitionBuilding,
         tp: TopicPartition,
         clock: Clock,
-        state_map: Callable[[], StateCache] | None = None,
+        state_map: StateMaps | None = None,
     ) -> Operator:
         factory = self.definition.operator_factory
         if state_map is not None and isinstance(factory, StateBackedFactory):
@@ -274,7 +274,7 @@ class LookupStage(KeyedStage):
         session: PartitionBuilding,
         tp: TopicPartition,
         clock: Clock,
-        state_map: Callable[[], StateCache] | None = None,
+        state_map: StateMaps | None = None,
     ) -> Operator:
         assert self.reader is not None  # ready() made it
         return self.factory.build(clock, self.reader.table, self.sources[tp])
@@ -367,7 +367,7 @@ class RouteStage(Stage):
         session: PartitionBuilding,
         tp: TopicPartition,
         clock: Clock,
-        state_map: Callable[[], StateCache] | None = None,
+        state_map: StateMaps | None = None,
     ) -> Operator:
         assert self.partitioner is not None
         reads = self._input(tp)
@@ -458,7 +458,7 @@ class ShuffledStage(Stage):
         session: PartitionBuilding,
         tp: TopicPartition,
         clock: Clock,
-        state_map: Callable[[], StateCache] | None = None,
+        state_map: StateMaps | None = None,
     ) -> Operator:
         """The keyed operator; a join's, fed by the side each record's source says."""
         factory = self.definition.operator_factory

@@ -2,7 +2,9 @@
 
 Layout: ``<directory>/db`` (the RocksDB, through rocksdict, values orjson bytes) and
 ``<directory>/checkpoint.json``, the local checkpoint: the changelog position its RocksDB
-reflects (whatever the caller names it with, e.g. a changelog offset) and the key count.
+reflects (whatever the caller names it with, e.g. a changelog offset) and the key count
+of each named map in it (:class:`~service.core.state_cache.StateMaps`; ``""``: the
+unnamed one).
 
 Crash safety, Kafka Streams' way:
 
@@ -45,7 +47,7 @@ __all__ = ["LocalCheckpoint", "RocksMemory", "RocksStore", "open_store", "wipe_s
 
 CHECKPOINT_FILE = "checkpoint.json"
 DB_DIR = "db"
-CHECKPOINT_VERSION = 1
+CHECKPOINT_VERSION = 2
 MAX_CHECKPOINT_AGE_S = 12 * 3600
 """An older local checkpoint is not used: the changelog's compaction drops a delete's
 tombstone after ``delete.retention.ms`` (Kafka's default: 24 h), so a tail read from an
@@ -58,8 +60,8 @@ class LocalCheckpoint:
 
     position: Any
     """The changelog position the RocksDB reflects (JSON-able, the caller's)."""
-    count: int
-    """Keys in the RocksDB."""
+    counts: dict[str, int]
+    """Keys in the RocksDB, by the name of the map holding them."""
 
 
 class RocksMemory:
@@ -138,10 +140,18 @@ class RocksStore:
         self.evicted = not checkpoint
         return sizes
 
-    def items(self) -> Iterator[tuple[str, Any]]:
+    def items(self, prefix: str = "") -> Iterator[tuple[str, Any]]:
         loads = orjson.loads
-        for key, data in self._db.items():
-            assert isinstance(key, bytes)  # raw mode
+        if not prefix:
+            for key, data in self._db.items():
+                assert isinstance(key, bytes)  # raw mode
+                yield key.decode(), loads(data)
+            return
+        start = prefix.encode()
+        for key, data in self._db.items(from_key=start):
+            assert isinstance(key, bytes)
+            if not key.startswith(start):
+                return  # keys are sorted: past the prefix's range
             yield key.decode(), loads(data)
 
     def forget_checkpoint(self) -> None:
@@ -151,7 +161,7 @@ class RocksStore:
         _sync_directory(self.directory)
         self._checkpointed = False
 
-    def commit(self, position: Any, count: int) -> bool:
+    def commit(self, position: Any, counts: dict[str, int]) -> bool:
         """After a checkpoint's flush, once its changelog is committed: the RocksDB
         reflects ``position`` (durably). False, and no file, when an eviction wrote since
         the flush."""
@@ -163,7 +173,7 @@ class RocksStore:
         data = {
             "version": CHECKPOINT_VERSION,
             "position": position,
-            "count": count,
+            "counts": counts,
             "written_at": time.time(),
         }
         with open(temporary, "wb") as file:
@@ -194,13 +204,17 @@ def _read_checkpoint(directory: Path) -> LocalCheckpoint | None:
         return None
     if not isinstance(data, dict) or data.get("version") != CHECKPOINT_VERSION:
         return None
-    count = data.get("count")
-    if type(count) is not int or count < 0 or "position" not in data:
+    counts = data.get("counts")
+    if (
+        not isinstance(counts, dict)
+        or any(type(n) is not int or n < 0 for n in counts.values())
+        or "position" not in data
+    ):
         return None
     written_at = data.get("written_at")
     if not isinstance(written_at, float | int) or time.time() - written_at > MAX_CHECKPOINT_AGE_S:
         return None
-    return LocalCheckpoint(data["position"], count)
+    return LocalCheckpoint(data["position"], counts)
 
 
 def wipe_store(directory: Path) -> None:

@@ -4,7 +4,6 @@ exactly-once emission at checkpoints, and checkpoints that restore exactly."""
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +12,7 @@ import pytest
 from hypothesis import given, seed, settings
 from hypothesis import strategies as st
 
-from service.core.state_cache import StateCache
+from service.core.state_cache import StateCache, StateCodec, StateMaps
 from service.core.time import MAX_TIMESTAMP, ManualClock
 from service.operators.base import InputRecord, Upsert
 from service.operators.table import RunningAggregateOperator, build_running_aggregate
@@ -27,17 +26,17 @@ _MEMORY = RocksMemory(cache_bytes=8 * 1024 * 1024, write_buffer_bytes=1024 * 102
 _opened = [0]
 
 
-def state_map(backend: str) -> Callable[[], StateCache] | None:
+def state_map(backend: str) -> StateMaps | None:
     """None for memory; for rocksdb, a fresh RocksDB behind a cache of ~2 entries, so that
     most reads and writes go through RocksDB (a crash in a test is a new, empty store: a
     restore from the changelog)."""
     if backend == "memory":
         return None
 
-    def make() -> StateCache:
+    def make(name: str = "", codec: StateCodec | None = None) -> StateCache:
         _opened[0] += 1
         store, _ = open_store(Path(_STORES.name) / str(_opened[0]), _MEMORY)
-        return StateCache(store, 600)
+        return StateCache(store, 600, codec=codec)
 
     return make
 
