@@ -146,9 +146,7 @@ def test_a_restart_after_a_checkpoint_replays_only_the_tail(tmp_path: Path) -> N
 
 def test_named_maps_keep_their_keys_and_counts_across_a_restart(tmp_path: Path) -> None:
     store, _ = open_store(tmp_path / "stage", MEMORY)
-    sides = {
-        name: StateCache(NamespacedStore(store, name), 200) for name in ("left", "leftover")
-    }
+    sides = {name: StateCache(NamespacedStore(store, name), 200) for name in ("left", "leftover")}
     for i in range(50):
         sides["left"][f"k{i}"] = [i]
         if i % 2:
