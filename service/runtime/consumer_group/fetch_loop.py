@@ -65,6 +65,7 @@ from service.runtime.partition.task import PartitionTask
 from service.runtime.schema_registry.client import SchemaRegistry
 from service.runtime.schema_registry.waiting import resolve_waiting
 from service.runtime.settings import RuntimeSettings
+from service.runtime.shuffle.writer import ShuffleWriter
 
 T = TypeVar("T")
 
@@ -440,19 +441,28 @@ class FetchLoop:
     def process_per_record(
         self, part: PartitionTask, inputs: Sequence[InputRecord], count: int, end: int, now: int
     ) -> None:
-        """``interval_ms = 0``: the combined watermark is recomputed after every record."""
+        """``interval_ms = 0``: the combined watermark is recomputed after every record.
+        A route stage's writer holds the batch's rows and markers meanwhile, and writes
+        them as one frame per target with the markers inside (``shuffle/writer.py``)."""
         emitter = self.session.emitter
         active = emitter.partition_active  # the combiner's bound method: no call between
         emit = emitter.emit
         tp = part.tp
         last = len(inputs) - 1
-        for i, record in enumerate(inputs):
-            if part.markers_before(i):  # a shuffle's markers come in order with records
+        writer = part.operator if isinstance(part.operator, ShuffleWriter) else None
+        if writer is not None:
+            writer.hold()
+        try:
+            for i, record in enumerate(inputs):
+                if part.markers_before(i):  # a shuffle's markers come in order with records
+                    active(tp, part.generator.current_watermark, now)
+                    emit(now)
+                part.process_one(record, _offset_of(inputs[i + 1][4], end) if i < last else end)
                 active(tp, part.generator.current_watermark, now)
                 emit(now)
-            part.process_one(record, _offset_of(inputs[i + 1][4], end) if i < last else end)
-            active(tp, part.generator.current_watermark, now)
-            emit(now)
+        finally:
+            if writer is not None:
+                writer.release()
         part.skipped(count - len(inputs), end)
         if part.markers_before(len(inputs)) or not inputs:
             active(tp, part.generator.current_watermark, now)
