@@ -447,11 +447,12 @@ class FetchLoop:
         Two stages of a shuffle need less and do less, with the same result:
 
         - a route stage's watermark only leaves as its partition's markers (its combined
-          watermark fires nothing), so after each record the writer announces the
-          partition's own watermark, held with the batch's rows and written as one frame
-          per target with the advances inside (``shuffle/writer.py``); the combiner
-          hears of it once, after the batch (without idle advance, which moves every
-          partition's watermark on the clock);
+          watermark fires nothing), so the writer routes the records in runs that end
+          where the partition's own watermark moves, announcing it after each run (held
+          with the batch's rows and written as one frame per target with the advances
+          inside: ``shuffle/writer.py``); the combiner hears of it once, after the
+          batch (without idle advance, which moves every partition's watermark on the
+          clock). :meth:`route_in_runs`;
         - a shuffle partition's watermark moves only at its markers, so the rows between
           two markers are processed as one slice, the watermark recomputed at each
           marker (:meth:`process_between_markers`).
@@ -469,12 +470,12 @@ class FetchLoop:
         if writer is not None:
             writer.hold()
         try:
-            for i, record in enumerate(inputs):
-                part.process_one(record, _offset_of(inputs[i + 1][4], end) if i < last else end)
-                if direct:
-                    assert writer is not None
-                    writer.announce(part.generator.current_watermark, False)
-                else:
+            if direct:
+                assert writer is not None
+                self.route_in_runs(part, writer, inputs, end)
+            else:
+                for i, record in enumerate(inputs):
+                    part.process_one(record, _offset_of(inputs[i + 1][4], end) if i < last else end)
                     active(tp, part.generator.current_watermark, now)
                     emit(now)
         finally:
@@ -485,6 +486,32 @@ class FetchLoop:
             active(tp, part.generator.current_watermark, now)
             emit(now)
         part.timers.reschedule()
+
+    @staticmethod
+    def route_in_runs(
+        part: PartitionTask, writer: ShuffleWriter, inputs: Sequence[InputRecord], end: int
+    ) -> None:
+        """A route stage's records with ``interval_ms = 0``: in runs, each ending with
+        the record that moves the partition's watermark, the new watermark announced
+        after it. A record that leaves the watermark where it is leaves its generator
+        as it was (``watermark_after`` looks ahead without a change), so the run's
+        records before its last are looked ahead from one state."""
+        generator = part.generator
+        after = generator.watermark_after
+        total = len(inputs)
+        start = 0
+        while start < total:
+            current = generator.current_watermark
+            stop = start
+            while stop < total and after(inputs[stop][1], inputs[stop][2]) == current:
+                stop += 1
+            stop = min(stop + 1, total)  # the record that moves it ends the run
+            part.process_run(
+                inputs[start:stop] if start or stop < total else inputs,
+                _offset_of(inputs[stop][4], end) if stop < total else end,
+            )
+            writer.announce(generator.current_watermark, False)
+            start = stop
 
     def process_between_markers(
         self,

@@ -60,14 +60,6 @@ class ShuffledPartitionTask(PartitionTask):
         markers = self._decoder().markers
         return markers[0][0] if markers else _NO_MARKER
 
-    def process_run(self, inputs: Sequence[InputRecord], end: int) -> None:
-        """Rows with no marker between them (``interval_ms = 0``): one slice, as
-        :meth:`process_one` each; the next one to process is at offset ``end``."""
-        super()._process_slice(inputs)
-        self.records_in += len(inputs)
-        self.next_offset = end
-        self.drain()
-
     def _decoder(self) -> ShuffleDecoder:
         decoder = self.decoder
         assert isinstance(decoder, ShuffleDecoder)
