@@ -316,8 +316,7 @@ class Checkpointer:
             changes = part.operator.snapshot_changes()
             if local is not None and part.tp in local:
                 # The store holds exactly what the changelog records below hold.
-                for cache in local[part.tp].caches.values():
-                    cache.flush()
+                local[part.tp].flush()
             meta = self.meta(part, release)
             encoded.append((part, encode_checkpoint(part.tp, changes, meta), version[0]))
         return encoded
@@ -348,7 +347,11 @@ class Checkpointer:
         name = session.name
         entries = sum(len(records) for _, records, _ in encoded)
         try:
-            positions = await self._local_positions(encoded)
+            # 1. every write of the rocksdb stores that takes room on the disk: a full
+            #    disk fails the checkpoint here, before anything of it commits
+            self._prepare_local(encoded, await self._local_positions(encoded))
+            # 2. the outputs, the changelog, the offsets (one transaction each with
+            #    exactly-once)
             if isinstance(outputs, dict):
                 size = await self._commit_transactions(encoded, outputs)
             else:
@@ -356,7 +359,8 @@ class Checkpointer:
         except Exception:
             metrics.checkpoint_failures.labels(name).inc()
             raise
-        self._commit_local(encoded, positions)
+        # 3. the stores' checkpoint files name the committed changelog
+        self._publish_local(encoded)
         wall = int(time.time() * 1000)
         for part, _, _ in encoded:
             part.last_checkpoint_ms = wall
@@ -372,15 +376,26 @@ class Checkpointer:
         partitions = [part.partition for part, _, _ in encoded if part.tp in local]
         return await self._changelog_ends(partitions) if partitions else {}
 
-    def _commit_local(self, encoded: list[Snapshot], positions: dict[int, int]) -> None:
-        """After the changelog commit: each rocksdb partition's checkpoint file."""
+    def _prepare_local(self, encoded: list[Snapshot], positions: dict[int, int]) -> None:
+        """Before the changelog is written: each rocksdb partition's next checkpoint file
+        (:meth:`~service.runtime.partition.rocksdb_store.RocksStore.prepare`), naming the
+        position read before the records are written and the keys at the flush."""
         if self.local is None:
             return
         for part, _, _ in encoded:
             local = self.local.partitions.get(part.tp)
             position = positions.get(part.partition)
             if local is not None and position is not None:
-                local.store.commit(position, local.counts())
+                local.store.prepare(position, local.flushed)
+
+    def _publish_local(self, encoded: list[Snapshot]) -> None:
+        """After the changelog commit: each rocksdb partition's checkpoint file."""
+        if self.local is None:
+            return
+        for part, _, _ in encoded:
+            local = self.local.partitions.get(part.tp)
+            if local is not None:
+                local.store.publish()
 
     async def _commit_transactions(
         self, encoded: list[Snapshot], marks: dict[TopicPartition, int]
@@ -517,9 +532,8 @@ class Checkpointer:
             if local is not None:
                 if local.checkpoint is not None and tp in local_tps:
                     result.local_keys += sum(local.checkpoint.counts.values())
-                for cache in local.caches.values():  # the store holds the restored state
-                    cache.flush()
-                local.store.commit(starts.get(tp.partition, 0), local.counts())
+                local.flush()  # the store holds the restored state
+                local.store.commit(starts.get(tp.partition, 0), local.flushed)
             generator = stage.generator(tp)
             part = stage.task(
                 tp,

@@ -12,9 +12,15 @@ The checkpointer (:mod:`.checkpointing`) drives them:
   record), so several partitions sharing a changelog partition read from the smallest.
 - **checkpoint**: the cache is flushed (one WriteBatch) in the same synchronous step as
   the snapshot, so the store holds exactly what the checkpoint's changelog records
-  hold; after the changelog commit, the checkpoint file names the position read before
-  the records were written, unless an eviction wrote to the store in between (then
-  the store is ahead of that checkpoint, and the file stays deleted).
+  hold; before the changelog is written, the next checkpoint file is written beside the
+  file (naming the position read before the records are written), and after the
+  changelog commit it is renamed over it, unless an eviction wrote to the store in
+  between (then the store is ahead of that checkpoint, and the file stays deleted).
+- **a disk that cannot be written** (full, or failing): the store's write raises
+  :class:`~service.runtime.partition.rocksdb_store.StoreWriteError` (naming the store's
+  directory and the disk) at an eviction, a flush or the next checkpoint file, so before
+  the checkpoint commits; the session fails with it and its stage restarts after a
+  backoff, from the last committed checkpoint, until the disk has room again.
 - **revoke and stop**: the stores are closed (a rocksdb partition is never parked in
   memory: its local restore does that job).
 
@@ -70,8 +76,8 @@ class LocalPartition:
     cache_bytes: int
     """Shared by the partition's maps (each gets an equal share)."""
     caches: dict[str, StateCache] = field(default_factory=dict)
-    position: int | None = None
-    """The changelog's end before the running checkpoint wrote its records."""
+    flushed: dict[str, int] = field(default_factory=dict)
+    """Keys held by each map at the last flush (what that checkpoint's file records)."""
 
     def state_map(self, name: str = "", codec: StateCodec | None = None) -> StateCache:
         """A :class:`~service.core.state_cache.StateMaps`: the map ``name`` on this store."""
@@ -88,6 +94,12 @@ class LocalPartition:
         for each in self.caches.values():
             each.capacity_bytes = share
         return cache
+
+    def flush(self) -> None:
+        """A checkpoint's flush of every map: the store holds the state now."""
+        for cache in self.caches.values():
+            cache.flush()
+        self.flushed = self.counts()
 
     def counts(self) -> dict[str, int]:
         """Keys held by each map (what the local checkpoint file records)."""
