@@ -1,6 +1,7 @@
 """The rocksdb state backend's disk (#53): a full disk (a small tmpfs as
 ``SERVICE_STATE_DIR``) fails the pipeline with the reason, commits nothing of the
-checkpoint it was writing, and a resume once the disk has room gives exact results."""
+checkpoint it was writing, and a resume once the disk has room gives exact results; a
+deleted pipeline's stores, or a reset one's old state's, leave every replica's disk."""
 
 from __future__ import annotations
 
@@ -8,17 +9,22 @@ import errno
 import os
 import subprocess
 from collections.abc import Iterator
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from aiokafka import TopicPartition
+from prometheus_client import CollectorRegistry
 
 from service.operators.table.running import TS_SLOT
 from service.runtime.consumer_group.changelog import read_changelog
 from service.runtime.lifecycle.manager import Runtime
+from service.runtime.observability.metrics import build_metrics
 from service.runtime.observability.status import PipelineState
+from tests.api.server import app_settings, running_app, wait_ready
 from tests.integration.kafka_utils import (
     cluster_of,
     create_topic,
@@ -35,8 +41,9 @@ from tests.integration.test_rocksdb_state import (
     checkpointed_past,
     definition_of,
     purchases,
+    restored,
 )
-from tests.integration.test_running_aggregates import folds_to
+from tests.integration.test_running_aggregates import folds_to, spec
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
 
@@ -159,3 +166,130 @@ async def test_a_full_disk_fails_the_pipeline_with_the_reason_and_loses_nothing(
         )
     finally:
         await again.shutdown()
+
+
+def stores(root: Path, changelog: str) -> list[str]:
+    """The store directories under ``root`` of the state of changelog ``changelog``."""
+    directory = root / changelog
+    return sorted(path.name for path in directory.iterdir()) if directory.exists() else []
+
+
+def every_store(root: Path) -> list[Path]:
+    """Every store directory under ``root``, whatever its changelog."""
+    return list(root.glob("*/*"))
+
+
+async def test_a_deleted_pipeline_s_stores_leave_every_replica_s_disk(
+    bootstrap_servers: str, tmp_path: Path
+) -> None:
+    """Two replicas, each its own state directory: the first opens both partitions'
+    stores, the second's arrival takes one of them (its store stays on the first one's
+    disk, for a local restore); the pipeline deleted, neither disk has any of them."""
+    name = unique("rocksdel")
+    topic = f"{name}.in"
+    await create_topic(bootstrap_servers, topic, 2)
+    definition = definition_of(name, topic, False, SMALL_CACHE)
+    changelog = definition.changelog_topic
+    registry = CollectorRegistry()
+    a = Runtime(runtime_settings(bootstrap_servers, state_dir=str(tmp_path / "a")))
+    b = Runtime(
+        runtime_settings(bootstrap_servers, state_dir=str(tmp_path / "b")),
+        metrics=build_metrics(registry),
+    )
+    await a.start()
+    await b.start()
+    try:
+        a.start_pipeline(definition)
+        wave = purchases(500, 100, 21)
+        await produce(
+            bootstrap_servers, topic, [json_record(i % 2, None, e) for i, e in enumerate(wave)]
+        )
+        want = aggregate(wave)
+        await wait_until(
+            partial(folds_to, bootstrap_servers, f"{name}.out", "read_uncommitted", want),
+            timeout_s=60,
+        )
+        b.start_pipeline(definition)
+
+        async def moved() -> bool:
+            return restored(registry, name, "partitions_restored", "changelog") > 0
+
+        await wait_until(moved, timeout_s=60)
+        assert len(stores(tmp_path / "a", changelog)) == 2  # the revoked one's stays
+        assert len(stores(tmp_path / "b", changelog)) >= 1
+        await a.delete_pipeline(name)
+        await b.delete_pipeline(name)
+        assert stores(tmp_path / "a", changelog) == stores(tmp_path / "b", changelog) == []
+    finally:
+        await b.shutdown()
+        await a.shutdown()
+
+
+async def test_a_reset_removes_the_old_state_s_stores(
+    bootstrap_servers: str, tmp_path: Path
+) -> None:
+    """A replacement with reset_state (a new state epoch: a changelog of its own): the
+    old epoch's stores are removed, the new one's made."""
+    name = unique("rocksreset")
+    topic = f"{name}.in"
+    await create_topic(bootstrap_servers, topic, 2)
+    definition = definition_of(name, topic, False, SMALL_CACHE)
+    runtime = Runtime(runtime_settings(bootstrap_servers, state_dir=str(tmp_path)))
+    await runtime.start()
+    try:
+        runtime.start_pipeline(definition)
+        wave = purchases(300, 50, 22)
+        await produce(
+            bootstrap_servers, topic, [json_record(i % 2, None, e) for i, e in enumerate(wave)]
+        )
+        want = aggregate(wave)
+        await wait_until(
+            partial(folds_to, bootstrap_servers, f"{name}.out", "read_uncommitted", want),
+            timeout_s=60,
+        )
+        assert len(stores(tmp_path, definition.changelog_topic)) == 2
+        reset = replace(definition, state_epoch=1)
+        await runtime.replace_pipeline(reset, reset_state_=True)
+
+        async def reopened() -> bool:
+            return len(stores(tmp_path, reset.changelog_topic)) == 2
+
+        await wait_until(reopened, timeout_s=60)
+        assert stores(tmp_path, definition.changelog_topic) == []
+    finally:
+        await runtime.shutdown()
+
+
+async def test_a_pipeline_deleted_through_the_api_leaves_no_store(
+    bootstrap_servers: str, tmp_path: Path
+) -> None:
+    """DELETE /pipelines/{name} on a replica running a rocksdb pipeline: its stores go
+    from the replica's state directory."""
+    name = unique("rocksapi")
+    topic = f"{name}.in"
+    await create_topic(bootstrap_servers, topic, 2)
+    data_spec = spec(name, topic, "at_least_once")
+    data_spec["source"]["bounded"] = False
+    data_spec["state"] = {"backend": "rocksdb", "cache_bytes": 1024 * 1024}
+    settings = app_settings(bootstrap_servers, state_dir=str(tmp_path))
+    async with running_app(settings) as url, httpx.AsyncClient(base_url=url, timeout=30) as client:
+        await wait_ready(client)
+        created = await client.post("/pipelines", json=data_spec)
+        assert created.status_code == 201, created.text
+        wave = purchases(200, 40, 23)
+        await produce(
+            bootstrap_servers, topic, [json_record(i % 2, None, e) for i, e in enumerate(wave)]
+        )
+        want = aggregate(wave)
+        await wait_until(
+            partial(folds_to, bootstrap_servers, f"{name}.out", "read_uncommitted", want),
+            timeout_s=60,
+        )
+        assert every_store(tmp_path)
+        deleted = await client.delete(f"/pipelines/{name}")
+        assert deleted.status_code == 204, deleted.text
+
+        async def gone() -> bool:
+            return not every_store(tmp_path)
+
+        await wait_until(gone, timeout_s=30)

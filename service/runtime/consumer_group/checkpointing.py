@@ -44,13 +44,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
 from typing import Any, Protocol
 
 from aiokafka import TopicPartition
@@ -71,7 +68,7 @@ from service.runtime.consumer_group.checkpoint_meta import (
     plan_restore,
     version_to_write,
 )
-from service.runtime.consumer_group.local_state import LocalStates
+from service.runtime.consumer_group.local_state import LocalStates, state_root
 from service.runtime.consumer_group.pending_input import PendingInput
 from service.runtime.consumer_group.prefetch import Prefetcher
 from service.runtime.consumer_group.stages import PartitionBuilding
@@ -195,9 +192,10 @@ class Checkpointer:
         if self._uses_rocksdb():
             definition = session.definition
             settings = session.settings
-            root = settings.state_dir or os.path.join(tempfile.gettempdir(), "clockwork-state")
             self.local = LocalStates(
-                Path(root), definition.changelog_topic, definition.state.cache_bytes
+                state_root(settings.state_dir),
+                definition.changelog_topic,
+                definition.state.cache_bytes,
             )
 
     def _uses_rocksdb(self) -> bool:

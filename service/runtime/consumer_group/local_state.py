@@ -29,7 +29,10 @@ Memory: one :class:`~service.runtime.partition.rocksdb_store.RocksMemory` per pr
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,18 +49,53 @@ from service.runtime.partition.rocksdb_store import (
     LocalCheckpoint,
     RocksMemory,
     RocksStore,
+    in_use,
     open_store,
     wipe_store,
 )
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LocalPartition", "LocalStates"]
+__all__ = ["LocalPartition", "LocalStates", "remove_stores", "state_root"]
 
 _memory: list[RocksMemory] = []
 _open: dict[Path, RocksStore] = {}
 """Every store open in this process: a partition opened again (its previous session
 ended without closing it) closes the old one first, as RocksDB allows one opening."""
+_opened: dict[Path, set[Path]] = {}
+"""Every store directory this process opened, by its changelog's directory (open now or
+closed since, as a revoked partition's): what :func:`remove_stores` deletes."""
+
+
+def state_root(state_dir: str) -> Path:
+    """Where the stores live: ``SERVICE_STATE_DIR``, or ``clockwork-state`` in the
+    system's temporary directory."""
+    return Path(state_dir or os.path.join(tempfile.gettempdir(), "clockwork-state"))
+
+
+def remove_stores(root: Path, changelog_topic: str) -> int:
+    """Delete a pipeline's stores (it was deleted, or its state reset) under ``root``
+    once its sessions here ended: those this process opened, and those left there by an
+    earlier process that nobody holds open; then their directory, once empty (another
+    process sharing ``root``, a worker, removes its own). Returns how many went."""
+    directory = root / changelog_topic
+    paths = _opened.pop(directory, set())
+    with contextlib.suppress(OSError):
+        paths.update(path for path in directory.iterdir() if path.is_dir())
+    removed = 0
+    for path in sorted(paths):
+        store = _open.pop(path, None)
+        if store is not None:
+            store.close()  # a session of it that did not end (not expected): closed first
+        elif in_use(path, process_memory()):
+            continue  # another process holds it
+        wipe_store(path)
+        removed += 1
+    with contextlib.suppress(OSError):
+        directory.rmdir()
+    if removed:
+        logger.info("removed %d state stores of %s under %s", removed, changelog_topic, root)
+    return removed
 
 
 def process_memory() -> RocksMemory:
@@ -128,6 +166,7 @@ class LocalStates:
             stale.close()
         store, checkpoint = open_store(path, process_memory())
         _open[path] = store
+        _opened.setdefault(self.directory, set()).add(path)
         local = LocalPartition(store, checkpoint, self.cache_bytes)
         self.partitions[tp] = local
         return local

@@ -65,6 +65,7 @@ __all__ = [
     "StoreWriteError",
     "describe_disk",
     "disk_errno",
+    "in_use",
     "open_store",
     "store_write_error",
     "wipe_store",
@@ -370,6 +371,15 @@ def _not_in_use(path: Path, memory: RocksMemory) -> None:
     except Exception as exc:
         if "lock" in str(exc).lower():
             raise
+
+
+def in_use(directory: Path, memory: RocksMemory) -> bool:
+    """Whether an opening (of this process or another) holds the store in ``directory``."""
+    try:
+        _not_in_use(directory / DB_DIR, memory)
+    except Exception:
+        return True
+    return False
 
 
 def open_store(directory: Path, memory: RocksMemory) -> tuple[RocksStore, LocalCheckpoint | None]:
