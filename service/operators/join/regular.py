@@ -62,7 +62,7 @@ class RegularJoinOperator(RowsPerSideJoin):
             raise JoinConfigError(f"state_ttl_ms must be positive, not {state_ttl_ms}")
         super().__init__(pipeline, how, 0, project, inputs, late_output)
         self.ttl = state_ttl_ms
-        self._init_rows()  # the expiry heap is used with a TTL only
+        self._init_rows(None)  # the expiry heap is used with a TTL only
 
     # -- input ----------------------------------------------------------------------------
     def _process(self, side: Side, records: Sequence[InputRecord]) -> None:
@@ -86,7 +86,7 @@ class RegularJoinOperator(RowsPerSideJoin):
                 continue  # expired already: joined with what is held, not kept
             rows = mine.get(key)
             if rows is None:
-                rows = self._new_rows(side, key)
+                rows = self._new_rows(side, key, partners is None)
             if ttl is not None and (not rows.times or ts < rows.times[0]):
                 heapq.heappush(self._expiry, (ts + ttl, side, key))
             rows.add([ts, position, value])

@@ -140,7 +140,7 @@ class OuterRegularJoinOperator(RegularJoinOperator):
                 continue  # expired already: joined with what is held, not kept
             rows = mine.get(key)
             if rows is None:
-                rows = self._new_rows(side, key)
+                rows = self._new_rows(side, key, partners is None)
             if ttl is not None and (not rows.times or ts < rows.times[0]):
                 heapq.heappush(self._expiry, (ts + ttl, side, key))
             rows.add([ts, position, value, matched])

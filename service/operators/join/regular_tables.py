@@ -146,7 +146,7 @@ class TableJoinOperator(RegularJoinOperator):
             return
         rows = self._sides[side].get(key)
         if rows is None:
-            rows = self._new_rows(side, key)
+            rows = self._new_rows(side, key, key not in self._sides[1 - side])
         if ttl is not None and (not rows.times or ts < rows.times[0]):
             heapq.heappush(self._expiry, (ts + ttl, side, key))
         rows.add(row)
@@ -177,7 +177,7 @@ class TableJoinOperator(RegularJoinOperator):
         if mine is None or old is None:  # a new row
             row: Row = [ts, position, value, False]
             self._meet(side, key, row)
-            rows = self._new_rows(side, key)
+            rows = self._new_rows(side, key, partners is None)
             rows.add(row)
             self._held[side] += 1
             self._dirty.add((side, key))
