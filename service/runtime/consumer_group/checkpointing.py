@@ -512,7 +512,9 @@ class Checkpointer:
             operator = stage.operator(
                 session, tp, session.clock, None if local is None else local.state_map
             )
-            if state.entries:
+            if state.entries or local is not None:
+                # With rocksdb even an empty tail: the operator rebuilds from its store
+                # what it keeps in memory (a join's expiry heap and counts).
                 operator.restore_changes(state.entries.items())
             if local is not None:
                 if local.checkpoint is not None and tp in local_tps:
