@@ -1,8 +1,8 @@
-"""The rocksdb state backend end to end (#53): a running aggregate's keys in RocksDB
-behind a small write-back cache give the memory backend's results; a restart on the same
-disk restores locally (fewer changelog records read than the state holds); a corrupt
-local store falls back to the changelog; kill -9 in the middle of an exactly-once
-checkpoint stays exact."""
+"""The rocksdb state backend end to end (#53): a running aggregate's keys, or a join's
+rows (an interval join, a full outer regular join), in RocksDB behind a small write-back
+cache give the memory backend's results; a restart on the same disk restores locally
+(fewer changelog records read than the state holds); a corrupt local store falls back to
+the changelog; kill -9 in the middle of an exactly-once checkpoint stays exact."""
 
 from __future__ import annotations
 
@@ -36,6 +36,19 @@ from tests.integration.kafka_utils import (
     wait_until,
 )
 from tests.integration.replicas import replicas
+from tests.integration.test_joins import (
+    INTERVAL_LEFT,
+    interval_left,
+    join_definition,
+    orders_and_payments,
+)
+from tests.integration.test_joins import pair_of as join_pair
+from tests.integration.test_outer_regular_joins import (
+    crash_before_the_commit_and_restart,
+    sql_answer,
+)
+from tests.integration.test_outer_regular_joins import folded as folded_upserts
+from tests.integration.test_outer_regular_joins import orders_and_payments as outer_inputs
 from tests.integration.test_running_aggregates import (
     RUNNING,
     crash_before_the_commit,
@@ -43,6 +56,7 @@ from tests.integration.test_running_aggregates import (
     run_to_the_end,
     spec,
 )
+from tests.integration.test_shuffle import run_to_finish
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
 
@@ -125,23 +139,24 @@ def local_positions(directory: Path) -> dict[int, int]:
     return out
 
 
-async def changelog_ends(bootstrap: str, changelog: str) -> dict[int, int]:
+async def changelog_ends(bootstrap: str, changelog: str, partitions: int = 2) -> dict[int, int]:
     consumer = cluster_of(bootstrap).consumer(group_id=None)
     await consumer.start()
     try:
-        tps = [TopicPartition(changelog, p) for p in (0, 1)]
+        tps = [TopicPartition(changelog, p) for p in range(partitions)]
         ends = {tp.partition: offset for tp, offset in (await consumer.end_offsets(tps)).items()}
     finally:
         await consumer.stop()
     return ends
 
 
-async def checkpointed_past(ends: dict[int, int], directory: Path) -> None:
-    """Wait for a local checkpoint of every store written after ``ends``."""
+async def checkpointed_past(ends: dict[int, int], directory: Path, stores: int = 2) -> None:
+    """Wait for a local checkpoint of every store (``stores`` of them) written after
+    ``ends``."""
 
     async def past() -> bool:
         positions = local_positions(directory)
-        return len(positions) == 2 and all(positions[p] >= ends[p] for p in positions)
+        return len(positions) == stores and all(positions[p] >= ends[p] for p in positions)
 
     await wait_until(past, timeout_s=30)
 
@@ -302,3 +317,159 @@ async def test_a_partition_handed_to_another_replica_restores_into_its_store(
     assert restored(registry, name, "state_restored", "changelog") > 0
     _, seqs = await folded(bootstrap_servers, out)
     assert all(s == list(range(len(s))) for s in seqs.values()), seqs
+
+
+def stores_in(directory: Path) -> int:
+    """The RocksDBs under a state directory."""
+    return len(list(directory.glob(f"*/*/{DB_DIR}")))
+
+
+JOINS = {
+    "interval_left": INTERVAL_LEFT,
+    "regular_full": {"type": "join", "kind": "regular", "how": "full"},
+}
+"""The joins run on both backends: test_joins.py's interval left join, and
+test_outer_regular_joins.py's full outer regular join (an upsert stream)."""
+
+
+async def join_results(
+    bootstrap: str, tmp_path: Path, operator: dict[str, Any], state: StateSettings
+) -> tuple[Any, Any]:
+    """A bounded run of the join with ``state``: what it emitted as compared (an interval
+    join's rows with their times; a regular join's upserts folded), and the reference."""
+    name = unique("rocksjoin")
+    interval = operator["kind"] == "interval"
+    orders, payments = orders_and_payments(7) if interval else outer_inputs(3)
+    await create_topic(bootstrap, f"{name}.orders", 2)
+    await create_topic(bootstrap, f"{name}.payments", 3)
+    await produce(
+        bootstrap, f"{name}.orders", [json_record(o["n"] % 2, o["order_id"], o) for o in orders]
+    )
+    await produce(
+        bootstrap, f"{name}.payments", [json_record(p["n"] % 3, p["order"], p) for p in payments]
+    )
+    definition = replace(join_definition(name, operator), state=state)
+    await run_to_finish(bootstrap, definition, state_dir=str(tmp_path))
+    assert await read_topic(bootstrap, f"{name}.late") == []
+    assert await read_topic(bootstrap, f"{name}.dlq") == []
+    if interval:
+        rows = await read_json(bootstrap, f"{name}.out")
+        return {(join_pair(row), row["ts"]) for row in rows}, interval_left(orders, payments)
+    return folded_upserts(await read_topic(bootstrap, f"{name}.out")), sql_answer(
+        orders, payments, "full"
+    )
+
+
+@pytest.mark.parametrize("kind", list(JOINS))
+async def test_a_join_with_rocksdb_gives_the_memory_backend_s_results(
+    bootstrap_servers: str, tmp_path: Path, kind: str
+) -> None:
+    """The rows of each side in RocksDB behind a cache of a few rows per partition: most
+    are evicted and read back, and the watermark's pruning finds them there."""
+    operator = JOINS[kind]
+    memory, want = await join_results(
+        bootstrap_servers, tmp_path, operator, StateSettings("memory")
+    )
+    rocks, _ = await join_results(bootstrap_servers, tmp_path, operator, SMALL_CACHE)
+    assert rocks == memory
+    assert ({pair for pair, _ in rocks} if kind == "interval_left" else rocks) == want
+    assert stores_in(tmp_path) == 3  # a RocksDB per shuffle partition
+
+
+INTERVAL_INNER = {
+    "type": "join",
+    "kind": "interval",
+    "how": "inner",
+    "between": {"lower_ms": 0, "upper_ms": 3_600_000},
+}
+"""Orders kept an hour: every order is still held when the test restarts the join."""
+
+
+def interval_inner(
+    orders: list[dict[str, Any]], payments: list[dict[str, Any]]
+) -> set[tuple[str, int | None, int | None]]:
+    return {
+        (o["order_id"], o["n"], p["n"])
+        for o in orders
+        for p in payments
+        if p["order"] == o["order_id"] and o["ts"] <= p["paid_at"] <= o["ts"] + 3_600_000
+    }
+
+
+async def test_a_join_restarted_on_the_same_disk_restores_locally(
+    bootstrap_servers: str, tmp_path: Path
+) -> None:
+    """An interval join holding every order: a big wave, two small ones (each checkpointed
+    after the changelog's end before it), a graceful stop, a restart on the same state
+    directory and the last wave, whose payments meet orders of the first. The three
+    shuffle partitions restore locally, reading far fewer changelog records than the
+    keys their stores hold, and the rows are the reference's."""
+    name = unique("rocksjoinlocal")
+    orders, payments = orders_and_payments(13)
+    await create_topic(bootstrap_servers, f"{name}.orders", 2)
+    await create_topic(bootstrap_servers, f"{name}.payments", 3)
+    definition = replace(join_definition(name, INTERVAL_INNER), bounded=False, state=SMALL_CACHE)
+    cuts = [0, 400, 410, 420, len(orders)]
+    paid = [len(payments) * cut // len(orders) for cut in cuts]
+    out = f"{name}.out"
+
+    async def send(wave: int) -> None:
+        sent_orders, sent_payments = orders[: cuts[wave + 1]], payments[: paid[wave + 1]]
+        wave_orders = orders[cuts[wave] : cuts[wave + 1]]
+        wave_payments = payments[paid[wave] : paid[wave + 1]]
+        await produce(
+            bootstrap_servers,
+            f"{name}.orders",
+            [json_record(o["n"] % 2, o["order_id"], o) for o in wave_orders],
+        )
+        await produce(
+            bootstrap_servers,
+            f"{name}.payments",
+            [json_record(p["n"] % 3, p["order"], p) for p in wave_payments],
+        )
+        want = interval_inner(sent_orders, sent_payments)
+
+        async def joined() -> bool:
+            return {join_pair(row) for row in await read_json(bootstrap_servers, out)} == want
+
+        await wait_until(joined, timeout_s=60)
+
+    changelog = definition.changelog_topic
+    settings = runtime_settings(bootstrap_servers, state_dir=str(tmp_path))
+    first = Runtime(settings)
+    await first.start()
+    try:
+        first.start_pipeline(definition)
+        await send(0)
+        for wave in (1, 2):
+            ends = await changelog_ends(bootstrap_servers, changelog, 3)
+            await send(wave)
+            await checkpointed_past(ends, tmp_path, 3)
+    finally:
+        await first.shutdown()
+    registry = CollectorRegistry()
+    second = Runtime(settings, metrics=build_metrics(registry))
+    await second.start()
+    try:
+        second.start_pipeline(definition)
+        await send(3)
+    finally:
+        await second.shutdown()
+    assert await read_topic(bootstrap_servers, f"{name}.late") == []
+    assert restored(registry, name, "partitions_restored", "local") == 3
+    keys = restored(registry, name, "state_restored", "local")
+    assert keys >= len({o["order_id"] for o in orders[: cuts[3]]})
+    assert restored(registry, name, "state_restored", "changelog") < keys / 4
+
+
+@pytest.mark.requires_broker("transactions")
+@pytest.mark.parametrize("at", [1, 2], ids=["first", "second"])
+async def test_a_kill_in_the_middle_of_a_join_s_checkpoint_stays_exact_with_rocksdb(
+    bootstrap_servers: str, tmp_path: Path, at: int
+) -> None:
+    """test_outer_regular_joins' crash before the commit (a full outer regular join,
+    exactly-once, kill -9 after the outputs and before the commit), its rows in RocksDB
+    behind a small cache, restarted on the same state directory: a read_committed reader
+    folds the output to the SQL answer and sees no row's seq twice."""
+    state = {"backend": "rocksdb", "cache_bytes": 4000, "dir": str(tmp_path / "state")}
+    await crash_before_the_commit_and_restart(bootstrap_servers, tmp_path, at, {"state": state})

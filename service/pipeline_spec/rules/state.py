@@ -1,5 +1,6 @@
 """The rules of the pipeline's state backend (``"state"``): which operators keep their
-state in RocksDB so far (issue 53: a running aggregate over a stream, without a state TTL)."""
+state in RocksDB so far (issue 53: a running aggregate over a stream, without a state TTL,
+and the joins but the lookup join, whose table every replica holds in memory)."""
 
 from __future__ import annotations
 
@@ -33,25 +34,45 @@ _ROCKSDB: Mapping[str, Any] = {
         {
             "if": _ROCKSDB,
             "then": {
-                "properties": {
-                    "operator": {
-                        "allOf": [of_type("aggregate"), {"not": present("state_ttl_ms", "integer")}]
+                "anyOf": [
+                    {
+                        "properties": {
+                            "operator": {
+                                "allOf": [
+                                    of_type("aggregate"),
+                                    {"not": present("state_ttl_ms", "integer")},
+                                ]
+                            },
+                            "source": {"not": equals("changelog", "upsert")},
+                        }
                     },
-                    "source": {"not": equals("changelog", "upsert")},
-                }
+                    {
+                        "properties": {
+                            "operator": {
+                                "allOf": [of_type("join"), {"not": equals("kind", "lookup")}]
+                            }
+                        }
+                    },
+                ]
             },
         },
     ),
 )
 def rocksdb_state_supported(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
-    """The rocksdb backend holds a running aggregate's keys over a stream; a state TTL
-    (which walks every key in the order of its last touch), a table source's rows and
-    the other operators' state are in memory only so far."""
+    """The rocksdb backend holds a running aggregate's keys over a stream and a join's
+    rows (every kind but lookup); a running aggregate's state TTL (which walks every key
+    in the order of its last touch), a table source's rows, a lookup join's table (the
+    replica's, read whole into memory) and the other operators' state are in memory
+    only so far."""
     state = as_map(spec.get("state"))
     if state is None or state.get("backend") != "rocksdb":
         return
     op = as_map(spec.get("operator"))
-    if op is not None and "type" in op and op["type"] != "aggregate":
+    if op is not None and op.get("type") == "join":
+        if op.get("kind") != "lookup":
+            return
+        why = "a lookup join's table"
+    elif op is not None and "type" in op and op["type"] != "aggregate":
         why = f"a {op['type']!r} operator's state"
     elif op is not None and isinstance(op.get("state_ttl_ms"), int):
         why = "a running aggregate's state TTL"
@@ -63,6 +84,7 @@ def rocksdb_state_supported(spec: Mapping[str, Any], _: Service) -> Iterator[Pro
         ("state", "backend"),
         "rocksdb_state_unsupported",
         f"the rocksdb state backend does not hold {why} yet: only a running aggregate "
-        "(type 'aggregate') over a stream, without state_ttl_ms; use 'memory'",
+        "(type 'aggregate') over a stream, without state_ttl_ms, and a join of any kind "
+        "but lookup; use 'memory'",
         "rocksdb",
     )

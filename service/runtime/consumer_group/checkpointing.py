@@ -529,7 +529,10 @@ class Checkpointer:
                 operator = built[tp]
             else:
                 operator = stage.operator(session, tp, session.clock, None)
-            if state.entries:
+            if state.entries or (local is not None and not isinstance(operator, AppliesChanges)):
+                # With rocksdb even an empty tail: an operator the changelog was not
+                # streamed onto rebuilds from its store what it keeps in memory (a
+                # join's expiry heap and counts).
                 operator.restore_changes(state.entries.items())
             if local is not None:
                 if local.checkpoint is not None and tp in local_tps:
