@@ -37,15 +37,46 @@ def window_operator_factory(
     Builds one instance eagerly, so a bad spec fails here (at submission), not later
     in a partition assignment.
     """
-    spec = dict(operator_spec)
+    factory = WindowOperatorFactory(pipeline, dict(operator_spec), late_output, function)
+    factory(SystemClock())
+    return factory
 
-    def build(clock: Clock) -> Operator:
+
+class WindowOperatorFactory:
+    """Window operators of one spec (a :class:`~service.runtime.definition.StateBackedFactory`:
+    every kind can keep its keys in RocksDB)."""
+
+    __slots__ = ("function", "late_output", "pipeline", "spec")
+
+    def __init__(
+        self,
+        pipeline: str,
+        spec: dict[str, Any],
+        late_output: bool,
+        function: WindowFunction | None,
+    ) -> None:
+        self.pipeline = pipeline
+        self.spec = spec
+        self.late_output = late_output
+        self.function = function
+
+    @property
+    def rocksdb_capable(self) -> bool:
+        return True
+
+    def __call__(self, clock: Clock) -> Operator:
+        return self.with_state(clock, None)
+
+    def with_state(self, clock: Clock, state_map: StateMaps | None) -> Operator:
         return build_window_operator(
-            pipeline, spec, clock, late_output, function=function, track_keys=True
+            self.pipeline,
+            self.spec,
+            clock,
+            self.late_output,
+            function=self.function,
+            track_keys=True,
+            state_maps=state_map,
         )
-
-    build(SystemClock())
-    return build
 
 
 def running_aggregate_factory(

@@ -1,12 +1,14 @@
-"""The rocksdb state backend end to end (#53): a running aggregate's keys, or a join's
-rows (an interval join, a full outer regular join), in RocksDB behind a small write-back
-cache give the memory backend's results; a restart on the same disk restores locally
-(fewer changelog records read than the state holds); a corrupt local store falls back to
-the changelog; kill -9 in the middle of an exactly-once checkpoint stays exact."""
+"""The rocksdb state backend end to end (#53): a running aggregate's keys, a window's
+(tumbling through the fast operator, sessions and triggers through the general one) and
+a join's rows (an interval join, a full outer regular join), in RocksDB behind a small
+write-back cache give the memory backend's results; a restart on the same disk restores
+locally (fewer changelog records read than the state holds); a corrupt local store falls
+back to the changelog; kill -9 in the middle of an exactly-once checkpoint stays exact."""
 
 from __future__ import annotations
 
 import random
+import signal
 from collections import defaultdict
 from dataclasses import replace
 from functools import partial
@@ -28,14 +30,17 @@ from tests.integration.kafka_utils import (
     cluster_of,
     create_topic,
     json_record,
+    latest_by_id,
     produce,
     read_json,
     read_topic,
     runtime_settings,
     unique,
     wait_until,
+    window_definition,
 )
-from tests.integration.replicas import replicas
+from tests.integration.replicas import Replica, replicas
+from tests.integration.test_exactly_once import EXACTLY_ONCE, check_exactly_once
 from tests.integration.test_joins import (
     INTERVAL_LEFT,
     interval_left,
@@ -49,6 +54,9 @@ from tests.integration.test_outer_regular_joins import (
 )
 from tests.integration.test_outer_regular_joins import folded as folded_upserts
 from tests.integration.test_outer_regular_joins import orders_and_payments as outer_inputs
+from tests.integration.test_replica_loss import HALF as REPLICA_HALF
+from tests.integration.test_replica_loss import PARTITIONS, dataset, expected, sentinels
+from tests.integration.test_replica_loss import send as send_by_user
 from tests.integration.test_running_aggregates import (
     RUNNING,
     crash_before_the_commit,
@@ -57,6 +65,7 @@ from tests.integration.test_running_aggregates import (
     spec,
 )
 from tests.integration.test_shuffle import run_to_finish
+from tests.integration.worker import REPLICA_OPERATOR
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
 
@@ -473,3 +482,210 @@ async def test_a_kill_in_the_middle_of_a_join_s_checkpoint_stays_exact_with_rock
     folds the output to the SQL answer and sees no row's seq twice."""
     state = {"backend": "rocksdb", "cache_bytes": 4000, "dir": str(tmp_path / "state")}
     await crash_before_the_commit_and_restart(bootstrap_servers, tmp_path, at, {"state": state})
+
+
+# -- window operators (the fast path and the general one) -------------------------------
+
+WINDOW_BASE = 1_700_000_000_000 - 1_700_000_000_000 % 3_600_000
+"""An hour's start: every record of the restart test is in the hour's window."""
+TUMBLING = {"type": "tumbling", "size_ms": 1000}
+SESSION = {"type": "session", "gap_ms": 400}
+COUNT_SUM = {"n": {"fn": "count"}, "total": {"fn": "sum", "field": "amount"}}
+
+
+def window_spec(name: str, topic: str, assigner: dict[str, Any]) -> dict[str, Any]:
+    """A window of ``assigner`` over ``topic``'s bounded input, keyed by ``user`` through
+    the shuffle, as the API builds it."""
+    return {
+        "name": name,
+        "source": {"topics": [topic], "bounded": True},
+        "key": {"field": "user"},
+        "timestamp": {"field": "ts"},
+        "operator": {"type": "window", "assigner": assigner, "aggregations": COUNT_SUM},
+        "sink": {"topic": f"{name}.out"},
+    }
+
+
+def window_oracle(
+    data: list[dict[str, Any]], assigner: dict[str, Any]
+) -> dict[tuple[str, int, int], dict[str, int]]:
+    """Each (key, start, end) window's count and sum: tumbling windows by start, a
+    session extended by each next record at or before its end."""
+    by_user: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for e in data:
+        by_user[e["user"]].append(e)
+    out: dict[tuple[str, int, int], dict[str, int]] = {}
+    for user, events in by_user.items():
+        events.sort(key=lambda e: e["ts"])
+        windows: list[tuple[int, int, list[int]]] = []
+        for e in events:
+            ts = e["ts"]
+            if assigner["type"] == "tumbling":
+                size = assigner["size_ms"]
+                start = ts - ts % size
+                if windows and windows[-1][0] == start:
+                    windows[-1][2].append(e["amount"])
+                else:
+                    windows.append((start, start + size, [e["amount"]]))
+            elif windows and ts <= windows[-1][1]:  # windows that touch merge (Flink's)
+                start, _, amounts = windows[-1]
+                windows[-1] = (start, max(windows[-1][1], ts + assigner["gap_ms"]), amounts)
+                amounts.append(e["amount"])
+            else:
+                windows.append((ts, ts + assigner["gap_ms"], [e["amount"]]))
+        for start, end, amounts in windows:
+            out[(user, start, end)] = {"n": len(amounts), "total": sum(amounts)}
+    return out
+
+
+async def window_results(bootstrap: str, topic: str) -> dict[tuple[str, int, int], Any]:
+    """The newest result of each window (by id), as ``(key, start, end) -> result``."""
+    final = latest_by_id(await read_json(bootstrap, topic))
+    return {
+        (r["key"], r["window"]["start"], r["window"]["end"]): r["result"] for r in final.values()
+    }
+
+
+@pytest.mark.parametrize("assigner", [TUMBLING, SESSION], ids=["tumbling", "session"])
+async def test_windows_on_rocksdb_give_the_memory_backend_s_results(
+    bootstrap_servers: str, tmp_path: Path, assigner: dict[str, Any]
+) -> None:
+    """A tumbling window (the fast operator) and a session window (the general one,
+    merging) over the same bounded input, through the shuffle: with the keys in RocksDB
+    behind a cache of a dozen entries, the results are the memory backend's, and the
+    oracle's."""
+    data = [dict(e, ts=WINDOW_BASE + 3 * i) for i, e in enumerate(purchases(3000, 150, 54))]
+    results = []
+    for backend in (StateSettings("memory"), SMALL_CACHE):
+        name = unique("rockswin")
+        topic = f"{name}.in"
+        await create_topic(bootstrap_servers, topic, 3)
+        await produce(
+            bootstrap_servers, topic, [json_record(i % 3, None, e) for i, e in enumerate(data)]
+        )
+        built = build_definition(validate_spec(window_spec(name, topic, assigner), ()), ())
+        definition = replace(built, state=backend)
+        await run_to_the_end(bootstrap_servers, definition, state_dir=str(tmp_path))
+        results.append(await window_results(bootstrap_servers, f"{name}.out"))
+    assert results[0] == results[1] == window_oracle(data, assigner)
+
+
+async def processed(runtime: Runtime, name: str, sent: int) -> bool:
+    """Whether the pipeline's partitions here have read ``sent`` records in all."""
+    status = runtime.status(name)
+    assert status.reason is None, status.reason
+    return sum(p.offset or 0 for p in status.partitions) >= sent
+
+
+@pytest.mark.parametrize("assigner", [TUMBLING, SESSION], ids=["tumbling", "session"])
+async def test_a_window_pipeline_restarted_on_the_same_disk_restores_locally(
+    bootstrap_servers: str, tmp_path: Path, assigner: dict[str, Any]
+) -> None:
+    """run_and_restart's waves into a window whose windows stay open (all of an hour, or
+    sessions with an hour's gap), a graceful stop, a restart on the same state directory:
+    the stores are kept and only the changelog's tail is read; then one record per
+    partition far ahead closes every window, and the results are the oracle's."""
+    name = unique("rockswinlocal")
+    topic = f"{name}.in"
+    await create_topic(bootstrap_servers, topic, 2)
+    wide = {"type": "tumbling", "size_ms": 3_600_000}
+    if assigner["type"] == "session":
+        wide = {"type": "session", "gap_ms": 3_600_000}
+    operator = {"type": "window", "assigner": wide, "aggregations": COUNT_SUM}
+    unbounded = window_definition(name, [topic], operator, bounded=False, late=False)
+    definition = replace(unbounded, state=SMALL_CACHE)
+    waves = [
+        purchases(4000, 1000, 1),
+        purchases(40, 20, 2),
+        purchases(40, 20, 3),
+        purchases(50, 1000, 4),
+    ]
+    for wave, events in enumerate(waves):  # in the hour, in arrival order
+        for i, e in enumerate(events):
+            e["ts"] = WINDOW_BASE + wave * 10_000 + i
+    sent = 0
+
+    async def send(runtime: Runtime, events: list[dict[str, Any]]) -> None:
+        nonlocal sent
+        # A user's records all in one partition: its window's state is in one place.
+        await produce(
+            bootstrap_servers,
+            topic,
+            [json_record(int(e["user"][1:]) % 2, e["user"], e) for e in events],
+        )
+        sent += len(events)
+        await wait_until(partial(processed, runtime, name, sent), timeout_s=60)
+
+    settings = runtime_settings(bootstrap_servers, state_dir=str(tmp_path))
+    first = Runtime(settings)
+    await first.start()
+    try:
+        first.start_pipeline(definition)
+        await send(first, waves[0])
+        for wave in (1, 2):  # each checkpointed after the changelog's end before it
+            ends = await changelog_ends(bootstrap_servers, definition.changelog_topic)
+            await send(first, waves[wave])
+            await checkpointed_past(ends, tmp_path)
+    finally:
+        await first.shutdown()
+    keys = len({e["user"] for e in waves[0]})
+    registry = CollectorRegistry()
+    second = Runtime(settings, metrics=build_metrics(registry))
+    await second.start()
+    try:
+        second.start_pipeline(definition)
+        await send(second, waves[3])
+        ahead = [(p, {"user": f"s{p}", "ts": WINDOW_BASE + 10**8, "amount": 0}) for p in (0, 1)]
+        await produce(bootstrap_servers, topic, [json_record(p, e["user"], e) for p, e in ahead])
+        data = [e for w in waves for e in w]
+        want = window_oracle(data, wide)
+
+        async def closed() -> bool:
+            return await window_results(bootstrap_servers, f"{name}.out") == want
+
+        await wait_until(closed, timeout_s=60)
+    finally:
+        await second.shutdown()
+    assert restored(registry, name, "partitions_restored", "local") == 2
+    assert restored(registry, name, "state_restored", "local") >= keys
+    assert restored(registry, name, "state_restored", "changelog") < keys / 10
+
+
+@pytest.mark.requires_broker("transactions")
+@pytest.mark.parametrize(
+    "trigger", [None, {"type": "event_time", "purge": True}], ids=["fast", "general"]
+)
+async def test_a_kill_in_the_middle_of_a_window_checkpoint_stays_exact_with_rocksdb(
+    bootstrap_servers: str, tmp_path: Path, trigger: dict[str, Any] | None
+) -> None:
+    """test_exactly_once's crash with outputs written and not committed, the windows'
+    keys in RocksDB (a small cache) and the restart on the same state directory: every
+    window once, exact. The replicas' tumbling window as it is (the fast operator), and
+    with a purging event-time trigger (the same results from the general operator)."""
+    name = unique("rockswineo")
+    topic = f"{name}.in"
+    await create_topic(bootstrap_servers, topic, PARTITIONS)
+    data = dataset(0, 2 * REPLICA_HALF)
+    await send_by_user(bootstrap_servers, topic, data + sentinels())
+    operator = dict(REPLICA_OPERATOR)
+    if trigger is not None:
+        operator["trigger"] = trigger
+    options: dict[str, Any] = {
+        "delivery": EXACTLY_ONCE,
+        "operator": operator,
+        "state": {"backend": "rocksdb", "cache_bytes": 4000, "dir": str(tmp_path / "state")},
+    }
+    crash = {"stage": "keyed", "point": "after_outputs", "at": 1}
+    path = tmp_path / "crash.json"
+    crashing = Replica(bootstrap_servers, name, topic, path, crash=crash, **options)
+
+    async def crashed() -> bool:
+        return crashing.exited
+
+    try:
+        await wait_until(crashed, timeout_s=60)
+    finally:
+        crashing.stop(signal.SIGKILL)
+    assert crashing.process.returncode == -signal.SIGKILL
+    with replicas(bootstrap_servers, name, topic, tmp_path, 1, **options):
+        await check_exactly_once(bootstrap_servers, name, expected(data))
