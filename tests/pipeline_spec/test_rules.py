@@ -631,7 +631,6 @@ EXAMPLES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
     "rocksdb_state_supported": (
         [
             {**top_n(), "state": {"backend": "rocksdb"}},
-            {**window_join(), "state": {"backend": "rocksdb"}},
             {**running(state_ttl_ms=60_000), "state": {"backend": "rocksdb"}},
             {**table(), "state": {"backend": "rocksdb", "cache_bytes": 1 << 20}},
             {**lookup_join(), "state": {"backend": "rocksdb"}},
