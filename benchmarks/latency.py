@@ -611,15 +611,16 @@ def run_rate(
     found.produced = asyncio.run(_count(bootstrap, topic))
     found.produced_s = (last - first) / 1000
     warm = first + args.warmup * 1000
-    found.samples = latencies(arrivals, stamps, args.pipeline, warm)
-    if args.split:
-        appended = [(float(ts), raw, ts) for _, raw, ts in arrivals]
+    received = [(arrived, raw) for arrived, raw, _ in arrivals]
+    found.samples = latencies(received, stamps, args.pipeline, warm)
+    if args.split:  # the same, to the broker's append time of each result
+        appended = [(float(stamp), raw) for _, raw, stamp in arrivals]
         found.to_broker = latencies(appended, stamps, args.pipeline, warm)
     return found
 
 
 def latencies(
-    arrivals: list[tuple[float, bytes, int]], stamps: array[int], pipeline: str, warm: float
+    arrivals: list[tuple[float, bytes]], stamps: array[int], pipeline: str, warm: float
 ) -> list[float]:
     """Each result's latency (ms): its arrival minus, for a window, its close time (the
     produce time of the first batch at or past its end plus the bound), for a record
@@ -628,7 +629,7 @@ def latencies(
     closed in the producer's last ``COOLDOWN_MS``."""
     last = stamps[-1]
     samples: list[float] = []
-    for arrived, raw, _ in arrivals:
+    for arrived, raw in arrivals:
         result = json.loads(raw)
         if pipeline == "window":
             end = result["window"]["end"]
