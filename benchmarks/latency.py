@@ -203,17 +203,14 @@ class Latencies:
                 "results": 0,
             }
 
-        def q(p: float) -> float:
-            return s[min(len(s) - 1, int(p * len(s)))]
-
         return {
             "label": self.label,
             "rate": round(self.rate),
             "achieved_rate": self.achieved(),
             "results": len(s),
-            "p50_ms": round(q(0.50), 1),
-            "p99_ms": round(q(0.99), 1),
-            "p999_ms": round(q(0.999), 1),
+            "p50_ms": round(quantile(s, 0.50), 1),
+            "p99_ms": round(quantile(s, 0.99), 1),
+            "p999_ms": round(quantile(s, 0.999), 1),
             "max_ms": round(s[-1], 1),
             "mean_ms": round(statistics.fmean(s), 1),
             **self._split(),
@@ -226,10 +223,16 @@ class Latencies:
         if not s:
             return {}
         return {
-            "to_broker_p50_ms": round(s[len(s) // 2], 1),
-            "to_broker_p99_ms": round(s[min(len(s) - 1, int(0.99 * len(s)))], 1),
+            "to_broker_p50_ms": round(quantile(s, 0.50), 1),
+            "to_broker_p99_ms": round(quantile(s, 0.99), 1),
             "to_broker_max_ms": round(s[-1], 1),
         }
+
+
+def quantile(ordered: list[float], p: float) -> float:
+    """The ``p`` quantile of ``ordered`` (sorted, not empty): the sample at ``p`` of its
+    length, the last one at most."""
+    return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
 
 
 def spec(name: str, topic: str, args: argparse.Namespace, bounded: bool) -> dict[str, Any]:
