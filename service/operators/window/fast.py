@@ -328,6 +328,19 @@ class FastWindowOperator(WindowOperatorBase):
         batch: Callable[[Sequence[InputRecord]], None] = namespace["process_batch"]
         return batch
 
+    def _fire_namespace(self) -> tuple[str, dict[str, Any]]:
+        """What both firing loops (:meth:`_compile_fire`, :meth:`_compile_fire_cached`)
+        are compiled with: the plan's result source over ``acc``, and the names the id,
+        the end and the result are made from."""
+        display, namespace = self._plan().result_source("acc")
+        namespace.update(
+            _PREFIX=f"{self._pipeline}|",
+            _SIZE=self._size,
+            _ON_TIME=_ON_TIME,
+            _WindowResult=WindowResult,
+        )
+        return display, namespace
+
     def _compile_fire(self, plain: bool) -> FireStart:
         """The on-time firing of every window of one start, in the dict's (opened) order.
 
@@ -337,14 +350,8 @@ class FastWindowOperator(WindowOperatorBase):
         its ``__init__`` (:data:`PLAIN_RESULT`). The pipeline name enters through the
         namespace, never as source text.
         """
-        display, namespace = self._plan().result_source("acc")
-        namespace.update(
-            _PREFIX=f"{self._pipeline}|",
-            _SIZE=self._size,
-            _ON_TIME=_ON_TIME,
-            _WindowResult=WindowResult,
-            _new=object.__new__,
-        )
+        display, namespace = self._fire_namespace()
+        namespace["_new"] = object.__new__
         defaults = ", ".join(f"{name}={name}" for name in sorted(namespace))
         body = "        "
         lines = [
@@ -386,12 +393,8 @@ class FastWindowOperator(WindowOperatorBase):
         once it has none left."""
         cache = self._cache
         assert cache is not None
-        display, namespace = self._plan().result_source("acc")
+        display, namespace = self._fire_namespace()
         namespace.update(
-            _PREFIX=f"{self._pipeline}|",
-            _SIZE=self._size,
-            _ON_TIME=_ON_TIME,
-            _WindowResult=WindowResult,
             _get=cache.get,
             _pop=cache.pop,
             _mark=cache.mark_dirty,
