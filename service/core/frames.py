@@ -206,21 +206,22 @@ def encode(
     if header_pieces is not None:
         total += sum(map(len, header_pieces))
     if total <= budget:  # the common case: the flush's rows fit one frame
-        whole = slice(0, n)
-        frame = _frame(
-            source,
-            whole,
-            times,
-            positions,
-            kafka_times,
-            value_lengths,
-            kafka_key_lengths,
-            key_doc,
-            value_pieces,
-            kafka_keys,
-            header_pieces,
-        )
-        return [_with_marks(frame, marks, sources, 0)] if marks else [frame]
+        return [
+            _frame(
+                source,
+                slice(0, n),
+                times,
+                positions,
+                kafka_times,
+                value_lengths,
+                kafka_key_lengths,
+                key_doc,
+                value_pieces,
+                kafka_keys,
+                header_pieces,
+                _marks_section(marks, sources, 0) if marks else b"",
+            )
+        ]
     sizes = map(add, map(add, key_lengths, value_sizes), kafka_key_sizes)
     if header_pieces is not None:
         sizes = map(add, sizes, map(len, header_pieces))
@@ -233,41 +234,39 @@ def encode(
     while start < n:
         stop = bisect_right(ends, ends[start] + budget, start + 1) - 1
         stop = max(stop, start + 1)  # a row longer than the bound goes alone
-        frame = _frame(
-            source,
-            slice(start, stop),
-            times,
-            positions,
-            kafka_times,
-            value_lengths,
-            kafka_key_lengths,
-            key_doc[key_starts[start] - 1 : key_starts[stop]],
-            value_pieces,
-            kafka_keys,
-            header_pieces,
-        )
+        own: Sequence[FrameMark] = ()
         if marks:
             last = stop == n  # the marks after the last row go to the last frame
             own = [m for m in marks if start <= m[0] < stop or (last and m[0] == n)]
-            if own:
-                frame = _with_marks(frame, own, sources, start)
-        frames.append(frame)
+        frames.append(
+            _frame(
+                source,
+                slice(start, stop),
+                times,
+                positions,
+                kafka_times,
+                value_lengths,
+                kafka_key_lengths,
+                key_doc[key_starts[start] - 1 : key_starts[stop]],
+                value_pieces,
+                kafka_keys,
+                header_pieces,
+                _marks_section(own, sources, start) if own else b"",
+            )
+        )
         start = stop
     return frames
 
 
-def _with_marks(frame: bytes, marks: Sequence[FrameMark], sources: int, start: int) -> bytes:
-    """``frame`` (version 1) with its marks, their indexes made the frame's own (less
-    ``start``): version 2, flag bit 1, the marks section after the others."""
+def _marks_section(marks: Sequence[FrameMark], sources: int, start: int) -> bytes:
+    """A version 2 frame's marks section, their indexes made the frame's own (less
+    ``start``)."""
     if any(b[0] <= a[0] for a, b in zip(marks, islice(marks, 1, None), strict=False)):
         raise ValueError("a frame's marks must be in increasing row order")
-    pieces = [bytes([MARKED_VERSION, frame[1] | _FLAG_MARKS]), frame[2:]]
-    pieces.append(_MARKS_HEAD.pack(len(marks), sources))
     pack = _MARK.pack
-    pieces.extend(
+    return _MARKS_HEAD.pack(len(marks), sources) + b"".join(
         pack(index - start, watermark, 1 if idle else 0) for index, watermark, idle in marks
     )
-    return b"".join(pieces)
 
 
 def _frame(
@@ -282,7 +281,9 @@ def _frame(
     value_pieces: Sequence[bytes],
     kafka_keys: Sequence[bytes | None],
     header_pieces: Sequence[bytes] | None,
+    marks: bytes = b"",
 ) -> bytes:
+    """One frame of ``rows``; with ``marks`` (a :func:`_marks_section`), version 2."""
     n = rows.stop - rows.start
     ints = array("q", times[rows])
     ints.extend(positions[rows])
@@ -302,9 +303,10 @@ def _frame(
     present = kafka_keys[rows]
     kafka = b"".join(filter(None, present))  # None and b"" both add nothing
     heads = b"".join(header_pieces[rows]) if header_pieces is not None else b""
+    flags = _FLAG_HEADERS if header_pieces is not None else 0
     head = _HEADER.pack(
-        VERSION,
-        _FLAG_HEADERS if header_pieces is not None else 0,
+        MARKED_VERSION if marks else VERSION,
+        flags | _FLAG_MARKS if marks else flags,
         source,
         n,
         positions[rows.start],
@@ -314,7 +316,7 @@ def _frame(
         len(kafka),
         len(heads),
     )
-    return b"".join([head, ints.tobytes(), lengths.tobytes(), keys, values, kafka, heads])
+    return b"".join([head, ints.tobytes(), lengths.tobytes(), keys, values, kafka, heads, marks])
 
 
 def _keys(keys: Sequence[str]) -> tuple[bytes, list[int]]:

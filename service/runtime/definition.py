@@ -36,8 +36,8 @@ class StateBackedFactory(Protocol):
 
     @property
     def rocksdb_capable(self) -> bool:
-        """Whether this spec's operator can (a running aggregate over a stream, without
-        a state TTL, so far)."""
+        """Whether this spec's operator can (a window, a running aggregate over a stream
+        without a state TTL, and a join of any kind but lookup, so far)."""
 
     def with_state(self, clock: Clock, state_map: StateMaps) -> Operator:
         """An operator keeping its keys in the cache ``state_map`` makes."""

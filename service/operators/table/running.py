@@ -410,16 +410,54 @@ class RunningAggregateOperator:
     def restore_changes(self, entries: Iterable[tuple[str, Any]]) -> None:
         self._load(*newest_entries(entries, KEY_PREFIX, META_ENTRY, WindowStateError))
 
+    def apply_changes(self, entries: Iterable[tuple[str, Any]]) -> None:
+        """The rocksdb backend's restore, in batches
+        (:class:`~service.operators.base.AppliesChanges`): each entry applied onto the
+        keys the cache and its store hold, in order; an entry's value is taken as is (it
+        was decoded for this call)."""
+        cache = self._keys
+        if isinstance(cache, dict):
+            raise WindowStateError("apply_changes needs the rocksdb backend's state map")
+        pending = self._pending
+        cut = len(KEY_PREFIX)
+        for name, entry in entries:
+            if name == META_ENTRY:
+                self._load_meta(entry)
+            elif not name.startswith(KEY_PREFIX):
+                raise WindowStateError(f"unknown checkpoint entry {name!r}")
+            elif entry is None:
+                key = name[cut:]
+                cache.pop(key)
+                pending.pop(key, None)
+            else:
+                key = name[cut:]
+                cache[key] = entry["acc"]
+                if entry["dirty"]:
+                    pending[key] = None
+                else:
+                    pending.pop(key, None)
+        self._next_tick = None
+        if self._needs_tick():
+            self._schedule(self._clock.now_ms())
+
+    def _load_meta(self, meta: dict[str, Any] | None) -> None:
+        """The operator's checkpointed metadata (None: none, a fresh operator's)."""
+        if meta is None:
+            self._watermark = MIN_TIMESTAMP
+            self.plan.invalid[:] = [0] * len(self.plan.invalid)
+            return
+        if meta.get("version") != SNAPSHOT_VERSION:
+            raise WindowStateError(
+                f"unknown running aggregate checkpoint version {meta.get('version')!r}"
+            )
+        self._watermark = int(meta["watermark"])
+        invalid = [int(n) for n in meta.get("invalid", [])]
+        if len(invalid) == len(self.plan.invalid):
+            self.plan.invalid[:] = invalid
+
     def _load(self, meta: dict[str, Any] | None, keys: list[tuple[str, Any]]) -> None:
         if meta is not None:
-            if meta.get("version") != SNAPSHOT_VERSION:
-                raise WindowStateError(
-                    f"unknown running aggregate checkpoint version {meta.get('version')!r}"
-                )
-            self._watermark = int(meta["watermark"])
-            invalid = [int(n) for n in meta.get("invalid", [])]
-            if len(invalid) == len(self.plan.invalid):
-                self.plan.invalid[:] = invalid
+            self._load_meta(meta)
         # In place: the generated loop holds these.
         self._pending.clear()
         self._touched.clear()

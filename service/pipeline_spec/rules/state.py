@@ -1,6 +1,7 @@
 """The rules of the pipeline's state backend (``"state"``): which operators keep their
-state in RocksDB so far (issue 53: a running aggregate over a stream, without a state TTL),
-and that standby replicas keep RocksDB stores."""
+state in RocksDB so far (issue 53: a window and a running aggregate without a state TTL,
+over a stream, and the joins but the lookup join, whose table every replica holds in
+memory), and that standby replicas keep RocksDB stores."""
 
 from __future__ import annotations
 
@@ -34,37 +35,63 @@ _ROCKSDB: Mapping[str, Any] = {
         {
             "if": _ROCKSDB,
             "then": {
-                "properties": {
-                    "operator": {
-                        "allOf": [of_type("aggregate"), {"not": present("state_ttl_ms", "integer")}]
+                "anyOf": [
+                    {
+                        "properties": {
+                            "operator": {
+                                "anyOf": [
+                                    of_type("window"),
+                                    {
+                                        "allOf": [
+                                            of_type("aggregate"),
+                                            {"not": present("state_ttl_ms", "integer")},
+                                        ]
+                                    },
+                                ]
+                            },
+                            "source": {"not": equals("changelog", "upsert")},
+                        }
                     },
-                    "source": {"not": equals("changelog", "upsert")},
-                }
+                    {
+                        "properties": {
+                            "operator": {
+                                "allOf": [of_type("join"), {"not": equals("kind", "lookup")}]
+                            }
+                        }
+                    },
+                ]
             },
         },
     ),
 )
 def rocksdb_state_supported(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
-    """The rocksdb backend holds a running aggregate's keys over a stream; a state TTL
-    (which walks every key in the order of its last touch), a table source's rows and
-    the other operators' state are in memory only so far."""
+    """The rocksdb backend holds a window's keys (every assigner, trigger and evictor)
+    and a running aggregate's keys over a stream, and a join's rows (every kind but
+    lookup); a running aggregate's state TTL (which walks every key in the order of its
+    last touch), a table source's rows, a lookup join's table (the replica's, read whole
+    into memory) and the other operators' state are in memory only so far."""
     state = as_map(spec.get("state"))
     if state is None or state.get("backend") != "rocksdb":
         return
     op = as_map(spec.get("operator"))
-    if op is not None and "type" in op and op["type"] != "aggregate":
+    if op is not None and op.get("type") == "join":
+        if op.get("kind") != "lookup":
+            return
+        why = "a lookup join's table"
+    elif op is not None and "type" in op and op["type"] not in ("window", "aggregate"):
         why = f"a {op['type']!r} operator's state"
-    elif op is not None and isinstance(op.get("state_ttl_ms"), int):
+    elif op is not None and op.get("type") != "window" and isinstance(op.get("state_ttl_ms"), int):
         why = "a running aggregate's state TTL"
     elif is_table(spec):
-        why = "a running aggregate over a table source"
+        why = "state over a table source"
     else:
         return
     yield Problem(
         ("state", "backend"),
         "rocksdb_state_unsupported",
-        f"the rocksdb state backend does not hold {why} yet: only a running aggregate "
-        "(type 'aggregate') over a stream, without state_ttl_ms; use 'memory'",
+        f"the rocksdb state backend does not hold {why} yet: only a window (type "
+        "'window') or a running aggregate (type 'aggregate') without state_ttl_ms, over "
+        "a stream, and a join of any kind but lookup; use 'memory'",
         "rocksdb",
     )
 
