@@ -45,7 +45,7 @@ class AssignedCheckpoints(Protocol):
     async def park(self, parts: list[PartitionTask]) -> None: ...
     def release_local(self, tps: list[TopicPartition]) -> None: ...
     async def stop_standbys(self) -> None: ...
-    async def start_standbys(self, owned: list[TopicPartition]) -> None: ...
+    def begin_standbys(self, owned: list[TopicPartition]) -> None: ...
 
 
 class LeavingReport(Protocol):
@@ -105,11 +105,9 @@ class Assignment:
                 session.fail(exc)
                 return
         # The copies of other members' partitions (standby replicas), now that this
-        # member's own are open: never one of those.
-        try:
-            await session.checkpointer.start_standbys(list(assigned))
-        except Exception as exc:  # an optimisation: the changelog has it all
-            logger.warning("pipeline %s: standby copies not started: %r", session.name, exc)
+        # member's own are open: never one of those. They start in a task of their own,
+        # which the next revoke stops (and awaits) before anything else.
+        session.checkpointer.begin_standbys(list(assigned))
 
     def join(self, restored: Restored) -> None:
         """Put rebuilt partitions in every place at once: the consumer's position, the
@@ -139,8 +137,9 @@ class Assignment:
 
     async def revoke(self, revoked: list[TopicPartition]) -> None:
         session = self._session
-        # A rebalance begins: the standby copies stop first (their stores closed), so a
-        # partition assigned here next opens its store alone.
+        # A rebalance begins: the standby copies stop first (their task, starting or
+        # tailing, cancelled and awaited; their stores closed), so a partition assigned
+        # here next opens its store alone.
         await session.checkpointer.stop_standbys()
         parts = self._leave(revoked)
         if parts and session.checkpoint_on_revoke and session.error is None:

@@ -227,16 +227,23 @@ class Checkpointer:
         return (self.standbys.assignor, RoundRobinPartitionAssignor)
 
     async def stop_standbys(self) -> None:
-        """A rebalance begins, or the session ends: the copies stop, their stores saved
-        and closed (before anything of this session opens one)."""
+        """A rebalance begins: the copies stop, their stores saved and closed (before
+        the assignment opens any store)."""
         if self.standbys is not None:
             self.standbys.assignor.forget()
             await self.standbys.stop()
 
-    async def start_standbys(self, owned: list[TopicPartition]) -> None:
-        """After an assignment: the copies it asks of this member, but of ``owned``."""
+    async def close_standbys(self) -> None:
+        """The session ends: the copies stop, and none start again."""
         if self.standbys is not None:
-            await self.standbys.start(owned)
+            self.standbys.assignor.forget()
+            await self.standbys.close()
+
+    def begin_standbys(self, owned: list[TopicPartition]) -> None:
+        """After an assignment: the copies it asks of this member, but of ``owned``,
+        started in the background (:meth:`.standby.Standbys.begin`)."""
+        if self.standbys is not None:
+            self.standbys.begin(owned)
 
     def release_local(self, tps: list[TopicPartition]) -> None:
         """Close the stores of partitions this session no longer holds."""

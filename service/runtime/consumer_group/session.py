@@ -257,7 +257,7 @@ class Session:
     async def close(self, checkpoint: bool) -> None:
         """Stop the clients; with ``checkpoint`` first make every partition durable."""
         self.joined_group = False  # what it holds now is on its way out: no queries
-        await self.checkpointer.stop_standbys()
+        await self.checkpointer.close_standbys()
         await self.emitter.stop()
         await self.stop_prefetch()
         self.pending.clear()

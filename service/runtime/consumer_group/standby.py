@@ -23,10 +23,12 @@ restore finds that checkpoint and replays only the changelog's tail.
   restore reading from there finds that record (it must find the partition's metadata)
   and replays onto the store what came after. It is written every checkpoint interval
   while something was applied, and when the copy stops.
-- **Hand-over**: every rebalance stops the copies (their stores flushed, checkpointed and
-  closed) before the revoke's checkpoint and the restore; after the restore, the copies
-  of the new placement start again, never of a partition this member now owns. So a
-  store is opened by one of them at a time.
+- **Hand-over**: every rebalance's revoke stops the copies (their task cancelled and
+  awaited, their stores flushed, checkpointed and closed) before its checkpoint, so
+  before the assignment's restore opens any store; after the restore, the copies of the
+  new placement start again in a task of their own (:meth:`Standbys.begin`: the
+  callback does not wait for their consumer), never of a partition this member now
+  owns. So a store is opened by one of them at a time.
 """
 
 from __future__ import annotations
@@ -199,6 +201,8 @@ class Standbys:
         self._by_prefix: dict[str, _Copy] = {}
         self._consumer: Any = None
         self._task: asyncio.Task[None] | None = None
+        """The copies' task: their consumer's start, then their tail (:meth:`begin`)."""
+        self._closed = False
         self._ends: dict[int, int] = {}
         """Changelog partition -> the end its last fetch saw, minus the read position."""
         self._saved_at = time.monotonic()
@@ -228,10 +232,26 @@ class Standbys:
         return None if behind is None else behind + copy.pending_records
 
     # -- lifecycle -------------------------------------------------------------------
-    async def start(self, owned: Iterable[TopicPartition]) -> None:
-        """Keep the copies the last assignment asks of this member, but of ``owned``."""
-        await self.stop()
-        starts = self.open_copies(owned)
+    def begin(self, owned: Iterable[TopicPartition]) -> None:
+        """After an assignment: keep the copies it asks of this member, but of ``owned``,
+        in a task of their own (the rebalance callback returns at once: the copies'
+        consumer starts outside it). Every assignment follows a revoke that stopped the
+        last copies (:meth:`stop`)."""
+        if self._closed:  # the session ended (an assignment its close cut short)
+            return
+        running = self._task is not None and not self._task.done()
+        if running or self.copies:  # not expected: never two at once
+            logger.warning("pipeline %s: standby copies already kept", self.session.name)
+            return
+        wanted = set(self.assignor.standby)
+        self._task = asyncio.get_running_loop().create_task(
+            self._run(set(owned), wanted), name=f"clockwork-standby-{self.session.name}"
+        )
+
+    async def _run(self, owned: set[TopicPartition], wanted: set[TopicPartition]) -> None:
+        """Open the copies' stores (in one step, no await in between), start their
+        consumer, then tail their changelog partitions until :meth:`stop` cancels it."""
+        starts = self.open_copies(owned, wanted)
         if not starts:
             return
         session = self.session
@@ -256,27 +276,29 @@ class Standbys:
                     await consumer.seek_to_beginning(part)
         except Exception as exc:  # a copy is an optimisation: the changelog has it all
             logger.warning("pipeline %s: standby copies not started: %r", session.name, exc)
-            await self.stop()
+            self._close_copies()
+            await self._stop_consumer()
             return
         self._saved_at = time.monotonic()
-        self._task = asyncio.get_running_loop().create_task(
-            self._tail(), name=f"clockwork-standby-{session.name}"
-        )
         logger.info(
             "pipeline %s: standing by for %s",
             session.name,
             ", ".join(f"{tp.topic}/{tp.partition}" for tp in self.copies),
         )
+        await self._tail()
 
-    def open_copies(self, owned: Iterable[TopicPartition]) -> dict[int, int]:
-        """Open the stores of the copies the last assignment asks of this member (but of
-        ``owned``), each with the operator that applies checkpoints onto it; where to
-        read each changelog partition from (the smallest position their local
-        checkpoints name; 0: one has none)."""
+    def open_copies(
+        self, owned: Iterable[TopicPartition], wanted: Iterable[TopicPartition] | None = None
+    ) -> dict[int, int]:
+        """Open the stores of the copies ``wanted`` (default: those the last assignment
+        asks of this member) but of ``owned``, each with the operator that applies
+        checkpoints onto it; where to read each changelog partition from (the smallest
+        position their local checkpoints name; 0: one has none)."""
         owned = set(owned)
         session = self.session
         starts: dict[int, int] = {}
-        for tp in sorted(tp for tp in self.assignor.standby if tp not in owned):
+        copies = self.assignor.standby if wanted is None else wanted
+        for tp in sorted(tp for tp in copies if tp not in owned):
             try:
                 local = self.stores.open(tp)
                 operator = session.stage.operator(session, tp, session.clock, local.state_map)
@@ -300,17 +322,32 @@ class Standbys:
             starts[tp.partition] = min(starts.get(tp.partition, position), position)
         return starts
 
+    async def close(self) -> None:
+        """The session ends: :meth:`stop`, and no copies from now on (an assignment that
+        completes after the close began starts none)."""
+        self._closed = True
+        await self.stop()
+
     async def stop(self) -> None:
-        """Stop tailing; every copy's store saved (its checkpoint file) and closed."""
+        """Stop the copies: their task (starting or tailing) cancelled and awaited, every
+        copy's store saved (its checkpoint file) and closed. Awaited by the revoke before
+        the next assignment opens any store, and by the session's close."""
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        self._close_copies()
+        await self._stop_consumer()
+
+    async def _stop_consumer(self) -> None:
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
             with contextlib.suppress(Exception):
                 await consumer.stop()
+
+    def _close_copies(self) -> None:
+        """Every copy's store saved and closed (in one step, no await in between)."""
         for copy in self.copies.values():
             try:
                 self._save(copy)
@@ -334,6 +371,7 @@ class Standbys:
     # -- the tail --------------------------------------------------------------------
     async def _tail(self) -> None:
         consumer = self._consumer
+        assert consumer is not None
         interval = self.session.settings.checkpoint_interval_ms / 1000
         try:
             while True:
@@ -400,9 +438,8 @@ class Standbys:
         if not copy.unsaved or copy.position is None:
             return
         local = copy.local
-        for cache in local.caches.values():
-            cache.flush()
-        local.store.commit(copy.position, local.counts())
+        local.flush()
+        local.store.commit(copy.position, local.flushed)
         copy.unsaved = False
 
     def _report(self) -> None:
