@@ -8,7 +8,10 @@ Only the partition that is taken over holds state when its owner is killed (the 
 wave goes to it alone), so the changelog records the survivor reads are those of the
 copy's tail: its own partition's local restore reads back its last checkpoint's records
 (the checkpoint file names the changelog's end before them, as the broker reported it,
-which Tansu reports late), which would blur the count. The second wave, to both
+which Tansu reports late), which would blur the count. The copy's local checkpoint names
+where the owner's last checkpoint it applied begins (the restore reads that checkpoint
+again, as after a checkpoint of its own): a last wave of two records after the copy
+applied the first wave's keeps that checkpoint small. The second wave, to both
 partitions, comes after the takeover."""
 
 from __future__ import annotations
@@ -94,7 +97,8 @@ async def test_a_failover_restores_from_the_standby_s_copy(
     out = f"{name}.out"
     await create_topic(bootstrap_servers, topic, PARTITIONS)
     first = wave(3000, 1, partitions=1)  # partition 0 only: the one taken over
-    ends = {p: sum(1 for q, _ in first if q == p) for p in range(PARTITIONS)}
+    last = wave(2, 3, partitions=1)
+    ends = {p: sum(1 for q, _ in first + last if q == p) for p in range(PARTITIONS)}
     pair = [replica(bootstrap_servers, name, topic, tmp_path, i) for i in range(PARTITIONS)]
     try:
 
@@ -103,7 +107,17 @@ async def test_a_failover_restores_from_the_standby_s_copy(
 
         await wait_until(balanced, timeout_s=45)
         await send(bootstrap_servers, topic, first)
-        want = aggregate(first)
+
+        async def copied() -> bool:
+            """The first wave's last checkpoint applied by the copy on the other member."""
+            return any(
+                [(c["partition"], c["offset"]) for c in r.status()["standbys"]] == [(0, len(first))]
+                for r in pair
+            )
+
+        await wait_until(copied, timeout_s=60)
+        await send(bootstrap_servers, topic, last)
+        want = aggregate(first + last)
         await wait_until(
             partial(folds_to, bootstrap_servers, out, "read_uncommitted", want), timeout_s=60
         )
@@ -166,7 +180,7 @@ async def test_a_failover_restores_from_the_standby_s_copy(
         # More input after the takeover: both partitions go on from what was restored.
         second = wave(600, 2)
         await send(bootstrap_servers, topic, second)
-        want = aggregate(first + second)
+        want = aggregate(first + last + second)
         await wait_until(
             partial(folds_to, bootstrap_servers, out, "read_uncommitted", want), timeout_s=60
         )

@@ -19,10 +19,12 @@ restore finds that checkpoint and replays only the changelog's tail.
   entries onto its maps as a restore does), so the store holds what an active restore
   would write; with exactly-once the changelog is read ``read_committed``. Nothing is
   ever written to Kafka.
-- **The local checkpoint** names the offset of the last metadata record applied: a
-  restore reading from there finds that record (it must find the partition's metadata)
-  and replays onto the store what came after. It is written every checkpoint interval
-  while something was applied, and when the copy stops.
+- **The local checkpoint** names the offset of the first record of the last checkpoint
+  applied, as the owner's own file names where its last checkpoint's records begin: a
+  restore reading from there reads that checkpoint again (the operator's metadata entry
+  and its keys' flags are in it, not in the store, and its metadata record) and then
+  what came after. It is written every checkpoint interval while something was applied,
+  and when the copy stops.
 - **Hand-over**: every rebalance's revoke stops the copies (their task cancelled and
   awaited, their stores flushed, checkpointed and closed) before its checkpoint, so
   before the assignment's restore opens any store; after the restore, the copies of the
@@ -179,6 +181,12 @@ class _Copy:
     pending_records: int = 0
     position: int | None = None
     """The offset of the last metadata record applied."""
+    first: int | None = None
+    """The offset of the first record read since the last metadata record (of the
+    checkpoint being read)."""
+    resume: int | None = None
+    """The offset of the first record of the last checkpoint applied: what the local
+    checkpoint file names (a restore reads that checkpoint again)."""
     offset: int | None = None
     """That checkpoint's source offset."""
     unsaved: bool = False
@@ -404,6 +412,8 @@ class Standbys:
         if copy is None:
             return
         copy.pending_records += 1
+        if copy.first is None:
+            copy.first = offset
         if kind_entry == META:
             if value is None:  # a reset: the partition starts over empty
                 self._reset(copy)
@@ -413,6 +423,8 @@ class Standbys:
             copy.pending = {}
             copy.pending_records = 0
             copy.position = offset
+            copy.resume = copy.first
+            copy.first = None
             source = meta.get("offset") if isinstance(meta, dict) else None
             copy.offset = source if isinstance(source, int) else None
             copy.unsaved = True
@@ -430,16 +442,18 @@ class Standbys:
         copy.pending = {}
         copy.pending_records = 0
         copy.position = None
+        copy.first = None
+        copy.resume = None
         copy.offset = None
         copy.unsaved = False
 
     def _save(self, copy: _Copy) -> None:
         """The store holds the copy's last applied checkpoint: say so in its file."""
-        if not copy.unsaved or copy.position is None:
+        if not copy.unsaved or copy.resume is None:
             return
         local = copy.local
         local.flush()
-        local.store.commit(copy.position, local.flushed)
+        local.store.commit(copy.resume, local.flushed)
         copy.unsaved = False
 
     def _report(self) -> None:
