@@ -51,6 +51,9 @@ class StateSettings:
     """None: the service's ``SERVICE_STATE_BACKEND``."""
     cache_bytes: int = 64 * 1024 * 1024
     """With rocksdb: each partition's write-back cache, in bytes."""
+    standby_replicas: int | None = None
+    """With rocksdb: the members keeping a warm copy of each partition besides its
+    owner; None: the service's ``SERVICE_STANDBY_REPLICAS``."""
 
 
 @dataclass(frozen=True, slots=True)

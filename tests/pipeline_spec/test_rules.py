@@ -659,6 +659,18 @@ EXAMPLES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
             {**window(), "state": {"cache_bytes": 1 << 20}},
         ],
     ),
+    "standbys_need_rocksdb": (
+        [
+            {**running(), "state": {"backend": "memory", "standby_replicas": 1}},
+            {**window(), "state": {"backend": "memory", "standby_replicas": 8}},
+        ],
+        [
+            {**running(), "state": {"backend": "rocksdb", "standby_replicas": 2}},
+            {**running(), "state": {"standby_replicas": 1}},
+            {**window(), "state": {"backend": "memory", "standby_replicas": 0}},
+            {**window(), "state": {"backend": "memory"}},
+        ],
+    ),
     "row_key_is_not_the_key": (
         [top_n(row_key="user")],
         [top_n(), top_n(row_key="product"), {**top_n(row_key="user"), "key": None}],

@@ -1,7 +1,7 @@
 """The rules of the pipeline's state backend (``"state"``): which operators keep their
 state in RocksDB so far (issue 53: a window and a running aggregate without a state TTL,
 over a stream, and the joins but the lookup join, whose table every replica holds in
-memory)."""
+memory), and that standby replicas keep RocksDB stores."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from service.pipeline_spec.rules.base import (
 from service.pipeline_spec.rules.raw import as_map
 from service.pipeline_spec.rules.tables import is_table
 
-__all__ = ["rocksdb_state_supported"]
+__all__ = ["rocksdb_state_supported", "standbys_need_rocksdb"]
 
 _ROCKSDB: Mapping[str, Any] = {
     "required": ["state"],
@@ -94,3 +94,36 @@ def rocksdb_state_supported(spec: Mapping[str, Any], _: Service) -> Iterator[Pro
         "a stream, and a join of any kind but lookup; use 'memory'",
         "rocksdb",
     )
+
+
+_MEMORY: Mapping[str, Any] = {
+    "required": ["state"],
+    "properties": {"state": equals("backend", "memory")},
+}
+
+
+@rule(
+    reports={"standbys_need_rocksdb"},
+    schema=Fragment(
+        "PipelineSpec",
+        {
+            "if": _MEMORY,
+            "then": {"properties": {"state": {"properties": {"standby_replicas": {"maximum": 0}}}}},
+        },
+    ),
+)
+def standbys_need_rocksdb(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
+    """A standby replica keeps a warm copy of a partition's RocksDB store: with the
+    memory backend there is none to keep."""
+    state = as_map(spec.get("state"))
+    if state is None or state.get("backend") != "memory":
+        return
+    replicas = state.get("standby_replicas")
+    if isinstance(replicas, int) and not isinstance(replicas, bool) and replicas > 0:
+        yield Problem(
+            ("state", "standby_replicas"),
+            "standbys_need_rocksdb",
+            "standby replicas keep warm copies of the rocksdb backend's stores: with "
+            "backend 'memory' there are none; use 'rocksdb' or 0",
+            replicas,
+        )

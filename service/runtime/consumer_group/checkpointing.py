@@ -51,6 +51,7 @@ from functools import partial
 from typing import Any, Protocol
 
 from aiokafka import TopicPartition
+from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from aiokafka.errors import CommitFailedError, IllegalStateError
 from aiokafka.structs import OffsetAndMetadata
 
@@ -72,6 +73,7 @@ from service.runtime.consumer_group.local_state import LocalStates, state_root
 from service.runtime.consumer_group.pending_input import PendingInput
 from service.runtime.consumer_group.prefetch import Prefetcher
 from service.runtime.consumer_group.stages import PartitionBuilding
+from service.runtime.consumer_group.standby import Standbys
 from service.runtime.consumer_group.views import RunsStage, SessionBasics, SessionClients
 from service.runtime.definition import StateBackedFactory
 from service.runtime.kafka.batch_producer import BatchProducer
@@ -189,14 +191,19 @@ class Checkpointer:
         end offset right after that checkpoint; kept until the next assignment."""
         self.local: LocalStates | None = None
         """The rocksdb backend's stores (:mod:`.local_state`), when this stage uses it."""
+        self.standbys: Standbys | None = None
+        """The warm copies of other members' partitions (:mod:`.standby`), when this
+        stage uses the rocksdb backend with standby replicas."""
         if self._uses_rocksdb():
             definition = session.definition
             settings = session.settings
-            self.local = LocalStates(
-                state_root(settings.state_dir),
-                definition.changelog_topic,
-                definition.state.cache_bytes,
-            )
+            root = state_root(settings.state_dir)
+            self.local = LocalStates(root, definition.changelog_topic, definition.state.cache_bytes)
+            replicas = definition.state.standby_replicas
+            if replicas is None:
+                replicas = settings.standby_replicas
+            if replicas > 0:
+                self.standbys = Standbys(session, root, definition.changelog_topic, replicas)
 
     def _uses_rocksdb(self) -> bool:
         """Whether this stage's operators keep their keys in RocksDB: the spec's backend
@@ -211,6 +218,32 @@ class Checkpointer:
             and isinstance(factory, StateBackedFactory)
             and factory.rocksdb_capable
         )
+
+    def assignors(self) -> tuple[Any, ...]:
+        """The consumer's assignors: the standbys' first when this stage has them (the
+        group falls back to round-robin while a member lacks it)."""
+        if self.standbys is None:
+            return (RoundRobinPartitionAssignor,)
+        return (self.standbys.assignor, RoundRobinPartitionAssignor)
+
+    async def stop_standbys(self) -> None:
+        """A rebalance begins: the copies stop, their stores saved and closed (before
+        the assignment opens any store)."""
+        if self.standbys is not None:
+            self.standbys.assignor.forget()
+            await self.standbys.stop()
+
+    async def close_standbys(self) -> None:
+        """The session ends: the copies stop, and none start again."""
+        if self.standbys is not None:
+            self.standbys.assignor.forget()
+            await self.standbys.close()
+
+    def begin_standbys(self, owned: list[TopicPartition]) -> None:
+        """After an assignment: the copies it asks of this member, but of ``owned``,
+        started in the background (:meth:`.standby.Standbys.begin`)."""
+        if self.standbys is not None:
+            self.standbys.begin(owned)
 
     def release_local(self, tps: list[TopicPartition]) -> None:
         """Close the stores of partitions this session no longer holds."""
