@@ -140,14 +140,46 @@ def process_operator_factory(
     allowed_modules: Sequence[str] = (),
 ) -> OperatorFactory:
     """A factory of keyed process operators; validated eagerly like the window one."""
-    params_copy = dict(params) if params is not None else None
-    modules = tuple(allowed_modules)
+    factory = ProcessOperatorFactory(
+        pipeline,
+        function,
+        dict(params) if params is not None else None,
+        tuple(allowed_modules),
+    )
+    factory(SystemClock())
+    return factory
 
-    def build(clock: Clock) -> Operator:
-        return build_process_operator(pipeline, function, params_copy, clock, modules)
 
-    build(SystemClock())
-    return build
+class ProcessOperatorFactory:
+    """Keyed process operators of one spec (a
+    :class:`~service.runtime.definition.StateBackedFactory`: their value, list and map
+    states can be in RocksDB, one named map per state)."""
+
+    __slots__ = ("allowed_modules", "function", "params", "pipeline")
+
+    def __init__(
+        self,
+        pipeline: str,
+        function: str,
+        params: dict[str, Any] | None,
+        allowed_modules: tuple[str, ...],
+    ) -> None:
+        self.pipeline = pipeline
+        self.function = function
+        self.params = params
+        self.allowed_modules = allowed_modules
+
+    @property
+    def rocksdb_capable(self) -> bool:
+        return True
+
+    def __call__(self, clock: Clock) -> Operator:
+        return self.with_state(clock, None)
+
+    def with_state(self, clock: Clock, state_map: StateMaps | None) -> Operator:
+        return build_process_operator(
+            self.pipeline, self.function, self.params, clock, self.allowed_modules, state_map
+        )
 
 
 def join_operator_factory(

@@ -512,7 +512,8 @@ class Checkpointer:
             operator = stage.operator(
                 session, tp, session.clock, None if local is None else local.state_map
             )
-            if state.entries:
+            if state.entries or local is not None:
+                # (a rocksdb store's operator reads what it keeps beside its maps then)
                 operator.restore_changes(state.entries.items())
             if local is not None:
                 if local.checkpoint is not None and tp in local_tps:
