@@ -69,7 +69,7 @@ def running_aggregate_factory(
 
 class RunningAggregateFactory:
     """Running aggregates of one spec (a :class:`~service.runtime.definition.StateBackedFactory`:
-    over a stream and without a state TTL, their keys can be in RocksDB)."""
+    over a stream or a table, without a state TTL, their keys can be in RocksDB)."""
 
     __slots__ = ("emit_at_checkpoint", "group_field", "pipeline", "spec", "table")
 
@@ -89,7 +89,7 @@ class RunningAggregateFactory:
 
     @property
     def rocksdb_capable(self) -> bool:
-        return not self.table and self.spec.get("state_ttl_ms") is None
+        return self.spec.get("state_ttl_ms") is None
 
     def __call__(self, clock: Clock) -> Operator:
         return self.with_state(clock, None)
@@ -117,20 +117,48 @@ def top_n_factory(
     """A factory of Top-N operators (``"type": "top_n"``); ``emit_at_checkpoint`` under
     exactly-once delivery; ``table``: over a table source, partitioned by
     ``partition_by``. Validated eagerly like the window one."""
-    spec = dict(operator_spec)
+    factory = TopNFactory(pipeline, dict(operator_spec), emit_at_checkpoint, table, partition_by)
+    factory(SystemClock())
+    return factory
 
-    def build(clock: Clock) -> Operator:
+
+class TopNFactory:
+    """Top-N operators of one spec (a :class:`~service.runtime.definition.StateBackedFactory`:
+    over a stream or a table, their keys can be in RocksDB)."""
+
+    __slots__ = ("emit_at_checkpoint", "partition_by", "pipeline", "spec", "table")
+
+    def __init__(
+        self,
+        pipeline: str,
+        spec: dict[str, Any],
+        emit_at_checkpoint: bool,
+        table: bool,
+        partition_by: str | None,
+    ) -> None:
+        self.pipeline = pipeline
+        self.spec = spec
+        self.emit_at_checkpoint = emit_at_checkpoint
+        self.table = table
+        self.partition_by = partition_by
+
+    @property
+    def rocksdb_capable(self) -> bool:
+        return True
+
+    def __call__(self, clock: Clock) -> Operator:
+        return self.with_state(clock, None)
+
+    def with_state(self, clock: Clock, state_map: StateMaps | None) -> Operator:
         return build_top_n(
-            pipeline,
-            spec,
+            self.pipeline,
+            self.spec,
             clock,
-            emit_at_checkpoint=emit_at_checkpoint,
-            table=table,
-            partition_by=partition_by,
+            emit_at_checkpoint=self.emit_at_checkpoint,
+            table=self.table,
+            partition_by=self.partition_by,
+            state_maps=state_map,
         )
-
-    build(SystemClock())
-    return build
 
 
 def process_operator_factory(

@@ -61,6 +61,8 @@ DEFAULT_EMIT_INTERVAL_MS = 1000
 SNAPSHOT_VERSION = 1
 KEY_PREFIX = "k"
 META_ENTRY = "\u0000meta"
+KEYS_MAP = "keys"
+"""The rocksdb backend's named map of the accumulators."""
 
 SEQ_SLOT = 0
 """Slot: the key's next ``seq`` (its emissions so far)."""
@@ -87,8 +89,8 @@ class RunningAggregateConfig:
     """Exactly-once delivery: dirty keys are emitted at the checkpoint, not per tick."""
     clock: Clock = field(default_factory=SystemClock)
     state_map: StateMaps | None = None
-    """The rocksdb state backend: the keys' accumulators in the cache this makes (in
-    front of the partition's RocksDB); None: in a dict (the memory backend)."""
+    """The rocksdb state backend: the keys' accumulators in the named map this makes, in
+    front of the partition's RocksDB; None: in a dict (the memory backend)."""
 
     def __post_init__(self) -> None:
         interval = self.emit_interval_ms
@@ -146,7 +148,7 @@ class RunningAggregateOperator:
         self._at_checkpoint = config.emit_at_checkpoint
         self._skip_bad = config.on_bad_value == "skip"
         self._prefix = f"{config.pipeline}|"
-        self._keys: Any = {} if config.state_map is None else config.state_map()
+        self._keys: Any = {} if config.state_map is None else self._key_map(config.state_map)
         """Key -> accumulator (a dict, or with the rocksdb backend a
         :class:`~service.core.state_cache.StateCache`); with a TTL (a dict only), in the
         order of the keys' last touch."""
@@ -164,6 +166,14 @@ class RunningAggregateOperator:
         self._watermark = MIN_TIMESTAMP
         self._process = self._compile()
         self._emit = self._compile_emit()
+
+    def _key_map(self, maps: StateMaps) -> StateCache:
+        """The rocksdb backend's map of the keys' accumulators."""
+        return maps(KEYS_MAP)
+
+    def _from_entry(self, acc: list[Any]) -> list[Any]:
+        """A key's accumulator in memory from its checkpoint entry's ``acc``."""
+        return _copy(acc)
 
     # -- the batch loop ------------------------------------------------------------------
     def _compile(self) -> Callable[[Sequence[InputRecord]], None]:
@@ -396,6 +406,9 @@ class RunningAggregateOperator:
             raise WindowStateError(
                 f"unknown running aggregate snapshot version {snapshot.get('version')!r}"
             )
+        if not isinstance(self._keys, dict):  # the whole state: the maps emptied first
+            for cache in self.state_maps():
+                cache.clear()
         self._load(snapshot["meta"], list(snapshot["keys"].items()))
 
     def snapshot_changes(self) -> dict[str, Any]:
@@ -432,7 +445,7 @@ class RunningAggregateOperator:
                 if entry is None:
                     cache.pop(key)
                 else:
-                    cache[key] = _copy(entry["acc"])
+                    cache[key] = self._from_entry(entry["acc"])
                     if entry["dirty"]:
                         self._pending[key] = None
             self._next_tick = None
@@ -443,7 +456,7 @@ class RunningAggregateOperator:
         present = [(key, entry) for key, entry in keys if entry is not None]
         present.sort(key=lambda item: item[1]["acc"][SEEN_SLOT])  # the order of last touch
         for key, entry in present:
-            self._keys[key] = _copy(entry["acc"])
+            self._keys[key] = self._from_entry(entry["acc"])
         for key, entry in keys:  # the dirty keys in the order the checkpoint wrote them
             if entry is not None and entry["dirty"]:
                 self._pending[key] = None

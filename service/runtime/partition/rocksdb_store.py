@@ -47,7 +47,9 @@ __all__ = ["LocalCheckpoint", "RocksMemory", "RocksStore", "open_store", "wipe_s
 
 CHECKPOINT_FILE = "checkpoint.json"
 DB_DIR = "db"
-CHECKPOINT_VERSION = 2
+CHECKPOINT_VERSION = 3
+"""3: a running aggregate's keys are its named map ``"keys"`` (they were unnamed in 2, so
+a store of 2 is rebuilt from the changelog)."""
 MAX_CHECKPOINT_AGE_S = 12 * 3600
 """An older local checkpoint is not used: the changelog's compaction drops a delete's
 tombstone after ``delete.retention.ms`` (Kafka's default: 24 h), so a tail read from an
