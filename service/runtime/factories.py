@@ -69,7 +69,7 @@ def running_aggregate_factory(
 
 class RunningAggregateFactory:
     """Running aggregates of one spec (a :class:`~service.runtime.definition.StateBackedFactory`:
-    over a stream or a table, without a state TTL, their keys can be in RocksDB)."""
+    over a stream or a table, with a state TTL or without, their keys can be in RocksDB)."""
 
     __slots__ = ("emit_at_checkpoint", "group_field", "pipeline", "spec", "table")
 
@@ -89,7 +89,7 @@ class RunningAggregateFactory:
 
     @property
     def rocksdb_capable(self) -> bool:
-        return self.spec.get("state_ttl_ms") is None
+        return True
 
     def __call__(self, clock: Clock) -> Operator:
         return self.with_state(clock, None)

@@ -31,10 +31,25 @@ the largest event timestamp folded in, the processing time of its last touch) an
 plan's. A checkpoint writes each key changed since the last one (``"k" + key``: the
 list, whether it is dirty, whether it was touched since the last tick) and the
 metadata last.
+
+**The rocksdb state backend** (a :class:`~service.core.state_cache.StateMaps` given): the
+accumulators are the named map ``"keys"``, in front of the partition's RocksDB, changed
+in place and marked dirty right after. With a state TTL the order of last touch cannot be
+the map's (most keys are not in memory), so expiry finds its keys through an index on
+disk: the named map ``"touches"``, one entry per tick that took touches (the tick's time
+-> the keys it stamped, in the order they were touched); in memory only the sorted list
+of those ticks (one int per tick within the TTL, not per key). A tick expires the
+entries of the ticks at or before ``now - state_ttl_ms``: each key listed there whose
+last touch is still that tick is deleted, one touched again since (it is listed at a
+later tick too) is skipped, and the entry goes. A restore reads the index's ticks and
+adds the changelog tail's keys at their last touch (a key already listed is listed
+twice: the second finds it gone); a store with keys and no index (a TTL added since)
+indexes every key by its last touch once.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right, insort
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,6 +78,8 @@ KEY_PREFIX = "k"
 META_ENTRY = "\u0000meta"
 KEYS_MAP = "keys"
 """The rocksdb backend's named map of the accumulators."""
+TOUCHES_MAP = "touches"
+"""With a state TTL, the rocksdb backend's index: a tick's time -> the keys it stamped."""
 
 SEQ_SLOT = 0
 """Slot: the key's next ``seq`` (its emissions so far)."""
@@ -89,8 +106,9 @@ class RunningAggregateConfig:
     """Exactly-once delivery: dirty keys are emitted at the checkpoint, not per tick."""
     clock: Clock = field(default_factory=SystemClock)
     state_map: StateMaps | None = None
-    """The rocksdb state backend: the keys' accumulators in the named map this makes, in
-    front of the partition's RocksDB; None: in a dict (the memory backend)."""
+    """The rocksdb state backend: the keys' accumulators (and the TTL's index) in the
+    named maps this makes, in front of the partition's RocksDB; None: in a dict (the
+    memory backend)."""
 
     def __post_init__(self) -> None:
         interval = self.emit_interval_ms
@@ -104,9 +122,6 @@ class RunningAggregateConfig:
                 f"on_bad_value must be 'dead_letter' or 'skip', not {self.on_bad_value!r}"
             )
         parse_aggregations(self.aggregations)
-        if self.state_map is not None and ttl is not None:
-            # The TTL walks every key in the order of its last touch: not on disk yet.
-            raise WindowConfigError("state_ttl_ms is not supported with the rocksdb state backend")
 
 
 def _copy(acc: list[Any]) -> list[Any]:
@@ -124,6 +139,7 @@ class RunningAggregateOperator:
         "_clock",
         "_emit",
         "_expiry_tick",
+        "_index",
         "_interval",
         "_keys",
         "_next_tick",
@@ -132,6 +148,7 @@ class RunningAggregateOperator:
         "_process",
         "_skip_bad",
         "_ticks",
+        "_touch_ticks",
         "_touched",
         "_ttl",
         "_watermark",
@@ -148,10 +165,17 @@ class RunningAggregateOperator:
         self._at_checkpoint = config.emit_at_checkpoint
         self._skip_bad = config.on_bad_value == "skip"
         self._prefix = f"{config.pipeline}|"
-        self._keys: Any = {} if config.state_map is None else self._key_map(config.state_map)
+        maps = config.state_map
+        self._keys: Any = {} if maps is None else self._key_map(maps)
         """Key -> accumulator (a dict, or with the rocksdb backend a
-        :class:`~service.core.state_cache.StateCache`); with a TTL (a dict only), in the
+        :class:`~service.core.state_cache.StateCache`); with a TTL, a dict is in the
         order of the keys' last touch."""
+        self._index: StateCache | None = (
+            None if maps is None or self._ttl is None else maps(TOUCHES_MAP)
+        )
+        """The rocksdb backend with a TTL: a tick's time (text) -> the keys it stamped."""
+        self._touch_ticks: list[int] = []
+        """The rocksdb backend with a TTL: the times of the ticks in the index, sorted."""
         self._pending: dict[str, None] = {}
         """The dirty keys, in the order they became dirty (an ordered set)."""
         self._touched: dict[str, None] = {}
@@ -283,8 +307,13 @@ class RunningAggregateOperator:
         if self._touched or (self._pending and not self._at_checkpoint) or self._ttl is None:
             self._expiry_tick = False
         else:
-            first = next(iter(self._keys.values()))
-            due = max(now, first[SEEN_SLOT] + self._ttl)
+            if self._index is None:
+                first = next(iter(self._keys.values()))[SEEN_SLOT]
+            elif self._touch_ticks:
+                first = self._touch_ticks[0]
+            else:
+                return  # nothing to expire (nor any key that could)
+            due = max(now, first + self._ttl)
             self._expiry_tick = True
         if self._next_tick is not None and self._next_tick <= due:
             return
@@ -307,6 +336,9 @@ class RunningAggregateOperator:
         pending.clear()
 
     def _expire(self, now: int, ttl: int) -> None:
+        if self._index is not None:
+            self._expire_indexed(now, ttl, self._index)
+            return
         keys = self._keys
         touched = self._touched
         for key in touched:  # to the end of the order, touched now
@@ -332,6 +364,63 @@ class RunningAggregateOperator:
             if acc[SEQ_SLOT]:  # it was emitted: delete it
                 append(Upsert(prefix + key, key, None, acc[SEQ_SLOT], acc[TS_SLOT]))
         self._changed.update(expired)
+
+    def _expire_indexed(self, now: int, ttl: int, index: StateCache) -> None:
+        """:meth:`_expire` with the rocksdb backend: the touches stamped and listed under
+        this tick in the index, then the index's ticks at or before ``now - ttl`` taken
+        (module docstring)."""
+        keys = self._keys
+        touched = self._touched
+        ticks = self._touch_ticks
+        if touched:
+            stamped: list[str] = []
+            for key in touched:
+                acc = keys.get(key)
+                if acc is not None:  # else deleted since (a table's group with no rows)
+                    acc[SEEN_SLOT] = now
+                    keys.mark_dirty(key)
+                    stamped.append(key)
+            self._changed.update(touched)
+            touched.clear()
+            if stamped:
+                self._list_touches(now, stamped)
+        cutoff = now - ttl
+        due = bisect_right(ticks, cutoff)
+        if not due:
+            return
+        append = self.collector.results.append
+        prefix = self._prefix
+        pending = self._pending
+        expired: list[str] = []
+        for tick in ticks[:due]:
+            for key in index.pop(str(tick)) or ():
+                acc = keys.get(key)
+                if acc is None or acc[SEEN_SLOT] != tick:
+                    continue  # gone, or touched again since (listed at that tick too)
+                keys.pop(key)
+                pending.pop(key, None)
+                expired.append(key)
+                if acc[SEQ_SLOT]:  # it was emitted: delete it
+                    append(Upsert(prefix + key, key, None, acc[SEQ_SLOT], acc[TS_SLOT]))
+        del ticks[:due]
+        self._changed.update(expired)
+
+    def _list_touches(self, tick: int, keys: list[str]) -> None:
+        """Add ``keys`` to the index's entry of ``tick`` (the rocksdb backend's TTL)."""
+        index = self._index
+        assert index is not None
+        name = str(tick)
+        listed = index.get(name)
+        if listed is None:
+            index[name] = keys
+            ticks = self._touch_ticks
+            if not ticks or tick > ticks[-1]:
+                ticks.append(tick)
+            else:
+                insort(ticks, tick)
+        else:
+            listed.extend(keys)
+            index.mark_dirty(name)
 
     # -- metrics -------------------------------------------------------------------------
     def gauges(self) -> OperatorGauges:
@@ -399,7 +488,9 @@ class RunningAggregateOperator:
 
     def state_maps(self) -> list[StateCache]:
         """The caches the runtime flushes at each checkpoint (the rocksdb backend)."""
-        return [] if isinstance(self._keys, dict) else [self._keys]
+        if isinstance(self._keys, dict):
+            return []
+        return [self._keys] if self._index is None else [self._keys, self._index]
 
     def restore(self, snapshot: dict[str, Any]) -> None:
         if snapshot.get("version") != SNAPSHOT_VERSION:
@@ -423,6 +514,16 @@ class RunningAggregateOperator:
     def restore_changes(self, entries: Iterable[tuple[str, Any]]) -> None:
         self._load(*newest_entries(entries, KEY_PREFIX, META_ENTRY, WindowStateError))
 
+    def _index_every_key(self) -> None:
+        """The rocksdb backend with a TTL added since the store was written: every key
+        listed at its last touch (0 if it never had one: it expires at the first tick,
+        as a dict's restore orders it first)."""
+        by_tick: dict[int, list[str]] = {}
+        for key, acc in self._keys.items():
+            by_tick.setdefault(acc[SEEN_SLOT], []).append(key)
+        for tick in sorted(by_tick):
+            self._list_touches(tick, by_tick[tick])
+
     def _load(self, meta: dict[str, Any] | None, keys: list[tuple[str, Any]]) -> None:
         if meta is not None:
             if meta.get("version") != SNAPSHOT_VERSION:
@@ -441,13 +542,23 @@ class RunningAggregateOperator:
             # The rocksdb backend: the store holds the state up to where the entries
             # start (empty, or a local checkpoint): they are applied onto it.
             cache = self._keys
+            index = self._index
+            if index is not None:
+                self._touch_ticks[:] = sorted(int(name) for name in index)
+                if not self._touch_ticks and len(cache):  # a TTL added since: index it
+                    self._index_every_key()
             for key, entry in keys:
                 if entry is None:
                     cache.pop(key)
                 else:
-                    cache[key] = self._from_entry(entry["acc"])
+                    acc = cache[key] = self._from_entry(entry["acc"])
                     if entry["dirty"]:
                         self._pending[key] = None
+                    if index is not None:
+                        if entry["touched"]:
+                            self._touched[key] = None
+                        if acc[SEEN_SLOT]:  # stamped (else touched, stamped at a tick)
+                            self._list_touches(acc[SEEN_SLOT], [key])
             self._next_tick = None
             if self._needs_tick():
                 self._schedule(self._clock.now_ms())
