@@ -631,13 +631,16 @@ EXAMPLES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
     "rocksdb_state_supported": (
         [
             {**window(), "state": {"backend": "rocksdb"}},
-            {**top_n(), "state": {"backend": "rocksdb"}},
-            {**running(state_ttl_ms=60_000), "state": {"backend": "rocksdb"}},
-            {**table(), "state": {"backend": "rocksdb", "cache_bytes": 1 << 20}},
+            {**window_join(), "state": {"backend": "rocksdb"}},
         ],
         [
             {**running(), "state": {"backend": "rocksdb"}},
+            {**running(state_ttl_ms=60_000), "state": {"backend": "rocksdb"}},
             {**running(state_ttl_ms=None), "state": {"backend": "rocksdb"}},
+            {**table(), "state": {"backend": "rocksdb", "cache_bytes": 1 << 20}},
+            {**top_n(), "state": {"backend": "rocksdb"}},
+            {**table(top_n()), "state": {"backend": "rocksdb"}},
+            {**process(ttl_ms=1000), "state": {"backend": "rocksdb"}},
             {**running(state_ttl_ms=60_000), "state": {"backend": "memory"}},
             {**window(), "state": {"backend": "memory"}},
             {**window(), "state": {"cache_bytes": 1 << 20}},

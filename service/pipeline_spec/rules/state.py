@@ -1,5 +1,6 @@
 """The rules of the pipeline's state backend (``"state"``): which operators keep their
-state in RocksDB so far (issue 53: a running aggregate over a stream, without a state TTL)."""
+state in RocksDB so far (issue 53: a running aggregate and a Top-N, over a stream or a
+table, and a keyed process function)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,14 @@ from service.pipeline_spec.rules.base import (
     Service,
     equals,
     of_type,
-    present,
     rule,
 )
 from service.pipeline_spec.rules.raw import as_map
-from service.pipeline_spec.rules.tables import is_table
 
-__all__ = ["rocksdb_state_supported"]
+__all__ = ["ROCKSDB_OPERATORS", "rocksdb_state_supported"]
+
+ROCKSDB_OPERATORS = ("aggregate", "top_n", "keyed_process")
+"""The operator types whose state the rocksdb backend holds."""
 
 _ROCKSDB: Mapping[str, Any] = {
     "required": ["state"],
@@ -34,35 +36,27 @@ _ROCKSDB: Mapping[str, Any] = {
             "if": _ROCKSDB,
             "then": {
                 "properties": {
-                    "operator": {
-                        "allOf": [of_type("aggregate"), {"not": present("state_ttl_ms", "integer")}]
-                    },
-                    "source": {"not": equals("changelog", "upsert")},
-                }
+                    "operator": {"anyOf": [of_type(kind) for kind in ROCKSDB_OPERATORS]},
+                },
             },
         },
     ),
 )
 def rocksdb_state_supported(spec: Mapping[str, Any], _: Service) -> Iterator[Problem]:
-    """The rocksdb backend holds a running aggregate's keys over a stream; a state TTL
-    (which walks every key in the order of its last touch), a table source's rows and
-    the other operators' state are in memory only so far."""
+    """The rocksdb backend holds a running aggregate's groups (with its state TTL), a
+    Top-N's rankings (over a stream or a table) and a keyed process function's states;
+    a window's and a join's state are in memory only so far."""
     state = as_map(spec.get("state"))
     if state is None or state.get("backend") != "rocksdb":
         return
     op = as_map(spec.get("operator"))
-    if op is not None and "type" in op and op["type"] != "aggregate":
-        why = f"a {op['type']!r} operator's state"
-    elif op is not None and isinstance(op.get("state_ttl_ms"), int):
-        why = "a running aggregate's state TTL"
-    elif is_table(spec):
-        why = "a running aggregate over a table source"
-    else:
+    if op is None or "type" not in op or op["type"] in ROCKSDB_OPERATORS:
         return
     yield Problem(
         ("state", "backend"),
         "rocksdb_state_unsupported",
-        f"the rocksdb state backend does not hold {why} yet: only a running aggregate "
-        "(type 'aggregate') over a stream, without state_ttl_ms; use 'memory'",
+        f"the rocksdb state backend does not hold a {op['type']!r} operator's state yet: "
+        "only a running aggregate ('aggregate'), a Top-N ('top_n') and a keyed process "
+        "function ('keyed_process'); use 'memory'",
         "rocksdb",
     )
