@@ -1,7 +1,7 @@
 """End-to-end benchmark of the runtime: Kafka in, windows, Kafka out, bounded mode.
 
 ``python -m benchmarks.e2e [--events N] [--broker tansu|kafka | --bootstrap HOST:PORT]
-[--profile] [--steps] [--shuffle] [--exactly-once]``
+[--profile] [--steps] [--shuffle] [--exactly-once] [--state-backend rocksdb]``
 
 The standard workload (``benchmarks/workload.py``: 1M JSON records ``{"user","ts",
 "amount"}``, 10k users, ts ~1 ms apart, up to 1.5 s out of order, seeded) is produced
@@ -47,6 +47,11 @@ by key and checked against each user's totals; the numbers to watch are its rate
 the windowed pipeline's in the same run (target: at least 1.0) and its output records
 per second, bounded by the users changed per second.
 
+``--state-backend rocksdb`` (issue 53) runs the same pipeline again on the same topic
+with its windows' keys in RocksDB (``state.backend: rocksdb``, the stores in a temporary
+directory, ``--cache-bytes`` per partition, default 64 MiB), checked the same way, and
+reports its rate beside the memory backend's (target: at least 0.6 of it).
+
 ``--exactly-once`` runs the same pipeline again on the same topic with
 ``delivery: exactly_once`` (Kafka transactions: ``--broker kafka``), its output read
 ``read_committed`` and checked the same way, and reports its rate beside the
@@ -61,6 +66,7 @@ import dataclasses
 import json
 import logging
 import sys
+import tempfile
 import time
 import uuid
 from typing import Any
@@ -203,13 +209,16 @@ async def run_pipeline(
     delivery: str = "at_least_once",
     fmt: str = "json",
     registry_url: str | None = None,
+    state: tuple[str, int] | None = None,
 ) -> tuple[float, float, float]:
     """Run the bounded pipeline to ``finished``; returns (seconds, CPU seconds, startup
     seconds: from the start to the first processed records, i.e. the group join and
     the changelog restore, within 20 ms).
 
     CPU seconds are this process's (the broker is another process): on a loaded machine
-    they vary much less than the wall time, so they compare changes better.
+    they vary much less than the wall time, so they compare changes better. ``state``:
+    the state backend and its cache bytes (None: memory), the stores in a temporary
+    directory removed after the run.
     """
     from service.operators.steps import StepProgram
     from service.runtime.definition import (
@@ -217,6 +226,7 @@ async def run_pipeline(
         PipelineDefinition,
         ShuffleSettings,
         SinkSettings,
+        StateSettings,
         TimestampSettings,
         WatermarkSettings,
     )
@@ -252,11 +262,19 @@ async def run_pipeline(
         delivery="exactly_once" if delivery == "exactly_once" else "at_least_once",
         format=FormatSettings(kind=fmt),  # type: ignore[arg-type]
     )
+    directory = tempfile.TemporaryDirectory(prefix="bench-e2e-state-")
+    if state is not None:
+        backend, cache_bytes = state
+        definition = dataclasses.replace(
+            definition,
+            state=StateSettings(backend, cache_bytes),  # type: ignore[arg-type]
+        )
     settings = RuntimeSettings(
         bootstrap_servers=bootstrap,
         session_timeout_ms=2000,  # the group join on Tansu waits half of it
         checkpoint_interval_ms=checkpoint_interval_ms,
         schema_registry=SchemaRegistrySettings(url=registry_url) if registry_url else None,
+        state_dir=directory.name,
     )
     if prefetch_max_records is not None:
         settings = dataclasses.replace(settings, prefetch_max_records=prefetch_max_records)
@@ -282,6 +300,7 @@ async def run_pipeline(
             raise RuntimeError(f"pipeline read {status.records_in} records")
     finally:
         await runtime.shutdown()
+        directory.cleanup()
     startup = (first_records or started) - started
     return elapsed, cpu, startup
 
@@ -387,6 +406,32 @@ async def bench(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]:
                 "exactly_once_cpu_us_per_record": round(eos_cpu_s / total * 1e6, 2),
                 "exactly_once_check": eos_summary,
                 "ok": report["ok"] and eos_ok,
+            }
+        )
+    if args.state_backend == "rocksdb":  # the same windows' keys in RocksDB, right after
+        rocks = f"{name}-rocksdb"
+        rocks_s, rocks_cpu_s, _ = await run_pipeline(
+            bootstrap,
+            topic,
+            rocks,
+            workload,
+            args.checkpoint_interval_ms,
+            args.prefetch_max_records,
+            args.operator,
+            state=("rocksdb", args.cache_bytes),
+        )
+        rocks_ok, rocks_summary = await check_outputs(
+            bootstrap, f"{rocks}.out", args.operator, workload
+        )
+        report.update(
+            {
+                "rocksdb_records_per_s": round(total / rocks_s),
+                "rocksdb_seconds": round(rocks_s, 3),
+                "rocksdb_vs_memory": round(pipeline_s / rocks_s, 3),
+                "rocksdb_cpu_us_per_record": round(rocks_cpu_s / total * 1e6, 2),
+                "rocksdb_cache_bytes": args.cache_bytes,
+                "rocksdb_check": rocks_summary,
+                "ok": report["ok"] and rocks_ok,
             }
         )
     if args.running:  # the same aggregates with no window, on the same topic, right after
@@ -549,6 +594,18 @@ def main(argv: list[str] | None = None) -> int:
         "--exactly-once",
         action="store_true",
         help="also run the same pipeline with delivery exactly_once (needs --broker kafka)",
+    )
+    parser.add_argument(
+        "--state-backend",
+        choices=["memory", "rocksdb"],
+        default="memory",
+        help="rocksdb: also run the same pipeline with its keys in RocksDB",
+    )
+    parser.add_argument(
+        "--cache-bytes",
+        type=int,
+        default=64 * 1024 * 1024,
+        help="with --state-backend rocksdb: each partition's write-back cache",
     )
     parser.add_argument(
         "--format",

@@ -182,6 +182,9 @@ class Latencies:
     label: str
     rate: float
     samples: list[float] = field(default_factory=list)
+    to_broker: list[float] = field(default_factory=list)
+    """``--split``: each result's broker append time minus its window's close time (or
+    its record's produce time): the engine's part, both broker hops included."""
     produced: int = 0
     produced_s: float = 0.0
     """From the first batch's produce time to the last's: the rate the producer reached
@@ -200,20 +203,36 @@ class Latencies:
                 "results": 0,
             }
 
-        def q(p: float) -> float:
-            return s[min(len(s) - 1, int(p * len(s)))]
-
         return {
             "label": self.label,
             "rate": round(self.rate),
             "achieved_rate": self.achieved(),
             "results": len(s),
-            "p50_ms": round(q(0.50), 1),
-            "p99_ms": round(q(0.99), 1),
-            "p999_ms": round(q(0.999), 1),
+            "p50_ms": round(quantile(s, 0.50), 1),
+            "p99_ms": round(quantile(s, 0.99), 1),
+            "p999_ms": round(quantile(s, 0.999), 1),
             "max_ms": round(s[-1], 1),
             "mean_ms": round(statistics.fmean(s), 1),
+            **self._split(),
         }
+
+    def _split(self) -> dict[str, Any]:
+        """``--split``: the same quantiles of the engine's part (to the broker's append
+        of the result); the rest of each latency is the benchmark's consumer."""
+        s = sorted(self.to_broker)
+        if not s:
+            return {}
+        return {
+            "to_broker_p50_ms": round(quantile(s, 0.50), 1),
+            "to_broker_p99_ms": round(quantile(s, 0.99), 1),
+            "to_broker_max_ms": round(s[-1], 1),
+        }
+
+
+def quantile(ordered: list[float], p: float) -> float:
+    """The ``p`` quantile of ``ordered`` (sorted, not empty): the sample at ``p`` of its
+    length, the last one at most."""
+    return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
 
 
 def spec(name: str, topic: str, args: argparse.Namespace, bounded: bool) -> dict[str, Any]:
@@ -484,9 +503,10 @@ async def _count(bootstrap: str, topic: str) -> int:
 
 
 async def consume_results(
-    bootstrap: str, topic: str, stop: asyncio.Event, out: list[tuple[float, bytes]]
+    bootstrap: str, topic: str, stop: asyncio.Event, out: list[tuple[float, bytes, int]]
 ) -> None:
-    """Every result with the wall time (ms) its fetch returned, until ``stop`` and idle."""
+    """Every result with the wall time (ms) its fetch returned and its record timestamp
+    (with ``--split``, the broker's append time), until ``stop`` and idle."""
     from aiokafka import AIOKafkaConsumer
 
     consumer = AIOKafkaConsumer(
@@ -505,7 +525,7 @@ async def consume_results(
             now = time.time() * 1000
             idle = idle + 1 if not batches else 0
             for records in batches.values():
-                out.extend((now, r.value) for r in records if r.value is not None)
+                out.extend((now, r.value, r.timestamp) for r in records if r.value is not None)
     finally:
         await consumer.stop()
 
@@ -555,6 +575,8 @@ def run_rate(
     name = f"lat-{uuid.uuid4().hex[:6]}"
     topic = f"{name}.in"
     asyncio.run(create_topic(bootstrap, topic, PARTITIONS))
+    if args.split:  # the results stamped with the broker's append time
+        asyncio.run(create_log_append_topic(bootstrap, f"{name}.out"))
     found = Latencies(label, rate)
     with running(engine, bootstrap, name, topic, args, root) as out, TemporaryDirectory() as tmp:
         stamps_path = f"{tmp}/stamps"
@@ -572,7 +594,7 @@ def run_rate(
                 stamps_path,
             ]
         )
-        arrivals: list[tuple[float, bytes]] = []
+        arrivals: list[tuple[float, bytes, int]] = []
 
         async def consume() -> None:
             stop = asyncio.Event()
@@ -591,7 +613,12 @@ def run_rate(
     first, last = stamps[0], stamps[-1]
     found.produced = asyncio.run(_count(bootstrap, topic))
     found.produced_s = (last - first) / 1000
-    found.samples = latencies(arrivals, stamps, args.pipeline, first + args.warmup * 1000)
+    warm = first + args.warmup * 1000
+    received = [(arrived, raw) for arrived, raw, _ in arrivals]
+    found.samples = latencies(received, stamps, args.pipeline, warm)
+    if args.split:  # the same, to the broker's append time of each result
+        appended = [(float(stamp), raw) for _, raw, stamp in arrivals]
+        found.to_broker = latencies(appended, stamps, args.pipeline, warm)
     return found
 
 
@@ -795,6 +822,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="first run every engine over one input written beforehand and compare "
         "their results (count and sum per user and window; the stateless records)",
+    )
+    parser.add_argument(
+        "--split",
+        action="store_true",
+        help="result topics stamped with the broker's append time: also report the "
+        "engine's part of each latency (to the broker's append), the rest being this "
+        "benchmark's consumer",
     )
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--warmup", type=float, default=WARMUP_S, help="seconds left out")

@@ -13,8 +13,13 @@ CPU time per checkpoint and the record rate including the checkpoints.
 The garbage collector runs as in the service (see :func:`gc_like_the_service`;
 ``--default-gc`` for Python's defaults).
 
+``--state-backend rocksdb`` (issue 53): the operators keep their keys in a
+:class:`~service.core.state_cache.StateCache` of ``--cache-bytes`` (default 64 MiB, the
+spec's default) in front of a RocksDB in a temporary directory, as the runtime builds
+them; with ``--checkpoints`` each checkpoint also flushes the caches (timed with it).
+
 Run: ``python -m benchmarks.windows [--records N] [--profile NAME] [--checkpoints]
-[--default-gc]``.
+[--default-gc] [--state-backend memory|rocksdb] [--cache-bytes N]``.
 """
 
 from __future__ import annotations
@@ -22,14 +27,16 @@ from __future__ import annotations
 import argparse
 import cProfile
 import pstats
+import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from benchmarks.inprocess import BOUND_MS, gc_like_the_service, make_records
 from service.core.time import MAX_TIMESTAMP, ManualClock
 from service.operators.base import InputRecord, WindowResult
-from service.operators.window import build_window_operator
+from service.operators.window import WindowOperator, build_window_operator
 
 BATCH = 1000
 CHECKPOINT_EVERY = 100_000
@@ -41,6 +48,40 @@ SCENARIOS: dict[str, tuple[dict[str, Any], int]] = {
     "sliding 60s/10s": ({"type": "sliding", "size_ms": 60_000, "slide_ms": 10_000}, 6),
     "session gap 30s": ({"type": "session", "gap_ms": 30_000}, 1),
 }
+
+
+_directories: list[tempfile.TemporaryDirectory[str]] = []
+
+
+@dataclass(frozen=True, slots=True)
+class Backend:
+    """Where the operators keep their keys: ``memory``, or ``rocksdb`` behind a cache."""
+
+    name: str = "memory"
+    cache_bytes: int = 64 * 1024 * 1024
+
+
+def build(spec: dict[str, Any], backend: Backend, track_keys: bool) -> WindowOperator:
+    """The operator as the runtime builds it on ``backend`` (a fresh store per call)."""
+    if backend.name == "memory":
+        return build_window_operator(
+            "bench", spec, ManualClock(), late_output=False, track_keys=track_keys
+        )
+    from service.runtime.consumer_group.local_state import LocalPartition, process_memory
+    from service.runtime.partition.rocksdb_store import open_store
+
+    directory = tempfile.TemporaryDirectory(prefix="bench-windows-")
+    _directories.append(directory)  # removed at exit
+    store, checkpoint = open_store(Path(directory.name) / "store", process_memory())
+    local = LocalPartition(store, checkpoint, backend.cache_bytes)
+    return build_window_operator(
+        "bench",
+        spec,
+        ManualClock(),
+        late_output=False,
+        track_keys=track_keys,
+        state_maps=local.state_map,
+    )
 
 
 @dataclass(slots=True)
@@ -63,7 +104,9 @@ def batches_and_marks(records: list[InputRecord]) -> tuple[list[list[InputRecord
     return batches, marks
 
 
-def run(assigner: dict[str, Any], records: list[InputRecord]) -> Outcome:
+def run(
+    assigner: dict[str, Any], records: list[InputRecord], backend: Backend = Backend()
+) -> Outcome:
     """CPU and wall seconds, results emitted, summed counts and revenue of the final results.
 
     CPU time of this process (``time.process_time``), not wall time: on a shared machine
@@ -71,7 +114,7 @@ def run(assigner: dict[str, Any], records: list[InputRecord]) -> Outcome:
     on an idle core (the wall time is printed too).
     """
     spec = {"type": "window", "assigner": assigner, "aggregations": AGGREGATIONS}
-    op = build_window_operator("bench", spec, ManualClock(), late_output=False)
+    op = build(spec, backend, track_keys=False)
     # Batches and their watermarks are made before the clock starts (the watermark
     # generator is the runtime's work, not the operator's), results are read after.
     batches, marks = batches_and_marks(records)
@@ -110,10 +153,13 @@ class CheckpointOutcome:
     """Entries written by each (dirty keys plus the meta entry)."""
 
 
-def run_checkpoints(assigner: dict[str, Any], records: list[InputRecord]) -> CheckpointOutcome:
-    """Like :func:`run`, with ``track_keys`` and a checkpoint every ``CHECKPOINT_EVERY``."""
+def run_checkpoints(
+    assigner: dict[str, Any], records: list[InputRecord], backend: Backend = Backend()
+) -> CheckpointOutcome:
+    """Like :func:`run`, with ``track_keys`` and a checkpoint every ``CHECKPOINT_EVERY``
+    (with rocksdb, the caches flushed in it)."""
     spec = {"type": "window", "assigner": assigner, "aggregations": AGGREGATIONS}
-    op = build_window_operator("bench", spec, ManualClock(), late_output=False, track_keys=True)
+    op = build(spec, backend, track_keys=True)
     snapshots: list[float] = []
     entries: list[int] = []
     batches, marks = batches_and_marks(records)
@@ -126,6 +172,8 @@ def run_checkpoints(assigner: dict[str, Any], records: list[InputRecord]) -> Che
         if (i + 1) * BATCH % CHECKPOINT_EVERY == 0:
             before = clock()
             changes = op.snapshot_changes()
+            for cache in op.state_maps():
+                cache.flush()
             snapshots.append(clock() - before)
             entries.append(len(changes))
     op.advance_watermark(MAX_TIMESTAMP)
@@ -133,11 +181,11 @@ def run_checkpoints(assigner: dict[str, Any], records: list[InputRecord]) -> Che
     return CheckpointOutcome(clock() - start, snapshots, entries)
 
 
-def main_checkpoints(records: list[InputRecord]) -> None:
+def main_checkpoints(records: list[InputRecord], backend: Backend) -> None:
     for name, (assigner, _) in SCENARIOS.items():
         if not name.startswith("tumbling"):
             continue  # the others are dominated by per-window work, not checkpoints
-        outcome = run_checkpoints(assigner, records)
+        outcome = run_checkpoints(assigner, records, backend)
         per = sorted(outcome.snapshot_cpu)
         median = per[len(per) // 2] if per else 0.0
         dirty = sorted(outcome.entries)[len(per) // 2] - 1 if per else 0
@@ -158,12 +206,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--default-gc", action="store_true", help="Python's GC thresholds, input not frozen"
     )
+    parser.add_argument("--state-backend", choices=["memory", "rocksdb"], default="memory")
+    parser.add_argument(
+        "--cache-bytes", type=int, default=64 * 1024 * 1024, help="rocksdb: the cache's bound"
+    )
     args = parser.parse_args(argv)
+    backend = Backend(args.state_backend, args.cache_bytes)
     records = make_records(args.records, amounts=True)
     if not args.default_gc:
         gc_like_the_service()
     if args.checkpoints:
-        main_checkpoints(records)
+        main_checkpoints(records, backend)
         return
     expected_revenue = sum(r[2]["amount"] for r in records)
     for name, (assigner, per_record) in SCENARIOS.items():
@@ -171,10 +224,10 @@ def main(argv: list[str] | None = None) -> None:
             continue
         if args.profile:
             profiler = cProfile.Profile(time.process_time)
-            outcome = profiler.runcall(run, assigner, records)
+            outcome = profiler.runcall(run, assigner, records, backend)
             pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
         else:
-            outcome = run(assigner, records)
+            outcome = run(assigner, records, backend)
         orders, revenue = outcome.orders, outcome.revenue
         if orders != per_record * len(records):
             raise RuntimeError(f"{name}: counted {orders} records, expected {per_record}x")

@@ -75,8 +75,10 @@ class LocalPipelines:
         if new is None:
             self._errors.pop(name, None)
             if name in self._running:
-                logger.info("pipeline %r deleted: stopping it", name)
-                await self._stop(name)
+                logger.info("pipeline %r deleted: stopping it, removing its stores", name)
+                self._running.discard(name)
+                with contextlib.suppress(UnknownPipeline):
+                    await self.runtime.delete_pipeline(name)
             return
         try:
             definition = self._parse(new.spec)

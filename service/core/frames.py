@@ -20,6 +20,19 @@ Layout, version 1 (little-endian)::
              (``null`` for a row without a value) | the Kafka keys, concatenated |
              the rows' headers, concatenated (see :func:`_pack_headers`)
 
+**Marks** (version 2): a frame may also carry where its source's watermark advanced
+between its rows, so that a stage 1 recomputing the watermark after every record
+(``interval_ms: 0``) still writes one frame per target and batch instead of a frame and
+a marker per record. Version 2 is version 1 with flag bit 1 set and one more section at
+the end::
+
+    marks    count (u32) | source partitions in all (u32) |
+             per mark: row index (u32) | watermark (i64) | idle (u8)
+
+A mark at row index ``i`` says the source's watermark (and idleness) became that before
+row ``i``; ``i`` equal to the row count, after the last row. Only the newest mark before
+a row is kept (a watermark only rises). A frame without marks is written as version 1.
+
 The version byte comes first so a later layout can be told apart (:class:`UnknownVersion`).
 The header alone (:func:`peek`) names the source partition and the first and last
 position, so stage 2 can drop a replayed frame without decoding it.
@@ -54,7 +67,9 @@ from typing import Any, Final, NamedTuple
 import orjson
 
 VERSION: Final = 1
-"""The layout :func:`encode` writes and the only one :func:`decode` reads."""
+"""The layout :func:`encode` writes for a frame without marks."""
+MARKED_VERSION: Final = 2
+"""The layout of a frame with marks (:func:`decode` reads both)."""
 
 SOURCE_BITS: Final = 16
 """An operator's input position is ``position << SOURCE_BITS | source``, as the shuffle
@@ -81,10 +96,14 @@ row's provenance, opaque to operators and read back through :meth:`Frame.origin`
 _HEADER = struct.Struct("<BBIIqqIIII")
 HEADER_SIZE: Final = _HEADER.size
 _FLAG_HEADERS = 1
+_FLAG_MARKS = 2
+_MARKS_HEAD = struct.Struct("<II")
+_MARK = struct.Struct("<IqB")
 _FIXED = 3 * 8 + 2 * 4
 """Column bytes per row without headers; +4 with them."""
 _NATIVE_LITTLE = sys.byteorder == "little"
 _NULL = b"null"
+_NO_MARKS: list[Any] = []  # shared by frames without marks, never mutated
 _loads = orjson.loads
 _dumps: Callable[[Any], bytes] = orjson.dumps
 
@@ -95,6 +114,11 @@ class FrameError(ValueError):
 
 class UnknownVersion(FrameError):
     """A frame of a layout this codec does not know (a newer writer's)."""
+
+
+FrameMark = tuple[int, int, bool]
+"""``(row index, watermark, idle)``: before row ``index`` of the rows handed to
+:func:`encode` (or of a decoded frame), its source's watermark became ``watermark``."""
 
 
 class FrameHeader(NamedTuple):
@@ -129,9 +153,17 @@ def encode(
     *,
     encoded: bool = False,
     dumps: Callable[[Any], bytes] = _dumps,
+    marks: Sequence[FrameMark] = (),
+    sources: int = 0,
 ) -> list[bytes]:
     """Frames holding ``rows`` in order, each at most ``max_bytes`` long unless it holds
     a single row that alone is longer; every row in exactly one frame, none for no rows.
+
+    ``marks``: where the source's watermark advanced among ``rows``, by index in
+    ``rows``, increasing (each goes to the frame holding its row; one after the last
+    row, to the last frame), with ``sources`` the pipeline's source partitions. The
+    bound ``max_bytes`` does not count them (13 bytes each). No rows make no frame, so
+    their marks are the caller's to send some other way.
 
     ``encoded``: the values are already JSON bytes (the source record's, when no steps
     ran), put in as they are; otherwise each is written with ``dumps`` (the sink's, which
@@ -174,11 +206,10 @@ def encode(
     if header_pieces is not None:
         total += sum(map(len, header_pieces))
     if total <= budget:  # the common case: the flush's rows fit one frame
-        whole = slice(0, n)
         return [
             _frame(
                 source,
-                whole,
+                slice(0, n),
                 times,
                 positions,
                 kafka_times,
@@ -188,6 +219,7 @@ def encode(
                 value_pieces,
                 kafka_keys,
                 header_pieces,
+                _marks_section(marks, sources, 0) if marks else b"",
             )
         ]
     sizes = map(add, map(add, key_lengths, value_sizes), kafka_key_sizes)
@@ -202,6 +234,10 @@ def encode(
     while start < n:
         stop = bisect_right(ends, ends[start] + budget, start + 1) - 1
         stop = max(stop, start + 1)  # a row longer than the bound goes alone
+        own: Sequence[FrameMark] = ()
+        if marks:
+            last = stop == n  # the marks after the last row go to the last frame
+            own = [m for m in marks if start <= m[0] < stop or (last and m[0] == n)]
         frames.append(
             _frame(
                 source,
@@ -215,10 +251,22 @@ def encode(
                 value_pieces,
                 kafka_keys,
                 header_pieces,
+                _marks_section(own, sources, start) if own else b"",
             )
         )
         start = stop
     return frames
+
+
+def _marks_section(marks: Sequence[FrameMark], sources: int, start: int) -> bytes:
+    """A version 2 frame's marks section, their indexes made the frame's own (less
+    ``start``)."""
+    if any(b[0] <= a[0] for a, b in zip(marks, islice(marks, 1, None), strict=False)):
+        raise ValueError("a frame's marks must be in increasing row order")
+    pack = _MARK.pack
+    return _MARKS_HEAD.pack(len(marks), sources) + b"".join(
+        pack(index - start, watermark, 1 if idle else 0) for index, watermark, idle in marks
+    )
 
 
 def _frame(
@@ -233,7 +281,9 @@ def _frame(
     value_pieces: Sequence[bytes],
     kafka_keys: Sequence[bytes | None],
     header_pieces: Sequence[bytes] | None,
+    marks: bytes = b"",
 ) -> bytes:
+    """One frame of ``rows``; with ``marks`` (a :func:`_marks_section`), version 2."""
     n = rows.stop - rows.start
     ints = array("q", times[rows])
     ints.extend(positions[rows])
@@ -253,9 +303,10 @@ def _frame(
     present = kafka_keys[rows]
     kafka = b"".join(filter(None, present))  # None and b"" both add nothing
     heads = b"".join(header_pieces[rows]) if header_pieces is not None else b""
+    flags = _FLAG_HEADERS if header_pieces is not None else 0
     head = _HEADER.pack(
-        VERSION,
-        _FLAG_HEADERS if header_pieces is not None else 0,
+        MARKED_VERSION if marks else VERSION,
+        flags | _FLAG_MARKS if marks else flags,
         source,
         n,
         positions[rows.start],
@@ -265,7 +316,7 @@ def _frame(
         len(kafka),
         len(heads),
     )
-    return b"".join([head, ints.tobytes(), lengths.tobytes(), keys, values, kafka, heads])
+    return b"".join([head, ints.tobytes(), lengths.tobytes(), keys, values, kafka, heads, marks])
 
 
 def _keys(keys: Sequence[str]) -> tuple[bytes, list[int]]:
@@ -338,10 +389,10 @@ def peek(data: bytes) -> FrameHeader:
     """The frame's header, its columns unread: enough to drop a frame replayed whole."""
     if not data:
         raise FrameError("an empty record is not a frame")
-    if data[0] != VERSION:
+    if data[0] != VERSION and data[0] != MARKED_VERSION:
         raise UnknownVersion(
-            f"frame layout version {data[0]} is unknown here (this codec reads version "
-            f"{VERSION}); was it written by a newer Clockwork?"
+            f"frame layout version {data[0]} is unknown here (this codec reads versions "
+            f"{VERSION} and {MARKED_VERSION}); was it written by a newer Clockwork?"
         )
     if len(data) < HEADER_SIZE:
         raise FrameError(f"truncated frame: {len(data)} bytes, its header alone is {HEADER_SIZE}")
@@ -358,7 +409,14 @@ def decode(data: bytes) -> Frame:
     )
     per_row = _FIXED + (4 if flags & _FLAG_HEADERS else 0)
     at = HEADER_SIZE + per_row * n
-    if len(data) != at + key_size + value_size + kafka_size + header_size:
+    end = at + key_size + value_size + kafka_size + header_size
+    marks: list[FrameMark] = []
+    sources = 0
+    if (data[0] == MARKED_VERSION) != bool(flags & _FLAG_MARKS):
+        raise FrameError("a frame's marks flag does not match its version")
+    if flags & _FLAG_MARKS:
+        marks, sources = _marks(data, end, n)
+    elif len(data) != end:
         raise FrameError(f"frame of {len(data)} bytes does not match its header")
     view = memoryview(data)
     ints = array("q")
@@ -374,9 +432,31 @@ def decode(data: bytes) -> Frame:
         raise FrameError("a frame's keys and values must be JSON arrays")
     if len(keys) != n or len(values) != n:
         raise FrameError(f"a frame of {n} rows holds {len(keys)} keys and {len(values)} values")
-    return Frame(
+    frame = Frame(
         data, source, first, last, keys, ints[:n].tolist(), ints[n : 2 * n].tolist(), values
     )
+    if marks:
+        frame.marks = marks
+        frame.sources = sources
+    return frame
+
+
+def _marks(data: bytes, at: int, rows: int) -> tuple[list[FrameMark], int]:
+    """The marks section starting at ``at`` (the end of the others), and the sources."""
+    if len(data) < at + _MARKS_HEAD.size:
+        raise FrameError(f"frame of {len(data)} bytes does not match its header")
+    count, sources = _MARKS_HEAD.unpack_from(data, at)
+    at += _MARKS_HEAD.size
+    if len(data) != at + count * _MARK.size:
+        raise FrameError(f"frame of {len(data)} bytes does not match its header and marks")
+    marks: list[FrameMark] = []
+    previous = -1
+    for index, watermark, idle in _MARK.iter_unpack(data[at:]):
+        if index <= previous or index > rows:
+            raise FrameError(f"a frame's mark at row {index} is out of order or range")
+        previous = index
+        marks.append((index, watermark, bool(idle)))
+    return marks, sources
 
 
 class Frame:
@@ -388,8 +468,10 @@ class Frame:
         "first",
         "keys",
         "last",
+        "marks",
         "positions",
         "source",
+        "sources",
         "times",
         "values",
     )
@@ -416,6 +498,10 @@ class Frame:
         """Positions in the source partition, strictly increasing."""
         self.values = values
         """Decoded values (None for a row without one)."""
+        self.marks: list[FrameMark] = _NO_MARKS
+        """Where the source's watermark advanced among the rows (version 2)."""
+        self.sources = 0
+        """The pipeline's source partitions, as the marks' writer knew them."""
         self._origins: _Origins | None = None
 
     def __len__(self) -> int:

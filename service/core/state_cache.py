@@ -21,6 +21,10 @@ one is evicted and what goes to the store. The store is passed in (:class:`Backi
 - **Flush** (:meth:`StateCache.flush`): at a checkpoint, every dirty entry and pending
   delete in one batch with ``checkpoint=True``; after it, the store holds exactly the
   state.
+- **A write that fails** (a full disk: the store raises) changes nothing here: the batch
+  is built before the write and the entries leave the cache only after it, so an
+  eviction's failure leaves the cache as it was (over its bound) and a flush's leaves
+  every entry dirty. Nothing held is lost, whoever asked (the loop, a pull query).
 - **Codecs** (:class:`StateCodec`): an operator whose per-key state is not plain data
   (tuples as dict keys, slotted objects) keeps its live objects in the cache and gives a
   codec; the store sees only ``codec.encode(value)``, and a miss returns
@@ -288,14 +292,16 @@ class StateCache:
     # -- the store -----------------------------------------------------------------------
     def flush(self) -> None:
         """A checkpoint: write every dirty entry and pending delete in one batch."""
-        batch = self._take_deletes()
+        deleted = self._deleted
+        batch: dict[str, Any] = dict.fromkeys(deleted)
         entries = self._entries
         dirty = self._dirty
         codec = self._codec
         for key in dirty:
             batch[key] = entries[key] if codec is None else codec.encode(entries[key])
+        sizes = self.store.write(batch, True)  # raises: nothing changed here
+        self._forget_deletes()
         dirty.clear()
-        sizes = self.store.write(batch, True)
         held = self._sizes
         for key, size in sizes.items():
             old = held.get(key)
@@ -306,13 +312,11 @@ class StateCache:
         if self._bytes > self.capacity_bytes:
             self._evict()
 
-    def _take_deletes(self) -> dict[str, Any]:
-        """The pending deletes as a batch's entries, no longer counted."""
+    def _forget_deletes(self) -> None:
+        """The pending deletes are in the store: no longer counted."""
         deleted = self._deleted
-        batch: dict[str, Any] = dict.fromkeys(deleted)
         self._bytes -= sum(len(key) for key in deleted) + TOMBSTONE_BYTES * len(deleted)
         deleted.clear()
-        return batch
 
     def _evict(self) -> None:
         """Down to the bound: the least recently used entries go (never the last one),
@@ -330,19 +334,24 @@ class StateCache:
                 break
             victims.append(key)
             left -= sizes[key]
-        self._bytes = left
-        batch = self._take_deletes() if self._deleted else {}
+        deleted = self._deleted
+        batch: dict[str, Any] = dict.fromkeys(deleted) if deleted else {}
         dirty = self._dirty
         codec = self._codec
         for key in victims:
-            value = entries.pop(key)
-            del sizes[key]
             if key in dirty:
-                dirty.remove(key)
+                value = entries[key]
                 batch[key] = value if codec is None else codec.encode(value)
-        self.evictions += len(victims)
         if batch:
-            self.store.write(batch, False)
+            self.store.write(batch, False)  # raises: the cache as it was, over its bound
+        self._bytes = left
+        if deleted:
+            self._forget_deletes()
+        for key in victims:
+            del entries[key]
+            del sizes[key]
+            dirty.discard(key)
+        self.evictions += len(victims)
 
     @property
     def held_bytes(self) -> int:

@@ -215,6 +215,20 @@ class Operator(Protocol):
 
 
 @runtime_checkable
+class AppliesChanges(Protocol):
+    """An operator on the rocksdb backend's state maps whose restore can be fed in
+    batches: the runtime streams the changelog onto it (bounded memory) instead of
+    reading a partition's newest entries into a dict for :meth:`Operator.restore_changes`."""
+
+    def apply_changes(self, entries: Iterable[tuple[str, Any]]) -> None:
+        """Apply changelog entries onto the state held now (what the state maps' store
+        and the earlier calls hold), in the changelog's order: the last value of an entry
+        wins, None deletes it. Called any number of times, instead of
+        :meth:`Operator.restore_changes`, on an operator just built."""
+        ...
+
+
+@runtime_checkable
 class EmitsAtCheckpoint(Protocol):
     """An operator with outputs held for the checkpoint (a running aggregate under
     exactly-once delivery emits its dirty keys there): the runtime calls

@@ -525,9 +525,9 @@ class StateSpec(_Model):
 
     backend: Literal["memory", "rocksdb"] | None = None
     """``memory``: in Python dicts. ``rocksdb``: one RocksDB per owned partition and stage
-    under ``SERVICE_STATE_DIR``, behind a write-back cache of ``cache_bytes`` (a running
-    aggregate over a stream, without a state TTL, so far). Omitted: the service's
-    ``SERVICE_STATE_BACKEND``, for the operators that support it."""
+    under ``SERVICE_STATE_DIR``, behind a write-back cache of ``cache_bytes`` (a window,
+    and a running aggregate over a stream without a state TTL, so far). Omitted: the
+    service's ``SERVICE_STATE_BACKEND``, for the operators that support it."""
     cache_bytes: Annotated[int, Field(ge=MIN_STATE_CACHE_BYTES, le=1 << 40)] = (
         DEFAULT_STATE_CACHE_BYTES
     )

@@ -36,9 +36,9 @@ class StateBackedFactory(Protocol):
 
     @property
     def rocksdb_capable(self) -> bool:
-        """Whether this spec's operator can (a running aggregate, a Top-N and a keyed
-        process function can: the spec's rule ``rocksdb_state_supported`` refuses the
-        others)."""
+        """Whether this spec's operator can (a window over a stream, a running aggregate,
+        a Top-N, a keyed process function and a join of any kind but lookup can: the
+        spec's rule ``rocksdb_state_supported`` refuses the others)."""
 
     def with_state(self, clock: Clock, state_map: StateMaps) -> Operator:
         """An operator keeping its keyed state in the named maps ``state_map`` makes."""

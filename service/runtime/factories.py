@@ -37,15 +37,46 @@ def window_operator_factory(
     Builds one instance eagerly, so a bad spec fails here (at submission), not later
     in a partition assignment.
     """
-    spec = dict(operator_spec)
+    factory = WindowOperatorFactory(pipeline, dict(operator_spec), late_output, function)
+    factory(SystemClock())
+    return factory
 
-    def build(clock: Clock) -> Operator:
+
+class WindowOperatorFactory:
+    """Window operators of one spec (a :class:`~service.runtime.definition.StateBackedFactory`:
+    every kind can keep its keys in RocksDB)."""
+
+    __slots__ = ("function", "late_output", "pipeline", "spec")
+
+    def __init__(
+        self,
+        pipeline: str,
+        spec: dict[str, Any],
+        late_output: bool,
+        function: WindowFunction | None,
+    ) -> None:
+        self.pipeline = pipeline
+        self.spec = spec
+        self.late_output = late_output
+        self.function = function
+
+    @property
+    def rocksdb_capable(self) -> bool:
+        return True
+
+    def __call__(self, clock: Clock) -> Operator:
+        return self.with_state(clock, None)
+
+    def with_state(self, clock: Clock, state_map: StateMaps | None) -> Operator:
         return build_window_operator(
-            pipeline, spec, clock, late_output, function=function, track_keys=True
+            self.pipeline,
+            self.spec,
+            clock,
+            self.late_output,
+            function=self.function,
+            track_keys=True,
+            state_maps=state_map,
         )
-
-    build(SystemClock())
-    return build
 
 
 def running_aggregate_factory(
@@ -225,15 +256,52 @@ def join_operator_factory(
     project = projection_for(spec, inputs)
     if spec.get("kind") == "lookup":
         return LookupJoinFactory(pipeline, spec, inputs, project)
+    factory = JoinFactory(pipeline, spec, inputs, late_output, project, tables)
+    factory(SystemClock())
+    return factory
 
-    def build(clock: Clock) -> Operator:
-        return cast(
-            Operator,
-            build_join_operator(pipeline, spec, inputs, late_output, project, tables=tables),
+
+class JoinFactory:
+    """Join operators of one spec, every kind but ``lookup`` (a
+    :class:`~service.runtime.definition.StateBackedFactory`: their rows can be in RocksDB,
+    one named map per side)."""
+
+    __slots__ = ("inputs", "late_output", "pipeline", "project", "spec", "tables")
+
+    def __init__(
+        self,
+        pipeline: str,
+        spec: dict[str, Any],
+        inputs: tuple[str, str],
+        late_output: bool,
+        project: Projection,
+        tables: tuple[bool, bool],
+    ) -> None:
+        self.pipeline = pipeline
+        self.spec = spec
+        self.inputs = inputs
+        self.late_output = late_output
+        self.project = project
+        self.tables = tables
+
+    @property
+    def rocksdb_capable(self) -> bool:
+        return True
+
+    def __call__(self, clock: Clock) -> Operator:
+        return self.with_state(clock, None)
+
+    def with_state(self, clock: Clock, state_map: StateMaps | None) -> Operator:
+        operator = build_join_operator(
+            self.pipeline,
+            self.spec,
+            self.inputs,
+            self.late_output,
+            self.project,
+            tables=self.tables,
+            state_maps=state_map,
         )
-
-    build(SystemClock())
-    return build
+        return cast(Operator, operator)
 
 
 class LookupJoinFactory:

@@ -12,10 +12,12 @@ from hypothesis import strategies as st
 
 from service.core.frames import (
     HEADER_SIZE,
+    MARKED_VERSION,
     SOURCE_BITS,
     VERSION,
     Frame,
     FrameError,
+    FrameMark,
     FrameRow,
     RowOrigin,
     UnknownVersion,
@@ -218,11 +220,88 @@ def test_a_frame_replayed_whole_is_known_from_its_header_alone() -> None:
 def test_an_unknown_version_is_refused_with_a_clear_error() -> None:
     (data,) = encode([row(1)], SOURCE, 1 << 20, encoded=True)
     assert data[0] == VERSION
-    newer = bytes([VERSION + 1]) + data[1:]
-    with pytest.raises(UnknownVersion, match=r"version 2 is unknown.*reads version 1"):
+    newer = bytes([MARKED_VERSION + 1]) + data[1:]
+    with pytest.raises(UnknownVersion, match=r"version 3 is unknown.*reads versions 1 and 2"):
         decode(newer)
     with pytest.raises(UnknownVersion):
         peek(newer)
+
+
+# -- marks: the source's watermark between rows (version 2) ---------------------------------
+@st.composite
+def marked(draw: st.DrawFn) -> tuple[list[FrameRow], list[FrameMark]]:
+    rows = draw(batches().filter(bool))  # no rows, no frame: the caller sends a marker
+    indexes = sorted(draw(st.sets(st.integers(0, len(rows)), max_size=len(rows) + 1)))
+    watermarks = sorted(
+        draw(st.lists(st.integers(-(2**40), 2**40), min_size=len(indexes), max_size=len(indexes)))
+    )
+    idles = draw(st.lists(st.booleans(), min_size=len(indexes), max_size=len(indexes)))
+    return rows, list(zip(indexes, watermarks, idles, strict=True))
+
+
+@seed(4849)
+@settings(max_examples=300, deadline=None)
+@given(case=marked(), max_bytes=st.integers(1, 3000))
+def test_marks_come_back_before_the_rows_they_preceded_whatever_the_split(
+    case: tuple[list[FrameRow], list[FrameMark]], max_bytes: int
+) -> None:
+    rows, marks = case
+    frames = [
+        decode(data)
+        for data in encode(rows, SOURCE, max_bytes, encoded=True, marks=marks, sources=7)
+    ]
+    back: list[FrameMark] = []
+    start = 0
+    for frame in frames:
+        assert all(0 <= index <= len(frame) for index, _, _ in frame.marks)
+        back.extend((start + index, watermark, idle) for index, watermark, idle in frame.marks)
+        assert not frame.marks or frame.sources == 7
+        start += len(frame)
+    assert back == marks
+    assert [r[:4] for f in frames for r in f.records()] == expected(rows)
+
+
+def test_a_frame_with_marks_is_version_2_and_one_without_version_1() -> None:
+    rows = [row(n) for n in range(4)]
+    (plain,) = encode(rows, SOURCE, 1 << 20, encoded=True)
+    (marked_frame,) = encode(rows, SOURCE, 1 << 20, encoded=True, marks=[(2, 50, False)], sources=3)
+    assert (plain[0], marked_frame[0]) == (VERSION, MARKED_VERSION)
+    assert peek(marked_frame).rows == 4
+    assert decode(plain).marks == []
+    frame = decode(marked_frame)
+    assert (frame.marks, frame.sources) == ([(2, 50, False)], 3)
+
+
+def test_marks_after_the_last_row_go_to_the_last_frame() -> None:
+    rows = [row(n) for n in range(30)]
+    frames = [
+        decode(d) for d in encode(rows, SOURCE, 400, encoded=True, marks=[(30, 9, True)], sources=1)
+    ]
+    assert len(frames) > 1
+    assert [f.marks for f in frames[:-1]] == [[]] * (len(frames) - 1)
+    assert frames[-1].marks == [(len(frames[-1]), 9, True)]
+
+
+def test_marks_out_of_order_are_refused() -> None:
+    with pytest.raises(ValueError, match="increasing row order"):
+        encode(
+            [row(1), row(2)], SOURCE, 1 << 20, encoded=True, marks=[(1, 5, False), (1, 6, False)]
+        )
+
+
+@pytest.mark.parametrize("cut", [1, 8, 13])
+def test_a_frame_whose_marks_are_cut_short_is_refused(cut: int) -> None:
+    (data,) = encode(
+        [row(1), row(2)], SOURCE, 1 << 20, encoded=True, marks=[(0, 5, False), (2, 6, False)]
+    )
+    with pytest.raises(FrameError):
+        decode(data[:-cut])
+
+
+def test_a_version_1_frame_with_the_marks_flag_is_refused() -> None:
+    (data,) = encode([row(1)], SOURCE, 1 << 20, encoded=True, marks=[(1, 5, False)])
+    with pytest.raises(FrameError, match="marks flag"):
+        decode(bytes([VERSION]) + data[1:])
 
 
 @pytest.mark.parametrize("cut", [0, 1, HEADER_SIZE - 1, HEADER_SIZE + 3, -1])

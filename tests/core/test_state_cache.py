@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import given, seed, settings
 from hypothesis import strategies as st
 
@@ -41,16 +43,14 @@ class DictStore:
 
 
 KEYS = st.sampled_from([f"k{i}" for i in range(40)])
-OPS = st.lists(
-    st.one_of(
-        st.tuples(st.just("get"), KEYS),
-        st.tuples(st.just("set"), KEYS, st.integers(0, 10**6)),
-        st.tuples(st.just("append"), KEYS, st.integers(0, 9)),  # in place, then marked
-        st.tuples(st.just("pop"), KEYS),
-        st.tuples(st.just("flush")),
-    ),
-    max_size=300,
+OP = st.one_of(
+    st.tuples(st.just("get"), KEYS),
+    st.tuples(st.just("set"), KEYS, st.integers(0, 10**6)),
+    st.tuples(st.just("append"), KEYS, st.integers(0, 9)),  # in place, then marked
+    st.tuples(st.just("pop"), KEYS),
+    st.tuples(st.just("flush")),
 )
+OPS = st.lists(OP, max_size=300)
 
 
 @seed(5353)
@@ -110,6 +110,90 @@ def test_evictions_are_written_in_batches() -> None:
     assert len(store.writes) < 1000 // 8
     assert not any(store.writes)  # evictions, not checkpoints
     assert len(cache) == 1000 and cache.get("k0") == [0]
+
+
+class StoreFull(OSError):
+    pass
+
+
+class FullingStore(DictStore):
+    """A DictStore whose writes fail while :attr:`full` (a full disk), changing nothing."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.full = False
+        self.failed = 0
+
+    def write(self, entries: Mapping[str, Any], checkpoint: bool) -> Mapping[str, int]:
+        if self.full:
+            self.failed += 1
+            raise StoreFull(28, "No space left on device")
+        return super().write(entries, checkpoint)
+
+
+@seed(5356)
+@settings(max_examples=300, deadline=None)
+@given(
+    ops=st.lists(st.one_of(OP, st.tuples(st.just("full"))), max_size=300),
+    capacity=st.integers(1, 3000),
+)
+def test_a_write_that_fails_loses_nothing_the_cache_holds(
+    ops: list[tuple[Any, ...]], capacity: int
+) -> None:
+    """The store's writes fail at times (a full disk): whatever an eviction or a flush
+    could not write stays in the cache, and once writes succeed again the cache and the
+    store hold every change made, failed writes or not."""
+    store = FullingStore()
+    cache = StateCache(store, capacity, new_entry_bytes=40)
+    model: dict[str, Any] = {}
+    for op in ops:
+        if op[0] == "full":
+            store.full = not store.full
+            continue
+        if op[0] in ("get", "append", "pop"):
+            try:  # a miss reads the key in, which may evict: then nothing else happens
+                entry = cache.get(op[1])
+            except StoreFull:
+                continue
+            assert entry == model.get(op[1])
+        with contextlib.suppress(StoreFull):  # the change is made before the eviction
+            if op[0] == "set":
+                model[op[1]] = [op[2]]
+                cache[op[1]] = [op[2]]
+            elif op[0] == "append":
+                model.setdefault(op[1], []).append(op[2])
+                if entry is None:
+                    cache[op[1]] = [op[2]]
+                else:
+                    entry.append(op[2])
+                    cache.mark_dirty(op[1])
+            elif op[0] == "pop":
+                model.pop(op[1], None)
+                cache.pop(op[1])
+            elif op[0] == "flush":
+                cache.flush()
+        assert len(cache) == len(model)
+    store.full = False
+    assert dict(cache.items()) == model
+    cache.flush()
+    assert {k: orjson.loads(v) for k, v in store.data.items()} == model
+
+
+def test_a_flush_that_fails_leaves_every_change_dirty() -> None:
+    store = FullingStore()
+    cache = StateCache(store, 10**6)
+    cache["a"] = [1]
+    cache["b"] = [2]
+    cache.flush()
+    cache["a"] = [3]
+    del cache["b"]
+    store.full = True
+    with pytest.raises(StoreFull):
+        cache.flush()
+    assert cache.dirty == 2
+    store.full = False
+    cache.flush()
+    assert store.data == {"a": b"[3]"} and cache.dirty == 0
 
 
 class SetCodec:

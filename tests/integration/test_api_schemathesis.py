@@ -48,6 +48,8 @@ async def test_schemathesis_finds_no_failure(
     events = tmp_path / "events.ndjson"
     command = [
         str(Path(sys.executable).with_name("st")),
+        "--config-file",
+        str(ROOT / "tests" / "api" / "schemathesis.toml"),
         "run",
         "--checks",
         "all",

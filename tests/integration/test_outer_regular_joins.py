@@ -162,11 +162,19 @@ async def test_a_crash_before_the_commit_never_shows_a_row_s_seq_twice(
     committed state: the rows held and which are padded) a read_committed reader folds
     the topic to the SQL answer and sees no row's (Kafka key, seq) twice, while the
     aborted upserts are in the log beside their replays."""
+    await crash_before_the_commit_and_restart(bootstrap_servers, tmp_path, at, {})
+
+
+async def crash_before_the_commit_and_restart(
+    bootstrap_servers: str, tmp_path: Path, at: int, extra: dict[str, Any]
+) -> None:
+    """:func:`test_a_crash_before_the_commit_never_shows_a_row_s_seq_twice`'s run and
+    checks; ``extra``: more worker options (the state backend: test_rocksdb_state.py)."""
     name = unique("outereo")
     orders, payments = orders_and_payments(5)
     await create_inputs(bootstrap_servers, name)
     operator = {"type": "join", "kind": "regular", "how": "full"}
-    options: dict[str, Any] = {"delivery": "exactly_once", "join": operator}
+    options: dict[str, Any] = {"delivery": "exactly_once", "join": operator, **extra}
     half_orders, half_payments = len(orders) // 2, len(payments) // 2
     await produce_inputs(bootstrap_servers, name, orders[:half_orders], payments[:half_payments])
     crash = {"stage": "shuffled", "point": "after_outputs", "at": at}

@@ -1,12 +1,15 @@
-"""The rocksdb state backend end to end (#53): a running aggregate's keys, a keyed process
-function's states and a Top-N's rankings in RocksDB behind a small write-back cache give
-the memory backend's results; a restart on the same disk restores locally (fewer
-changelog records read than the state holds); a corrupt local store falls back to the
-changelog; kill -9 in the middle of an exactly-once checkpoint stays exact."""
+"""The rocksdb state backend end to end (#53): a running aggregate's keys, a window's
+(tumbling through the fast operator, sessions and triggers through the general one), a
+join's rows (an interval join, a full outer regular join), a keyed process function's
+states and a Top-N's rankings, in RocksDB behind a small write-back cache give the
+memory backend's results; a restart on the same disk restores locally (fewer changelog
+records read than the state holds); a corrupt local store falls back to the changelog;
+kill -9 in the middle of an exactly-once checkpoint stays exact."""
 
 from __future__ import annotations
 
 import random
+import signal
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
@@ -29,15 +32,33 @@ from tests.integration.kafka_utils import (
     cluster_of,
     create_topic,
     json_record,
+    latest_by_id,
     produce,
     read_json,
     read_topic,
     runtime_settings,
     unique,
     wait_until,
+    window_definition,
 )
-from tests.integration.replicas import replicas
-from tests.integration.test_replica_loss import PARTITIONS
+from tests.integration.replicas import Replica, replicas
+from tests.integration.test_exactly_once import EXACTLY_ONCE, check_exactly_once
+from tests.integration.test_joins import (
+    INTERVAL_LEFT,
+    interval_left,
+    join_definition,
+    orders_and_payments,
+)
+from tests.integration.test_joins import pair_of as join_pair
+from tests.integration.test_outer_regular_joins import (
+    crash_before_the_commit_and_restart,
+    sql_answer,
+)
+from tests.integration.test_outer_regular_joins import folded as folded_upserts
+from tests.integration.test_outer_regular_joins import orders_and_payments as outer_inputs
+from tests.integration.test_replica_loss import HALF as REPLICA_HALF
+from tests.integration.test_replica_loss import PARTITIONS, dataset, expected, sentinels
+from tests.integration.test_replica_loss import send as send_by_user
 from tests.integration.test_running_aggregates import (
     RUNNING,
     crash_before_the_commit,
@@ -45,10 +66,12 @@ from tests.integration.test_running_aggregates import (
     run_to_the_end,
     spec,
 )
+from tests.integration.test_shuffle import run_to_finish
 from tests.integration.test_top_n import TOP_N, N, sales
 from tests.integration.test_top_n import folds_to as top_n_folds_to
 from tests.integration.test_top_n import spec as top_n_spec
 from tests.integration.test_top_n import top_n as top_n_of
+from tests.integration.worker import REPLICA_OPERATOR
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
 
@@ -217,23 +240,24 @@ def local_positions(directory: Path) -> dict[int, int]:
     return out
 
 
-async def changelog_ends(bootstrap: str, changelog: str) -> dict[int, int]:
+async def changelog_ends(bootstrap: str, changelog: str, partitions: int = 2) -> dict[int, int]:
     consumer = cluster_of(bootstrap).consumer(group_id=None)
     await consumer.start()
     try:
-        tps = [TopicPartition(changelog, p) for p in (0, 1)]
+        tps = [TopicPartition(changelog, p) for p in range(partitions)]
         ends = {tp.partition: offset for tp, offset in (await consumer.end_offsets(tps)).items()}
     finally:
         await consumer.stop()
     return ends
 
 
-async def checkpointed_past(ends: dict[int, int], directory: Path) -> None:
-    """Wait for a local checkpoint of every store written after ``ends``."""
+async def checkpointed_past(ends: dict[int, int], directory: Path, stores: int = 2) -> None:
+    """Wait for a local checkpoint of every store (``stores`` of them) written after
+    ``ends``."""
 
     async def past() -> bool:
         positions = local_positions(directory)
-        return len(positions) == 2 and all(positions[p] >= ends[p] for p in positions)
+        return len(positions) == stores and all(positions[p] >= ends[p] for p in positions)
 
     await wait_until(past, timeout_s=30)
 
@@ -458,3 +482,366 @@ async def test_a_partition_handed_to_another_replica_restores_into_its_store(
     assert restored(registry, name, "state_restored", "changelog") > 0
     _, seqs = await folded(bootstrap_servers, out)
     assert all(s == list(range(len(s))) for s in seqs.values()), seqs
+
+
+def stores_in(directory: Path) -> int:
+    """The RocksDBs under a state directory."""
+    return len(list(directory.glob(f"*/*/{DB_DIR}")))
+
+
+JOINS = {
+    "interval_left": INTERVAL_LEFT,
+    "regular_full": {"type": "join", "kind": "regular", "how": "full"},
+}
+"""The joins run on both backends: test_joins.py's interval left join, and
+test_outer_regular_joins.py's full outer regular join (an upsert stream)."""
+
+
+async def join_results(
+    bootstrap: str, tmp_path: Path, operator: dict[str, Any], state: StateSettings
+) -> tuple[Any, Any]:
+    """A bounded run of the join with ``state``: what it emitted as compared (an interval
+    join's rows with their times; a regular join's upserts folded), and the reference."""
+    name = unique("rocksjoin")
+    interval = operator["kind"] == "interval"
+    orders, payments = orders_and_payments(7) if interval else outer_inputs(3)
+    await create_topic(bootstrap, f"{name}.orders", 2)
+    await create_topic(bootstrap, f"{name}.payments", 3)
+    await produce(
+        bootstrap, f"{name}.orders", [json_record(o["n"] % 2, o["order_id"], o) for o in orders]
+    )
+    await produce(
+        bootstrap, f"{name}.payments", [json_record(p["n"] % 3, p["order"], p) for p in payments]
+    )
+    definition = replace(join_definition(name, operator), state=state)
+    await run_to_finish(bootstrap, definition, state_dir=str(tmp_path))
+    assert await read_topic(bootstrap, f"{name}.late") == []
+    assert await read_topic(bootstrap, f"{name}.dlq") == []
+    if interval:
+        rows = await read_json(bootstrap, f"{name}.out")
+        return {(join_pair(row), row["ts"]) for row in rows}, interval_left(orders, payments)
+    return folded_upserts(await read_topic(bootstrap, f"{name}.out")), sql_answer(
+        orders, payments, "full"
+    )
+
+
+@pytest.mark.parametrize("kind", list(JOINS))
+async def test_a_join_with_rocksdb_gives_the_memory_backend_s_results(
+    bootstrap_servers: str, tmp_path: Path, kind: str
+) -> None:
+    """The rows of each side in RocksDB behind a cache of a few rows per partition: most
+    are evicted and read back, and the watermark's pruning finds them there."""
+    operator = JOINS[kind]
+    memory, want = await join_results(
+        bootstrap_servers, tmp_path, operator, StateSettings("memory")
+    )
+    rocks, _ = await join_results(bootstrap_servers, tmp_path, operator, SMALL_CACHE)
+    assert rocks == memory
+    assert ({pair for pair, _ in rocks} if kind == "interval_left" else rocks) == want
+    assert stores_in(tmp_path) == 3  # a RocksDB per shuffle partition
+
+
+INTERVAL_INNER = {
+    "type": "join",
+    "kind": "interval",
+    "how": "inner",
+    "between": {"lower_ms": 0, "upper_ms": 3_600_000},
+}
+"""Orders kept an hour: every order is still held when the test restarts the join."""
+
+
+def interval_inner(
+    orders: list[dict[str, Any]], payments: list[dict[str, Any]]
+) -> set[tuple[str, int | None, int | None]]:
+    return {
+        (o["order_id"], o["n"], p["n"])
+        for o in orders
+        for p in payments
+        if p["order"] == o["order_id"] and o["ts"] <= p["paid_at"] <= o["ts"] + 3_600_000
+    }
+
+
+async def test_a_join_restarted_on_the_same_disk_restores_locally(
+    bootstrap_servers: str, tmp_path: Path
+) -> None:
+    """An interval join holding every order: a big wave, two small ones (each checkpointed
+    after the changelog's end before it), a graceful stop, a restart on the same state
+    directory and the last wave, whose payments meet orders of the first. The three
+    shuffle partitions restore locally, reading far fewer changelog records than the
+    keys their stores hold, and the rows are the reference's."""
+    name = unique("rocksjoinlocal")
+    orders, payments = orders_and_payments(13)
+    await create_topic(bootstrap_servers, f"{name}.orders", 2)
+    await create_topic(bootstrap_servers, f"{name}.payments", 3)
+    definition = replace(join_definition(name, INTERVAL_INNER), bounded=False, state=SMALL_CACHE)
+    cuts = [0, 400, 410, 420, len(orders)]
+    paid = [len(payments) * cut // len(orders) for cut in cuts]
+    out = f"{name}.out"
+
+    async def send(wave: int) -> None:
+        sent_orders, sent_payments = orders[: cuts[wave + 1]], payments[: paid[wave + 1]]
+        wave_orders = orders[cuts[wave] : cuts[wave + 1]]
+        wave_payments = payments[paid[wave] : paid[wave + 1]]
+        await produce(
+            bootstrap_servers,
+            f"{name}.orders",
+            [json_record(o["n"] % 2, o["order_id"], o) for o in wave_orders],
+        )
+        await produce(
+            bootstrap_servers,
+            f"{name}.payments",
+            [json_record(p["n"] % 3, p["order"], p) for p in wave_payments],
+        )
+        want = interval_inner(sent_orders, sent_payments)
+
+        async def joined() -> bool:
+            return {join_pair(row) for row in await read_json(bootstrap_servers, out)} == want
+
+        await wait_until(joined, timeout_s=60)
+
+    changelog = definition.changelog_topic
+    settings = runtime_settings(bootstrap_servers, state_dir=str(tmp_path))
+    first = Runtime(settings)
+    await first.start()
+    try:
+        first.start_pipeline(definition)
+        await send(0)
+        for wave in (1, 2):
+            ends = await changelog_ends(bootstrap_servers, changelog, 3)
+            await send(wave)
+            await checkpointed_past(ends, tmp_path, 3)
+    finally:
+        await first.shutdown()
+    registry = CollectorRegistry()
+    second = Runtime(settings, metrics=build_metrics(registry))
+    await second.start()
+    try:
+        second.start_pipeline(definition)
+        await send(3)
+    finally:
+        await second.shutdown()
+    assert await read_topic(bootstrap_servers, f"{name}.late") == []
+    assert restored(registry, name, "partitions_restored", "local") == 3
+    keys = restored(registry, name, "state_restored", "local")
+    assert keys >= len({o["order_id"] for o in orders[: cuts[3]]})
+    assert restored(registry, name, "state_restored", "changelog") < keys / 4
+
+
+@pytest.mark.requires_broker("transactions")
+@pytest.mark.parametrize("at", [1, 2], ids=["first", "second"])
+async def test_a_kill_in_the_middle_of_a_join_s_checkpoint_stays_exact_with_rocksdb(
+    bootstrap_servers: str, tmp_path: Path, at: int
+) -> None:
+    """test_outer_regular_joins' crash before the commit (a full outer regular join,
+    exactly-once, kill -9 after the outputs and before the commit), its rows in RocksDB
+    behind a small cache, restarted on the same state directory: a read_committed reader
+    folds the output to the SQL answer and sees no row's seq twice."""
+    state = {"backend": "rocksdb", "cache_bytes": 4000, "dir": str(tmp_path / "state")}
+    await crash_before_the_commit_and_restart(bootstrap_servers, tmp_path, at, {"state": state})
+
+
+# -- window operators (the fast path and the general one) -------------------------------
+
+WINDOW_BASE = 1_700_000_000_000 - 1_700_000_000_000 % 3_600_000
+"""An hour's start: every record of the restart test is in the hour's window."""
+TUMBLING = {"type": "tumbling", "size_ms": 1000}
+SESSION = {"type": "session", "gap_ms": 400}
+COUNT_SUM = {"n": {"fn": "count"}, "total": {"fn": "sum", "field": "amount"}}
+
+
+def window_spec(name: str, topic: str, assigner: dict[str, Any]) -> dict[str, Any]:
+    """A window of ``assigner`` over ``topic``'s bounded input, keyed by ``user`` through
+    the shuffle, as the API builds it."""
+    return {
+        "name": name,
+        "source": {"topics": [topic], "bounded": True},
+        "key": {"field": "user"},
+        "timestamp": {"field": "ts"},
+        "operator": {"type": "window", "assigner": assigner, "aggregations": COUNT_SUM},
+        "sink": {"topic": f"{name}.out"},
+    }
+
+
+def window_oracle(
+    data: list[dict[str, Any]], assigner: dict[str, Any]
+) -> dict[tuple[str, int, int], dict[str, int]]:
+    """Each (key, start, end) window's count and sum: tumbling windows by start, a
+    session extended by each next record at or before its end."""
+    by_user: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for e in data:
+        by_user[e["user"]].append(e)
+    out: dict[tuple[str, int, int], dict[str, int]] = {}
+    for user, events in by_user.items():
+        events.sort(key=lambda e: e["ts"])
+        windows: list[tuple[int, int, list[int]]] = []
+        for e in events:
+            ts = e["ts"]
+            if assigner["type"] == "tumbling":
+                size = assigner["size_ms"]
+                start = ts - ts % size
+                if windows and windows[-1][0] == start:
+                    windows[-1][2].append(e["amount"])
+                else:
+                    windows.append((start, start + size, [e["amount"]]))
+            elif windows and ts <= windows[-1][1]:  # windows that touch merge (Flink's)
+                start, _, amounts = windows[-1]
+                windows[-1] = (start, max(windows[-1][1], ts + assigner["gap_ms"]), amounts)
+                amounts.append(e["amount"])
+            else:
+                windows.append((ts, ts + assigner["gap_ms"], [e["amount"]]))
+        for start, end, amounts in windows:
+            out[(user, start, end)] = {"n": len(amounts), "total": sum(amounts)}
+    return out
+
+
+async def window_results(bootstrap: str, topic: str) -> dict[tuple[str, int, int], Any]:
+    """The newest result of each window (by id), as ``(key, start, end) -> result``."""
+    final = latest_by_id(await read_json(bootstrap, topic))
+    return {
+        (r["key"], r["window"]["start"], r["window"]["end"]): r["result"] for r in final.values()
+    }
+
+
+@pytest.mark.parametrize("assigner", [TUMBLING, SESSION], ids=["tumbling", "session"])
+async def test_windows_on_rocksdb_give_the_memory_backend_s_results(
+    bootstrap_servers: str, tmp_path: Path, assigner: dict[str, Any]
+) -> None:
+    """A tumbling window (the fast operator) and a session window (the general one,
+    merging) over the same bounded input, through the shuffle: with the keys in RocksDB
+    behind a cache of a dozen entries, the results are the memory backend's, and the
+    oracle's."""
+    data = [dict(e, ts=WINDOW_BASE + 3 * i) for i, e in enumerate(purchases(3000, 150, 54))]
+    results = []
+    for backend in (StateSettings("memory"), SMALL_CACHE):
+        name = unique("rockswin")
+        topic = f"{name}.in"
+        await create_topic(bootstrap_servers, topic, 3)
+        await produce(
+            bootstrap_servers, topic, [json_record(i % 3, None, e) for i, e in enumerate(data)]
+        )
+        built = build_definition(validate_spec(window_spec(name, topic, assigner), ()), ())
+        definition = replace(built, state=backend)
+        await run_to_the_end(bootstrap_servers, definition, state_dir=str(tmp_path))
+        results.append(await window_results(bootstrap_servers, f"{name}.out"))
+    assert results[0] == results[1] == window_oracle(data, assigner)
+
+
+async def processed(runtime: Runtime, name: str, sent: int) -> bool:
+    """Whether the pipeline's partitions here have read ``sent`` records in all."""
+    status = runtime.status(name)
+    assert status.reason is None, status.reason
+    return sum(p.offset or 0 for p in status.partitions) >= sent
+
+
+@pytest.mark.parametrize("assigner", [TUMBLING, SESSION], ids=["tumbling", "session"])
+async def test_a_window_pipeline_restarted_on_the_same_disk_restores_locally(
+    bootstrap_servers: str, tmp_path: Path, assigner: dict[str, Any]
+) -> None:
+    """run_and_restart's waves into a window whose windows stay open (all of an hour, or
+    sessions with an hour's gap), a graceful stop, a restart on the same state directory:
+    the stores are kept and only the changelog's tail is read; then one record per
+    partition far ahead closes every window, and the results are the oracle's."""
+    name = unique("rockswinlocal")
+    topic = f"{name}.in"
+    await create_topic(bootstrap_servers, topic, 2)
+    wide = {"type": "tumbling", "size_ms": 3_600_000}
+    if assigner["type"] == "session":
+        wide = {"type": "session", "gap_ms": 3_600_000}
+    operator = {"type": "window", "assigner": wide, "aggregations": COUNT_SUM}
+    unbounded = window_definition(name, [topic], operator, bounded=False, late=False)
+    definition = replace(unbounded, state=SMALL_CACHE)
+    waves = [
+        purchases(4000, 1000, 1),
+        purchases(40, 20, 2),
+        purchases(40, 20, 3),
+        purchases(50, 1000, 4),
+    ]
+    for wave, events in enumerate(waves):  # in the hour, in arrival order
+        for i, e in enumerate(events):
+            e["ts"] = WINDOW_BASE + wave * 10_000 + i
+    sent = 0
+
+    async def send(runtime: Runtime, events: list[dict[str, Any]]) -> None:
+        nonlocal sent
+        # A user's records all in one partition: its window's state is in one place.
+        await produce(
+            bootstrap_servers,
+            topic,
+            [json_record(int(e["user"][1:]) % 2, e["user"], e) for e in events],
+        )
+        sent += len(events)
+        await wait_until(partial(processed, runtime, name, sent), timeout_s=60)
+
+    settings = runtime_settings(bootstrap_servers, state_dir=str(tmp_path))
+    first = Runtime(settings)
+    await first.start()
+    try:
+        first.start_pipeline(definition)
+        await send(first, waves[0])
+        for wave in (1, 2):  # each checkpointed after the changelog's end before it
+            ends = await changelog_ends(bootstrap_servers, definition.changelog_topic)
+            await send(first, waves[wave])
+            await checkpointed_past(ends, tmp_path)
+    finally:
+        await first.shutdown()
+    keys = len({e["user"] for e in waves[0]})
+    registry = CollectorRegistry()
+    second = Runtime(settings, metrics=build_metrics(registry))
+    await second.start()
+    try:
+        second.start_pipeline(definition)
+        await send(second, waves[3])
+        ahead = [(p, {"user": f"s{p}", "ts": WINDOW_BASE + 10**8, "amount": 0}) for p in (0, 1)]
+        await produce(bootstrap_servers, topic, [json_record(p, e["user"], e) for p, e in ahead])
+        data = [e for w in waves for e in w]
+        want = window_oracle(data, wide)
+
+        async def closed() -> bool:
+            return await window_results(bootstrap_servers, f"{name}.out") == want
+
+        await wait_until(closed, timeout_s=60)
+    finally:
+        await second.shutdown()
+    assert restored(registry, name, "partitions_restored", "local") == 2
+    assert restored(registry, name, "state_restored", "local") >= keys
+    assert restored(registry, name, "state_restored", "changelog") < keys / 10
+
+
+@pytest.mark.requires_broker("transactions")
+@pytest.mark.parametrize(
+    "trigger", [None, {"type": "event_time", "purge": True}], ids=["fast", "general"]
+)
+async def test_a_kill_in_the_middle_of_a_window_checkpoint_stays_exact_with_rocksdb(
+    bootstrap_servers: str, tmp_path: Path, trigger: dict[str, Any] | None
+) -> None:
+    """test_exactly_once's crash with outputs written and not committed, the windows'
+    keys in RocksDB (a small cache) and the restart on the same state directory: every
+    window once, exact. The replicas' tumbling window as it is (the fast operator), and
+    with a purging event-time trigger (the same results from the general operator)."""
+    name = unique("rockswineo")
+    topic = f"{name}.in"
+    await create_topic(bootstrap_servers, topic, PARTITIONS)
+    data = dataset(0, 2 * REPLICA_HALF)
+    await send_by_user(bootstrap_servers, topic, data + sentinels())
+    operator = dict(REPLICA_OPERATOR)
+    if trigger is not None:
+        operator["trigger"] = trigger
+    options: dict[str, Any] = {
+        "delivery": EXACTLY_ONCE,
+        "operator": operator,
+        "state": {"backend": "rocksdb", "cache_bytes": 4000, "dir": str(tmp_path / "state")},
+    }
+    crash = {"stage": "keyed", "point": "after_outputs", "at": 1}
+    path = tmp_path / "crash.json"
+    crashing = Replica(bootstrap_servers, name, topic, path, crash=crash, **options)
+
+    async def crashed() -> bool:
+        return crashing.exited
+
+    try:
+        await wait_until(crashed, timeout_s=60)
+    finally:
+        crashing.stop(signal.SIGKILL)
+    assert crashing.process.returncode == -signal.SIGKILL
+    with replicas(bootstrap_servers, name, topic, tmp_path, 1, **options):
+        await check_exactly_once(bootstrap_servers, name, expected(data))

@@ -203,6 +203,33 @@ async def test_rows_cross_the_shuffle_in_frames_split_at_their_byte_bound(
     assert sum(r for _, r in sampled) == len(data)  # every row in one frame, none replayed
 
 
+async def test_a_watermark_per_record_crosses_the_shuffle_inside_frames(
+    bootstrap_servers: str,
+) -> None:
+    """``interval_ms: 0`` recomputes the watermark after every record; stage 1 still
+    writes a frame per target and batch, the watermark's advances inside it, not a
+    frame and a marker per record. The windows are exact, and no record is late."""
+    name = unique("permark")
+    topic = f"{name}.in"
+    await create_topic(bootstrap_servers, topic, PARTITIONS)
+    data = orders(6_000)
+    await send(bootstrap_servers, topic, data)
+    definition = window_definition(
+        name, [topic], TUMBLING, max_out_of_orderness_ms=2_000, shuffle=True, interval_ms=0
+    )
+    status = await run_to_finish(bootstrap_servers, definition)
+    results = await read_json(bootstrap_servers, f"{name}.out")
+    assert by_window(results) == expected(data)
+    assert len(results) == len(expected(data))
+    assert await read_topic(bootstrap_servers, f"{name}.late") == []
+    routed = [p for p in status.partitions if p.stage == "route"]
+    frames = sum(p.shuffle["frames"] for p in routed if p.shuffle is not None)
+    assert 0 < frames < len(data) / 4  # many rows per frame, not a frame per record
+    shuffled = await read_topic(bootstrap_servers, definition.shuffle_topic)
+    markers = [r for r in shuffled if r.headers and r.headers[-1][0] == "clockwork.marker"]
+    assert len(markers) < len(data) / 4  # the advances travel inside the frames
+
+
 @pytest.mark.requires_broker("delete_records")
 async def test_the_keyed_stage_trims_the_shuffle_topic_behind_its_checkpoints(
     bootstrap_servers: str,

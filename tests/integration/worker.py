@@ -13,6 +13,8 @@ commit, leave the group), SIGKILL is the crash. OPTIONS (all optional):
 - ``"join": OPERATOR``: test_joins.py's join of ``NAME.orders`` and ``NAME.payments``
   with this operator object instead (TOPIC is then only a label);
 - ``"delivery": "exactly_once"``: Kafka transactions (the broker must have them);
+- ``"operator": OPERATOR``: this window operator object instead of the tumbling window
+  (test_rocksdb_state.py: the same window through the general operator);
 - ``"running": OPERATOR``: a running aggregate (``"type": "aggregate"``) instead of the
   tumbling window (test_running_aggregates.py);
 - ``"top_n": OPERATOR``: a Top-N (``"type": "top_n"``) instead (test_top_n.py);
@@ -139,7 +141,7 @@ async def main(bootstrap: str, name: str, topic: str, options: dict[str, Any]) -
     definition = window_definition(
         name,
         topic.split(","),
-        REPLICA_OPERATOR if replica else OPERATOR,
+        options.get("operator", REPLICA_OPERATOR if replica else OPERATOR),
         bounded=ends is not None,
         max_out_of_orderness_ms=2_000 if replica else 0,
         shuffle=bool(options.get("shuffle", False)),

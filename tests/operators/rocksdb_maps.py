@@ -6,14 +6,24 @@ RocksDB and its evictions."""
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+from service.operators.base import AppliesChanges, Operator
 from service.runtime.consumer_group.local_state import LocalPartition
 from service.runtime.partition.rocksdb_store import LocalCheckpoint, RocksMemory, open_store
 
-__all__ = ["BACKENDS", "flush", "local_partition", "restarted"]
+__all__ = ["BACKENDS", "RESTORES", "STREAMED", "flush", "local_partition", "restarted", "restore"]
 
 BACKENDS = ("memory", "rocksdb")
+STREAMED = "rocksdb-streamed"
+"""The rocksdb backend restored as the runtime restores an operator that
+:class:`~service.operators.base.AppliesChanges`: the changelog streamed onto it in batches."""
+RESTORES = (*BACKENDS, STREAMED)
+"""The backends, and for an operator with a streamed restore, that restore too."""
+STREAM_BATCH = 3
+"""Entries per streamed batch: small, so a key's entries span batches."""
 SMALL_CACHE_BYTES = 2400
 """A partition's cache, shared by its maps: a few entries each."""
 
@@ -45,3 +55,14 @@ def restarted(partition: LocalPartition) -> LocalPartition:
     caches are dropped unflushed, as a crash drops them."""
     checkpoint = LocalCheckpoint(0, partition.counts())
     return LocalPartition(partition.store, checkpoint, partition.cache_bytes)
+
+
+def restore(operator: Operator, entries: Sequence[tuple[str, Any]], backend: str) -> None:
+    """Restore ``operator`` (just built) from changelog entries, in order: with
+    :data:`STREAMED` in batches through ``apply_changes``, else ``restore_changes``."""
+    if backend != STREAMED:
+        operator.restore_changes(entries)
+        return
+    assert isinstance(operator, AppliesChanges)
+    for start in range(0, len(entries), STREAM_BATCH):
+        operator.apply_changes(list(entries[start : start + STREAM_BATCH]))

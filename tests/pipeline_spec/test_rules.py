@@ -630,12 +630,24 @@ EXAMPLES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
     ),
     "rocksdb_state_supported": (
         [
-            {**window(), "state": {"backend": "rocksdb"}},
-            {**window_join(), "state": {"backend": "rocksdb"}},
+            {**lookup_join(), "state": {"backend": "rocksdb"}},
+            {**table(window()), "state": {"backend": "rocksdb"}},
+            {
+                **edit(running(), lambda s: s.update(operator={"type": "map", "fields": ["a"]})),
+                "state": {"backend": "rocksdb"},
+            },
         ],
         [
             {**running(), "state": {"backend": "rocksdb"}},
             {**running(state_ttl_ms=60_000), "state": {"backend": "rocksdb"}},
+            {**join(), "state": {"backend": "rocksdb"}},
+            {**window_join(), "state": {"backend": "rocksdb"}},
+            {**regular_join(how="full", state_ttl_ms=1000), "state": {"backend": "rocksdb"}},
+            {
+                **edit(join(kind="temporal", how="inner"), lambda s: s["operator"].pop("between")),
+                "state": {"backend": "rocksdb"},
+            },
+            {**lookup_join(), "state": {"backend": "memory"}},
             {**running(state_ttl_ms=None), "state": {"backend": "rocksdb"}},
             {**table(), "state": {"backend": "rocksdb", "cache_bytes": 1 << 20}},
             {**top_n(), "state": {"backend": "rocksdb"}},
@@ -643,6 +655,14 @@ EXAMPLES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
             {**process(ttl_ms=1000), "state": {"backend": "rocksdb"}},
             {**running(state_ttl_ms=60_000), "state": {"backend": "memory"}},
             {**window(), "state": {"backend": "memory"}},
+            {**window(), "state": {"backend": "rocksdb"}},
+            {
+                **window(
+                    assigner={"type": "session", "gap_ms": 100},
+                    trigger={"type": "count", "count": 3},
+                ),
+                "state": {"backend": "rocksdb", "cache_bytes": 1 << 20},
+            },
             {**window(), "state": {"cache_bytes": 1 << 20}},
         ],
     ),

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from service.core.state_cache import NamespacedStore, StateCache
 from service.runtime.partition.rocksdb_store import (
     CHECKPOINT_FILE,
+    CHECKPOINT_VERSION,
     DB_DIR,
     MAX_CHECKPOINT_AGE_S,
     RocksMemory,
@@ -222,4 +223,21 @@ def test_an_old_local_checkpoint_is_not_used(tmp_path: Path) -> None:
     path.write_bytes(orjson.dumps(data))
     partition.open()
     assert not partition.restored_locally
+    assert dict(partition.cache.items()) == {f"k{i}": [i] for i in range(10)}
+
+
+def test_a_checkpoint_file_of_an_older_version_is_rebuilt_from_the_changelog(
+    tmp_path: Path,
+) -> None:
+    """Version 2 kept a running aggregate's keys in the unnamed map (``"keys"`` since):
+    its store is wiped and the changelog replayed whole."""
+    partition = _filled(tmp_path / "stage", 10)
+    path = tmp_path / "stage" / CHECKPOINT_FILE
+    data = orjson.loads(path.read_bytes())
+    assert data["version"] == CHECKPOINT_VERSION
+    data["version"] = CHECKPOINT_VERSION - 1
+    path.write_bytes(orjson.dumps(data))
+    partition.replayed = 0
+    partition.open()
+    assert not partition.restored_locally and partition.replayed == len(partition.changelog)
     assert dict(partition.cache.items()) == {f"k{i}": [i] for i in range(10)}

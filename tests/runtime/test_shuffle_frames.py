@@ -7,12 +7,18 @@ writer appends to the shuffle topic is what the decoder reads, in order.
   cut elsewhere, so that its frame spans the point where the first writer's ended), is
   applied once;
 - rows routed one per record before frames, then frames of the same source: each
-  applied once (a shuffle topic written by the previous version drains).
+  applied once (a shuffle topic written by the previous version drains);
+- held routing (``interval_ms: 0``): a batch routed one record at a time with an
+  announcement after each reaches every shuffle partition as one frame with the
+  markers inside, in the order a frame and markers per record would have.
 """
 
 from __future__ import annotations
 
 from typing import Any, NamedTuple, cast
+
+from hypothesis import given, seed, settings
+from hypothesis import strategies as st
 
 from service.core.frames import decode
 from service.core.partitioner import KeyPartitioner
@@ -172,3 +178,87 @@ def test_the_final_marker_follows_the_last_frame() -> None:
     w.process_batch(source_records(range(5)))
     w.advance_watermark(MAX_TIMESTAMP)
     assert [r.headers[-1][0] for r in topic.partitions[0]] == [FRAME, MARKER]
+
+
+# -- held routing: interval_ms 0, markers inside frames -------------------------------------
+Event = tuple[Any, ...]
+
+
+def events(decoder: ShuffleDecoder, records: list[Fetched]) -> list[Event]:
+    """What a shuffle partition sees, in order: rows (their ``n``) and the watermarks
+    marked between them, consecutive marks merged into the newest (a watermark only
+    rises, so the ones before it change nothing)."""
+    inputs = read(decoder, records)
+    marks = decoder.markers
+    out: list[Event] = []
+    at = 0
+    for i in range(len(inputs) + 1):
+        while at < len(marks) and marks[at][0] == i:
+            _, _, watermark, idle, _ = marks[at]
+            if out and out[-1][0] == "mark":
+                out.pop()
+            out.append(("mark", watermark, idle))
+            at += 1
+        if i < len(inputs):
+            out.append(("row", inputs[i][2]["n"]))
+    return out
+
+
+@seed(5151)
+@settings(max_examples=200, deadline=None)
+@given(
+    steps=st.lists(st.tuples(st.integers(0, 3), st.booleans()), min_size=1, max_size=60),
+    partitions=st.integers(1, 4),
+    max_frame_bytes=st.sampled_from([200, 512 * 1024]),
+)
+def test_held_routing_gives_each_partition_the_order_a_frame_and_marker_per_record_gives(
+    steps: list[tuple[int, bool]], partitions: int, max_frame_bytes: int
+) -> None:
+    """The same records and announcements, routed one at a time with a frame and markers
+    each, and held for one release: every shuffle partition sees the same rows and
+    watermarks in the same order, from at most one frame (unless split by the bound)
+    and one marker."""
+    one_by_one, held = Topic(partitions), Topic(partitions)
+    plain = writer(one_by_one, max_frame_bytes=max_frame_bytes)
+    holding = writer(held, max_frame_bytes=max_frame_bytes)
+    holding.hold()
+    watermark = 0
+    for n, (advance, idle) in enumerate(steps):
+        for w in (plain, holding):
+            w.process_batch(source_records(range(n, n + 1)))
+        watermark += advance
+        for w in (plain, holding):
+            w.announce(watermark, idle)
+    holding.release()
+    for records_one, records_held in zip(one_by_one.partitions, held.partitions, strict=True):
+        expected_events = events(ShuffleDecoder(ShuffleInput()), records_one)
+        assert events(ShuffleDecoder(ShuffleInput()), records_held) == expected_events
+        markers = [r for r in records_held if r.headers[-1][0] == MARKER]
+        assert len(markers) <= 1 and (not markers or records_held == markers)
+        if max_frame_bytes > 1024:
+            assert len(records_held) <= 1
+
+
+def test_a_replayed_marked_frame_gives_its_marks_from_the_first_fresh_row_on() -> None:
+    topic = Topic(1)
+    w = writer(topic)
+    w.hold()
+    for n in range(4):
+        w.process_batch(source_records(range(n, n + 1)))
+        w.announce(1_000 + n, False)
+    w.release()
+    (frame,) = topic.partitions[0]
+    decoder = ShuffleDecoder(ShuffleInput())
+    assert events(decoder, [frame]) == [
+        ("row", 0),
+        ("mark", 1_000, False),
+        ("row", 1),
+        ("mark", 1_001, False),
+        ("row", 2),
+        ("mark", 1_002, False),
+        ("row", 3),
+        ("mark", 1_003, False),
+    ]
+    decoder.apply_all()
+    assert decoder.input.markers_received() == {0: 4}
+    assert events(decoder, [frame]) == [("mark", 1_003, False)]  # replayed: the last only

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from service.core.state_cache import StateMaps
 from service.operators.join.inputs import TwoInputOperator
 from service.operators.join.interval import IntervalJoinOperator
 from service.operators.join.kinds import KINDS
@@ -37,11 +38,14 @@ def build_join_operator(
     table: LookupTable | None = None,
     source: int = 0,
     tables: tuple[bool, bool] = (False, False),
+    state_maps: StateMaps | None = None,
 ) -> TwoInputOperator:
     """``project``: the compiled ``select`` when the caller built it once already.
     ``table`` and ``source`` (a lookup join's): the replica's table (None: a new, empty
     one, as a check that the spec builds) and the left partition's number. ``tables``:
-    which inputs are tables (``changelog: "upsert"``; a regular join's only)."""
+    which inputs are tables (``changelog: "upsert"``; a regular join's only).
+    ``state_maps``: the rocksdb backend's named maps of the partition (None: memory;
+    every kind but ``lookup``, whose table is the replica's, takes them)."""
     kind = spec.get("kind")
     try:
         how = How(spec.get("how", "inner"))
@@ -61,6 +65,7 @@ def build_join_operator(
             project,
             inputs,
             late_output,
+            state_maps,
         )
     if kind == "window":
         assigner_spec = spec.get("assigner") or {}
@@ -79,15 +84,21 @@ def build_join_operator(
                 raise JoinConfigError("a window join takes a tumbling or sliding assigner")
         except (KeyError, WindowConfigError) as exc:
             raise JoinConfigError(f"window join assigner: {exc}") from None
-        return WindowJoinOperator(pipeline, how, assigner, lateness, project, inputs, late_output)
+        return WindowJoinOperator(
+            pipeline, how, assigner, lateness, project, inputs, late_output, state_maps
+        )
     if kind == "temporal":
-        return TemporalJoinOperator(pipeline, how, lateness, project, inputs, late_output)
+        return TemporalJoinOperator(
+            pipeline, how, lateness, project, inputs, late_output, state_maps
+        )
     if kind == "regular":
         ttl = None if spec.get("state_ttl_ms") is None else int(spec["state_ttl_ms"])
         if any(tables):
-            return TableJoinOperator(pipeline, how, tables, ttl, project, inputs, late_output)
+            return TableJoinOperator(
+                pipeline, how, tables, ttl, project, inputs, late_output, state_maps
+            )
         regular = RegularJoinOperator if how is How.INNER else OuterRegularJoinOperator
-        return regular(pipeline, how, ttl, project, inputs, late_output)
+        return regular(pipeline, how, ttl, project, inputs, late_output, state_maps)
     if kind == "lookup":
         if table is None:
             table = LookupTable(inputs[1], max_rows(spec))

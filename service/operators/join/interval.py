@@ -17,15 +17,25 @@ State per key and side is a list of rows sorted by time, so a new row finds its
 partners with two binary searches, and the rows that expire at a watermark are a prefix
 (cleanup time is the row's time plus a constant of its side). One heap entry per key
 and side, at the cleanup time of its oldest row, finds them without a timer per row.
+
+**State backends.** With ``memory`` each side's rows are a dict (key -> rows). With
+``rocksdb`` each side is a named map of the partition's RocksDB (``left``, ``right``)
+behind its write-back cache (:class:`~service.core.state_cache.StateCache`, the rows
+encoded by :data:`ROWS_CODEC`); the expiry heap stays in memory, as Flink's RocksDB
+backend keeps its timers on the heap, so the watermark finds the rows to drop whether
+they are held or evicted (a heap entry names its key; the rows are read back when it
+is due). A restore applies the changelog's entries onto the store and then walks both
+maps once to rebuild the heap and the counts (:meth:`RowsPerSideJoin._rebuild`).
 """
 
 from __future__ import annotations
 
 import heapq
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+from service.core.state_cache import StateCache, StateMaps
 from service.operators.base import InputRecord, OperatorGauges
 from service.operators.join.base import JoinOperator
 from service.operators.join.checkpoint import parse_side_entry, side_entry
@@ -69,6 +79,28 @@ class TimeSortedRows:
         return self.rows[bisect_left(times, low) : bisect_right(times, high)]
 
 
+class RowsCodec:
+    """:class:`TimeSortedRows` in a RocksDB map: ``[written, rows]`` (the rows as their
+    lists; ``written`` kept, so an evicted key still owes the changelog its tombstone)."""
+
+    __slots__ = ()
+
+    def encode(self, value: TimeSortedRows) -> list[Any]:
+        return [value.written, value.rows]
+
+    def decode(self, data: Any) -> TimeSortedRows:
+        written, rows = data
+        value = TimeSortedRows(bool(written))
+        value.rows = rows
+        value.times = [row[0] for row in rows]
+        return value
+
+
+ROWS_CODEC = RowsCodec()
+SIDE_MAPS = ("left", "right")
+"""The names of the two sides' maps in the partition's RocksDB."""
+
+
 class RowsPerSideJoin(JoinOperator):
     """A join that keeps each side's rows per key in :class:`TimeSortedRows` (the
     interval and regular joins): the state, its expiry heap, its numbers and its
@@ -79,8 +111,15 @@ class RowsPerSideJoin(JoinOperator):
     Rows held per side and keys held are counted as they change, not by walking the
     state: the status and the metrics ask every second, and a join can hold millions."""
 
-    def _init_rows(self) -> None:
-        self._sides: tuple[dict[str, TimeSortedRows], dict[str, TimeSortedRows]] = ({}, {})
+    def _init_rows(self, state_maps: StateMaps | None) -> None:
+        self._sides: tuple[Any, Any] = (
+            ({}, {})
+            if state_maps is None
+            else (state_maps(SIDE_MAPS[0], ROWS_CODEC), state_maps(SIDE_MAPS[1], ROWS_CODEC))
+        )
+        """Key -> :class:`TimeSortedRows` per side: dicts, or the rocksdb backend's caches
+        (an entry changed in place is marked dirty right after it was got)."""
+        self._cached = state_maps is not None
         self._expiry: list[tuple[int, int, str]] = []  # (expiry time, side, key)
         self._dirty: set[tuple[int, str]] = set()
         self._held = [0, 0]
@@ -89,15 +128,16 @@ class RowsPerSideJoin(JoinOperator):
         """Keys with rows on either side."""
 
     # -- the state ------------------------------------------------------------------------
-    def _new_rows(self, side: int, key: str) -> TimeSortedRows:
-        """Empty rows for a key ``side`` holds nothing of.
+    def _new_rows(self, side: int, key: str, alone: bool) -> TimeSortedRows:
+        """Empty rows for a key ``side`` holds nothing of; ``alone``: the other side
+        holds nothing of it either (the caller looked it up already).
 
         A key marked changed while it holds no rows owes the changelog a tombstone for
         rows written before: the new rows take that debt over (``written``), so that
         dropping them too still deletes the entry."""
         owed = (side, key) in self._dirty
         rows = self._sides[side][key] = TimeSortedRows(written=owed)
-        if key not in self._sides[1 - side]:
+        if alone:
             self._keys += 1
         return rows
 
@@ -107,10 +147,13 @@ class RowsPerSideJoin(JoinOperator):
         del rows.times[:count]
         del rows.rows[:count]
         self._held[side] -= count
+        mine = self._sides[side]
         if rows.times:
+            if self._cached:
+                mine.mark_dirty(key)
             self._dirty.add((side, key))
             return True
-        del self._sides[side][key]
+        del mine[key]
         if key not in self._sides[1 - side]:
             self._keys -= 1
         if rows.written:
@@ -120,8 +163,15 @@ class RowsPerSideJoin(JoinOperator):
         return False
 
     def _put_rows(self, side: int, key: str, rows: TimeSortedRows | None) -> None:
-        """``key``'s rows of ``side`` are ``rows`` now (None or empty: none)."""
+        """``key``'s rows of ``side`` are ``rows`` now (None or empty: none). With the
+        rocksdb backend, only the map: a restore rebuilds the counts (:meth:`_rebuild`)."""
         mine = self._sides[side]
+        if self._cached:
+            if rows is not None and rows.times:
+                mine[key] = rows
+            else:
+                mine.pop(key, None)
+            return
         there = key in self._sides[1 - side]
         old = mine.pop(key, None)
         if old is not None:
@@ -146,6 +196,8 @@ class RowsPerSideJoin(JoinOperator):
 
     # -- checkpoint hooks -----------------------------------------------------------------
     def _pieces(self) -> Iterator[tuple[int, str]]:
+        if self._cached:  # every key first: encoding one reads it into the cache
+            return iter([(side, key) for side in (0, 1) for key in list(self._sides[side].keys())])
         return ((side, key) for side in (0, 1) for key in self._sides[side])
 
     def _entry(self, piece: tuple[int, str]) -> str:
@@ -153,17 +205,57 @@ class RowsPerSideJoin(JoinOperator):
 
     def _encode(self, piece: tuple[int, str]) -> list[Row] | None:
         side, key = piece
-        rows = self._sides[side].get(key)
+        mine = self._sides[side]
+        rows = mine.get(key)
         if rows is None:
             return None
-        rows.written = True
+        if not rows.written:
+            rows.written = True
+            if self._cached:
+                mine.mark_dirty(key)
         return [list(row) for row in rows.rows]
 
     def _clear(self) -> None:
-        self._sides = ({}, {})
+        if self._cached:
+            self._sides[0].clear()
+            self._sides[1].clear()
+        else:
+            self._sides = ({}, {})
         self._expiry = []
         self._held = [0, 0]
         self._keys = 0
+
+    def restore_changes(self, entries: Iterable[tuple[str, Any]]) -> None:
+        super().restore_changes(entries)
+        if self._cached:
+            self._rebuild()
+
+    def _expires_after(self, side: int) -> int | None:
+        """A row of ``side`` expires at its time plus this (None: never): its heap entry."""
+        raise NotImplementedError
+
+    def _rebuild(self) -> None:
+        """The rocksdb backend, after a restore applied the changelog's entries onto the
+        store (empty, or as a local checkpoint left it): the expiry heap, the rows held
+        and the keys, from one walk of both maps (every key, held or stored)."""
+        expiry: list[tuple[int, int, str]] = []
+        held = [0, 0]
+        keys: set[str] = set()
+        for side in (0, 1):
+            after = self._expires_after(side)
+            for key, rows in self._sides[side].items():
+                held[side] += len(rows.times)
+                keys.add(key)
+                if after is not None:
+                    expiry.append((rows.times[0] + after, side, key))
+        heapq.heapify(expiry)
+        self._expiry = expiry
+        self._held = held
+        self._keys = len(keys)
+
+    def state_maps(self) -> list[StateCache]:
+        """The rocksdb backend's maps (none with memory)."""
+        return list(self._sides) if self._cached else []
 
 
 class IntervalJoinOperator(RowsPerSideJoin):
@@ -181,7 +273,9 @@ class IntervalJoinOperator(RowsPerSideJoin):
         project: Projection = both_sides,
         inputs: tuple[str, str] = ("left", "right"),
         late_output: bool = True,
+        state_maps: StateMaps | None = None,
     ) -> None:
+        """``state_maps``: the rocksdb backend's named maps (None: memory)."""
         # Defensive only: the spec's rules refuse both first (join_how_fits_kind and
         # between_in_order, in pipeline_spec/rules/joins.py), so no spec reaches them;
         # they guard a direct construction (tests, benchmarks). The hows are kinds.py's.
@@ -195,7 +289,7 @@ class IntervalJoinOperator(RowsPerSideJoin):
         self._pads = (how.pads(Side.LEFT), how.pads(Side.RIGHT))
         # cleanup time = ts + this, per side
         self._keep = (upper_ms + allowed_lateness_ms, -lower_ms + allowed_lateness_ms)
-        self._init_rows()
+        self._init_rows(state_maps)
 
     # -- input ----------------------------------------------------------------------------
     def _process(self, side: Side, records: Sequence[InputRecord]) -> None:
@@ -210,6 +304,8 @@ class IntervalJoinOperator(RowsPerSideJoin):
         other = 1 - side
         emit = self._emit
         left_side = side is Side.LEFT
+        mark_mine = mine.mark_dirty if self._cached else None
+        mark_theirs = theirs.mark_dirty if self._cached else None
         added = 0
         if side is Side.LEFT:
             low_delta, high_delta = self.lower, self.upper
@@ -227,6 +323,8 @@ class IntervalJoinOperator(RowsPerSideJoin):
                     if partner_pads and not partner[3]:
                         partner[3] = True
                         dirty.add((other, key))
+                        if mark_theirs is not None:
+                            mark_theirs(key)
                     if left_side:
                         emit(key, max(ts, partner[0]), position, value, partner[1], partner[2])
                     else:
@@ -238,9 +336,11 @@ class IntervalJoinOperator(RowsPerSideJoin):
                 continue
             rows = mine.get(key)
             if rows is None:
-                rows = self._new_rows(side, key)
+                rows = self._new_rows(side, key, partners is None)
             first = rows.times[0] if rows.times else None
             rows.add([ts, position, value, matched])
+            if mark_mine is not None:
+                mark_mine(key)
             added += 1
             if first is None or ts < first:
                 heapq.heappush(self._expiry, (cleanup, side, key))
@@ -281,6 +381,9 @@ class IntervalJoinOperator(RowsPerSideJoin):
             heapq.heappush(self._expiry, (rows.times[0] + self._keep[side], side, key))
 
     # -- checkpoint hooks -----------------------------------------------------------------
+    def _expires_after(self, side: int) -> int | None:
+        return self._keep[side]
+
     def _restore_entry(self, name: str, value: Any) -> None:
         side, key = parse_side_entry(name)
         if value is None:
@@ -290,4 +393,5 @@ class IntervalJoinOperator(RowsPerSideJoin):
         for ts, position, row_value, matched in value:
             rows.add([int(ts), int(position), row_value, bool(matched)])
         self._put_rows(side, key, rows)
-        heapq.heappush(self._expiry, (rows.times[0] + self._keep[side], side, key))
+        if not self._cached:
+            heapq.heappush(self._expiry, (rows.times[0] + self._keep[side], side, key))

@@ -20,7 +20,9 @@ in Flink without a TTL.
 
 State per key and side is a list of rows sorted by time (:class:`TimeSortedRows`, the
 interval join's), so the rows a watermark expires are a prefix; one heap entry per key
-and side, at the expiry of its oldest row, finds them.
+and side, at the expiry of its oldest row, finds them. With the rocksdb backend the
+rows are in the partition's RocksDB and the heap stays in memory, as the interval
+join's (:mod:`.interval`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from typing import Any
 
+from service.core.state_cache import StateMaps
 from service.operators.base import InputRecord
 from service.operators.join.checkpoint import parse_side_entry
 from service.operators.join.interval import RowsPerSideJoin, TimeSortedRows
@@ -51,7 +54,9 @@ class RegularJoinOperator(RowsPerSideJoin):
         project: Projection = both_sides,
         inputs: tuple[str, str] = ("left", "right"),
         late_output: bool = True,
+        state_maps: StateMaps | None = None,
     ) -> None:
+        """``state_maps``: the rocksdb backend's named maps (None: memory)."""
         # Defensive only: the spec refuses both first (the rule join_how_fits_kind, in
         # pipeline_spec/rules/joins.py; state_ttl_ms's range, the model), so no spec
         # reaches them; they guard a direct construction (tests, benchmarks). The
@@ -62,7 +67,7 @@ class RegularJoinOperator(RowsPerSideJoin):
             raise JoinConfigError(f"state_ttl_ms must be positive, not {state_ttl_ms}")
         super().__init__(pipeline, how, 0, project, inputs, late_output)
         self.ttl = state_ttl_ms
-        self._init_rows()  # the expiry heap is used with a TTL only
+        self._init_rows(state_maps)  # the expiry heap is used with a TTL only
 
     # -- input ----------------------------------------------------------------------------
     def _process(self, side: Side, records: Sequence[InputRecord]) -> None:
@@ -73,6 +78,7 @@ class RegularJoinOperator(RowsPerSideJoin):
         ttl = self.ttl
         watermark = self._watermark
         left_side = side is Side.LEFT
+        mark_mine = mine.mark_dirty if self._cached else None
         added = 0
         for key, ts, value, position, _source in records:
             partners = theirs.get(key)
@@ -86,10 +92,12 @@ class RegularJoinOperator(RowsPerSideJoin):
                 continue  # expired already: joined with what is held, not kept
             rows = mine.get(key)
             if rows is None:
-                rows = self._new_rows(side, key)
+                rows = self._new_rows(side, key, partners is None)
             if ttl is not None and (not rows.times or ts < rows.times[0]):
                 heapq.heappush(self._expiry, (ts + ttl, side, key))
             rows.add([ts, position, value])
+            if mark_mine is not None:
+                mark_mine(key)
             added += 1
             dirty.add((side, key))
         self._held[side] += added
@@ -114,6 +122,9 @@ class RegularJoinOperator(RowsPerSideJoin):
                 heapq.heappush(expiry, (rows.times[0] + ttl, side, key))
 
     # -- checkpoint hooks -----------------------------------------------------------------
+    def _expires_after(self, side: int) -> int | None:
+        return self.ttl
+
     def _restore_entry(self, name: str, value: Any) -> None:
         side, key = parse_side_entry(name)
         if value is None:
@@ -123,5 +134,5 @@ class RegularJoinOperator(RowsPerSideJoin):
         for ts, position, row_value in value:
             rows.add([int(ts), int(position), row_value])
         self._put_rows(side, key, rows)
-        if self.ttl is not None and rows.times:
+        if self.ttl is not None and rows.times and not self._cached:
             heapq.heappush(self._expiry, (rows.times[0] + self.ttl, side, key))

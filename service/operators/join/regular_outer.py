@@ -37,6 +37,7 @@ import heapq
 from collections.abc import Sequence
 from typing import Any
 
+from service.core.state_cache import StateMaps
 from service.operators.base import FailedRecord, InputRecord, Upsert
 from service.operators.join.checkpoint import parse_side_entry
 from service.operators.join.interval import TimeSortedRows
@@ -72,8 +73,9 @@ class OuterRegularJoinOperator(RegularJoinOperator):
         project: Projection = both_sides,
         inputs: tuple[str, str] = ("left", "right"),
         late_output: bool = True,
+        state_maps: StateMaps | None = None,
     ) -> None:
-        super().__init__(pipeline, how, state_ttl_ms, project, inputs, late_output)
+        super().__init__(pipeline, how, state_ttl_ms, project, inputs, late_output, state_maps)
         self._pads = (how.pads(Side.LEFT), how.pads(Side.RIGHT))
         self._prefix = f"{pipeline}|"
         self._results = self.collector.results
@@ -115,6 +117,8 @@ class OuterRegularJoinOperator(RegularJoinOperator):
         pads = self._pads[side]
         partner_pads = self._pads[other]
         left_side = side is Side.LEFT
+        mark_mine = mine.mark_dirty if self._cached else None
+        mark_theirs = theirs.mark_dirty if self._cached else None
         added = 0
         for key, ts, value, position, _source in records:
             partners = theirs.get(key)
@@ -126,6 +130,8 @@ class OuterRegularJoinOperator(RegularJoinOperator):
                     if partner_pads and not partner[MATCHED]:
                         partner[MATCHED] = True
                         dirty.add((other, key))
+                        if mark_theirs is not None:
+                            mark_theirs(key)
                         self._delete_padded(other, key, partner[1], top)
                     if left_side:
                         upsert(key, top, position, value, partner[1], partner[2])
@@ -140,10 +146,12 @@ class OuterRegularJoinOperator(RegularJoinOperator):
                 continue  # expired already: joined with what is held, not kept
             rows = mine.get(key)
             if rows is None:
-                rows = self._new_rows(side, key)
+                rows = self._new_rows(side, key, partners is None)
             if ttl is not None and (not rows.times or ts < rows.times[0]):
                 heapq.heappush(self._expiry, (ts + ttl, side, key))
             rows.add([ts, position, value, matched])
+            if mark_mine is not None:
+                mark_mine(key)
             added += 1
             dirty.add((side, key))
         self._held[side] += added
@@ -158,5 +166,5 @@ class OuterRegularJoinOperator(RegularJoinOperator):
         for ts, position, row_value, matched in value:
             rows.add([int(ts), int(position), row_value, bool(matched)])
         self._put_rows(side, key, rows)
-        if self.ttl is not None and rows.times:
+        if self.ttl is not None and rows.times and not self._cached:
             heapq.heappush(self._expiry, (rows.times[0] + self.ttl, side, key))

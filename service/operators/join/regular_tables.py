@@ -27,6 +27,9 @@ its delete.
 
 **State TTL** drops stream rows only, silently (as :mod:`.regular_outer`); a table row
 lives until its tombstone (a table is bounded by its primary keys).
+
+With the rocksdb backend the counters are a third named map of the partition's
+RocksDB (``seq``), beside the sides' (:mod:`.interval`).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import heapq
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from service.core.state_cache import StateCache, StateMaps
 from service.operators.base import FailedRecord, InputRecord, Upsert
 from service.operators.join.checkpoint import parse_side_entry, side_entry
 from service.operators.join.interval import Row, TimeSortedRows
@@ -52,6 +56,8 @@ SEQ_PREFIX = "s:"
 """The checkpoint entry of a join key's ``seq`` counter: ``s:<key>``."""
 _SEQ = 2
 """The piece of state (``_dirty``) of a key's counter: ``(2, key)``."""
+SEQ_MAP = "seq"
+"""The counters' map in the partition's RocksDB (the rocksdb backend)."""
 
 
 class TableJoinOperator(RegularJoinOperator):
@@ -68,15 +74,16 @@ class TableJoinOperator(RegularJoinOperator):
         project: Projection = both_sides,
         inputs: tuple[str, str] = ("left", "right"),
         late_output: bool = True,
+        state_maps: StateMaps | None = None,
     ) -> None:
         if not any(tables):
             raise JoinConfigError("a join of tables has a table input")
-        super().__init__(pipeline, how, state_ttl_ms, project, inputs, late_output)
+        super().__init__(pipeline, how, state_ttl_ms, project, inputs, late_output, state_maps)
         self.tables = tables
         self._pads = (how.pads(Side.LEFT), how.pads(Side.RIGHT))
         self._prefix = f"{pipeline}|"
-        self._seqs: dict[str, int] = {}
-        """Join key -> its next ``seq``."""
+        self._seqs: Any = {} if state_maps is None else state_maps(SEQ_MAP)
+        """Join key -> its next ``seq`` (a dict, or the rocksdb backend's cache)."""
 
     # -- output ---------------------------------------------------------------------------
     def _name(self, side: int, row: Row | None) -> str:
@@ -116,48 +123,57 @@ class TableJoinOperator(RegularJoinOperator):
             else:
                 self._stream_row(side, key, ts, value, position)
 
-    def _meet(self, side: int, key: str, row: Row) -> None:
+    def _meet(self, side: int, key: str, row: Row) -> bool:
         """A new row of ``side`` meets the other side's rows of ``key``: each partner's
         padded row deleted if it was padded, the joined rows upserted; ``row`` padded
-        when it has no partner."""
+        when it has no partner. Whether it had one."""
         other = 1 - side
-        partners = self._sides[other].get(key)
+        theirs = self._sides[other]
+        partners = theirs.get(key)
         if partners is None:
             if self._pads[side]:
                 self._emit_row(key, row[0], side, row, None, False)
-            return
+            return False
         ts = row[0]
         for partner in partners.rows:
             top = ts if ts >= partner[0] else partner[0]
             if not partner[MATCHED]:
                 partner[MATCHED] = True
                 self._dirty.add((other, key))
+                if self._cached:
+                    theirs.mark_dirty(key)
                 if self._pads[other]:
                     self._emit_row(key, top, other, partner, None, True)
             self._emit_row(key, top, side, row, partner, False)
         row[MATCHED] = True
+        return True
 
     def _stream_row(self, side: Side, key: str, ts: int, value: Any, position: int) -> None:
         row: Row = [ts, position, value, False]
-        self._meet(side, key, row)
+        partnered = self._meet(side, key, row)
         ttl = self.ttl
         if ttl is not None and ts + ttl <= self._watermark:
             self._forget_if_empty(key)  # expired already: met what is held, not kept
             return
-        rows = self._sides[side].get(key)
+        mine = self._sides[side]
+        rows = mine.get(key)
         if rows is None:
-            rows = self._new_rows(side, key)
+            rows = self._new_rows(side, key, not partnered)
         if ttl is not None and (not rows.times or ts < rows.times[0]):
             heapq.heappush(self._expiry, (ts + ttl, side, key))
         rows.add(row)
+        if self._cached:
+            mine.mark_dirty(key)
         self._held[side] += 1
         self._dirty.add((side, key))
 
     def _table_row(self, side: Side, key: str, ts: int, value: Any, position: int) -> None:
+        cached = self._cached
         mine = self._sides[side].get(key)
         old = mine.rows[0] if mine is not None else None
         other = 1 - side
-        partners = self._sides[other].get(key)
+        theirs = self._sides[other]
+        partners = theirs.get(key)
         if value is None:  # a tombstone: the key's row deleted
             if mine is None or old is None:
                 return
@@ -166,6 +182,8 @@ class TableJoinOperator(RegularJoinOperator):
                     top = ts if ts >= partner[0] else partner[0]
                     self._emit_row(key, top, side, old, partner, True)
                     partner[MATCHED] = False  # a table side holds one row: it was the one
+                    if cached:
+                        theirs.mark_dirty(key)
                     if self._pads[other]:
                         self._emit_row(key, partner[0], other, partner, None, False)
                 self._dirty.add((other, key))
@@ -177,13 +195,17 @@ class TableJoinOperator(RegularJoinOperator):
         if mine is None or old is None:  # a new row
             row: Row = [ts, position, value, False]
             self._meet(side, key, row)
-            rows = self._new_rows(side, key)
+            rows = self._new_rows(side, key, partners is None)
             rows.add(row)
+            if cached:
+                self._sides[side].mark_dirty(key)
             self._held[side] += 1
             self._dirty.add((side, key))
             return
         old[0], old[1], old[2] = ts, position, value  # a new version of the key's row
         mine.times[0] = ts
+        if cached:  # got above; only the other side's map was used since
+            self._sides[side].mark_dirty(key)
         self._dirty.add((side, key))
         if partners is not None:
             for partner in partners.rows:
@@ -208,7 +230,7 @@ class TableJoinOperator(RegularJoinOperator):
     # -- checkpoint hooks -----------------------------------------------------------------
     def _pieces(self) -> Iterator[tuple[int, str]]:
         yield from super()._pieces()
-        for key in self._seqs:
+        for key in list(self._seqs.keys()):
             yield (_SEQ, key)
 
     def _entry(self, piece: tuple[int, str]) -> str:
@@ -223,7 +245,16 @@ class TableJoinOperator(RegularJoinOperator):
 
     def _clear(self) -> None:
         super()._clear()
-        self._seqs = {}
+        if self._cached:
+            self._seqs.clear()
+        else:
+            self._seqs = {}
+
+    def _expires_after(self, side: int) -> int | None:
+        return None if self.tables[side] else self.ttl
+
+    def state_maps(self) -> list[StateCache]:
+        return [*super().state_maps(), self._seqs] if self._cached else []
 
     def _restore_entry(self, name: str, value: Any) -> None:
         if name.startswith(SEQ_PREFIX):
@@ -241,5 +272,5 @@ class TableJoinOperator(RegularJoinOperator):
         for ts, position, row_value, matched in value:
             rows.add([int(ts), int(position), row_value, bool(matched)])
         self._put_rows(side, key, rows)
-        if self.ttl is not None and rows.times and not self.tables[side]:
+        if self.ttl is not None and rows.times and not self.tables[side] and not self._cached:
             heapq.heappush(self._expiry, (rows.times[0] + self.ttl, side, key))

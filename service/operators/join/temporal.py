@@ -15,15 +15,23 @@ can still arrive while ``W < t``. Once ``W - allowed_lateness`` has passed a ver
 successor, no left row can ask for it any more (a left row at or below it is late), so
 a key keeps the newest version at or below ``W - allowed_lateness`` and those above,
 and a tombstone there with nothing older to answer for is dropped with its key.
+
+**State backends.** With ``memory`` the waiting rows and the versions are dicts (key
+-> rows). With ``rocksdb`` they are two named maps of the partition's RocksDB
+(``left``, ``right``) behind its write-back cache; the two heaps (the keys' first
+waiting row, the keys' next prunable version) stay in memory, as Flink's RocksDB
+backend keeps its timers on the heap, so the watermark finds its keys, held or
+evicted. A restore walks both maps once to rebuild them.
 """
 
 from __future__ import annotations
 
 import heapq
 from bisect import bisect_right
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+from service.core.state_cache import StateCache, StateMaps
 from service.operators.base import InputRecord, OperatorGauges
 from service.operators.join.base import JoinOperator
 from service.operators.join.checkpoint import parse_side_entry, side_entry
@@ -62,6 +70,26 @@ class _Timeline:
         del self.rows[:count]
 
 
+class TimelineCodec:
+    """A :class:`_Timeline` in a RocksDB map: its rows, as arrays."""
+
+    __slots__ = ()
+
+    def encode(self, value: _Timeline) -> list[Row]:
+        return value.rows
+
+    def decode(self, data: Any) -> _Timeline:
+        value = _Timeline()
+        value.rows = [(ts, position, v) for ts, position, v in data]
+        value.times = [row[0] for row in value.rows]
+        return value
+
+
+TIMELINE_CODEC = TimelineCodec()
+SIDE_MAPS = ("left", "right")
+"""The maps of the waiting rows and of the versions in the partition's RocksDB."""
+
+
 class TemporalJoinOperator(JoinOperator):
     """One partition's temporal join (see the module docstring)."""
 
@@ -75,15 +103,21 @@ class TemporalJoinOperator(JoinOperator):
         project: Projection = both_sides,
         inputs: tuple[str, str] = ("left", "right"),
         late_output: bool = True,
+        state_maps: StateMaps | None = None,
     ) -> None:
+        """``state_maps``: the rocksdb backend's named maps (None: memory)."""
         # Defensive only: the spec's rules refuse this first (join_how_fits_kind, in
         # pipeline_spec/rules/joins.py), so no spec reaches it; it guards a direct
         # construction (tests, benchmarks). The hows are kinds.py's list.
         if how not in JOIN_KINDS[self.kind].hows:
             raise JoinConfigError(f"a temporal join is inner or left, not {how}")
         super().__init__(pipeline, how, allowed_lateness_ms, project, inputs, late_output)
-        self._waiting: dict[str, _Timeline] = {}
-        self._versions: dict[str, _Timeline] = {}
+        self._cached = state_maps is not None
+        self._waiting: Any = {} if state_maps is None else state_maps(SIDE_MAPS[0], TIMELINE_CODEC)
+        """Key -> its left rows waiting: a dict, or the rocksdb backend's cache (an
+        entry changed in place is marked dirty right after it was got)."""
+        self._versions: Any = {} if state_maps is None else state_maps(SIDE_MAPS[1], TIMELINE_CODEC)
+        """Key -> its versions, as :attr:`_waiting`."""
         self._due: list[tuple[int, str]] = []  # (time of a key's first waiting row, key)
         self._prunable: list[tuple[int, str]] = []  # (when a key's oldest version can go, key)
         self._dirty: set[tuple[int, str]] = set()
@@ -105,6 +139,7 @@ class TemporalJoinOperator(JoinOperator):
         lateness = self.lateness
         waiting = self._waiting
         dirty = self._dirty
+        mark = waiting.mark_dirty if self._cached else None
         for key, ts, value, position, source in records:
             if is_late(ts, watermark, lateness):
                 self._late(Side.LEFT, key, ts, source)
@@ -117,6 +152,8 @@ class TemporalJoinOperator(JoinOperator):
             if not rows.times or ts < rows.times[0]:
                 heapq.heappush(self._due, (ts, key))
             rows.add((ts, position, value), replace=False)
+            if mark is not None:
+                mark(key)
             self._held[0] += 1
             dirty.add((Side.LEFT, key))
             if ts <= watermark:  # allowed-late: its time has come
@@ -125,6 +162,7 @@ class TemporalJoinOperator(JoinOperator):
     def _process_right(self, records: Sequence[InputRecord]) -> None:
         versions = self._versions
         dirty = self._dirty
+        mark = versions.mark_dirty if self._cached else None
         for key, ts, value, position, _ in records:
             rows = versions.get(key)
             if rows is None:
@@ -133,6 +171,8 @@ class TemporalJoinOperator(JoinOperator):
                     self._keys += 1
             held = len(rows.times)
             rows.add((ts, position, value), replace=True)
+            if mark is not None:
+                mark(key)
             self._held[1] += len(rows.times) - held
             dirty.add((Side.RIGHT, key))
             self._schedule_prune(key, rows)
@@ -180,6 +220,8 @@ class TemporalJoinOperator(JoinOperator):
         self._held[0] -= count
         self._dirty.add((Side.LEFT, key))
         if rows.times:
+            if self._cached:  # got by the caller; only the versions' map was used since
+                self._waiting.mark_dirty(key)
             heapq.heappush(self._due, (rows.times[0], key))
         else:
             del self._waiting[key]
@@ -190,7 +232,8 @@ class TemporalJoinOperator(JoinOperator):
         """Keep the newest version at or below ``through`` and those above it; a
         tombstone left oldest at or below it goes too, and the key with nothing left."""
         newest = bisect_right(versions.times, through) - 1
-        if newest > 0:
+        changed = newest > 0
+        if changed:
             versions.drop_through(newest)
             self._held[1] -= newest
             self._dirty.add((Side.RIGHT, key))
@@ -198,6 +241,9 @@ class TemporalJoinOperator(JoinOperator):
             versions.drop_through(1)
             self._held[1] -= 1
             self._dirty.add((Side.RIGHT, key))
+            changed = True
+        if changed and versions.times and self._cached:
+            self._versions.mark_dirty(key)
         if not versions.times:
             del self._versions[key]
             if key not in self._waiting:
@@ -229,8 +275,12 @@ class TemporalJoinOperator(JoinOperator):
 
     # -- checkpoint hooks -----------------------------------------------------------------
     def _pieces(self) -> Iterator[tuple[int, str]]:
-        return (
-            (side, key) for side, held in ((0, self._waiting), (1, self._versions)) for key in held
+        return iter(
+            [
+                (side, key)
+                for side, held in ((0, self._waiting), (1, self._versions))
+                for key in list(held.keys())
+            ]
         )
 
     def _entry(self, piece: tuple[int, str]) -> str:
@@ -242,7 +292,11 @@ class TemporalJoinOperator(JoinOperator):
         return None if rows is None else [list(row) for row in rows.rows]
 
     def _clear(self) -> None:
-        self._waiting, self._versions = {}, {}
+        if self._cached:
+            self._waiting.clear()
+            self._versions.clear()
+        else:
+            self._waiting, self._versions = {}, {}
         self._due, self._prunable = [], []
         self._held = [0, 0]
         self._keys = 0
@@ -250,6 +304,12 @@ class TemporalJoinOperator(JoinOperator):
     def _restore_entry(self, name: str, value: Any) -> None:
         side, key = parse_side_entry(name)
         held = self._waiting if side is Side.LEFT else self._versions
+        if self._cached:  # onto the store; then _rebuild
+            if value is None:
+                held.pop(key, None)
+            else:
+                held[key] = TIMELINE_CODEC.decode(value)
+            return
         other = self._versions if side is Side.LEFT else self._waiting
         old = held.pop(key, None)
         if old is not None:
@@ -268,3 +328,30 @@ class TemporalJoinOperator(JoinOperator):
             heapq.heappush(self._due, (rows.times[0], key))
         else:
             self._schedule_prune(key, rows)
+
+    def restore_changes(self, entries: Iterable[tuple[str, Any]]) -> None:
+        super().restore_changes(entries)
+        if self._cached:
+            self._rebuild()
+
+    def _rebuild(self) -> None:
+        """The rocksdb backend, after a restore applied the changelog's entries onto the
+        store (empty, or as a local checkpoint left it): both heaps and the counts, from
+        one walk of both maps."""
+        self._due, self._prunable = [], []
+        self._held = [0, 0]
+        keys: set[str] = set()
+        for key, rows in self._waiting.items():
+            self._due.append((rows.times[0], key))
+            self._held[0] += len(rows.times)
+            keys.add(key)
+        heapq.heapify(self._due)
+        for key, rows in self._versions.items():
+            self._schedule_prune(key, rows)
+            self._held[1] += len(rows.times)
+            keys.add(key)
+        self._keys = len(keys)
+
+    def state_maps(self) -> list[StateCache]:
+        """The rocksdb backend's maps (none with memory)."""
+        return [self._waiting, self._versions] if self._cached else []

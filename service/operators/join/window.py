@@ -19,14 +19,23 @@ semi or anti row emitted at the firing could be contradicted by a partner arrivi
 later, and a result once emitted is never retracted), the window keeps its rows until
 its cleanup time, and an allowed-late row is joined at once with the partners already
 there.
+
+**State backends.** With ``memory`` the rows are a dict per window (key -> the two
+sides' rows). With ``rocksdb`` each key's rows of a window (both sides: what one
+checkpoint entry holds, and what a firing reads at once) are one entry of a named map
+of the partition's RocksDB (``windows``, the entry ``<start>:<end>:<key>``) behind its
+write-back cache; the windows' timers and each window's keys stay in memory (as Flink's
+RocksDB backend keeps timers on the heap), so a firing finds every key of its window,
+held or evicted. A restore walks the map once to rebuild them.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
+from service.core.state_cache import StateCache, StateMaps
 from service.core.time import MIN_TIMESTAMP
 from service.operators.base import InputRecord, OperatorGauges
 from service.operators.join.base import JoinOperator
@@ -40,6 +49,31 @@ Row = tuple[int, int, Any]
 
 _FIRE = 0
 _CLEANUP = 1
+
+WINDOWS_MAP = "windows"
+"""The rows' map in the partition's RocksDB (the rocksdb backend)."""
+
+Sides = tuple[list[Row], list[Row]]
+
+
+class SidesCodec:
+    """A window's rows of one key in a RocksDB map: ``[lefts, rights]``, rows as arrays."""
+
+    __slots__ = ()
+
+    def encode(self, value: Sides) -> list[list[Row]]:
+        return [value[0], value[1]]
+
+    def decode(self, data: Any) -> Sides:
+        lefts, rights = data
+        return [(ts, pos, v) for ts, pos, v in lefts], [(ts, pos, v) for ts, pos, v in rights]
+
+
+SIDES_CODEC = SidesCodec()
+
+
+def _map_key(window: Window, key: str) -> str:
+    return f"{window[0]}:{window[1]}:{key}"
 
 
 class Assigner(Protocol):
@@ -62,7 +96,9 @@ class WindowJoinOperator(JoinOperator):
         project: Projection = both_sides,
         inputs: tuple[str, str] = ("left", "right"),
         late_output: bool = True,
+        state_maps: StateMaps | None = None,
     ) -> None:
+        """``state_maps``: the rocksdb backend's named maps (None: memory)."""
         # Defensive only: the spec refuses both first (a join's assigner is tumbling or
         # sliding in the model; the rule window_join_lateness), so no spec reaches them.
         if getattr(assigner, "merging", False):
@@ -74,7 +110,12 @@ class WindowJoinOperator(JoinOperator):
             )
         super().__init__(pipeline, how, allowed_lateness_ms, project, inputs, late_output)
         self._assigner = assigner
-        self._windows: dict[Window, dict[str, tuple[list[Row], list[Row]]]] = {}
+        self._windows: dict[Window, dict[str, Any]] = {}
+        """Window -> key -> the two sides' rows; with the rocksdb backend, key -> None
+        (the window's keys: the rows are in :attr:`_rows`)."""
+        self._rows: StateCache | None = (
+            None if state_maps is None else state_maps(WINDOWS_MAP, SIDES_CODEC)
+        )
         self._timers: list[tuple[int, int, Window]] = []  # (time, _FIRE | _CLEANUP, window)
         self._dirty: set[tuple[Window, str]] = set()
         self._held = [0, 0]
@@ -85,6 +126,9 @@ class WindowJoinOperator(JoinOperator):
 
     # -- input ----------------------------------------------------------------------------
     def _process(self, side: Side, records: Sequence[InputRecord]) -> None:
+        if self._rows is not None:
+            self._process_cached(side, records, self._rows)
+            return
         watermark = self._watermark
         lateness = self.lateness
         assign = self._assigner.assign
@@ -102,7 +146,7 @@ class WindowJoinOperator(JoinOperator):
                 if keys is None:
                     keys = windows[window] = {}
                     self._schedule(window)
-                sides = keys.get(key)
+                sides: Sides | None = keys.get(key)
                 if sides is None:
                     sides = keys[key] = ([], [])
                     self._pairs += 1
@@ -111,6 +155,45 @@ class WindowJoinOperator(JoinOperator):
                 self._held[side] += 1
                 dirty.add((window, key))
                 if max_ts <= watermark:  # fired already (allowed lateness, inner only)
+                    self._pairs_with(side, key, window, row, sides[1 - side])
+            if not taken:
+                self._late(side, key, ts, source)
+
+    def _process_cached(
+        self, side: Side, records: Sequence[InputRecord], cache: StateCache
+    ) -> None:
+        """:meth:`_process` with the rows in RocksDB: the window's keys say whether the
+        key has rows there (no read for a new one)."""
+        watermark = self._watermark
+        lateness = self.lateness
+        assign = self._assigner.assign
+        windows = self._windows
+        dirty = self._dirty
+        for key, ts, value, position, source in records:
+            assigned = assign(ts)
+            taken = not assigned
+            for window in assigned:
+                max_ts = window[1] - 1
+                if watermark != MIN_TIMESTAMP and max_ts + lateness <= watermark:
+                    continue
+                taken = True
+                keys = windows.get(window)
+                if keys is None:
+                    keys = windows[window] = {}
+                    self._schedule(window)
+                name = _map_key(window, key)
+                if key in keys:
+                    sides = cache.get(name)
+                else:
+                    keys[key] = None
+                    sides = cache[name] = ([], [])
+                    self._pairs += 1
+                row = (ts, position, value)
+                sides[side].append(row)
+                cache.mark_dirty(name)
+                self._held[side] += 1
+                dirty.add((window, key))
+                if max_ts <= watermark:
                     self._pairs_with(side, key, window, row, sides[1 - side])
             if not taken:
                 self._late(side, key, ts, source)
@@ -135,6 +218,9 @@ class WindowJoinOperator(JoinOperator):
             keys = self._windows.get(window)
             if keys is None:
                 continue
+            if self._rows is not None:
+                self._fire_cached(window, keys, kind, self._rows)
+                continue
             if kind == _FIRE:
                 for key, (lefts, rights) in keys.items():
                     self._fire(key, window, lefts, rights)
@@ -142,6 +228,26 @@ class WindowJoinOperator(JoinOperator):
                 del self._windows[window]
                 self._dirty.update((window, key) for key in keys)
                 self._forget(keys)
+
+    def _fire_cached(
+        self, window: Window, keys: dict[str, None], kind: int, cache: StateCache
+    ) -> None:
+        """A timer of ``window`` with the rows in RocksDB: each key's rows read (and
+        deleted, when the window goes)."""
+        drop = kind == _CLEANUP or not self.lateness
+        held = self._held
+        for key in keys:
+            name = _map_key(window, key)
+            sides = cache.pop(name) if drop else cache.get(name)
+            if kind == _FIRE:
+                self._fire(key, window, *sides)
+            if drop:
+                held[0] -= len(sides[0])
+                held[1] -= len(sides[1])
+        if drop:
+            del self._windows[window]
+            self._dirty.update((window, key) for key in keys)
+            self._pairs -= len(keys)
 
     def _forget(self, keys: dict[str, tuple[list[Row], list[Row]]]) -> None:
         """Uncount a window's rows and keys, dropped."""
@@ -206,7 +312,7 @@ class WindowJoinOperator(JoinOperator):
 
     # -- checkpoint hooks -----------------------------------------------------------------
     def _pieces(self) -> Iterator[tuple[Window, str]]:
-        return ((window, key) for window, keys in self._windows.items() for key in keys)
+        return iter([(window, key) for window, keys in self._windows.items() for key in keys])
 
     def _entry(self, piece: tuple[Window, str]) -> str:
         (start, end), key = piece
@@ -214,12 +320,17 @@ class WindowJoinOperator(JoinOperator):
 
     def _encode(self, piece: tuple[Window, str]) -> list[list[list[Any]]] | None:
         window, key = piece
-        sides = self._windows.get(window, {}).get(key)
+        if self._rows is not None:
+            sides = self._rows.get(_map_key(window, key))
+        else:
+            sides = self._windows.get(window, {}).get(key)
         if sides is None:
             return None
         return [[list(row) for row in rows] for rows in sides]
 
     def _clear(self) -> None:
+        if self._rows is not None:
+            self._rows.clear()
         self._windows = {}
         self._timers = []
         self._held = [0, 0]
@@ -228,6 +339,12 @@ class WindowJoinOperator(JoinOperator):
     def _restore_entry(self, name: str, value: Any) -> None:
         if not name.startswith(WINDOW_PREFIX):
             raise JoinConfigError(f"unknown join checkpoint entry {name!r}")
+        if self._rows is not None:  # onto the store; then _rebuild
+            if value is None:
+                self._rows.pop(name[len(WINDOW_PREFIX) :], None)
+            else:
+                self._rows[name[len(WINDOW_PREFIX) :]] = SIDES_CODEC.decode(value)
+            return
         start, end, key = name[len(WINDOW_PREFIX) :].split(":", 2)
         window = (int(start), int(end))
         keys = self._windows.get(window)
@@ -248,3 +365,32 @@ class WindowJoinOperator(JoinOperator):
         self._held[0] += len(sides[0])
         self._held[1] += len(sides[1])
         self._pairs += 1
+
+    def restore_changes(self, entries: Iterable[tuple[str, Any]]) -> None:
+        super().restore_changes(entries)
+        if self._rows is not None:
+            self._rebuild(self._rows)
+
+    def _rebuild(self, cache: StateCache) -> None:
+        """The rocksdb backend, after a restore applied the changelog's entries onto the
+        store (empty, or as a local checkpoint left it): every window's keys, its timers
+        and the counts, from one walk of the map."""
+        self._windows = {}
+        self._timers = []
+        self._held = [0, 0]
+        self._pairs = 0
+        for name, (lefts, rights) in cache.items():
+            start, end, key = name.split(":", 2)
+            window = (int(start), int(end))
+            keys = self._windows.get(window)
+            if keys is None:
+                keys = self._windows[window] = {}
+                self._schedule(window)
+            keys[key] = None
+            self._held[0] += len(lefts)
+            self._held[1] += len(rights)
+            self._pairs += 1
+
+    def state_maps(self) -> list[StateCache]:
+        """The rocksdb backend's map (none with memory)."""
+        return [] if self._rows is None else [self._rows]

@@ -41,10 +41,11 @@ disk: the named map ``"touches"``, one entry per tick that took touches (the tic
 of those ticks (one int per tick within the TTL, not per key). A tick expires the
 entries of the ticks at or before ``now - state_ttl_ms``: each key listed there whose
 last touch is still that tick is deleted, one touched again since (it is listed at a
-later tick too) is skipped, and the entry goes. A restore reads the index's ticks and
-adds the changelog tail's keys at their last touch (a key already listed is listed
-twice: the second finds it gone); a store with keys and no index (a TTL added since)
-indexes every key by its last touch once.
+later tick too) is skipped, and the entry goes. An operator built on a store reads the
+index's ticks (a store with keys and no index, a TTL added since, has every key indexed
+by its last touch once); a restore, streamed (:meth:`apply_changes`) or not, lists the
+changelog tail's keys at their last touch (a key already listed is listed twice: the
+second finds it gone).
 """
 
 from __future__ import annotations
@@ -176,6 +177,8 @@ class RunningAggregateOperator:
         """The rocksdb backend with a TTL: a tick's time (text) -> the keys it stamped."""
         self._touch_ticks: list[int] = []
         """The rocksdb backend with a TTL: the times of the ticks in the index, sorted."""
+        if self._index is not None:
+            self._read_index()  # what the store holds (a local checkpoint's, or nothing)
         self._pending: dict[str, None] = {}
         """The dirty keys, in the order they became dirty (an ordered set)."""
         self._touched: dict[str, None] = {}
@@ -196,8 +199,12 @@ class RunningAggregateOperator:
         return maps(KEYS_MAP)
 
     def _from_entry(self, acc: list[Any]) -> list[Any]:
-        """A key's accumulator in memory from its checkpoint entry's ``acc``."""
+        """A key's accumulator in memory from its checkpoint entry's ``acc`` (a copy)."""
         return _copy(acc)
+
+    def _from_decoded(self, acc: list[Any]) -> list[Any]:
+        """:meth:`_from_entry` of an ``acc`` decoded for this call (taken as is)."""
+        return acc
 
     # -- the batch loop ------------------------------------------------------------------
     def _compile(self) -> Callable[[Sequence[InputRecord]], None]:
@@ -514,10 +521,73 @@ class RunningAggregateOperator:
     def restore_changes(self, entries: Iterable[tuple[str, Any]]) -> None:
         self._load(*newest_entries(entries, KEY_PREFIX, META_ENTRY, WindowStateError))
 
-    def _index_every_key(self) -> None:
-        """The rocksdb backend with a TTL added since the store was written: every key
+    def apply_changes(self, entries: Iterable[tuple[str, Any]]) -> None:
+        """The rocksdb backend's restore, in batches
+        (:class:`~service.operators.base.AppliesChanges`): each entry applied onto the
+        keys the cache and its store hold, in order; an entry's value is taken as is (it
+        was decoded for this call). With a state TTL each key is also listed in the index
+        at its last touch (the index's ticks were read when the operator was built)."""
+        cache = self._keys
+        if isinstance(cache, dict):
+            raise WindowStateError("apply_changes needs the rocksdb backend's state map")
+        pending = self._pending
+        touched = self._touched
+        index = self._index
+        decoded = self._from_decoded
+        cut = len(KEY_PREFIX)
+        for name, entry in entries:
+            if name == META_ENTRY:
+                self._load_meta(entry)
+            elif not name.startswith(KEY_PREFIX):
+                raise WindowStateError(f"unknown checkpoint entry {name!r}")
+            elif entry is None:
+                key = name[cut:]
+                cache.pop(key)
+                pending.pop(key, None)
+                touched.pop(key, None)
+            else:
+                key = name[cut:]
+                acc = cache[key] = decoded(entry["acc"])
+                if entry["dirty"]:
+                    pending[key] = None
+                else:
+                    pending.pop(key, None)
+                if index is not None:
+                    if entry["touched"]:
+                        touched[key] = None
+                    else:
+                        touched.pop(key, None)
+                    if acc[SEEN_SLOT]:  # stamped (else touched, stamped at a tick)
+                        self._list_touches(acc[SEEN_SLOT], [key])
+        self._next_tick = None
+        if self._needs_tick():
+            self._schedule(self._clock.now_ms())
+
+    def _load_meta(self, meta: dict[str, Any] | None) -> None:
+        """The operator's checkpointed metadata (None: none, a fresh operator's)."""
+        if meta is None:
+            self._watermark = MIN_TIMESTAMP
+            self.plan.invalid[:] = [0] * len(self.plan.invalid)
+            return
+        if meta.get("version") != SNAPSHOT_VERSION:
+            raise WindowStateError(
+                f"unknown running aggregate checkpoint version {meta.get('version')!r}"
+            )
+        self._watermark = int(meta["watermark"])
+        invalid = [int(n) for n in meta.get("invalid", [])]
+        if len(invalid) == len(self.plan.invalid):
+            self.plan.invalid[:] = invalid
+
+    def _read_index(self) -> None:
+        """The rocksdb backend with a TTL: the index's ticks from the store, and, with
+        keys there but no index (a TTL added since the store was written), every key
         listed at its last touch (0 if it never had one: it expires at the first tick,
         as a dict's restore orders it first)."""
+        index = self._index
+        assert index is not None
+        self._touch_ticks[:] = sorted(int(name) for name in index)
+        if self._touch_ticks or not len(self._keys):
+            return
         by_tick: dict[int, list[str]] = {}
         for key, acc in self._keys.items():
             by_tick.setdefault(acc[SEEN_SLOT], []).append(key)
@@ -526,14 +596,7 @@ class RunningAggregateOperator:
 
     def _load(self, meta: dict[str, Any] | None, keys: list[tuple[str, Any]]) -> None:
         if meta is not None:
-            if meta.get("version") != SNAPSHOT_VERSION:
-                raise WindowStateError(
-                    f"unknown running aggregate checkpoint version {meta.get('version')!r}"
-                )
-            self._watermark = int(meta["watermark"])
-            invalid = [int(n) for n in meta.get("invalid", [])]
-            if len(invalid) == len(self.plan.invalid):
-                self.plan.invalid[:] = invalid
+            self._load_meta(meta)
         # In place: the generated loop holds these.
         self._pending.clear()
         self._touched.clear()
@@ -544,9 +607,7 @@ class RunningAggregateOperator:
             cache = self._keys
             index = self._index
             if index is not None:
-                self._touch_ticks[:] = sorted(int(name) for name in index)
-                if not self._touch_ticks and len(cache):  # a TTL added since: index it
-                    self._index_every_key()
+                self._read_index()
             for key, entry in keys:
                 if entry is None:
                     cache.pop(key)

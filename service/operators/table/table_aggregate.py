@@ -40,6 +40,7 @@ from service.core.paths import MISSING, PathGetter, compile_path, key_text
 from service.core.state_cache import StateCache, StateMaps
 from service.operators.base import InputRecord, Upsert
 from service.operators.window.aggregations import encode_distinct, parse_aggregations
+from service.operators.window.errors import WindowStateError
 
 from .retracting import RetractingPlan
 from .running import (
@@ -107,6 +108,9 @@ class TableAggregateOperator(RunningAggregateOperator):
         return maps("groups", _AccCodec(self.retracting))
 
     def _from_entry(self, acc: list[Any]) -> list[Any]:
+        return self.retracting.load(acc)
+
+    def _from_decoded(self, acc: list[Any]) -> list[Any]:
         return self.retracting.load(acc)
 
     def state_maps(self) -> list[StateCache]:
@@ -261,6 +265,25 @@ class TableAggregateOperator(RunningAggregateOperator):
                 self._rows[pk] = list(row)
             else:
                 self._rows.pop(pk, None)
+
+    def apply_changes(self, entries: Iterable[tuple[str, Any]]) -> None:
+        """The rocksdb backend's streamed restore: the rows' entries applied onto the map
+        ``"rows"``, the groups' onto the map ``"groups"`` (the running aggregate's
+        :meth:`~RunningAggregateOperator.apply_changes`)."""
+        rows = self._rows
+        if type(rows) is dict:
+            raise WindowStateError("apply_changes needs the rocksdb backend's state map")
+        groups: list[tuple[str, Any]] = []
+        cut = len(ROW_PREFIX)
+        for name, value in entries:
+            if name.startswith(ROW_PREFIX):
+                if value is None:
+                    rows.pop(name[cut:], None)
+                else:
+                    rows[name[cut:]] = value
+            else:
+                groups.append((name, value))
+        super().apply_changes(groups)
 
     def _load(self, meta: dict[str, Any] | None, keys: list[tuple[str, Any]]) -> None:
         super()._load(meta, keys)

@@ -258,11 +258,11 @@ class WindowOperatorBase:
         watermark = int(meta["watermark"]) if meta is not None else self.current_watermark
         keys: list[tuple[str, Any]] = []
         for name, value in newest.items():
-            if value is None:
-                continue
             if not name.startswith(KEY_PREFIX):
+                if value is None:
+                    continue
                 raise WindowStateError(f"unknown checkpoint entry {name!r}")
-            keys.append((name[len(KEY_PREFIX) :], value))
+            keys.append((name[len(KEY_PREFIX) :], value))  # None: the key was deleted
         self._load_changes(watermark, keys)
         self._dirty.clear()
 
@@ -316,5 +316,6 @@ class WindowOperatorBase:
         raise NotImplementedError
 
     def _load_changes(self, watermark: int, keys: list[tuple[str, Any]]) -> None:
-        """Replace all state and timers with the newest changes of these keys."""
+        """Replace all state and timers with the newest changes of these keys (None: the
+        key was deleted); with the rocksdb backend, apply them onto the store's state."""
         raise NotImplementedError

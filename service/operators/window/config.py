@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from service.core.state_cache import StateMaps
 from service.core.time import Clock, SystemClock, TimeDomain
 
 from .aggregations import AggregationSpec, parse_aggregations
@@ -43,6 +44,9 @@ class WindowOperatorConfig:
     clock: Clock = field(default_factory=SystemClock)
     track_keys: bool = False
     """Keep track of changed keys, for :meth:`snapshot_changes` (incremental checkpoints)."""
+    state_maps: StateMaps | None = None
+    """The rocksdb backend's maps of the partition: the keyed state in their caches (and
+    RocksDB behind them) instead of dicts; None: the memory backend."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.time, TimeDomain):

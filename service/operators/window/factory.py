@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from service.core.state_cache import StateMaps
 from service.core.time import Clock, TimeDomain
 
 from .assigners import (
@@ -53,6 +54,7 @@ def build_window_operator(
     *,
     function: WindowFunction | None = None,
     track_keys: bool = False,
+    state_maps: StateMaps | None = None,
 ) -> WindowOperator:
     """A window operator from the pipeline spec's ``"operator"`` object.
 
@@ -61,6 +63,7 @@ def build_window_operator(
 
     ``function`` is the loaded window function when the spec names one
     (``"function": "package.module:Name"``); loading it is the UDF loader's job.
+    ``state_maps``: the rocksdb backend's maps of the partition (None: memory).
     """
     kind = operator_spec.get("type", "window")
     if kind != "window":
@@ -89,6 +92,7 @@ def build_window_operator(
         on_bad_value=operator_spec.get("on_bad_value", "dead_letter"),
         clock=clock,
         track_keys=track_keys,
+        state_maps=state_maps,
     )
     return create_window_operator(config)
 

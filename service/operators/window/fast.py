@@ -47,6 +47,18 @@ watermark ``W``: the trigger timer iff ``max_ts > W``, the cleanup timer iff ``W
 cleanup < MAX``. Checkpoints write one small list per key: ``[[start, seq, opened,
 *slots], ...]``, and a restore rebuilds every start's dict in ``opened`` order, so
 the firing order after a restore is that of an uninterrupted run.
+
+With the rocksdb state backend (``config.state_maps``), the accumulators live in a
+:class:`~service.core.state_cache.StateCache` by key, ``{key: {start: [seq, opened,
+*slots]}}`` (RocksDB holding the checkpoint's rows, :class:`FastWindowsCodec`), and each
+start's dict holds only its keys, ``{key: None}``, in opened order: those are the logical
+timers, which stay on the heap as with Flink's RocksDB backend and heap timers. The loop
+reads a record's key once from the cache (RocksDB when it was evicted) and marks it dirty
+after its update; a firing reads each key of the start back the same way, and where the
+start goes as it fires, removes its window (the key once it has none). A restore applies
+the changelog's entries onto the store (which holds the state up to where they start),
+then reads every key's windows once to rebuild the starts' key sets. The generated loops
+are other code for the cache, so the memory backend's loops are unchanged.
 """
 
 from __future__ import annotations
@@ -57,6 +69,7 @@ from heapq import heappop, heappush
 from itertools import count
 from typing import Any
 
+from service.core.state_cache import StateCache
 from service.core.time import MAX_TIMESTAMP
 from service.operators.base import FireKind, InputRecord, OperatorGauges, WindowResult
 from service.operators.query import first_keys
@@ -93,6 +106,27 @@ DueEntry = tuple[int, int, int]
 FireStart = Callable[[dict[str, list[Any]], int, list[Any], int], None]
 """``fire(windows_of_start, start, results, watermark)``: the on-time firings of a start."""
 
+FireCached = Callable[[dict[str, None], int, list[Any], int, bool], None]
+"""With the rocksdb backend: ``fire(keys_of_start, start, results, watermark, drop)``, the
+windows read from the cache (and, with ``drop``, removed from it)."""
+
+
+class FastWindowsCodec:
+    """A key's windows with the rocksdb backend, ``{start: [seq, opened, *slots]}``, as
+    the store holds them: the checkpoint's rows, ``[[start, seq, opened, *slots], ...]``
+    by start (a :class:`~service.core.state_cache.StateCodec`)."""
+
+    __slots__ = ()
+
+    def encode(self, value: dict[int, list[Any]]) -> list[list[Any]]:
+        return [[start, *value[start]] for start in sorted(value)]
+
+    def decode(self, data: list[list[Any]]) -> dict[int, list[Any]]:
+        return {int(row[0]): copy_contents(row[1:]) for row in data}
+
+
+WINDOWS_CODEC = FastWindowsCodec()
+
 
 def supports(config: WindowOperatorConfig) -> bool:
     """Whether :class:`FastWindowOperator` implements ``config`` exactly."""
@@ -123,8 +157,14 @@ class FastWindowOperator(WindowOperatorBase):
         self._assigner = assigner
         # start -> {key: accumulator}: one small dict per window start, so the loop looks
         # a record up by its key alone (no (key, start) tuple to build and hash), and a
-        # start's windows fire and go together
-        self._windows: dict[int, dict[str, list[Any]]] = {}
+        # start's windows fire and go together. With the rocksdb backend, start -> {key:
+        # None}: the keys of the start's windows in opened order (its timers, on the
+        # heap), the accumulators in the cache (module docstring).
+        self._windows: dict[int, dict[str, Any]] = {}
+        self._cache: StateCache | None = (
+            None if config.state_maps is None else config.state_maps("", WINDOWS_CODEC)
+        )
+        """With the rocksdb backend: key -> ``{start: accumulator}``."""
         # per start, its pending trigger and cleanup times (a heap; module docstring)
         self._due: list[DueEntry] = []
         self._opened_seq = count()
@@ -139,6 +179,7 @@ class FastWindowOperator(WindowOperatorBase):
         )
         self.process_batch = self._compile_batch()
         self._fire = self._compile_fire(PLAIN_RESULT)
+        self._fire_cached = self._compile_fire_cached() if self._cache is not None else None
 
     def _plan(self) -> AggregationPlan:
         if self.plan is None:
@@ -162,6 +203,9 @@ class FastWindowOperator(WindowOperatorBase):
             _new_start=self._new_start,
             _dirty_add=self._dirty.add,
         )
+        cache = self._cache
+        if cache is not None:  # the rocksdb backend: the windows in the cache
+            namespace.update(_get=cache.get, _put=cache.__setitem__, _mark=cache.mark_dirty)
         # Every name the code uses is bound as a default argument, i.e. a local: a local
         # read is cheaper than a global one, and the loop reads several per record. (The
         # values are never rebound: the mutable ones are only ever changed in place.)
@@ -207,11 +251,31 @@ class FastWindowOperator(WindowOperatorBase):
                 f"{body}        current = _new_start(start)",
                 f"{body}    low = start",
                 f"{body}    high = start + _SIZE",
-                f"{body}acc = current.get(key)",
-                f"{body}if acc is None:",
-                f"{body}    acc = current[key] = {new_acc}",
             ]
+            if cache is None:
+                lines += [
+                    f"{body}acc = current.get(key)",
+                    f"{body}if acc is None:",
+                    f"{body}    acc = current[key] = {new_acc}",
+                ]
+            else:
+                # The key's windows from the cache (read back from RocksDB if evicted),
+                # the start's keys in memory; the entry marked once changed in place.
+                lines += [
+                    f"{body}windows_of_key = _get(key)",
+                    f"{body}if windows_of_key is None:",
+                    f"{body}    acc = {new_acc}",
+                    f"{body}    _put(key, {{low: acc}})",
+                    f"{body}    current[key] = None",
+                    f"{body}else:",
+                    f"{body}    acc = windows_of_key.get(low)",
+                    f"{body}    if acc is None:",
+                    f"{body}        acc = windows_of_key[low] = {new_acc}",
+                    f"{body}        current[key] = None",
+                ]
             lines += plan.update_lines("acc", "ts", body)
+            if cache is not None:
+                lines.append(f"{body}_mark(key)")
         else:
             lines += [
                 "    for key, ts, value, _position, source in records:",
@@ -222,23 +286,60 @@ class FastWindowOperator(WindowOperatorBase):
                 f"{body}    continue",
             ]
             inner = body + "    "
+            if cache is not None:  # one read of the key's windows for all of them
+                lines += [
+                    f"{body}windows_of_key = _get(key)",
+                    f"{body}fresh = windows_of_key is None",
+                    f"{body}if fresh:",
+                    f"{body}    windows_of_key = {{}}",
+                ]
             lines += [
                 f"{body}low = ts - _SIZE",
                 f"{body}while start > low:",
                 f"{inner}current = windows.get(start)",
                 f"{inner}if current is None:",
                 f"{inner}    current = _new_start(start)",
-                f"{inner}acc = current.get(key)",
-                f"{inner}if acc is None:",
-                f"{inner}    acc = current[key] = {new_acc}",
             ]
+            if cache is None:
+                lines += [
+                    f"{inner}acc = current.get(key)",
+                    f"{inner}if acc is None:",
+                    f"{inner}    acc = current[key] = {new_acc}",
+                ]
+            else:
+                lines += [
+                    f"{inner}acc = windows_of_key.get(start)",
+                    f"{inner}if acc is None:",
+                    f"{inner}    acc = windows_of_key[start] = {new_acc}",
+                    f"{inner}    current[key] = None",
+                ]
             lines += plan.update_lines("acc", "ts", inner)
             lines.append(f"{inner}start -= _SLIDE")
+            if cache is not None:  # a slide longer than the size may leave it in none
+                lines += [
+                    f"{body}if not fresh:",
+                    f"{body}    _mark(key)",
+                    f"{body}elif windows_of_key:",
+                    f"{body}    _put(key, windows_of_key)",
+                ]
         if self._track:
             lines.append(f"{body}_dirty_add(key)")
         exec(compile("\n".join(lines), "<fast-window-batch>", "exec"), namespace)
         batch: Callable[[Sequence[InputRecord]], None] = namespace["process_batch"]
         return batch
+
+    def _fire_namespace(self) -> tuple[str, dict[str, Any]]:
+        """What both firing loops (:meth:`_compile_fire`, :meth:`_compile_fire_cached`)
+        are compiled with: the plan's result source over ``acc``, and the names the id,
+        the end and the result are made from."""
+        display, namespace = self._plan().result_source("acc")
+        namespace.update(
+            _PREFIX=f"{self._pipeline}|",
+            _SIZE=self._size,
+            _ON_TIME=_ON_TIME,
+            _WindowResult=WindowResult,
+        )
+        return display, namespace
 
     def _compile_fire(self, plain: bool) -> FireStart:
         """The on-time firing of every window of one start, in the dict's (opened) order.
@@ -249,14 +350,8 @@ class FastWindowOperator(WindowOperatorBase):
         its ``__init__`` (:data:`PLAIN_RESULT`). The pipeline name enters through the
         namespace, never as source text.
         """
-        display, namespace = self._plan().result_source("acc")
-        namespace.update(
-            _PREFIX=f"{self._pipeline}|",
-            _SIZE=self._size,
-            _ON_TIME=_ON_TIME,
-            _WindowResult=WindowResult,
-            _new=object.__new__,
-        )
+        display, namespace = self._fire_namespace()
+        namespace["_new"] = object.__new__
         defaults = ", ".join(f"{name}={name}" for name in sorted(namespace))
         body = "        "
         lines = [
@@ -291,14 +386,56 @@ class FastWindowOperator(WindowOperatorBase):
         fire: FireStart = namespace["fire"]
         return fire
 
+    def _compile_fire_cached(self) -> FireCached:
+        """:meth:`_compile_fire`'s loop with the rocksdb backend: each key's windows read
+        from the cache (RocksDB for an evicted key), and with ``drop`` (no allowed
+        lateness: the start goes as it fires) the start's window removed, the key too
+        once it has none left."""
+        cache = self._cache
+        assert cache is not None
+        display, namespace = self._fire_namespace()
+        namespace.update(
+            _get=cache.get,
+            _pop=cache.pop,
+            _mark=cache.mark_dirty,
+        )
+        defaults = ", ".join(f"{name}={name}" for name in sorted(namespace))
+        body = "        "
+        lines = [
+            f"def fire(keys, start, results, watermark, drop, {defaults}):",
+            "    end = start + _SIZE",
+            '    suffix = f"|{start}|{end}"',
+            "    append = results.append",
+            "    for key in keys:",
+            f"{body}windows_of_key = _get(key)",
+            f"{body}if drop:",
+            f"{body}    acc = windows_of_key.pop(start)",
+            f"{body}    seq = acc[0]",
+            f"{body}    if windows_of_key:",
+            f"{body}        _mark(key)",
+            f"{body}    else:",
+            f"{body}        _pop(key)",
+            f"{body}else:",
+            f"{body}    acc = windows_of_key[start]",
+            f"{body}    seq = acc[0]",
+            f"{body}    acc[0] = seq + 1",
+            f"{body}    _mark(key)",
+            f"{body}append(_WindowResult(",
+            f'{body}    f"{{_PREFIX}}{{key}}{{suffix}}", key, start, end, {display},',
+            f"{body}    _ON_TIME, seq, watermark))",
+        ]
+        exec(compile("\n".join(lines), "<fast-window-fire-cached>", "exec"), namespace)
+        fire: FireCached = namespace["fire"]
+        return fire
+
     # -- per window start -------------------------------------------------------------
-    def _new_start(self, start: int) -> dict[str, list[Any]]:
+    def _new_start(self, start: int) -> dict[str, Any]:
         """The (empty) windows of a new start, with its trigger and cleanup times queued.
 
         The trigger time only if ``max_ts > W`` (else the windows fire as their records
         arrive); the cleanup time only with a lateness, below MAX, and after ``W``.
         """
-        current: dict[str, list[Any]] = {}
+        current: dict[str, Any] = {}
         self._windows[start] = current
         watermark = self._timers.current_watermark
         max_ts = start + self._size - 1
@@ -321,6 +458,9 @@ class FastWindowOperator(WindowOperatorBase):
         due = self._due
         if not due or due[0][0] > watermark:
             return
+        if self._cache is not None:
+            self._advance_cached(watermark)
+            return
         windows = self._windows
         results = self.collector.results
         fire = self._fire
@@ -342,6 +482,46 @@ class FastWindowOperator(WindowOperatorBase):
         self.counters.fired_on_time += on_time
         self._timers_fired += fired
 
+    def _advance_cached(self, watermark: int) -> None:
+        """:meth:`advance_watermark`'s firing with the rocksdb backend: the same starts in
+        the same order, each window read from the cache by its key."""
+        due = self._due
+        windows = self._windows
+        results = self.collector.results
+        fire = self._fire_cached
+        assert fire is not None
+        drop = not self._lateness
+        dirty = self._dirty if self._track else None
+        fired = on_time = 0
+        while due and due[0][0] <= watermark:
+            _, start, kind = heappop(due)
+            keys = windows[start]
+            fired += len(keys)
+            if dirty is not None:
+                dirty.update(keys)
+            if kind == _TRIGGER:
+                fire(keys, start, results, watermark, drop)
+                on_time += len(keys)
+                if not drop:
+                    continue
+            else:
+                self._drop_cached(start, keys)
+            del windows[start]
+        self.counters.fired_on_time += on_time
+        self._timers_fired += fired
+
+    def _drop_cached(self, start: int, keys: Iterable[str]) -> None:
+        """The start's windows out of the cache (a key with none left deleted)."""
+        cache = self._cache
+        assert cache is not None
+        for key in keys:
+            windows_of_key = cache.get(key)
+            del windows_of_key[start]
+            if windows_of_key:
+                cache.mark_dirty(key)
+            else:
+                cache.pop(key)
+
     def _slow_record(self, key: str, timestamp: int, value: Any, source: Any) -> None:
         """A record with a window at or past ``max_ts``: semantics 5 step by step.
 
@@ -351,6 +531,13 @@ class FastWindowOperator(WindowOperatorBase):
         plan = self._plan()
         watermark = self._timers.current_watermark
         windows = self._windows
+        cache = self._cache
+        # With the rocksdb backend the key's windows come from the cache (none: a new
+        # dict, put there if it gets a window), their starts' key sets stay here.
+        of_key: dict[int, list[Any]] | None = None if cache is None else cache.get(key)
+        fresh = of_key is None
+        if of_key is None:
+            of_key = {}
         skipped = True
         for window in self._assigner.assign(timestamp):
             if self.cleanup_time(window) <= watermark:
@@ -360,13 +547,23 @@ class FastWindowOperator(WindowOperatorBase):
             current = windows.get(start)
             if current is None:
                 current = self._new_start(start)
-            acc = current.get(key)
+            acc = current.get(key) if cache is None else of_key.get(start)
             if acc is None:
-                acc = current[key] = plan.new()
+                acc = plan.new()
                 acc[1] = next(self._opened_seq)
+                if cache is None:
+                    current[key] = acc
+                else:
+                    of_key[start] = acc
+                    current[key] = None
             plan.fold(acc, timestamp, value)
             if window[1] - 1 <= watermark:  # the default trigger: an allowed-late record fires
                 self._emit(key, window, acc, self.fire_kind(window, None, 0))
+        if cache is not None:
+            if not fresh:
+                cache.mark_dirty(key)
+            elif of_key:
+                cache[key] = of_key
         if skipped and timestamp + self._lateness <= watermark:
             self.late_record(key, timestamp, source)
         if self._track:
@@ -425,12 +622,16 @@ class FastWindowOperator(WindowOperatorBase):
         return sum(map(len, self._windows.values()))  # a few starts (per batch, not record)
 
     def key_count(self) -> int:
+        if self._cache is not None:
+            return len(self._cache)  # a key with no window left is deleted
         groups = list(self._windows.values())
         if len(groups) == 1:
             return len(groups[0])
         return len(set().union(*groups))
 
     def state_keys(self) -> Iterator[str]:
+        if self._cache is not None:
+            return iter(list(self._cache.keys()))
         windows = self._windows
         keys: dict[str, None] = {}
         for start in sorted(windows):
@@ -438,22 +639,36 @@ class FastWindowOperator(WindowOperatorBase):
         return iter(keys)
 
     def has_key_state(self, key: str) -> bool:
+        if self._cache is not None:
+            return key in self._cache
         return any(key in current for current in self._windows.values())
+
+    def state_maps(self) -> list[StateCache]:
+        """The caches the runtime flushes at each checkpoint (the rocksdb backend)."""
+        return [] if self._cache is None else [self._cache]
+
+    def _key_windows(self, key: str) -> list[tuple[int, list[Any]]]:
+        """The key's ``(start, accumulator)`` by start."""
+        if self._cache is not None:
+            of_key: dict[int, list[Any]] | None = self._cache.get(key)
+            return [] if of_key is None else sorted(of_key.items())
+        windows = self._windows
+        found: list[tuple[int, list[Any]]] = []
+        for start in sorted(windows):
+            acc = windows[start].get(key)
+            if acc is not None:
+                found.append((start, acc))
+        return found
 
     # -- pull queries (operators/query.py) --------------------------------------------
     def query_key(self, key: str) -> dict[str, Any] | None:
         """The key's windows by start, each with its aggregations' values so far."""
         plan = self._plan()
-        windows = self._windows
         size = self._size
-        rows: list[dict[str, Any]] = []
-        for start in sorted(windows):
-            acc = windows[start].get(key)
-            if acc is not None:
-                result = plan.result(acc)
-                rows.append(
-                    {"start": start, "end": start + size, "result": result, "fires": acc[0]}
-                )
+        rows = [
+            {"start": start, "end": start + size, "result": plan.result(acc), "fires": acc[0]}
+            for start, acc in self._key_windows(key)
+        ]
         return {"windows": rows} if rows else None
 
     def scan(
@@ -467,39 +682,51 @@ class FastWindowOperator(WindowOperatorBase):
 
     def encode_key(self, key: str) -> list[list[Any]]:
         """The key's windows as ``[[start, seq, opened, *slots], ...]`` by start."""
-        windows = self._windows
-        rows: list[list[Any]] = []
-        for start in sorted(windows):
-            acc = windows[start].get(key)
-            if acc is not None:
-                rows.append(self._row(start, acc))
-        return rows
+        return [self._row(start, acc) for start, acc in self._key_windows(key)]
+
+    def _decode_rows(self, key: str, rows: Any) -> list[tuple[int, list[Any]]]:
+        """A key's checkpointed rows as ``(start, accumulator)``, checked."""
+        if not isinstance(rows, list):
+            raise WindowStateError(f"key {key!r}: not a fast window operator's state")
+        width = self._plan().width
+        out: list[tuple[int, list[Any]]] = []
+        for row in rows:
+            if len(row) != width + 1:
+                raise WindowStateError(f"key {key!r}: window {row[:1]} does not fit")
+            acc = copy_contents(row[1:])
+            acc[0], acc[1] = int(acc[0]), int(acc[1])
+            out.append((int(row[0]), acc))
+        return out
 
     def load_keys(self, items: Iterable[tuple[str, Any]]) -> None:
         """Replace the windows; each start's dict in ``opened`` order (module docstring).
 
         The timer service must hold the restored watermark (and holds no timers).
         """
+        cache = self._cache
+        if cache is not None:
+            cache.clear()
+        loaded: list[tuple[int, str, int, list[Any] | None]] = []
+        for key, rows in items:
+            windows_of_key = self._decode_rows(key, rows)
+            if cache is not None and windows_of_key:
+                cache[key] = dict(windows_of_key)
+            loaded.extend((acc[1], key, start, acc) for start, acc in windows_of_key)
+        self._open_loaded(loaded)
+
+    def _open_loaded(self, loaded: list[tuple[int, str, int, list[Any] | None]]) -> None:
+        """The starts of these ``(opened, key, start, accumulator)`` windows, each start's
+        windows in ``opened`` order (the accumulators too, without a cache)."""
         windows = self._windows
         windows.clear()  # cleared in place: the generated loop holds these dicts
         self._due.clear()
-        width = self._plan().width
-        loaded: list[tuple[int, str, int, list[Any]]] = []
-        for key, rows in items:
-            if not isinstance(rows, list):
-                raise WindowStateError(f"key {key!r}: not a fast window operator's state")
-            for row in rows:
-                if len(row) != width + 1:
-                    raise WindowStateError(f"key {key!r}: window {row[:1]} does not fit")
-                acc = copy_contents(row[1:])
-                acc[0], acc[1] = int(acc[0]), int(acc[1])
-                loaded.append((acc[1], key, int(row[0]), acc))
         loaded.sort(key=lambda item: item[:3])
+        keep = self._cache is None
         for _, key, start, acc in loaded:
             current = windows.get(start)
             if current is None:
                 current = self._new_start(start)
-            current[key] = acc
+            current[key] = acc if keep else None
         self._opened_seq = count(loaded[-1][0] + 1 if loaded else 0)
         self._timers_fired = 0
         self._timers_restored = self._pending_timers()
@@ -508,7 +735,13 @@ class FastWindowOperator(WindowOperatorBase):
         return None  # implied by the windows
 
     def _encode_changes(self, keys: set[str]) -> dict[str, Any]:
-        """One pass over the starts, intersecting each start's keys with ``keys``."""
+        """One pass over the starts, intersecting each start's keys with ``keys`` (with
+        the rocksdb backend, each key's windows from the cache)."""
+        if self._cache is not None:
+            changes: dict[str, Any] = {}
+            for key in keys:
+                changes[KEY_PREFIX + key] = self.encode_key(key) or None
+            return changes
         windows = self._windows
         found: dict[str, list[list[Any]]] = {}
         for start in sorted(windows):
@@ -524,4 +757,22 @@ class FastWindowOperator(WindowOperatorBase):
 
     def _load_changes(self, watermark: int, keys: list[tuple[str, Any]]) -> None:
         self._timers.restore({"watermark": watermark, "event": [], "processing": []})
-        self.load_keys(keys)
+        cache = self._cache
+        if cache is None:
+            self.load_keys([(key, rows) for key, rows in keys if rows is not None])
+            return
+        # The rocksdb backend: the store holds the state up to where the entries start
+        # (empty, or a local checkpoint); they are applied onto it, then every key's
+        # windows are read once for the starts' key sets (the timers, on the heap).
+        for key, rows in keys:
+            windows_of_key = [] if rows is None else self._decode_rows(key, rows)
+            if windows_of_key:
+                cache[key] = dict(windows_of_key)
+            else:
+                cache.pop(key)
+        loaded: list[tuple[int, str, int, list[Any] | None]] = [
+            (acc[1], key, start, None)
+            for key, windows_of_key in cache.items()
+            for start, acc in windows_of_key.items()
+        ]
+        self._open_loaded(loaded)

@@ -67,3 +67,19 @@ def decode_key_state(data: dict[str, Any], merging: bool) -> KeyState:
             (int(a), int(b)): (int(c), int(d)) for a, b, c, d in data.get("merging") or []
         }
     return state
+
+
+class KeyStateCodec:
+    """A :class:`KeyState` as the rocksdb backend's store holds it: the checkpoint's form
+    (a :class:`~service.core.state_cache.StateCodec`)."""
+
+    __slots__ = ("merging",)
+
+    def __init__(self, merging: bool) -> None:
+        self.merging = merging
+
+    def encode(self, value: KeyState) -> dict[str, Any]:
+        return encode_key_state(value)
+
+    def decode(self, data: dict[str, Any]) -> KeyState:
+        return decode_key_state(data, self.merging)

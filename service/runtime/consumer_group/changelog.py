@@ -16,6 +16,12 @@ newer, uncommitted one. The source offset to resume from is the one in the metad
 not the group's committed offset, so state and input position always match (a crash
 between writing the changelog and committing the offset replays nothing twice into the
 state).
+
+Streamed restores (the rocksdb backend, an :class:`Applier` per partition): a partition's
+entries are handed over in batches as they are read instead of folded into a dict, so a
+restore holds no more of it than the operator's cache. What follows the last metadata
+record was applied too; :func:`read_committed_values` then reads what to put back (and
+to repair) for exactly those entries.
 """
 
 from __future__ import annotations
@@ -23,8 +29,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from aiokafka import TopicPartition
@@ -52,6 +59,25 @@ class RestoredPartition:
     (None: absent); they must be rewritten before they can shadow the committed ones."""
     records: int = 0
     """The partition's changelog records read (entries and metadata)."""
+    cut_from: int | None = None
+    """Streamed (an :class:`Applier`): the changelog offset of the first entry after the
+    last metadata record, if any; what was applied from there was not committed (a
+    checkpoint cut short) and must be put back (:func:`read_committed_values`)."""
+
+
+class Applier(Protocol):
+    """Where a streamed restore puts one source partition's entries, in batches (the
+    rocksdb backend: onto the operator's state maps, never all in memory at once)."""
+
+    def apply(self, entries: list[tuple[str, Any]]) -> None:
+        """Entries in the changelog's order (None: deleted)."""
+
+    def reset(self) -> None:
+        """A null metadata record (a reset): forget everything applied so far."""
+
+
+APPLY_BATCH = 2000
+"""Entries a streamed restore hands its :class:`Applier` at once."""
 
 
 RESTORE_FETCH_WAIT_MS = 5
@@ -102,18 +128,48 @@ def append_checkpoint(
     return size
 
 
-class _Reader:
-    """Folds one changelog partition's records into committed per-source-partition state."""
+class ChangelogReader:
+    """Folds one changelog partition's records into committed per-source-partition state.
 
-    __slots__ = ("committed", "pending", "records")
+    A source with an :class:`Applier` is streamed instead: its entries go to the applier
+    in batches (of :data:`APPLY_BATCH`) as they are read, whether a metadata record commits
+    them later or not, and only where the uncommitted ones start is kept
+    (:attr:`RestoredPartition.cut_from`). ``only``: of those sources, read only those
+    entries; ``values``: False keeps None for every pending entry (only its name counts).
+    """
 
-    def __init__(self) -> None:
+    __slots__ = (
+        "appliers",
+        "batch",
+        "batches",
+        "committed",
+        "cut",
+        "only",
+        "pending",
+        "records",
+        "values",
+    )
+
+    def __init__(
+        self,
+        appliers: Mapping[str, Applier] | None = None,
+        only: Mapping[str, set[str]] | None = None,
+        values: bool = True,
+        batch: int = APPLY_BATCH,
+    ) -> None:
+        self.batch = batch
         self.committed: dict[str, RestoredPartition] = {}
         # source "topic|partition|" -> entries seen since that partition's last metadata
         self.pending: dict[str, dict[str, Any]] = {}
         self.records: dict[str, int] = {}
+        self.appliers = appliers or {}
+        self.batches: dict[str, list[tuple[str, Any]]] = {source: [] for source in self.appliers}
+        self.cut: dict[str, int] = {}
+        """Streamed sources: the offset of their first entry after their last metadata."""
+        self.only = only or {}
+        self.values = values
 
-    def add(self, key: bytes | None, value: bytes | None, wanted: set[str]) -> None:
+    def add(self, key: bytes | None, value: bytes | None, wanted: set[str], offset: int) -> None:
         if key is None:
             return
         text = key.decode()
@@ -122,27 +178,55 @@ class _Reader:
         if source not in wanted:
             return
         self.records[source] = self.records.get(source, 0) + 1
+        applier = self.appliers.get(source)
         if kind_entry == META:
             if value is None:  # a reset: forget everything of this partition
                 self.committed.pop(source, None)
                 self.pending.pop(source, None)
+                if applier is not None:
+                    self.batches[source].clear()
+                    self.cut.pop(source, None)
+                    applier.reset()
                 return
             state = self.committed.setdefault(source, RestoredPartition())
-            for entry, data in self.pending.pop(source, {}).items():
-                if data is None:
-                    state.entries.pop(entry, None)
-                else:
-                    state.entries[entry] = data
+            if applier is not None:
+                self.cut.pop(source, None)  # what was applied is committed
+            else:
+                for entry, data in self.pending.pop(source, {}).items():
+                    if data is None:
+                        state.entries.pop(entry, None)
+                    else:
+                        state.entries[entry] = data
             state.meta = orjson.loads(value)
             return
         kind, _, entry = kind_entry.partition("|")
         if kind != STATE:
             return
-        self.pending.setdefault(source, {})[entry] = None if value is None else orjson.loads(value)
+        if applier is not None:
+            self.cut.setdefault(source, offset)
+            batch = self.batches[source]
+            batch.append((entry, None if value is None else orjson.loads(value)))
+            if len(batch) >= self.batch:
+                applier.apply(batch)
+                batch.clear()
+            return
+        only = self.only.get(source)
+        if only is not None and entry not in only:
+            return
+        data = None if value is None or not self.values else orjson.loads(value)
+        self.pending.setdefault(source, {})[entry] = data
+
+    def finish(self) -> None:
+        """Hand the streamed sources' last batches over."""
+        for source, batch in self.batches.items():
+            if batch:
+                self.appliers[source].apply(batch)
+                batch.clear()
 
     def result(self, source: str) -> RestoredPartition:
         state = self.committed.get(source) or RestoredPartition()
         state.records = self.records.get(source, 0)
+        state.cut_from = self.cut.get(source)
         for entry in self.pending.get(source, {}):
             state.repair[entry] = state.entries.get(entry)
         return state
@@ -155,9 +239,15 @@ async def read_changelog(
     isolation_level: str = "read_uncommitted",
     timeout_s: float = 90.0,
     starts: dict[int, int] | None = None,
+    appliers: Mapping[TopicPartition, Applier] | None = None,
+    only: Mapping[TopicPartition, set[str]] | None = None,
+    values: bool = True,
 ) -> dict[TopicPartition, RestoredPartition]:
     """Read the changelog partitions of ``partitions`` from the beginning to their end
     (``starts``: from that offset, by changelog partition: a local restore's tail).
+
+    ``appliers``: those partitions are streamed onto them (:class:`ChangelogReader`), their
+    :attr:`RestoredPartition.entries` left empty; ``only`` and ``values``: see there.
 
     The end is the fetch high watermark (``end_offsets()`` can be early on some brokers).
     ``read_committed`` (exactly-once) reads to the high watermark too, not to the last
@@ -181,7 +271,11 @@ async def read_changelog(
         max_partition_fetch_bytes=4 * 1024 * 1024,
         isolation_level=isolation_level,
     )
-    reader = _Reader()
+    reader = ChangelogReader(
+        {entry_prefix(tp.topic, tp.partition): a for tp, a in (appliers or {}).items()},
+        {entry_prefix(tp.topic, tp.partition): names for tp, names in (only or {}).items()},
+        values,
+    )
     deadline = time.monotonic() + timeout_s
     try:
         await consumer.start()  # inside: a failed start still needs its stop()
@@ -206,12 +300,39 @@ async def read_changelog(
             batch = await consumer.getmany(timeout_ms=RESTORE_FETCH_WAIT_MS, max_records=10_000)
             for records in batch.values():
                 for record in records:
-                    reader.add(record.key, record.value, wanted)
+                    reader.add(record.key, record.value, wanted, record.offset)
             for tp in list(remaining):
                 highwater = consumer.highwater(tp)
                 if highwater is not None and await consumer.position(tp) >= highwater:
                     remaining.discard(tp)
             await asyncio.sleep(0)
+        reader.finish()
     finally:
         await consumer.stop()
     return {tp: reader.result(entry_prefix(tp.topic, tp.partition)) for tp in partitions}
+
+
+async def read_committed_values(
+    cluster: KafkaCluster,
+    changelog_topic: str,
+    cut: Mapping[TopicPartition, int],
+    isolation_level: str = "read_uncommitted",
+) -> dict[TopicPartition, dict[str, Any]]:
+    """Streamed partitions whose changelog ends in a checkpoint cut short (``cut``: where
+    its entries start, :attr:`RestoredPartition.cut_from`): each of those entries with
+    its committed value (None: absent), what the restore puts back and the repair
+    writes. Two reads, neither holding more than those entries: their names from where
+    they start, then their committed values from the beginning."""
+    names: dict[TopicPartition, set[str]] = {}
+    for tp, offset in cut.items():
+        tail = await read_changelog(
+            cluster,
+            changelog_topic,
+            [tp],
+            isolation_level,
+            starts={tp.partition: offset},
+            values=False,
+        )
+        names[tp] = set(tail[tp].repair)
+    whole = await read_changelog(cluster, changelog_topic, list(names), isolation_level, only=names)
+    return {tp: {name: whole[tp].entries.get(name) for name in names[tp]} for tp in names}

@@ -44,23 +44,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
+from functools import partial
 from typing import Any, Protocol
 
 from aiokafka import TopicPartition
 from aiokafka.errors import CommitFailedError, IllegalStateError
 from aiokafka.structs import OffsetAndMetadata
 
+from service.operators.base import AppliesChanges, Operator
 from service.runtime.consumer_group.changelog import (
     RestoredPartition,
     append_checkpoint,
     encode_checkpoint,
     read_changelog,
+    read_committed_values,
 )
 from service.runtime.consumer_group.checkpoint_meta import (
     checkpoint_meta,
@@ -68,7 +68,7 @@ from service.runtime.consumer_group.checkpoint_meta import (
     plan_restore,
     version_to_write,
 )
-from service.runtime.consumer_group.local_state import LocalStates
+from service.runtime.consumer_group.local_state import LocalStates, state_root
 from service.runtime.consumer_group.pending_input import PendingInput
 from service.runtime.consumer_group.prefetch import Prefetcher
 from service.runtime.consumer_group.stages import PartitionBuilding
@@ -147,6 +147,34 @@ class Restored:
         return [*self.kept, *self.read]
 
 
+_Read = tuple[
+    dict[TopicPartition, RestoredPartition], dict[TopicPartition, Operator], list[TopicPartition]
+]
+"""What :meth:`Checkpointer._read` read: the restored partitions, the rocksdb ones'
+operators, the partitions restored locally."""
+
+
+class _Streamed:
+    """A rocksdb partition's operator with the changelog streamed onto it in batches
+    (an :class:`~service.runtime.consumer_group.changelog.Applier`): its restore holds
+    no more of the partition in memory than its cache, whatever the key count."""
+
+    __slots__ = ("_build", "operator")
+
+    def __init__(self, operator: Operator, build: Callable[[], Operator]) -> None:
+        self.operator = operator
+        self._build = build
+        """A new operator on the store started over (a reset)."""
+
+    def apply(self, entries: list[tuple[str, Any]]) -> None:
+        operator = self.operator
+        assert isinstance(operator, AppliesChanges)
+        operator.apply_changes(entries)
+
+    def reset(self) -> None:
+        self.operator = self._build()
+
+
 class Checkpointer:
     """Makes a session's partitions durable and brings assigned ones back."""
 
@@ -164,9 +192,10 @@ class Checkpointer:
         if self._uses_rocksdb():
             definition = session.definition
             settings = session.settings
-            root = settings.state_dir or os.path.join(tempfile.gettempdir(), "clockwork-state")
             self.local = LocalStates(
-                Path(root), definition.changelog_topic, definition.state.cache_bytes
+                state_root(settings.state_dir),
+                definition.changelog_topic,
+                definition.state.cache_bytes,
             )
 
     def _uses_rocksdb(self) -> bool:
@@ -316,8 +345,7 @@ class Checkpointer:
             changes = part.operator.snapshot_changes()
             if local is not None and part.tp in local:
                 # The store holds exactly what the changelog records below hold.
-                for cache in local[part.tp].caches.values():
-                    cache.flush()
+                local[part.tp].flush()
             meta = self.meta(part, release)
             encoded.append((part, encode_checkpoint(part.tp, changes, meta), version[0]))
         return encoded
@@ -348,7 +376,11 @@ class Checkpointer:
         name = session.name
         entries = sum(len(records) for _, records, _ in encoded)
         try:
-            positions = await self._local_positions(encoded)
+            # 1. every write of the rocksdb stores that takes room on the disk: a full
+            #    disk fails the checkpoint here, before anything of it commits
+            self._prepare_local(encoded, await self._local_positions(encoded))
+            # 2. the outputs, the changelog, the offsets (one transaction each with
+            #    exactly-once)
             if isinstance(outputs, dict):
                 size = await self._commit_transactions(encoded, outputs)
             else:
@@ -356,7 +388,8 @@ class Checkpointer:
         except Exception:
             metrics.checkpoint_failures.labels(name).inc()
             raise
-        self._commit_local(encoded, positions)
+        # 3. the stores' checkpoint files name the committed changelog
+        self._publish_local(encoded)
         wall = int(time.time() * 1000)
         for part, _, _ in encoded:
             part.last_checkpoint_ms = wall
@@ -372,15 +405,26 @@ class Checkpointer:
         partitions = [part.partition for part, _, _ in encoded if part.tp in local]
         return await self._changelog_ends(partitions) if partitions else {}
 
-    def _commit_local(self, encoded: list[Snapshot], positions: dict[int, int]) -> None:
-        """After the changelog commit: each rocksdb partition's checkpoint file."""
+    def _prepare_local(self, encoded: list[Snapshot], positions: dict[int, int]) -> None:
+        """Before the changelog is written: each rocksdb partition's next checkpoint file
+        (:meth:`~service.runtime.partition.rocksdb_store.RocksStore.prepare`), naming the
+        position read before the records are written and the keys at the flush."""
         if self.local is None:
             return
         for part, _, _ in encoded:
             local = self.local.partitions.get(part.tp)
             position = positions.get(part.partition)
             if local is not None and position is not None:
-                local.store.commit(position, local.counts())
+                local.store.prepare(position, local.flushed)
+
+    def _publish_local(self, encoded: list[Snapshot]) -> None:
+        """After the changelog commit: each rocksdb partition's checkpoint file."""
+        if self.local is None:
+            return
+        for part, _, _ in encoded:
+            local = self.local.partitions.get(part.tp)
+            if local is not None:
+                local.store.publish()
 
     async def _commit_transactions(
         self, encoded: list[Snapshot], marks: dict[TopicPartition, int]
@@ -448,36 +492,8 @@ class Checkpointer:
         kept = await self._take_parked(new)
         kept_tps = {part.tp for part in kept}
         new = [tp for tp in new if tp not in kept_tps]
-        cluster = KafkaCluster.of(session.settings)
         starts = self._open_local(new)
-        restored = (
-            await read_changelog(
-                cluster,
-                definition.changelog_topic,
-                new,
-                definition.isolation_level,
-                starts=starts,
-            )
-            if new
-            else {}
-        )
-        local_tps: list[TopicPartition] = []
-        if self.local is not None:
-            # A tail without this partition's metadata (the changelog was reset or made
-            # again) or with a checkpoint cut short (its repair needs the committed
-            # values the tail may not hold): the store is wiped, the changelog read whole.
-            stores = self.local.partitions
-            opened = [tp for tp in new if stores[tp].checkpoint is not None]
-            wiped = [tp for tp in opened if restored[tp].meta is None or restored[tp].repair]
-            for tp in wiped:
-                self.local.wipe(tp)
-            if wiped:
-                restored.update(
-                    await read_changelog(
-                        cluster, definition.changelog_topic, wiped, definition.isolation_level
-                    )
-                )
-            local_tps = [tp for tp in opened if tp not in wiped]
+        restored, built, local_tps = await self._read(new, starts)
         # The join is over: what the prefetcher read is taken below or dropped.
         prefetcher = await session.stop_prefetch()
         result = Restored(kept=kept, read=[], prefetched={}, local=local_tps)
@@ -507,20 +523,23 @@ class Checkpointer:
                 )
                 state = RestoredPartition()
                 if self.local is not None:
-                    self.local.wipe(tp)
+                    built[tp] = self._build_local(tp, wipe=True)
             local = self.local.partitions.get(tp) if self.local is not None else None
-            operator = stage.operator(
-                session, tp, session.clock, None if local is None else local.state_map
-            )
-            if state.entries or local is not None:
-                # (a rocksdb store's operator reads what it keeps beside its maps then)
+            if tp in built:
+                operator = built[tp]
+            else:
+                operator = stage.operator(session, tp, session.clock, None)
+            if state.entries or (local is not None and not isinstance(operator, AppliesChanges)):
+                # With rocksdb even an empty tail: an operator the changelog was not
+                # streamed onto rebuilds from its store what it keeps in memory (a
+                # join's expiry heap and counts, a process function's timers, a
+                # Top-N's epoch).
                 operator.restore_changes(state.entries.items())
             if local is not None:
                 if local.checkpoint is not None and tp in local_tps:
                     result.local_keys += sum(local.checkpoint.counts.values())
-                for cache in local.caches.values():  # the store holds the restored state
-                    cache.flush()
-                local.store.commit(starts.get(tp.partition, 0), local.counts())
+                local.flush()  # the store holds the restored state
+                local.store.commit(starts.get(tp.partition, 0), local.flushed)
             generator = stage.generator(tp)
             part = stage.task(
                 tp,
@@ -557,6 +576,67 @@ class Checkpointer:
                 result.repairs.append((part, state.repair))
             result.read.append(part)
         return result
+
+    async def _read(self, new: list[TopicPartition], starts: dict[int, int]) -> _Read:
+        """The changelog of ``new`` read (from ``starts``, the local stores' positions):
+        what was restored of each partition, the rocksdb partitions' operators (built on
+        their stores first, and for those that take it in batches, the changelog
+        streamed onto them: :class:`_Streamed`), and the partitions restored locally."""
+        session = self.session
+        definition = session.definition
+        topic = definition.changelog_topic
+        isolation = definition.isolation_level
+        cluster = KafkaCluster.of(session.settings)
+        local = self.local
+        built = {tp: self._build_local(tp) for tp in new} if local is not None else {}
+        streams = {
+            tp: _Streamed(operator, partial(self._build_local, tp, wipe=True))
+            for tp, operator in built.items()
+            if isinstance(operator, AppliesChanges)
+        }
+        restored = (
+            await read_changelog(cluster, topic, new, isolation, starts=starts, appliers=streams)
+            if new
+            else {}
+        )
+        if local is None:
+            return restored, built, []
+        # A tail without this partition's metadata (the changelog was reset or made
+        # again) or, read into a dict, with a checkpoint cut short (its repair needs the
+        # committed values the tail may not hold): the store is wiped, the changelog
+        # read whole. (Streamed, a checkpoint cut short is put back below.)
+        opened = [tp for tp in new if local.partitions[tp].checkpoint is not None]
+        wiped = [
+            tp
+            for tp in opened
+            if restored[tp].meta is None or (tp not in streams and restored[tp].repair)
+        ]
+        for tp in wiped:
+            built[tp] = self._build_local(tp, wipe=True)
+            if tp in streams:
+                streams[tp] = _Streamed(built[tp], partial(self._build_local, tp, wipe=True))
+        if wiped:
+            again = {tp: streams[tp] for tp in wiped if tp in streams}
+            restored.update(await read_changelog(cluster, topic, wiped, isolation, appliers=again))
+        # Streamed entries of a checkpoint cut short: back to their committed values,
+        # which the repair writes to the changelog too.
+        cut = {tp: restored[tp].cut_from for tp in streams}
+        cut_from = {tp: offset for tp, offset in cut.items() if offset is not None}
+        if cut_from:
+            committed = await read_committed_values(cluster, topic, cut_from, isolation)
+            for tp, values in committed.items():
+                streams[tp].apply(list(values.items()))
+                restored[tp].repair = values
+        for tp, stream in streams.items():
+            built[tp] = stream.operator  # a reset in the changelog built it again
+        return restored, built, [tp for tp in opened if tp not in wiped]
+
+    def _build_local(self, tp: TopicPartition, wipe: bool = False) -> Operator:
+        """``tp``'s operator on its rocksdb store (``wipe``: the store started over)."""
+        assert self.local is not None
+        local = self.local.wipe(tp) if wipe else self.local.partitions[tp]
+        session = self.session
+        return session.stage.operator(session, tp, session.clock, local.state_map)
 
     def _open_local(self, new: list[TopicPartition]) -> dict[int, int]:
         """Open the rocksdb stores of ``new``; where to read each changelog partition

@@ -65,6 +65,8 @@ from service.runtime.partition.task import PartitionTask
 from service.runtime.schema_registry.client import SchemaRegistry
 from service.runtime.schema_registry.waiting import resolve_waiting
 from service.runtime.settings import RuntimeSettings
+from service.runtime.shuffle.task import ShuffledPartitionTask
+from service.runtime.shuffle.writer import ShuffleWriter
 
 T = TypeVar("T")
 
@@ -440,23 +442,105 @@ class FetchLoop:
     def process_per_record(
         self, part: PartitionTask, inputs: Sequence[InputRecord], count: int, end: int, now: int
     ) -> None:
-        """``interval_ms = 0``: the combined watermark is recomputed after every record."""
+        """``interval_ms = 0``: the combined watermark is recomputed after every record.
+
+        Two stages of a shuffle need less and do less, with the same result:
+
+        - a route stage's watermark only leaves as its partition's markers (its combined
+          watermark fires nothing), so the writer routes the records in runs that end
+          where the partition's own watermark moves, announcing it after each run (held
+          with the batch's rows and written as one frame per target with the advances
+          inside: ``shuffle/writer.py``); the combiner hears of it once, after the
+          batch (without idle advance, which moves every partition's watermark on the
+          clock). :meth:`route_in_runs`;
+        - a shuffle partition's watermark moves only at its markers, so the rows between
+          two markers are processed as one slice, the watermark recomputed at each
+          marker (:meth:`process_between_markers`).
+        """
+        if isinstance(part, ShuffledPartitionTask):
+            self.process_between_markers(part, inputs, count, end, now)
+            return
         emitter = self.session.emitter
         active = emitter.partition_active  # the combiner's bound method: no call between
         emit = emitter.emit
         tp = part.tp
         last = len(inputs) - 1
-        for i, record in enumerate(inputs):
-            if part.markers_before(i):  # a shuffle's markers come in order with records
-                active(tp, part.generator.current_watermark, now)
-                emit(now)
-            part.process_one(record, _offset_of(inputs[i + 1][4], end) if i < last else end)
-            active(tp, part.generator.current_watermark, now)
-            emit(now)
+        writer = part.operator if isinstance(part.operator, ShuffleWriter) else None
+        direct = writer is not None and not self.session.stage.watermark.idle_advance
+        if writer is not None:
+            writer.hold()
+        try:
+            if direct:
+                assert writer is not None
+                self.route_in_runs(part, writer, inputs, end)
+            else:
+                for i, record in enumerate(inputs):
+                    part.process_one(record, _offset_of(inputs[i + 1][4], end) if i < last else end)
+                    active(tp, part.generator.current_watermark, now)
+                    emit(now)
+        finally:
+            if writer is not None:
+                writer.release()
         part.skipped(count - len(inputs), end)
-        if part.markers_before(len(inputs)) or not inputs:
+        if direct or not inputs:
             active(tp, part.generator.current_watermark, now)
             emit(now)
+        part.timers.reschedule()
+
+    @staticmethod
+    def route_in_runs(
+        part: PartitionTask, writer: ShuffleWriter, inputs: Sequence[InputRecord], end: int
+    ) -> None:
+        """A route stage's records with ``interval_ms = 0``: in runs, each ending with
+        the record that moves the partition's watermark, the new watermark announced
+        after it. A record that leaves the watermark where it is leaves its generator
+        as it was (``watermark_after`` looks ahead without a change), so the run's
+        records before its last are looked ahead from one state."""
+        generator = part.generator
+        after = generator.watermark_after
+        total = len(inputs)
+        start = 0
+        while start < total:
+            current = generator.current_watermark
+            stop = start
+            while stop < total and after(inputs[stop][1], inputs[stop][2]) == current:
+                stop += 1
+            stop = min(stop + 1, total)  # the record that moves it ends the run
+            part.process_run(
+                inputs[start:stop] if start or stop < total else inputs,
+                _offset_of(inputs[stop][4], end) if stop < total else end,
+            )
+            writer.announce(generator.current_watermark, False)
+            start = stop
+
+    def process_between_markers(
+        self,
+        part: ShuffledPartitionTask,
+        inputs: Sequence[InputRecord],
+        count: int,
+        end: int,
+        now: int,
+    ) -> None:
+        """A shuffle partition's records with ``interval_ms = 0``: each run of rows
+        between two markers in one slice, the combined watermark recomputed at each
+        marker, before the rows after it (a marker's index is the row it precedes)."""
+        emitter = self.session.emitter
+        tp = part.tp
+        total = len(inputs)
+        start = 0
+        while True:
+            if part.markers_before(start) or not inputs:
+                emitter.partition_active(tp, part.generator.current_watermark, now)
+                emitter.emit(now)
+            if start >= total:
+                break
+            stop = min(part.next_marker(), total)
+            part.process_run(
+                inputs[start:stop] if start or stop < total else inputs,
+                _offset_of(inputs[stop][4], end) if stop < total else end,
+            )
+            start = stop
+        part.skipped(count - total, end)
         part.timers.reschedule()
 
     # -- bounded input -------------------------------------------------------------------

@@ -12,9 +12,15 @@ The checkpointer (:mod:`.checkpointing`) drives them:
   record), so several partitions sharing a changelog partition read from the smallest.
 - **checkpoint**: the cache is flushed (one WriteBatch) in the same synchronous step as
   the snapshot, so the store holds exactly what the checkpoint's changelog records
-  hold; after the changelog commit, the checkpoint file names the position read before
-  the records were written, unless an eviction wrote to the store in between (then
-  the store is ahead of that checkpoint, and the file stays deleted).
+  hold; before the changelog is written, the next checkpoint file is written beside the
+  file (naming the position read before the records are written), and after the
+  changelog commit it is renamed over it, unless an eviction wrote to the store in
+  between (then the store is ahead of that checkpoint, and the file stays deleted).
+- **a disk that cannot be written** (full, or failing): the store's write raises
+  :class:`~service.runtime.partition.rocksdb_store.StoreWriteError` (naming the store's
+  directory and the disk) at an eviction, a flush or the next checkpoint file, so before
+  the checkpoint commits; the session fails with it and its stage restarts after a
+  backoff, from the last committed checkpoint, until the disk has room again.
 - **revoke and stop**: the stores are closed (a rocksdb partition is never parked in
   memory: its local restore does that job).
 
@@ -23,7 +29,10 @@ Memory: one :class:`~service.runtime.partition.rocksdb_store.RocksMemory` per pr
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,18 +49,53 @@ from service.runtime.partition.rocksdb_store import (
     LocalCheckpoint,
     RocksMemory,
     RocksStore,
+    in_use,
     open_store,
     wipe_store,
 )
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LocalPartition", "LocalStates"]
+__all__ = ["LocalPartition", "LocalStates", "remove_stores", "state_root"]
 
 _memory: list[RocksMemory] = []
 _open: dict[Path, RocksStore] = {}
 """Every store open in this process: a partition opened again (its previous session
 ended without closing it) closes the old one first, as RocksDB allows one opening."""
+_opened: dict[Path, set[Path]] = {}
+"""Every store directory this process opened, by its changelog's directory (open now or
+closed since, as a revoked partition's): what :func:`remove_stores` deletes."""
+
+
+def state_root(state_dir: str) -> Path:
+    """Where the stores live: ``SERVICE_STATE_DIR``, or ``clockwork-state`` in the
+    system's temporary directory."""
+    return Path(state_dir or os.path.join(tempfile.gettempdir(), "clockwork-state"))
+
+
+def remove_stores(root: Path, changelog_topic: str) -> int:
+    """Delete a pipeline's stores (it was deleted, or its state reset) under ``root``
+    once its sessions here ended: those this process opened, and those left there by an
+    earlier process that nobody holds open; then their directory, once empty (another
+    process sharing ``root``, a worker, removes its own). Returns how many went."""
+    directory = root / changelog_topic
+    paths = _opened.pop(directory, set())
+    with contextlib.suppress(OSError):
+        paths.update(path for path in directory.iterdir() if path.is_dir())
+    removed = 0
+    for path in sorted(paths):
+        store = _open.pop(path, None)
+        if store is not None:
+            store.close()  # a session of it that did not end (not expected): closed first
+        elif in_use(path, process_memory()):
+            continue  # another process holds it
+        wipe_store(path)
+        removed += 1
+    with contextlib.suppress(OSError):
+        directory.rmdir()
+    if removed:
+        logger.info("removed %d state stores of %s under %s", removed, changelog_topic, root)
+    return removed
 
 
 def process_memory() -> RocksMemory:
@@ -70,8 +114,8 @@ class LocalPartition:
     cache_bytes: int
     """Shared by the partition's maps (each gets an equal share)."""
     caches: dict[str, StateCache] = field(default_factory=dict)
-    position: int | None = None
-    """The changelog's end before the running checkpoint wrote its records."""
+    flushed: dict[str, int] = field(default_factory=dict)
+    """Keys held by each map at the last flush (what that checkpoint's file records)."""
 
     def state_map(self, name: str = "", codec: StateCodec | None = None) -> StateCache:
         """A :class:`~service.core.state_cache.StateMaps`: the map ``name`` on this store."""
@@ -88,6 +132,12 @@ class LocalPartition:
         for each in self.caches.values():
             each.capacity_bytes = share
         return cache
+
+    def flush(self) -> None:
+        """A checkpoint's flush of every map: the store holds the state now."""
+        for cache in self.caches.values():
+            cache.flush()
+        self.flushed = self.counts()
 
     def counts(self) -> dict[str, int]:
         """Keys held by each map (what the local checkpoint file records)."""
@@ -116,6 +166,7 @@ class LocalStates:
             stale.close()
         store, checkpoint = open_store(path, process_memory())
         _open[path] = store
+        _opened.setdefault(self.directory, set()).add(path)
         local = LocalPartition(store, checkpoint, self.cache_bytes)
         self.partitions[tp] = local
         return local

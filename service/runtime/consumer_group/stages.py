@@ -463,8 +463,9 @@ class ShuffledStage(Stage):
         """The keyed operator; a join's, fed by the side each record's source says."""
         factory = self.definition.operator_factory
         if state_map is not None and isinstance(factory, StateBackedFactory):
-            return factory.with_state(clock, state_map)
-        operator = factory(clock)
+            operator = factory.with_state(clock, state_map)
+        else:
+            operator = factory(clock)
         if self.definition.inputs is None:
             return operator
         return SidedJoin(cast(TwoInputOperator, operator), self.sides)

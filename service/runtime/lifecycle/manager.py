@@ -18,6 +18,7 @@ import logging
 from aiokafka import AIOKafkaClient
 
 from service.core.time import Clock, SystemClock
+from service.runtime.consumer_group.local_state import remove_stores, state_root
 from service.runtime.definition import PipelineDefinition
 from service.runtime.kafka.access import connection_problem
 from service.runtime.kafka.clients import KafkaCluster
@@ -103,11 +104,25 @@ class Runtime:
         return runner.status()
 
     async def stop_pipeline(self, name: str) -> None:
-        """Stop gracefully and forget the pipeline here (its changelog stays)."""
+        """Stop gracefully and forget the pipeline here (its changelog stays, and its
+        rocksdb stores, for the next start here)."""
         runner = self._runners.pop(name, None)
         if runner is None:
             raise UnknownPipeline(name)
         await runner.stop()
+
+    async def delete_pipeline(self, name: str) -> None:
+        """The pipeline is deleted: stop it, then remove its rocksdb stores here (its
+        changelog is the API's business)."""
+        runner = self._runners.pop(name, None)
+        if runner is None:
+            raise UnknownPipeline(name)
+        await runner.stop()
+        self._remove_stores(runner.definition)
+
+    def _remove_stores(self, definition: PipelineDefinition) -> None:
+        """Remove the stores of ``definition``'s state here (:func:`remove_stores`)."""
+        remove_stores(state_root(self.settings.state_dir), definition.changelog_topic)
 
     async def replace_pipeline(
         self, definition: PipelineDefinition, reset_state_: bool = False
@@ -122,6 +137,9 @@ class Runtime:
         runner = self._runners.pop(definition.name, None)
         if runner is not None:
             await runner.stop()
+            old = runner.definition
+            if reset_state_ or old.changelog_topic != definition.changelog_topic:
+                self._remove_stores(old)  # a state epoch of its own: the old one is gone
         if reset_state_:
             await PipelineTopics(KafkaCluster.of(self.settings)).reset(definition)
         return self.start_pipeline(definition)

@@ -10,12 +10,22 @@ Crash safety, Kafka Streams' way:
 
 - the checkpoint file is deleted (and the deletion made durable) before the first write
   to RocksDB after it was written, whether an eviction's or a checkpoint's flush;
-- :meth:`RocksStore.commit` writes it after a checkpoint's flush, once the write-ahead log
-  is synced, atomically (a temporary file renamed over it);
+- after a checkpoint's flush, :meth:`RocksStore.prepare` syncs the write-ahead log and
+  writes the next checkpoint file beside it (``checkpoint.json.next``) before the
+  changelog is written, and :meth:`RocksStore.publish` renames it over the checkpoint
+  file once the changelog is committed: atomic, and every write that takes room on the
+  disk comes before the checkpoint commits;
 - :func:`open_store` keeps a RocksDB only when its checkpoint file is there and reads; with
   none (a crash between a write and the next commit), an unreadable one, or a RocksDB that
   does not open, it wipes the directory and starts empty: the caller rebuilds it from the
   changelog. With one, the caller replays only the changelog after its position.
+
+Failures to write (a full disk, another I/O error) raise :class:`StoreWriteError`, whose
+message names the store's directory and the disk (device, mount point, room left): from
+an eviction's or a flush's write, the write-ahead log's sync, or the checkpoint file. A
+WriteBatch is atomic, so a failed write changes nothing in RocksDB; the caller fails the
+pipeline, and its last committed checkpoint (the changelog) is where it resumes. A disk
+that cannot be written while a store opens wipes nothing.
 
 Memory: every store of the process shares one block cache, and its memtables are charged
 to that cache (a write buffer manager), so RocksDB's memory is bounded by
@@ -24,6 +34,9 @@ to that cache (a write buffer manager), so RocksDB's memory is bounded by
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import logging
 import os
 import shutil
 import time
@@ -43,9 +56,24 @@ from rocksdict import (
     WriteBufferManager,
 )
 
-__all__ = ["LocalCheckpoint", "RocksMemory", "RocksStore", "open_store", "wipe_store"]
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "LocalCheckpoint",
+    "RocksMemory",
+    "RocksStore",
+    "StoreWriteError",
+    "describe_disk",
+    "disk_errno",
+    "in_use",
+    "open_store",
+    "store_write_error",
+    "wipe_store",
+]
 
 CHECKPOINT_FILE = "checkpoint.json"
+PREPARED_FILE = "checkpoint.json.next"
+"""The next checkpoint file, written before the changelog and renamed after it."""
 DB_DIR = "db"
 CHECKPOINT_VERSION = 3
 """3: a running aggregate's keys are its named map ``"keys"`` (they were unnamed in 2, so
@@ -54,6 +82,80 @@ MAX_CHECKPOINT_AGE_S = 12 * 3600
 """An older local checkpoint is not used: the changelog's compaction drops a delete's
 tombstone after ``delete.retention.ms`` (Kafka's default: 24 h), so a tail read from an
 older position could miss a delete the store never saw."""
+
+
+class StoreWriteError(RuntimeError):
+    """A store could not write to its disk (full, over its quota, read-only, failing):
+    RocksDB's write, the write-ahead log's sync, or the checkpoint file's. The message
+    names the store's directory and the disk; the session fails with it, before the
+    checkpoint it was writing commits (:mod:`~service.runtime.consumer_group.checkpointing`)."""
+
+    def __init__(self, message: str, directory: Path, error_number: int | None) -> None:
+        super().__init__(message)
+        self.directory = directory
+        self.errno = error_number
+        """``errno.ENOSPC`` for a full disk, the other disk errors' numbers, else None."""
+
+
+_DISK_ERRORS = {
+    errno.ENOSPC: "No space left on device",
+    errno.EDQUOT: "Disk quota exceeded",
+    errno.EROFS: "Read-only file system",
+    errno.EIO: "Input/output error",
+}
+"""The errors that say the disk cannot take a write (RocksDB's messages quote strerror)."""
+
+
+def disk_errno(exc: BaseException) -> int | None:
+    """The disk error ``exc`` is (:data:`_DISK_ERRORS`), from an ``OSError``'s number or
+    RocksDB's message; None for any other."""
+    if isinstance(exc, OSError) and exc.errno in _DISK_ERRORS:
+        return exc.errno
+    if isinstance(exc, StoreWriteError):
+        return exc.errno
+    text = str(exc)
+    return next((number for number, words in _DISK_ERRORS.items() if words in text), None)
+
+
+def store_write_error(directory: Path, exc: BaseException) -> StoreWriteError:
+    """``exc``, met writing the store in ``directory``, as the reason a person can act on:
+    what the disk is, where it is mounted and how much room it has left."""
+    number = disk_errno(exc)
+    what = {
+        errno.ENOSPC: "the state disk is full",
+        errno.EDQUOT: "the state disk is over its quota",
+        errno.EROFS: "the state disk is read-only",
+        errno.EIO: "the state disk failed",
+    }.get(number or 0, "the state store failed")
+    return StoreWriteError(
+        f"{what}: the RocksDB store {directory} cannot write ({describe_disk(directory)}): {exc}",
+        directory,
+        number,
+    )
+
+
+def describe_disk(directory: Path) -> str:
+    """The disk holding ``directory``: its device, type and mount point, and its room."""
+    path = os.path.abspath(directory)
+    try:
+        while not os.path.ismount(path):
+            path = os.path.dirname(path)
+        stat = os.statvfs(path)
+    except OSError as exc:
+        return f"disk unknown: {exc}"
+    device = kind = "?"
+    with contextlib.suppress(OSError), open("/proc/mounts", encoding="utf-8") as mounts:
+        for line in mounts:
+            fields = line.split()
+            if len(fields) >= 3 and fields[1] == path:
+                device, kind = fields[0], fields[2]  # the last mount there is the one seen
+    free = stat.f_bavail * stat.f_frsize
+    size = stat.f_blocks * stat.f_frsize
+    return f"the disk {device} ({kind}) mounted at {path}, {_mib(free)} free of {_mib(size)}"
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1024 * 1024):.1f} MiB"
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,13 +204,15 @@ class RocksMemory:
 class RocksStore:
     """A :class:`~service.core.state_cache.BackingStore` on one RocksDB."""
 
-    __slots__ = ("_checkpointed", "_db", "directory", "evicted", "writes")
+    __slots__ = ("_checkpointed", "_db", "_prepared", "directory", "evicted", "writes")
 
     def __init__(self, directory: Path, db: Rdict, checkpointed: bool) -> None:
         self.directory = directory
         self._db = db
         self._checkpointed = checkpointed
         """Whether the checkpoint file is there (so the next write deletes it first)."""
+        self._prepared = False
+        """Whether :meth:`prepare` wrote the next checkpoint file (to :meth:`publish`)."""
         self.writes = 0
         self.evicted = False
         """Whether an eviction wrote since the last checkpoint's flush (the store is then
@@ -125,8 +229,6 @@ class RocksStore:
             if checkpoint:  # nothing dirty: the store holds the checkpoint's state
                 self.evicted = False
             return {}
-        if self._checkpointed:
-            self.forget_checkpoint()
         batch = WriteBatch(raw_mode=True)
         sizes: dict[str, int] = {}
         dumps = orjson.dumps
@@ -137,7 +239,12 @@ class RocksStore:
                 data = dumps(value)
                 batch.put(key.encode(), data)
                 sizes[key] = len(data)
-        self._db.write(batch)
+        try:
+            if self._checkpointed:
+                self.forget_checkpoint()
+            self._db.write(batch)  # atomic: all of the batch, or none of it
+        except Exception as exc:
+            raise store_write_error(self.directory, exc) from exc
         self.writes += 1
         self.evicted = not checkpoint
         return sizes
@@ -164,31 +271,63 @@ class RocksStore:
         self._checkpointed = False
 
     def commit(self, position: Any, counts: dict[str, int]) -> bool:
-        """After a checkpoint's flush, once its changelog is committed: the RocksDB
-        reflects ``position`` (durably). False, and no file, when an eviction wrote since
-        the flush."""
+        """:meth:`prepare` then :meth:`publish` (nothing to wait for in between)."""
+        return self.prepare(position, counts) and self.publish()
+
+    def prepare(self, position: Any, counts: dict[str, int]) -> bool:
+        """After a checkpoint's flush, before its changelog is written: every write that
+        takes room on the disk, so that a full disk fails the checkpoint before it
+        commits. Syncs the write-ahead log and writes the checkpoint file naming
+        ``position`` beside the file (:meth:`publish` renames it over the file). False,
+        and nothing written, when an eviction wrote since the flush."""
         if self.evicted:
             return False
-        self._db.flush_wal(True)
-        path = self.directory / CHECKPOINT_FILE
-        temporary = path.with_suffix(".tmp")
+        temporary = self.directory / PREPARED_FILE
         data = {
             "version": CHECKPOINT_VERSION,
             "position": position,
             "counts": counts,
             "written_at": time.time(),
         }
-        with open(temporary, "wb") as file:
-            file.write(orjson.dumps(data))
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-        _sync_directory(self.directory)
+        try:
+            self._db.flush_wal(True)
+            with open(temporary, "wb") as file:
+                file.write(orjson.dumps(data))
+                file.flush()
+                os.fsync(file.fileno())
+        except Exception as exc:
+            with contextlib.suppress(OSError):
+                temporary.unlink(missing_ok=True)  # what was written of it takes room
+            raise store_write_error(self.directory, exc) from exc
+        self._prepared = True
+        return True
+
+    def publish(self) -> bool:
+        """Once the checkpoint's changelog is committed: the prepared file becomes the
+        checkpoint file, durably (a rename, which takes no room). False, and the prepared
+        file dropped, when an eviction wrote since the flush (the store is ahead of the
+        checkpoint) or nothing was prepared."""
+        temporary = self.directory / PREPARED_FILE
+        prepared, self._prepared = self._prepared, False
+        try:
+            if not prepared or self.evicted:
+                temporary.unlink(missing_ok=True)
+                return False
+            os.replace(temporary, self.directory / CHECKPOINT_FILE)
+            _sync_directory(self.directory)
+        except OSError as exc:
+            raise store_write_error(self.directory, exc) from exc
         self._checkpointed = True
         return True
 
     def close(self) -> None:
-        self._db.close()
+        """Close the RocksDB, never raising. It flushes its memtables first, which fails
+        on a disk that cannot be written ("Writer has previous error"): it is closed all
+        the same, what the memtables held still in its write-ahead log."""
+        try:
+            self._db.close()
+        except Exception as exc:
+            logger.warning("state store %s closed after an error: %s", self.directory, exc)
 
 
 def _sync_directory(directory: Path) -> None:
@@ -236,9 +375,21 @@ def _not_in_use(path: Path, memory: RocksMemory) -> None:
             raise
 
 
+def in_use(directory: Path, memory: RocksMemory) -> bool:
+    """Whether an opening (of this process or another) holds the store in ``directory``."""
+    try:
+        _not_in_use(directory / DB_DIR, memory)
+    except Exception:
+        return True
+    return False
+
+
 def open_store(directory: Path, memory: RocksMemory) -> tuple[RocksStore, LocalCheckpoint | None]:
     """The store in ``directory`` and its local checkpoint; None: it was wiped (no
-    checkpoint file, an unreadable one, or a RocksDB that does not open) and is empty."""
+    checkpoint file, an unreadable one, or a RocksDB that does not open) and is empty.
+
+    A disk that cannot be written (:func:`disk_errno`) raises :class:`StoreWriteError`
+    and wipes nothing: the store stays for when the disk has room again."""
     checkpoint = _read_checkpoint(directory)
     if checkpoint is not None:
         try:
@@ -248,11 +399,18 @@ def open_store(directory: Path, memory: RocksMemory) -> tuple[RocksStore, LocalC
         except Exception as exc:  # any other failure to open: rebuild from the changelog
             if "lock" in str(exc).lower():
                 raise  # another process has it open: never wipe a store in use
+            if disk_errno(exc) is not None:
+                raise store_write_error(directory, exc) from exc
             checkpoint = None
         else:
             return RocksStore(directory, db, True), checkpoint
     _not_in_use(directory / DB_DIR, memory)
     shutil.rmtree(directory, ignore_errors=True)
-    directory.mkdir(parents=True, exist_ok=True)
-    db = Rdict(str(directory / DB_DIR), memory.options(), access_type=AccessType.read_write())
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        db = Rdict(str(directory / DB_DIR), memory.options(), access_type=AccessType.read_write())
+    except Exception as exc:
+        if "lock" in str(exc).lower():
+            raise
+        raise store_write_error(directory, exc) from exc
     return RocksStore(directory, db, False), None

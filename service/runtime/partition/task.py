@@ -179,6 +179,17 @@ class PartitionTask:
         self.next_offset = end
         self.drain()
 
+    def process_run(self, inputs: Sequence[InputRecord], end: int) -> None:
+        """Records the caller knows no watermark change to deliver between
+        (``interval_ms = 0``: a shuffle partition's rows between two markers, a route
+        stage's up to a watermark move): one slice, as :meth:`process_one` each (a
+        shuffle's markers not split at: the caller applies them); the next one to
+        process is at offset ``end``."""
+        PartitionTask._process_slice(self, inputs)
+        self.records_in += len(inputs)
+        self.next_offset = end
+        self.drain()
+
     def markers_before(self, index: int) -> bool:
         """Per-record mode: apply what must come before input ``index`` of the last
         :meth:`decode` (watermark markers of a shuffle); True if its watermark may have

@@ -8,7 +8,10 @@ record) is read as it was, so a shuffle topic written by the previous version dr
 
 Markers are applied in order with the records around them, which the partition task
 does (:class:`ShuffleDecoder` only notes where each falls): a record before a marker is
-processed before the watermark the marker raises is delivered.
+processed before the watermark the marker raises is delivered. A frame's marks (a stage
+1 with ``interval_ms: 0``) are markers at their rows; those before rows already applied
+were applied with them, and one at the first fresh row may have been, which applying
+again cannot change (a source's watermark only rises).
 
 The input record's position (what keyed process functions build output ids from) is
 ``position << 16 | source``: unique per source record (and element), the same on every
@@ -98,6 +101,8 @@ class ShuffleDecoder:
                 start = frame.start_after(take_frame(frame.source, frame.last))
                 if start:
                     self.input.replays += start
+                if frame.marks:
+                    self._frame_marks(frame, start, len(inputs))
                 if start < rows:
                     inputs.extend(frame.records(start))
             elif name == ROUTED:
@@ -119,6 +124,15 @@ class ShuffleDecoder:
                 failed.append(
                     DeadLetter(record, None, REASON_NOT_ROUTED, "not a record of the shuffle")
                 )
+
+    def _frame_marks(self, frame: Frame, start: int, at: int) -> None:
+        """The marks of ``frame`` from row ``start`` on, as markers at their inputs (its
+        fresh rows go from input ``at``)."""
+        append = self.markers.append
+        source, count = frame.source, frame.sources
+        for index, watermark, idle in frame.marks:
+            if index >= start:
+                append((at + index - start, source, watermark, idle, count))
 
     def apply(self, through: int) -> bool:
         """Apply the pending markers that come before input ``through``; True if any."""

@@ -17,6 +17,8 @@ from service.runtime.partition.decoding import DeadLetter
 from service.runtime.partition.task import PartitionTask
 from service.runtime.shuffle.reader import ShuffleDecoder
 
+_NO_MARKER = 1 << 62
+
 
 class ShuffledPartitionTask(PartitionTask):
     """:class:`PartitionTask` over a shuffle partition (its decoder is its own)."""
@@ -51,6 +53,12 @@ class ShuffledPartitionTask(PartitionTask):
 
     def markers_before(self, index: int) -> bool:
         return self._decoder().apply(index)
+
+    def next_marker(self) -> int:
+        """The input index of the next marker not applied yet (the end of the decoded
+        inputs is past any index: a large number when there is none)."""
+        markers = self._decoder().markers
+        return markers[0][0] if markers else _NO_MARKER
 
     def _decoder(self) -> ShuffleDecoder:
         decoder = self.decoder

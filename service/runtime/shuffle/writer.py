@@ -19,6 +19,14 @@ announces itself active before them, and one whose bounded input ended announces
 when the combiner delivers it ``MAX``. Markers go through the same batches as the
 records, after them, so in each shuffle partition a marker follows every record of its
 source that it covers.
+
+Held routing (``interval_ms: 0``, where the watermark is recomputed after every
+record): the fetch loop hands the writer one record at a time between :meth:`hold` and
+:meth:`release`. Meanwhile rows wait per target and each announcement becomes a *mark*
+of every target (the newest watermark before the target's next row); the release writes
+each target one frame per batch with its marks inside (``core/frames.py``, version 2),
+and a plain marker to a target that got marks but no rows. Each shuffle partition thus
+sees the same order of rows and watermarks as with a frame and a marker per record.
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from service.core.frames import FrameRow, encode
+from service.core.frames import FrameMark, FrameRow, encode
 from service.core.partitioner import KeyPartitioner
 from service.core.shuffle import INDEX_BITS
 from service.core.time import MAX_TIMESTAMP, MIN_TIMESTAMP
@@ -44,6 +52,8 @@ class ShuffleWriter:
 
     __slots__ = (
         "_announced",
+        "_held",
+        "_marks",
         "_max_bytes",
         "_outputs",
         "_partitioner",
@@ -92,6 +102,10 @@ class ShuffleWriter:
         """Records routed since this writer was made (status)."""
         self.frames = 0
         """Frames written since this writer was made (status)."""
+        self._held: list[list[FrameRow]] | None = None
+        """Between :meth:`hold` and :meth:`release`: each target's rows, unwritten."""
+        self._marks: list[list[FrameMark]] = []
+        """Meanwhile, each target's marks, by index in its held rows."""
 
     # -- routing --------------------------------------------------------------------------
     def process_batch(self, records: Sequence[InputRecord]) -> None:
@@ -126,6 +140,12 @@ class ShuffleWriter:
         """Each target partition's rows (``buckets[target]``) as frames: the values as
         the source wrote them (the JSON stage 1 decoded), or written again where steps
         or a format changed them. ``encode`` gives no frame for no rows."""
+        held = self._held
+        if held is not None:
+            for target, rows in enumerate(buckets):
+                if rows:
+                    held[target].extend(rows)
+            return
         append = self._outputs().append
         topic = self.topic
         source = self.source
@@ -146,11 +166,62 @@ class ShuffleWriter:
         return True
 
     def _mark(self, watermark: int, idle: bool) -> None:
+        self._announced = (watermark, idle)
+        held = self._held
+        if held is not None:  # a mark of every target, before its next row
+            for rows, marks in zip(held, self._marks, strict=True):
+                index = len(rows)
+                if marks and marks[-1][0] == index:
+                    marks[-1] = (index, watermark, idle)  # only the newest counts
+                else:
+                    marks.append((index, watermark, idle))
+            return
+        self._markers(range(self._partitioner.partitions), watermark, idle)
+
+    def _markers(self, targets: Iterable[int], watermark: int, idle: bool) -> None:
         headers = [(MARKER, pack_marker(self.source, watermark, idle, self.count))]
         append = self._outputs().append
-        for partition in range(self._partitioner.partitions):
+        for partition in targets:
             append(self.topic, partition, None, b"", None, headers)
-        self._announced = (watermark, idle)
+
+    # -- held routing ---------------------------------------------------------------------
+    def hold(self) -> None:
+        """Keep rows and announcements until :meth:`release` (the module docstring)."""
+        partitions = self._partitioner.partitions
+        self._held = [[] for _ in range(partitions)]
+        self._marks = [[] for _ in range(partitions)]
+
+    def release(self) -> None:
+        """Write what was held: per target, its rows as frames with their marks inside,
+        or its newest mark as a marker when it got no rows."""
+        held, marks = self._held, self._marks
+        if held is None:
+            return
+        self._held = None
+        self._marks = []
+        append = self._outputs().append
+        topic = self.topic
+        source = self.source
+        count = self.count
+        encoded = not self._reencode
+        for target, rows in enumerate(held):
+            own = marks[target]
+            if rows:
+                frames = encode(
+                    rows,
+                    source,
+                    self._max_bytes,
+                    encoded=encoded,
+                    dumps=dumps,
+                    marks=own,
+                    sources=count,
+                )
+                for frame in frames:
+                    append(topic, target, None, frame, None, _FRAME_HEADERS)
+                self.frames += len(frames)
+            elif own:
+                _, watermark, idle = own[-1]
+                self._markers((target,), watermark, idle)
 
     # -- what the runtime asks of an operator -----------------------------------------------
     @property

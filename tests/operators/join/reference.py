@@ -1,5 +1,6 @@
-"""Straightforward joins over whole inputs (no state, no watermark, no pruning), and a
-driver that feeds a join operator two inputs in a given interleaving.
+"""Straightforward joins over whole inputs (no state, no watermark, no pruning), a
+driver that feeds a join operator two inputs in a given interleaving, and the state
+backends a join's tests run on.
 
 A reference join returns the set of ``(id, key, timestamp, value, window)`` rows the
 operator must emit for inputs in which no row is late.
@@ -7,18 +8,109 @@ operator must emit for inputs in which no row is late.
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import count
+from pathlib import Path
 from typing import Any
 
 import orjson
 
+from service.core.state_cache import NamespacedStore, StateCache, StateCodec, StateMaps
 from service.core.time import MAX_TIMESTAMP, MIN_TIMESTAMP
 from service.operators.base import InputRecord, JoinRow
 from service.operators.join.rows import How, Side, both_sides, row_id
 from service.operators.join.window import WINDOW_PREFIX
+from service.runtime.partition.rocksdb_store import RocksMemory, RocksStore, open_store
 
 PIPELINE = "p"
+
+BACKENDS = ("memory", "rocksdb", "rocksdb-local")
+"""The state backends a join's property tests run on: ``memory``; ``rocksdb`` (a cache of
+about one entry per map, so most rows are evicted and read back; a restore is a new,
+empty store and the whole changelog); ``rocksdb-local`` (the same, but a restore finds
+the store as the last checkpoint left it and replays only that checkpoint's entries, as
+a restart on the same disk does)."""
+MAP_BYTES = 600
+"""Each map's cache: one entry (a new one counts 400 B, a read one its size + 300 B)."""
+
+_DIRECTORY = tempfile.TemporaryDirectory(prefix="join-rocksdb-")
+_STORE: list[RocksStore] = []
+_SPACES = count()
+
+
+def _store() -> RocksStore:
+    """One RocksDB for every test of the session: each operator's maps in their own
+    namespace of it (opening a RocksDB per example would cost more than the example)."""
+    if not _STORE:
+        memory = RocksMemory(cache_bytes=8 * 1024 * 1024, write_buffer_bytes=1024 * 1024)
+        _STORE.append(open_store(Path(_DIRECTORY.name), memory)[0])
+    return _STORE[0]
+
+
+class Maps:
+    """One operator's named maps (a :class:`~service.core.state_cache.StateMaps`), each a
+    small cache over its namespace of the shared RocksDB."""
+
+    def __init__(self, space: str | None = None, counts: dict[str, int] | None = None) -> None:
+        self.space = f"op{next(_SPACES)}" if space is None else space
+        self.counts = counts or {}
+        self.caches: dict[str, StateCache] = {}
+
+    def __call__(self, name: str = "", codec: StateCodec | None = None) -> StateCache:
+        assert name not in self.caches
+        store = NamespacedStore(_store(), f"{self.space}/{name}")
+        cache = StateCache(store, MAP_BYTES, self.counts.get(name, 0), codec=codec)
+        self.caches[name] = cache
+        return cache
+
+    def flush(self) -> None:
+        for cache in self.caches.values():
+            cache.flush()
+
+    def reopened(self) -> Maps:
+        """New caches over the same stored maps (a restart on the same disk)."""
+        return Maps(self.space, {name: len(cache) for name, cache in self.caches.items()})
+
+
+@dataclass
+class Backend:
+    """Which state backend a test's operators keep their rows in (:data:`BACKENDS`)."""
+
+    name: str = "memory"
+    maps: Maps | None = None
+
+    @property
+    def local(self) -> bool:
+        return self.name == "rocksdb-local"
+
+    def state_maps(self) -> StateMaps | None:
+        """For a new operator: None (memory), new empty maps (rocksdb), or with
+        rocksdb-local the last operator's maps as its last checkpoint left them."""
+        if self.name == "memory":
+            return None
+        if self.local and self.maps is not None:
+            self.maps = self.maps.reopened()
+        else:
+            self.maps = Maps()
+        return self.maps
+
+    def checkpoint(self, operator: Any) -> list[tuple[str, Any]]:
+        """The operator's checkpoint entries, its maps flushed with them (the runtime's
+        one synchronous step)."""
+        entries = list(operator.snapshot_changes().items())
+        if self.maps is not None:
+            self.maps.flush()
+        return entries
+
+    def restore(self, make: Any, log: list[tuple[str, Any]], last: list[tuple[str, Any]]) -> Any:
+        """A new operator restored: from the whole ``log``, or (rocksdb-local) from the
+        store and the ``last`` checkpoint's entries (the changelog's tail)."""
+        operator = make()
+        operator.restore_changes(last if self.local else log)
+        return operator
+
 
 Event = tuple[str, int, Any]
 """``(key, timestamp, value)`` of one input row."""
@@ -116,6 +208,7 @@ class Driver:
 
     operator: Any
     bound: int
+    backend: Backend = field(default_factory=Backend)
     emitted: list[JoinRow] = field(default_factory=list)
     late: int = 0
 
@@ -147,12 +240,11 @@ class Driver:
                     min(generators[0].watermark, generators[1].watermark)
                 )
             self.drain()
-            if restore_at is not None and step == restore_at:
-                changes.extend(self.operator.snapshot_changes().items())
-                self.operator = make()
-                self.operator.restore_changes(changes)
-            elif restore_at is not None:
-                changes.extend(self.operator.snapshot_changes().items())
+            if restore_at is not None:
+                last = self.backend.checkpoint(self.operator)
+                changes.extend(last)
+                if step == restore_at:
+                    self.operator = self.backend.restore(make, changes, last)
         for side in (0, 1):  # what the schedule did not reach, in order
             rest = inputs[side][taken[side] :]
             for record in rest:

@@ -9,18 +9,32 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from service.core.state_cache import StateMaps
 from service.core.time import MAX_TIMESTAMP
 from service.operators.join.interval import IntervalJoinOperator
 from service.operators.join.rows import How, JoinConfigError, Side
 
-from .reference import PIPELINE, Driver, in_bound, out, records, reference_interval
+from .reference import (
+    BACKENDS,
+    PIPELINE,
+    Backend,
+    Driver,
+    in_bound,
+    out,
+    records,
+    reference_interval,
+)
 
 
 def join(
-    how: How = How.INNER, lower: int = 0, upper: int = 10, lateness: int = 0
+    how: How = How.INNER,
+    lower: int = 0,
+    upper: int = 10,
+    lateness: int = 0,
+    state_maps: StateMaps | None = None,
 ) -> IntervalJoinOperator:
     return IntervalJoinOperator(
-        PIPELINE, how, lower, upper, lateness, inputs=("orders", "payments")
+        PIPELINE, how, lower, upper, lateness, inputs=("orders", "payments"), state_maps=state_maps
     )
 
 
@@ -201,6 +215,37 @@ def test_a_restored_row_that_goes_is_deleted_from_the_changelog() -> None:
     assert {k: v for k, v in restored.snapshot_changes().items() if k != "meta"} == {"l:a": None}
 
 
+def test_with_rocksdb_the_watermark_finds_rows_evicted_from_the_cache() -> None:
+    """The expiry heap stays in memory: a key's rows no longer held are read back from
+    RocksDB at their cleanup time (padded here), then deleted there."""
+    op = join(How.LEFT, state_maps=Backend("rocksdb").state_maps())
+    op.process_left([(f"k{i}", 100 + i, i, i, None) for i in range(50)])
+    lefts, _ = op.state_maps()
+    assert lefts.held < 5 and len(lefts) == 50
+    op.advance_watermark(MAX_TIMESTAMP)
+    assert sorted(row[0] for row in rows(op)) == sorted(f"p|k{i}|{i}|none" for i in range(50))
+    assert len(lefts) == 0 and op.rows_held(Side.LEFT) == 0
+
+
+def test_with_rocksdb_a_restart_on_the_same_store_finds_every_row_again() -> None:
+    """A local restore replays only the changelog's tail onto the store: the heap and
+    the counts are rebuilt from the rows stored, not from the entries replayed."""
+    state = Backend("rocksdb-local")
+
+    def make() -> IntervalJoinOperator:
+        return join(How.LEFT, state_maps=state.state_maps())
+
+    op = make()
+    op.process_left([(f"k{i}", 100 + i, i, i, None) for i in range(50)])
+    state.checkpoint(op)
+    op.process_left([("k0", 120, "x", 50, None)])
+    tail = state.checkpoint(op)
+    op = state.restore(make, [], tail)
+    assert (op.rows_held(Side.LEFT), op.rows_held(Side.RIGHT), op.gauges().keys) == (51, 0, 50)
+    op.advance_watermark(MAX_TIMESTAMP)
+    assert len(rows(op)) == 51
+
+
 def held_by_snapshot(op: IntervalJoinOperator) -> tuple[int, int, int]:
     """Rows per side and keys, counted from a whole snapshot."""
     entries = {name: rows for name, rows in op.snapshot().items() if name != "meta"}
@@ -209,6 +254,7 @@ def held_by_snapshot(op: IntervalJoinOperator) -> tuple[int, int, int]:
     return left, right, len({name[2:] for name in entries})
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @settings(max_examples=200, deadline=None)
 @given(
     actions=st.lists(
@@ -218,9 +264,14 @@ def held_by_snapshot(op: IntervalJoinOperator) -> tuple[int, int, int]:
     keys=st.lists(st.sampled_from("abcd"), min_size=40, max_size=40),
 )
 def test_rows_and_keys_held_are_counted_as_the_state_changes(
-    actions: list[tuple[str, int]], keys: list[str]
+    backend: str, actions: list[tuple[str, int]], keys: list[str]
 ) -> None:
-    op = join(How.FULL, lower=-3, upper=5)
+    state = Backend(backend)
+
+    def make() -> IntervalJoinOperator:
+        return join(How.FULL, lower=-3, upper=5, state_maps=state.state_maps())
+
+    op = make()
     watermark = -1
     changes: list[tuple[str, Any]] = []
     for (action, n), key in zip(actions, keys, strict=False):
@@ -232,9 +283,9 @@ def test_rows_and_keys_held_are_counted_as_the_state_changes(
             watermark += n
             op.advance_watermark(watermark)
         else:
-            changes.extend(op.snapshot_changes().items())
-            op = join(How.FULL, lower=-3, upper=5)
-            op.restore_changes(changes)
+            last = state.checkpoint(op)
+            changes.extend(last)
+            op = state.restore(make, changes, last)
         assert (op.rows_held(0), op.rows_held(1), op.gauges().keys) == held_by_snapshot(op)
 
 
@@ -259,6 +310,7 @@ steps = st.lists(
 )
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @settings(max_examples=400, deadline=None)
 @given(
     left=steps,
@@ -272,6 +324,7 @@ steps = st.lists(
     restore=st.one_of(st.none(), st.integers(0, 60)),
 )
 def test_any_in_bound_interleaving_gives_the_reference_rows_and_ends_empty(
+    backend: str,
     left: list[tuple[str, int, int]],
     right: list[tuple[str, int, int]],
     schedule: list[int],
@@ -287,14 +340,16 @@ def test_any_in_bound_interleaving_gives_the_reference_rows_and_ends_empty(
     checkpoints anywhere: the reference's rows, each once, and no state left."""
     left_events, right_events = in_bound(left, bound), in_bound(right, bound)
     upper = lower + width
+    state = Backend(backend)
 
     def make() -> IntervalJoinOperator:
-        return join(how, lower, upper)
+        return join(how, lower, upper, state_maps=state.state_maps())
 
-    driver = Driver(make(), bound)
+    driver = Driver(make(), bound, state)
     driver.run(left_events, right_events, schedule, every, restore, make)
     emitted = [out(r) for r in driver.emitted]
     assert len(emitted) == len(set(emitted))  # no row twice
     assert set(emitted) == reference_interval(left_events, right_events, how, lower, upper)
     assert driver.late == 0
     assert (driver.operator.rows_held(0), driver.operator.rows_held(1)) == (0, 0)
+    assert all(len(cache) == 0 for cache in driver.operator.state_maps())

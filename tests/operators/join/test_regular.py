@@ -10,16 +10,32 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from service.core.state_cache import StateMaps
 from service.core.time import MAX_TIMESTAMP
 from service.operators.join.factory import build_join_operator
 from service.operators.join.regular import RegularJoinOperator
 from service.operators.join.rows import How, JoinConfigError
 
-from .reference import PIPELINE, Driver, Event, Out, _out, in_bound, out, records
+from .reference import (
+    BACKENDS,
+    PIPELINE,
+    Backend,
+    Driver,
+    Event,
+    Out,
+    _out,
+    in_bound,
+    out,
+    records,
+)
 
 
-def join(ttl: int | None = None, how: How = How.INNER) -> RegularJoinOperator:
-    return RegularJoinOperator(PIPELINE, how, ttl, inputs=("auction", "person"))
+def join(
+    ttl: int | None = None, how: How = How.INNER, state_maps: StateMaps | None = None
+) -> RegularJoinOperator:
+    return RegularJoinOperator(
+        PIPELINE, how, ttl, inputs=("auction", "person"), state_maps=state_maps
+    )
 
 
 def rows(op: RegularJoinOperator) -> list[tuple[str, int, Any]]:
@@ -164,6 +180,7 @@ steps = st.lists(
 )
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @settings(max_examples=300, deadline=None)
 @given(
     left=steps,
@@ -174,6 +191,7 @@ steps = st.lists(
     restore=st.one_of(st.none(), st.integers(0, 60)),
 )
 def test_any_interleaving_gives_every_same_key_pair_once(
+    backend: str,
     left: list[tuple[str, int, int]],
     right: list[tuple[str, int, int]],
     schedule: list[int],
@@ -182,14 +200,20 @@ def test_any_interleaving_gives_every_same_key_pair_once(
     restore: int | None,
 ) -> None:
     left_events, right_events = in_bound(left, bound), in_bound(right, bound)
-    driver = Driver(join(), bound)
-    driver.run(left_events, right_events, schedule, every, restore, join)
+    state = Backend(backend)
+
+    def make() -> RegularJoinOperator:
+        return join(state_maps=state.state_maps())
+
+    driver = Driver(make(), bound, state)
+    driver.run(left_events, right_events, schedule, every, restore, make)
     got = [out(r) for r in driver.emitted]
     assert len(got) == len(set(got))
     assert set(got) == reference_regular(left_events, right_events)
     assert driver.late == 0
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @settings(max_examples=300, deadline=None)
 @given(
     left=steps,
@@ -201,6 +225,7 @@ def test_any_interleaving_gives_every_same_key_pair_once(
     restore=st.one_of(st.none(), st.integers(0, 60)),
 )
 def test_with_a_ttl_every_pair_at_most_the_ttl_apart_is_joined_and_the_state_ends_empty(
+    backend: str,
     left: list[tuple[str, int, int]],
     right: list[tuple[str, int, int]],
     schedule: list[int],
@@ -212,11 +237,12 @@ def test_with_a_ttl_every_pair_at_most_the_ttl_apart_is_joined_and_the_state_end
     """A pair further apart may or may not meet (it depends on how far the watermark had
     come when the second row arrived), but never twice, and nothing outside the pairs."""
     left_events, right_events = in_bound(left, bound), in_bound(right, bound)
+    state = Backend(backend)
 
     def make() -> RegularJoinOperator:
-        return join(ttl)
+        return join(ttl, state_maps=state.state_maps())
 
-    driver = Driver(make(), bound)
+    driver = Driver(make(), bound, state)
     driver.run(left_events, right_events, schedule, every, restore, make)
     got = [out(r) for r in driver.emitted]
     assert len(got) == len(set(got))
@@ -228,6 +254,7 @@ def test_with_a_ttl_every_pair_at_most_the_ttl_apart_is_joined_and_the_state_end
     }
     assert near <= set(got)
     assert (driver.operator.rows_held(0), driver.operator.rows_held(1)) == (0, 0)
+    assert all(len(cache) == 0 for cache in driver.operator.state_maps())
 
 
 def _apart(row: Out, left: list[Event], right: list[Event]) -> int:

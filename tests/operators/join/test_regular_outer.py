@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from service.core.state_cache import StateMaps
 from service.core.time import MAX_TIMESTAMP
 from service.operators.base import Upsert
 from service.operators.join.factory import build_join_operator
@@ -19,14 +20,18 @@ from service.operators.join.regular import RegularJoinOperator
 from service.operators.join.regular_outer import OuterRegularJoinOperator
 from service.operators.join.rows import How, JoinConfigError
 
-from .reference import PIPELINE, Driver, Event, in_bound, reference_interval
+from .reference import BACKENDS, PIPELINE, Backend, Driver, Event, in_bound, reference_interval
 
 EVERYTHING = 10**9
 """Interval bounds wide enough that the interval join's reference is the regular one's."""
 
 
-def join(how: How = How.LEFT, ttl: int | None = None) -> OuterRegularJoinOperator:
-    return OuterRegularJoinOperator(PIPELINE, how, ttl, inputs=("auction", "person"))
+def join(
+    how: How = How.LEFT, ttl: int | None = None, state_maps: StateMaps | None = None
+) -> OuterRegularJoinOperator:
+    return OuterRegularJoinOperator(
+        PIPELINE, how, ttl, inputs=("auction", "person"), state_maps=state_maps
+    )
 
 
 def emitted(op: OuterRegularJoinOperator) -> list[tuple[str, int, Any, int]]:
@@ -153,6 +158,7 @@ steps = st.lists(
 )
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @settings(max_examples=300, deadline=None)
 @given(
     how=st.sampled_from([How.LEFT, How.RIGHT, How.FULL]),
@@ -164,6 +170,7 @@ steps = st.lists(
     restore=st.one_of(st.none(), st.integers(0, 60)),
 )
 def test_any_interleaving_folds_to_the_sql_outer_join_of_the_whole_input(
+    backend: str,
     how: How,
     left: list[tuple[str, int, int]],
     right: list[tuple[str, int, int]],
@@ -173,11 +180,12 @@ def test_any_interleaving_folds_to_the_sql_outer_join_of_the_whole_input(
     restore: int | None,
 ) -> None:
     left_events, right_events = in_bound(left, bound), in_bound(right, bound)
+    state = Backend(backend)
 
     def make() -> OuterRegularJoinOperator:
-        return join(how)
+        return join(how, state_maps=state.state_maps())
 
-    driver = Driver(make(), bound)
+    driver = Driver(make(), bound, state)
     driver.run(left_events, right_events, schedule, every, restore, make)
     upserts: list[Upsert] = driver.emitted  # type: ignore[assignment]
     seqs = [(row.id, row.seq) for row in upserts]

@@ -13,19 +13,26 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from service.core.state_cache import StateMaps
 from service.operators.base import Upsert
 from service.operators.join.factory import build_join_operator
 from service.operators.join.regular_tables import TableJoinOperator
 from service.operators.join.rows import How, JoinConfigError, Side
 
-from .reference import PIPELINE, Driver, Event
+from .reference import BACKENDS, PIPELINE, Backend, Driver, Event
 
 STREAM_TABLE = (False, True)
 TABLES = (True, True)
 
 
-def join(how: How = How.INNER, tables: tuple[bool, bool] = STREAM_TABLE) -> TableJoinOperator:
-    return TableJoinOperator(PIPELINE, how, tables, inputs=("orders", "customers"))
+def join(
+    how: How = How.INNER,
+    tables: tuple[bool, bool] = STREAM_TABLE,
+    state_maps: StateMaps | None = None,
+) -> TableJoinOperator:
+    return TableJoinOperator(
+        PIPELINE, how, tables, inputs=("orders", "customers"), state_maps=state_maps
+    )
 
 
 def emitted(op: TableJoinOperator) -> list[tuple[str, int, Any]]:
@@ -160,6 +167,7 @@ def events(steps: list[tuple[str, int, int]]) -> list[Event]:
     return out
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @settings(max_examples=400, deadline=None)
 @given(
     how=st.sampled_from(list(TableJoinOperator.hows)),
@@ -169,6 +177,7 @@ def events(steps: list[tuple[str, int, int]]) -> list[Event]:
     restore=st.one_of(st.none(), st.integers(0, 50)),
 )
 def test_any_sequence_of_upserts_and_tombstones_folds_to_the_sql_join_of_the_final_tables(
+    backend: str,
     how: How,
     tables: tuple[bool, bool],
     data: st.DataObject,
@@ -178,10 +187,12 @@ def test_any_sequence_of_upserts_and_tombstones_folds_to_the_sql_join_of_the_fin
     left = events(data.draw(ops(tables[0])))
     right = events(data.draw(ops(tables[1])))
 
-    def make() -> TableJoinOperator:
-        return join(how, tables)
+    state = Backend(backend)
 
-    driver = Driver(make(), 0)
+    def make() -> TableJoinOperator:
+        return join(how, tables, state_maps=state.state_maps())
+
+    driver = Driver(make(), 0, state)
     driver.run(left, right, schedule, 1, restore, make)
     upserts: list[Upsert] = driver.emitted  # type: ignore[assignment]
     table: dict[str, str] = {}

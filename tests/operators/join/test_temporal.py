@@ -9,15 +9,29 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from service.core.state_cache import StateMaps
 from service.core.time import MAX_TIMESTAMP
 from service.operators.join.rows import How, JoinConfigError, Side
 from service.operators.join.temporal import TemporalJoinOperator
 
-from .reference import PIPELINE, Driver, Event, in_bound, out, reference_temporal
+from .reference import (
+    BACKENDS,
+    PIPELINE,
+    Backend,
+    Driver,
+    Event,
+    in_bound,
+    out,
+    reference_temporal,
+)
 
 
-def join(how: How = How.INNER, lateness: int = 0) -> TemporalJoinOperator:
-    return TemporalJoinOperator(PIPELINE, how, lateness, inputs=("orders", "rates"))
+def join(
+    how: How = How.INNER, lateness: int = 0, state_maps: StateMaps | None = None
+) -> TemporalJoinOperator:
+    return TemporalJoinOperator(
+        PIPELINE, how, lateness, inputs=("orders", "rates"), state_maps=state_maps
+    )
 
 
 def rows(op: TemporalJoinOperator) -> list[tuple[str, int, Any]]:
@@ -124,6 +138,7 @@ def with_tombstones(events: list[Event], every: int) -> list[Event]:
     ]
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @settings(max_examples=400, deadline=None)
 @given(
     left=steps,
@@ -136,6 +151,7 @@ def with_tombstones(events: list[Event], every: int) -> list[Event]:
     restore=st.one_of(st.none(), st.integers(0, 60)),
 )
 def test_any_in_bound_interleaving_gives_the_reference_rows(
+    backend: str,
     left: list[tuple[str, int, int]],
     right: list[tuple[str, int, int]],
     schedule: list[int],
@@ -148,10 +164,12 @@ def test_any_in_bound_interleaving_gives_the_reference_rows(
     left_events = in_bound(left, bound)
     right_events = with_tombstones(in_bound(right, bound), tombstones)
 
-    def make() -> TemporalJoinOperator:
-        return join(how)
+    state = Backend(backend)
 
-    driver = Driver(make(), bound)
+    def make() -> TemporalJoinOperator:
+        return join(how, state_maps=state.state_maps())
+
+    driver = Driver(make(), bound, state)
     driver.run(left_events, right_events, schedule, every, restore, make)
     emitted = [out(r) for r in driver.emitted]
     assert len(emitted) == len(set(emitted))

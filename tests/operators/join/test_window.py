@@ -9,18 +9,26 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from service.core.state_cache import StateMaps
 from service.core.time import MAX_TIMESTAMP
 from service.operators.join.rows import How, JoinConfigError
 from service.operators.join.window import WindowJoinOperator
 from service.operators.window.assigners import SessionAssigner, SlidingAssigner, TumblingAssigner
 
-from .reference import PIPELINE, Driver, in_bound, out, reference_window
+from .reference import BACKENDS, PIPELINE, Backend, Driver, in_bound, out, reference_window
 
 TUMBLING = TumblingAssigner(10)
 
 
-def join(how: How = How.INNER, assigner: Any = TUMBLING, lateness: int = 0) -> WindowJoinOperator:
-    return WindowJoinOperator(PIPELINE, how, assigner, lateness, inputs=("clicks", "views"))
+def join(
+    how: How = How.INNER,
+    assigner: Any = TUMBLING,
+    lateness: int = 0,
+    state_maps: StateMaps | None = None,
+) -> WindowJoinOperator:
+    return WindowJoinOperator(
+        PIPELINE, how, assigner, lateness, inputs=("clicks", "views"), state_maps=state_maps
+    )
 
 
 def rows(op: WindowJoinOperator) -> list[tuple[str, int, Any]]:
@@ -130,6 +138,7 @@ steps = st.lists(
 )
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @settings(max_examples=400, deadline=None)
 @given(
     left=steps,
@@ -143,6 +152,7 @@ steps = st.lists(
     restore=st.one_of(st.none(), st.integers(0, 60)),
 )
 def test_any_in_bound_interleaving_gives_the_reference_rows_and_ends_empty(
+    backend: str,
     left: list[tuple[str, int, int]],
     right: list[tuple[str, int, int]],
     schedule: list[int],
@@ -156,13 +166,16 @@ def test_any_in_bound_interleaving_gives_the_reference_rows_and_ends_empty(
     left_events, right_events = in_bound(left, bound), in_bound(right, bound)
     assigner = TumblingAssigner(size) if slide is None else SlidingAssigner(size, slide)
 
-    def make() -> WindowJoinOperator:
-        return join(how, assigner)
+    state = Backend(backend)
 
-    driver = Driver(make(), bound)
+    def make() -> WindowJoinOperator:
+        return join(how, assigner, state_maps=state.state_maps())
+
+    driver = Driver(make(), bound, state)
     driver.run(left_events, right_events, schedule, every, restore, make)
     emitted = [out(r) for r in driver.emitted]
     assert len(emitted) == len(set(emitted))
     assert set(emitted) == reference_window(left_events, right_events, how, assigner.assign)
     assert driver.late == 0
     assert driver.operator.gauges().windows_open == 0
+    assert all(len(cache) == 0 for cache in driver.operator.state_maps())

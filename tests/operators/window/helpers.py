@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import tempfile
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
+from service.core.state_cache import StateMaps
 from service.core.time import ManualClock
 from service.operators.base import InputRecord, WindowResult
 from service.operators.window import (
@@ -13,8 +17,37 @@ from service.operators.window import (
     build_window_operator,
     create_window_operator,
 )
+from service.runtime.consumer_group.local_state import LocalPartition
+from service.runtime.partition.rocksdb_store import RocksMemory, open_store
 
 COUNT_SUM = {"n": {"fn": "count"}, "total": {"fn": "sum", "field": "amount"}}
+
+BACKENDS = ("memory", "rocksdb")
+"""The state backends every window test parametrized on them runs on, same oracle."""
+SMALL_CACHE_BYTES = 700
+"""A partition's cache of a few entries (shared by its maps): most reads and writes of
+the rocksdb backend's tests go through RocksDB."""
+_STORES = tempfile.TemporaryDirectory(prefix="window-rocksdb-")
+ROCKS_MEMORY = RocksMemory(cache_bytes=8 * 1024 * 1024, write_buffer_bytes=1024 * 1024)
+_opened = [0]
+
+
+def store_directory() -> Path:
+    """A fresh directory for one partition's RocksDB."""
+    _opened[0] += 1
+    return Path(_STORES.name) / str(_opened[0])
+
+
+def local_partition(directory: Path | None = None) -> LocalPartition:
+    """A partition's store as the runtime opens it (``directory``: again, after a
+    restart on the same disk; None: a fresh, empty one), its maps' caches small."""
+    store, checkpoint = open_store(directory or store_directory(), ROCKS_MEMORY)
+    return LocalPartition(store, checkpoint, SMALL_CACHE_BYTES)
+
+
+def state_maps(backend: str) -> StateMaps | None:
+    """None for memory; for rocksdb, the maps of a fresh partition store."""
+    return None if backend == "memory" else local_partition().state_map
 
 
 def spec(assigner: dict[str, Any], **extra: Any) -> dict[str, Any]:
@@ -36,8 +69,12 @@ def build(
     late_output: bool = False,
     track_keys: bool = False,
     function: Any = None,
+    backend: str = "memory",
+    maps: StateMaps | None = None,
 ) -> WindowOperator:
-    """The operator the factory builds, or (``general``) the general path for the same spec."""
+    """The operator the factory builds, or (``general``) the general path for the same
+    spec; its keys in a dict (``backend`` memory) or in a fresh RocksDB behind a small
+    cache (rocksdb), or in the caches ``maps`` makes."""
     op = build_window_operator(
         "p",
         operator_spec,
@@ -45,10 +82,11 @@ def build(
         late_output,
         function=function,
         track_keys=track_keys,
+        state_maps=None if general else maps or state_maps(backend),
     )
     if general:
         config: WindowOperatorConfig = op.config
-        return GeneralWindowOperator(config)
+        return GeneralWindowOperator(replace(config, state_maps=maps or state_maps(backend)))
     return op
 
 

@@ -6,6 +6,7 @@ from collections import defaultdict
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -13,7 +14,7 @@ from service.core.time import MAX_TIMESTAMP, ManualClock
 from service.operators.base import InputRecord
 from service.operators.window import SlidingAssigner, TumblingAssigner, WindowOperator
 
-from .helpers import build, results, spec
+from .helpers import BACKENDS, build, results, spec
 
 BOUND = 25
 AGGS = {
@@ -89,13 +90,14 @@ def brute_force(assigner: dict[str, Any], records: list[InputRecord]) -> dict[An
     }
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @settings(max_examples=150, deadline=None)
 @given(assigners, events, st.integers(1, 10), st.booleans())
 def test_in_bound_shuffles_give_the_brute_force_results(
-    assigner: dict[str, Any], generated: list[Any], every: int, general: bool
+    backend: str, assigner: dict[str, Any], generated: list[Any], every: int, general: bool
 ) -> None:
     records = arrival_order(generated)
-    op = build(spec(assigner, aggregations=AGGS), general=general)
+    op = build(spec(assigner, aggregations=AGGS), general=general, backend=backend)
     out, _ = run(op, records, every)
     op.advance_watermark(MAX_TIMESTAMP)
     out += results(op)
@@ -106,10 +108,16 @@ def test_in_bound_shuffles_give_the_brute_force_results(
     assert got == brute_force(assigner, records)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @settings(max_examples=100, deadline=None)
 @given(assigners, events, st.integers(1, 10), st.data(), st.integers(0, 40))
 def test_restoring_in_the_middle_equals_an_uninterrupted_run(
-    assigner: dict[str, Any], generated: list[Any], every: int, data: st.DataObject, lateness: int
+    backend: str,
+    assigner: dict[str, Any],
+    generated: list[Any],
+    every: int,
+    data: st.DataObject,
+    lateness: int,
 ) -> None:
     records = arrival_order(generated)
     cut = data.draw(st.integers(0, len(records)))
@@ -120,10 +128,10 @@ def test_restoring_in_the_middle_equals_an_uninterrupted_run(
     whole.advance_watermark(MAX_TIMESTAMP)
     expected += results(whole)
 
-    first = build(operator_spec, clock=ManualClock())
+    first = build(operator_spec, clock=ManualClock(), backend=backend)
     out, max_ts = run(first, records[:cut], every)
     snapshot = orjson.loads(orjson.dumps(first.snapshot()))
-    second = build(operator_spec, clock=ManualClock())
+    second = build(operator_spec, clock=ManualClock(), backend=backend)
     second.restore(snapshot)
     # Continue the same watermark cadence from where the first operator stopped.
     tail: list[Any] = []
