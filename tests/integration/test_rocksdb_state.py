@@ -489,6 +489,63 @@ def stores_in(directory: Path) -> int:
     return len(list(directory.glob(f"*/*/{DB_DIR}")))
 
 
+SPARSE_OPERATORS = {
+    "aggregate": {
+        "type": "aggregate",
+        "aggregations": {"orders": {"fn": "count"}},
+        "state_ttl_ms": 3_600_000,
+    },
+    "top_n": {"type": "top_n", "n": 2, "order_by": {"field": "amount", "desc": True}},
+    "keyed_process": DEDUPE,
+}
+"""Each operator kind the rocksdb backend holds beside the window and the join."""
+
+
+async def sparse_results(bootstrap: str, topic: str, kind: str) -> dict[Any, Any]:
+    """What the run of :data:`SPARSE_OPERATORS`' ``kind`` emitted, as compared: each
+    upserted key's last result (a delete removes it), or the process function's
+    forwarded (user, amount) pairs."""
+    if kind == "keyed_process":
+        return {pair: True for pair in await forwarded(bootstrap, topic)}
+    table: dict[Any, Any] = {}
+    for record in await read_topic(bootstrap, topic):
+        if record.value is None:
+            table.pop(record.key, None)
+        else:
+            table[record.key] = orjson.loads(record.value)["result"]
+    return table
+
+
+@pytest.mark.parametrize("kind", list(SPARSE_OPERATORS))
+async def test_a_rocksdb_pipeline_makes_stores_only_for_partitions_with_state(
+    bootstrap_servers: str, tmp_path: Path, kind: str
+) -> None:
+    """Three users' records through a shuffle of 500 partitions: a RocksDB is made for
+    the (at most three) partitions that hold a key, none for the others, whose restore
+    and checkpoints write nothing; the results are the memory backend's."""
+    users = ["u1", "u2", "u3"]
+    data = [{"user": users[i % 3], "amount": i, "ts": 1_000 + i} for i in range(60)]
+    outputs = []
+    for backend in (StateSettings("memory"), SMALL_CACHE):
+        name = unique("rockssparse")
+        topic = f"{name}.in"
+        await create_topic(bootstrap_servers, topic, 2)
+        await produce(
+            bootstrap_servers, topic, [json_record(i % 2, None, e) for i, e in enumerate(data)]
+        )
+        data_spec = spec(name, topic, "at_least_once")
+        data_spec["key"]["shuffle_partitions"] = 500
+        data_spec["operator"] = SPARSE_OPERATORS[kind]
+        built = build_definition(validate_spec(data_spec, ()), ())
+        state_dir = tmp_path / backend.backend
+        definition = replace(built, state=backend)
+        await run_to_the_end(bootstrap_servers, definition, state_dir=str(state_dir))
+        outputs.append(await sparse_results(bootstrap_servers, f"{name}.out", kind))
+    assert outputs[0] == outputs[1] != {}
+    assert 1 <= stores_in(tmp_path / "rocksdb") <= len(users)
+    assert stores_in(tmp_path / "memory") == 0
+
+
 JOINS = {
     "interval_left": INTERVAL_LEFT,
     "regular_full": {"type": "join", "kind": "regular", "how": "full"},

@@ -683,19 +683,20 @@ class TopNOperator:
         self._load(meta, keys, whole=False)
 
     def _apply_onto_store(self, keys: list[tuple[str, Any]], whole: bool) -> None:
-        """The rocksdb backend's restore: a new epoch (every key stored before it is
-        stale, under at-least-once), then each entry applied onto the maps (``whole``:
-        emptied first), the rows' partitions moved with them."""
+        """The rocksdb backend's restore: the maps emptied first (``whole``), a new epoch
+        if they hold keys (every key stored before it is stale, under at-least-once),
+        then each entry applied onto them, the rows' partitions moved with them."""
         codec = self._codec
         epochs = self._epochs
         assert codec is not None and epochs is not None
-        codec.epoch += 1
-        epochs["epoch"] = codec.epoch
         cache = self._keys
         where = self._where
         if whole:
             cache.clear()
             where.clear()
+        if len(cache):  # (a store with no key has none to make stale: nothing written)
+            codec.epoch += 1
+            epochs["epoch"] = codec.epoch
         keyed = self._get_row_key is not None or self._table
         for key, entry in keys:
             old = cache.pop(key, None)
