@@ -156,6 +156,12 @@ _Read = tuple[
 operators, the partitions restored locally."""
 
 
+HOLD_LOOP_S = 0.05
+"""A restore of many rocksdb partitions lets the event loop run at least this often
+(opening a RocksDB and committing its checkpoint take milliseconds each, and a consumer
+that misses its heartbeats for the session timeout is put out of the group)."""
+
+
 class _Streamed:
     """A rocksdb partition's operator with the changelog streamed onto it in batches
     (an :class:`~service.runtime.consumer_group.changelog.Applier`): its restore holds
@@ -525,7 +531,7 @@ class Checkpointer:
         kept = await self._take_parked(new)
         kept_tps = {part.tp for part in kept}
         new = [tp for tp in new if tp not in kept_tps]
-        starts = self._open_local(new)
+        starts = await self._open_local(new)
         restored, built, local_tps = await self._read(new, starts)
         # The join is over: what the prefetcher read is taken below or dropped.
         prefetcher = await session.stop_prefetch()
@@ -538,7 +544,11 @@ class Checkpointer:
         stage = session.stage
         bounded = definition.bounded and stage.reads_source
         pinned = definition.end_offsets is not None
+        held = time.perf_counter()
         for tp in new:
+            if self.local is not None and time.perf_counter() - held > HOLD_LOOP_S:
+                await asyncio.sleep(0)  # many stores' commits: let the loop run between
+                held = time.perf_counter()
             state = restored.get(tp) or RestoredPartition()
             plan = plan_restore(
                 state.meta,
@@ -565,7 +575,8 @@ class Checkpointer:
             if state.entries or (local is not None and not isinstance(operator, AppliesChanges)):
                 # With rocksdb even an empty tail: an operator the changelog was not
                 # streamed onto rebuilds from its store what it keeps in memory (a
-                # join's expiry heap and counts).
+                # join's expiry heap and counts, a process function's timers, a
+                # Top-N's epoch).
                 operator.restore_changes(state.entries.items())
             if local is not None:
                 if local.checkpoint is not None and tp in local_tps:
@@ -670,13 +681,19 @@ class Checkpointer:
         session = self.session
         return session.stage.operator(session, tp, session.clock, local.state_map)
 
-    def _open_local(self, new: list[TopicPartition]) -> dict[int, int]:
+    async def _open_local(self, new: list[TopicPartition]) -> dict[int, int]:
         """Open the rocksdb stores of ``new``; where to read each changelog partition
-        from: the smallest position their checkpoint files name (0: one has none)."""
+        from: the smallest position their checkpoint files name (0: one has none). A
+        RocksDB on disk takes milliseconds to open: the loop runs between every
+        :data:`HOLD_LOOP_S` of them (its heartbeats, queries and other pipelines)."""
         if self.local is None:
             return {}
         starts: dict[int, int] = {}
+        held = time.perf_counter()
         for tp in new:
+            if time.perf_counter() - held > HOLD_LOOP_S:
+                await asyncio.sleep(0)
+                held = time.perf_counter()
             checkpoint = self.local.open(tp).checkpoint
             position = checkpoint.position if checkpoint is not None else 0
             if not isinstance(position, int) or position < 0:
