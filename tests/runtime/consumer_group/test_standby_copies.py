@@ -14,6 +14,7 @@ import orjson
 from aiokafka import TopicPartition
 from prometheus_client import CollectorRegistry
 
+from service.core.state_cache import NamespacedStore
 from service.core.time import ManualClock
 from service.operators.base import AppliesChanges, Operator
 from service.operators.table.running import META_ENTRY
@@ -130,8 +131,8 @@ async def test_a_copy_holds_the_owner_s_last_committed_checkpoint(tmp_path: Path
         assert checkpoint is not None
         # The last committed checkpoint's first record (the cut-short one's is later).
         assert changelog.firsts[-2] < changelog.metas[-1] < changelog.firsts[-1]
-        assert (checkpoint.position, checkpoint.counts) == (changelog.firsts[-2], {"": 41})
-        assert dict(store.items()) == committed
+        assert (checkpoint.position, checkpoint.counts) == (changelog.firsts[-2], {"keys": 41})
+        assert dict(NamespacedStore(store, "keys").items()) == committed
     finally:
         store.close()
 
