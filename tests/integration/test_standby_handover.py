@@ -19,12 +19,19 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from service.core.time import ManualClock
+from service.runtime.consumer_group.changelog import encode_checkpoint
 from service.runtime.consumer_group.local_state import LocalStates, process_memory
 from service.runtime.consumer_group.stages import KeyedStage
 from service.runtime.consumer_group.standby import Standbys
 from service.runtime.observability.metrics import build_metrics
 from service.runtime.partition.rocksdb_store import in_use
-from tests.integration.kafka_utils import create_topic, runtime_settings, unique, wait_until
+from tests.integration.kafka_utils import (
+    create_topic,
+    produce,
+    runtime_settings,
+    unique,
+    wait_until,
+)
 from tests.runtime.consumer_group.test_standby_copies import TP, CopySession, definition
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -38,6 +45,18 @@ async def test_a_copy_stopped_at_any_point_leaves_its_store_to_the_assignment(
 ) -> None:
     built = replace(definition(), name=unique("copy"))
     await create_topic(bootstrap_servers, built.changelog_topic, 1)
+    # One committed checkpoint of TP in its changelog: the copy applies it and so makes
+    # its store (a store is made on disk at its first write), which it then holds.
+    owner_operator = built.operator_factory(ManualClock(0))
+    owner_operator.process_batch(
+        [(f"u{i}", 0, {"user": f"u{i}", "amount": i}, i, None) for i in range(20)]
+    )
+    checkpoint = encode_checkpoint(TP, owner_operator.snapshot_changes(), {"offset": 20})
+    await produce(
+        bootstrap_servers,
+        built.changelog_topic,
+        [(TP.partition, key, value, None) for key, value in checkpoint],
+    )
     session = CopySession(
         built,
         runtime_settings(bootstrap_servers, member="me"),
