@@ -112,6 +112,7 @@ class StoredTimerQueue:
         "_deletes",
         "_exhausted",
         "_head",
+        "_head_size",
         "_next",
         "_pending",
         "_puts",
@@ -125,8 +126,11 @@ class StoredTimerQueue:
         "writes",
     )
 
-    def __init__(self, store: OrderedStore, bound: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self, store: OrderedStore, bound: Callable[[], int] | None = None, head: int = HEAD
+    ) -> None:
         self.store = store
+        self._head_size = head
         self.bound = bound or (lambda: 4096)
         """What :attr:`limit` is set to at each write."""
         self.limit = self.bound()
@@ -214,13 +218,14 @@ class StoredTimerQueue:
             self._fill()
 
     def _fill(self) -> None:
-        rows = self.store.scan(self._next, HEAD)
+        size = self._head_size
+        rows = self.store.scan(self._next, size)
         head = self._head
         for name, value in rows:
             head.append((name, value[0], _hashable(value[1])))
         if rows:
             self._next = rows[-1][0] + "\x00"
-        self._exhausted = len(rows) < HEAD
+        self._exhausted = len(rows) < size
 
     def _first_buffered(self) -> str | None:
         pending = self._pending
@@ -602,6 +607,7 @@ class StoredTimerService(TimerService[str, N]):
         self._watermark = watermark
         queue = self._queue
         cache = self._per_key
+        stored_processing = queue.processing
         new: list[tuple[Any, dict[str, list[list[Any]]]]] = []
         processing_changed = False
         for key, timers in per_key:
@@ -613,8 +619,9 @@ class StoredTimerService(TimerService[str, N]):
             if timers and (timers["event"] or timers["processing"]):
                 new.append((key, TIMER_ENTRY_CODEC.decode(timers)))
                 processing_changed = processing_changed or bool(timers["processing"])
-        self._store_entries(new)
-        if queue.processing or processing_changed:
+        for key, entry in new:
+            cache[key] = entry
+        if stored_processing or processing_changed:
             # the processing-time timers live on the heap: every key's, read back
             self._processing.restore(
                 (ts, key, ns, seq if seq is not None else LONE_SEQ)
@@ -623,13 +630,18 @@ class StoredTimerService(TimerService[str, N]):
             )
         else:
             self._processing.restore(())
+        self._store_entries(new, in_cache=True)
 
-    def _store_entries(self, entries: Iterable[tuple[Any, dict[str, list[list[Any]]]]]) -> None:
-        """Store these keys' entries and event-time timers, then write: a restore's end."""
+    def _store_entries(
+        self, entries: Iterable[tuple[Any, dict[str, list[list[Any]]]]], in_cache: bool = False
+    ) -> None:
+        """Store these keys' entries (unless ``in_cache``) and event-time timers, then
+        write: a restore's end."""
         queue = self._queue
         cache = self._per_key
         for key, entry in entries:
-            cache[key] = entry
+            if not in_cache:
+                cache[key] = entry
             for ts, ns, seq in entry["event"]:
                 queue.put(ts, seq, key, ns)
         self._registered = 0
