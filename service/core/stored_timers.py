@@ -45,7 +45,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Container, Iterable, Iterator
-from heapq import heappop, heappush
+from heapq import heapify, heappop, heappush
 from typing import Any
 
 from service.core.state_cache import OrderedStore, StateCache
@@ -68,12 +68,12 @@ META_KEY = "!meta"
 _FIRST = "0"
 """Where the timers' keys start (after :data:`META_KEY`)."""
 _OFFSET = 2**63
-_PAST_ALL = "g"
-"""Above every timer's key (hex digits are below it)."""
+_SEQ_MASK = (1 << 64) - 1
 BUFFERED_TIMER_BYTES = 250
 """What one buffered registration costs on the heap (its key string, its tuple, a dict
 slot and a heap slot): the buffer's bound is the timers map's share of the cache over it."""
 MIN_BUFFER = 8
+_REBUILD_SLACK = 64
 
 
 def timer_key(timestamp: int, seq: int) -> str:
@@ -81,11 +81,29 @@ def timer_key(timestamp: int, seq: int) -> str:
     return f"{timestamp + _OFFSET:016x}{seq + 1:016x}"
 
 
-def _bound(limit: int) -> str:
-    """Every timer key below this has a timestamp at or before ``limit``."""
+def _ordinal(timestamp: int, seq: int) -> int:
+    """A timer's key as the 128-bit number its hex digits spell: what the heap side
+    keeps and compares (an int is cheaper than the string, which only the store sees)."""
+    return ((timestamp + _OFFSET) << 64) | (seq + 1)
+
+
+def _name(ordinal: int) -> str:
+    return f"{ordinal:032x}"
+
+
+def _time_of(ordinal: int) -> int:
+    return (ordinal >> 64) - _OFFSET
+
+
+def _seq_of(ordinal: int) -> int:
+    return (ordinal & _SEQ_MASK) - 1
+
+
+def _bound(limit: int) -> int:
+    """Every timer whose ordinal is below this has a timestamp at or before ``limit``."""
     if limit >= MAX_TIMESTAMP:
-        return _PAST_ALL
-    return f"{limit + 1 + _OFFSET:016x}"
+        return 1 << 128
+    return (limit + 1 + _OFFSET) << 64
 
 
 def _plain(namespace: Any) -> Any:
@@ -135,16 +153,16 @@ class StoredTimerQueue:
         """What :attr:`limit` is set to at each write."""
         self.limit = self.bound()
         """The buffer's bound: past it, the buffer is written ahead of the checkpoint."""
-        self._puts: dict[str, tuple[Any, Any]] = {}
+        self._puts: dict[int, tuple[Any, Any]] = {}
         """Registered since the last write: timer key -> (key, namespace)."""
-        self._pending: list[str] = []
+        self._pending: list[int] = []
         """A heap of the keys of ``_puts`` (a key no longer there is skipped)."""
-        self._deletes: set[str] = set()
+        self._deletes: set[int] = set()
         """Stored timers deleted or fired since the last write."""
-        self._shadowed: set[str] = set()
+        self._shadowed: set[int] = set()
         """Registrations of a key a delete was buffered for (a restore's re-put): the
         store may hold it, so firing or deleting it deletes it there too."""
-        self._head: deque[tuple[str, Any, Any]] = deque()
+        self._head: deque[tuple[int, Any, Any]] = deque()
         """The store's next timers, ``(timer key, key, namespace)``, in order."""
         self._next = _FIRST
         """Where the next scan starts: every live stored timer below it is in the head."""
@@ -175,7 +193,7 @@ class StoredTimerQueue:
     # -- changes ----------------------------------------------------------------------
     def put(self, timestamp: int, seq: int, key: Any, namespace: Any) -> None:
         """Queue a timer under ``(timestamp, seq)`` (a new one: the caller checked)."""
-        name = timer_key(timestamp, seq)
+        name = _ordinal(timestamp, seq)
         deletes = self._deletes
         if deletes and name in deletes:
             deletes.remove(name)
@@ -190,12 +208,21 @@ class StoredTimerQueue:
 
     def remove(self, timestamp: int, seq: int) -> None:
         """Dequeue the timer ``(timestamp, seq)`` (queued: the caller checked)."""
-        name = timer_key(timestamp, seq)
+        name = _ordinal(timestamp, seq)
         self.size -= 1
-        if self._puts.pop(name, None) is None or name in self._shadowed:
-            self._deletes.add(name)
-            if len(self._puts) + len(self._deletes) > self.limit:
-                self.write(False)
+        puts = self._puts
+        if puts.pop(name, None) is not None:
+            pending = self._pending
+            if len(pending) > 2 * len(puts) + _REBUILD_SLACK:
+                # the heap's entries of deleted registrations: dropped once they
+                # outnumber the live ones (a timer moved by every record)
+                pending[:] = puts
+                heapify(pending)
+            if name not in self._shadowed:
+                return
+        self._deletes.add(name)
+        if len(puts) + len(self._deletes) > self.limit:
+            self.write(False)
 
     def issue(self) -> int:
         """A new registration's sequence number."""
@@ -204,7 +231,7 @@ class StoredTimerQueue:
         return seq
 
     # -- reading ----------------------------------------------------------------------
-    def _first_stored(self) -> tuple[str, Any, Any] | None:
+    def _first_stored(self) -> tuple[int, Any, Any] | None:
         head = self._head
         deletes = self._deletes
         while True:
@@ -222,12 +249,12 @@ class StoredTimerQueue:
         rows = self.store.scan(self._next, size)
         head = self._head
         for name, value in rows:
-            head.append((name, value[0], _hashable(value[1])))
+            head.append((int(name, 16), value[0], _hashable(value[1])))
         if rows:
             self._next = rows[-1][0] + "\x00"
         self._exhausted = len(rows) < size
 
-    def _first_buffered(self) -> str | None:
+    def _first_buffered(self) -> int | None:
         pending = self._pending
         puts = self._puts
         while pending:
@@ -244,8 +271,8 @@ class StoredTimerQueue:
             return None
         if stored is None or (buffered is not None and buffered < stored[0]):
             assert buffered is not None
-            return int(buffered[:16], 16) - _OFFSET
-        return int(stored[0][:16], 16) - _OFFSET
+            return _time_of(buffered)
+        return _time_of(stored[0])
 
     def pop_until(self, limit: int) -> tuple[int, int, Any, Any] | None:
         """Dequeue the earliest timer if its timestamp is at or before ``limit``:
@@ -271,8 +298,8 @@ class StoredTimerQueue:
         else:
             return None
         self.size -= 1
-        timestamp = int(name[:16], 16) - _OFFSET
-        seq = int(name[16:], 16) - 1
+        timestamp = _time_of(name)
+        seq = _seq_of(name)
         if len(self._deletes) > self.limit:
             self.write(False)
         return timestamp, seq, key, namespace
@@ -280,22 +307,21 @@ class StoredTimerQueue:
     def entries(self) -> Iterator[tuple[int, int, Any, Any]]:
         """Every queued timer, ``(timestamp, seq, key, namespace)``, in firing order (reads
         the whole store: snapshots and tests only)."""
-        found: list[tuple[str, Any, Any]] = [(n, k, ns) for n, (k, ns) in self._puts.items()]
+        found: list[tuple[int, Any, Any]] = [(n, k, ns) for n, (k, ns) in self._puts.items()]
         start = _FIRST
         deletes = self._deletes
         while True:
             rows = self.store.scan(start, HEAD)
-            found.extend(
-                (name, value[0], _hashable(value[1]))
-                for name, value in rows
-                if name not in deletes and name not in self._puts
-            )
+            for name, value in rows:
+                ordinal = int(name, 16)
+                if ordinal not in deletes and ordinal not in self._puts:
+                    found.append((ordinal, value[0], _hashable(value[1])))
             if len(rows) < HEAD:
                 break
             start = rows[-1][0] + "\x00"
         found.sort(key=lambda item: item[0])
-        for name, key, namespace in found:
-            yield int(name[:16], 16) - _OFFSET, int(name[16:], 16) - 1, key, namespace
+        for ordinal, key, namespace in found:
+            yield _time_of(ordinal), _seq_of(ordinal), key, namespace
 
     # -- the store --------------------------------------------------------------------
     def flush(self) -> None:
@@ -306,9 +332,9 @@ class StoredTimerQueue:
         """The buffer into the store in one batch (with the count and the next sequence
         number); ``checkpoint``: a checkpoint's flush, else ahead of the checkpoint."""
         puts = self._puts
-        batch: dict[str, Any] = dict.fromkeys(self._deletes)
+        batch: dict[str, Any] = dict.fromkeys(map(_name, self._deletes))
         for name, (key, namespace) in puts.items():
-            batch[name] = [key, _plain(namespace)]
+            batch[_name(name)] = [key, _plain(namespace)]
         # With no timer left the numbering may start over: no entry (an empty store).
         batch[META_KEY] = (
             {"size": self.size, "seq": self.seq, "processing": self.processing}
@@ -319,9 +345,9 @@ class StoredTimerQueue:
         self.writes += 1
         # Every live stored timer below the head's first (or the next scan's start) is
         # gone; the written registrations may sort anywhere: scan again from the lowest.
-        start = self._head[0][0] if self._head else self._next
+        start = _name(self._head[0][0]) if self._head else self._next
         if puts:
-            start = min(start, min(puts))
+            start = min(start, _name(min(puts)))
         self._next = start
         self._head.clear()
         self._exhausted = False
@@ -333,7 +359,7 @@ class StoredTimerQueue:
 
     def clear(self) -> None:
         """Dequeue every timer (the store's are deleted at the next write)."""
-        names = [timer_key(ts, seq) for ts, seq, _, _ in self.entries()]
+        names = [_ordinal(ts, seq) for ts, seq, _, _ in self.entries()]
         self._puts.clear()
         self._pending.clear()
         self._head.clear()
@@ -377,7 +403,16 @@ class StoredTimerService(TimerService[str, N]):
     as :data:`~service.core.timers.LONE_SEQ`: either restores the same order.
     """
 
-    __slots__ = ("_fired_count", "_per_key", "_queue", "_registered", "_size_base")
+    __slots__ = (
+        "_fired_count",
+        "_memo_entry",
+        "_memo_evictions",
+        "_memo_key",
+        "_per_key",
+        "_queue",
+        "_registered",
+        "_size_base",
+    )
 
     def __init__(
         self,
@@ -392,6 +427,12 @@ class StoredTimerService(TimerService[str, N]):
         self._registered = 0
         self._fired_count = 0
         self._size_base = queue.size
+        # The last key registered or deleted for and its entry, valid while the map
+        # evicted nothing since: a record's timer moves (register the new, delete the
+        # old) look its entry up once.
+        self._memo_key: str | None = None
+        self._memo_entry: Any = None
+        self._memo_evictions = -1
 
     # -- time -------------------------------------------------------------------------
     def advance_watermark(self, watermark: int) -> int:
@@ -444,36 +485,77 @@ class StoredTimerService(TimerService[str, N]):
         if entry["event"] or entry["processing"]:
             self._per_key.mark_dirty(key)
         else:
+            self._memo_key = None
             self._per_key.pop(key)
 
     # -- registration -----------------------------------------------------------------
+    # register and delete inline StoredTimerQueue.put and .remove for a new registration
+    # and a buffered one (one Python call per operation on the per-record path): keep
+    # them in step.
     def register_event_time_timer(self, timestamp: int, key: str, namespace: N) -> None:
         per_key = self._per_key
-        entry = per_key.get(key)
-        if entry is None:
-            entry = _empty_entry()
-            per_key[key] = entry
+        if key is self._memo_key and per_key.evictions == self._memo_evictions:
+            entry = self._memo_entry
         else:
-            for ts, ns, _ in entry["event"]:
-                if ts == timestamp and ns == namespace:
+            entry = per_key.get(key)
+        if entry is None:
+            events: list[list[Any]] = []
+            per_key[key] = entry = {"event": events, "processing": []}
+        else:
+            events = entry["event"]
+            for timer in events:
+                if timer[0] == timestamp and timer[1] == namespace:
                     return
             per_key.mark_dirty(key)
+        self._memo_key = key
+        self._memo_entry = entry
+        self._memo_evictions = per_key.evictions
         queue = self._queue
-        seq = queue.issue()
-        entry["event"].append([timestamp, namespace, seq])
+        seq = queue.seq
+        queue.seq = seq + 1
+        events.append([timestamp, namespace, seq])
         self._registered += 1
-        queue.put(timestamp, seq, key, namespace)
+        # StoredTimerQueue.put for a new number (never among the buffered deletes)
+        name = ((timestamp + _OFFSET) << 64) | (seq + 1)  # _ordinal
+        puts = queue._puts
+        puts[name] = (key, namespace)
+        heappush(queue._pending, name)
+        queue.size += 1
+        if len(puts) + len(queue._deletes) > queue.limit:
+            queue.write(False)
 
     def delete_event_time_timer(self, timestamp: int, key: str, namespace: N) -> None:
-        entry = self._per_key.get(key)
-        if entry is None:
-            return
-        timers = entry["event"]
-        for i, (ts, ns, seq) in enumerate(timers):
-            if ts == timestamp and ns == namespace:
-                del timers[i]
-                self._changed(key, entry)
-                self._queue.remove(timestamp, seq)
+        per_key = self._per_key
+        if key is self._memo_key and per_key.evictions == self._memo_evictions:
+            entry = self._memo_entry
+        else:
+            entry = per_key.get(key)
+            if entry is None:
+                return
+            self._memo_key = key
+            self._memo_entry = entry
+            self._memo_evictions = per_key.evictions
+        events = entry["event"]
+        for i, timer in enumerate(events):
+            if timer[0] == timestamp and timer[1] == namespace:
+                del events[i]
+                if events or entry["processing"]:
+                    per_key.mark_dirty(key)
+                else:
+                    self._memo_key = None
+                    per_key.pop(key)
+                queue = self._queue
+                name = ((timestamp + _OFFSET) << 64) | (timer[2] + 1)  # _ordinal
+                puts = queue._puts
+                if name in puts and not queue._shadowed:  # buffered: StoredTimerQueue.remove
+                    del puts[name]
+                    queue.size -= 1
+                    pending = queue._pending
+                    if len(pending) > 2 * len(puts) + _REBUILD_SLACK:
+                        pending[:] = puts
+                        heapify(pending)
+                    return
+                queue.remove(timestamp, timer[2])
                 return
 
     def move_event_time_timer(self, old: int, new: int, key: str, namespace: N) -> None:
@@ -563,6 +645,7 @@ class StoredTimerService(TimerService[str, N]):
     def restore(self, snapshot: dict[str, Any]) -> None:
         """Replace every timer (the store's and the map's) and the watermark."""
         self._watermark = int(snapshot["watermark"])
+        self._memo_key = None
         self._per_key.clear()
         self._queue.clear()
         entries: dict[Any, dict[str, list[list[Any]]]] = {}
@@ -605,6 +688,7 @@ class StoredTimerService(TimerService[str, N]):
         """Apply these keys' timers onto the store's (None or empty: the key has none);
         the other keys keep theirs. Onto an empty store, that is a restore of them all."""
         self._watermark = watermark
+        self._memo_key = None
         queue = self._queue
         cache = self._per_key
         stored_processing = queue.processing
