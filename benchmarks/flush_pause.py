@@ -44,7 +44,7 @@ def one(keys: int, cache_bytes: int, memory: RocksMemory) -> dict[str, float]:
         store.close()
 
         parts, _ = open_store(root / "parts", memory)
-        db = parts._db
+        db = parts.rocksdb()
         values = [(f"u{i}", [1, 1_700_000_000_000 + i, 0, i, i % 97]) for i in range(keys)]
         started = time.perf_counter()
         batch = WriteBatch(raw_mode=True)
@@ -62,7 +62,7 @@ def one(keys: int, cache_bytes: int, memory: RocksMemory) -> dict[str, float]:
         batch = WriteBatch(raw_mode=True)
         for key, value in values:
             batch.put(key.encode(), dumps(value))
-        gap, took = asyncio.run(_loop_gap(threaded._db, batch))
+        gap, took = asyncio.run(_loop_gap(threaded.rocksdb(), batch))
         threaded.close()
         return {
             "thread_write_ms": took * 1e3,

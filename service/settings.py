@@ -181,6 +181,11 @@ class Settings:
     store first opens, so a service that keeps its state in memory needs no writable
     temporary directory (the image runs read-only)."""
 
+    standby_replicas: int = 0
+    """``SERVICE_STANDBY_REPLICAS``: for a rocksdb pipeline whose spec names no
+    ``state.standby_replicas``, the replicas keeping a warm copy of each partition besides
+    its owner (0 to 8). docs/operations.md, "Standby replicas"."""
+
     instance_id: str = field(default_factory=_default_instance_id)
     """``SERVICE_INSTANCE_ID``: this replica's name in logs, store records and metrics.
     Default: host name plus a random suffix."""
@@ -264,6 +269,7 @@ class Settings:
             "workers": read("SERVICE_WORKERS", _int_between(1, 256), None),
             "state_backend": read("SERVICE_STATE_BACKEND", _parse_state_backend, "memory"),
             "state_dir": read("SERVICE_STATE_DIR", _parse_directory, ""),
+            "standby_replicas": read("SERVICE_STANDBY_REPLICAS", _int_between(0, 8), 0),
         }
         if values["workers"] is None:
             values["workers"] = available_cpus()

@@ -92,6 +92,8 @@ def runtime_settings(
         schema_registry=settings.schema_registry,
         state_backend=settings.state_backend,
         state_dir=settings.state_dir,
+        standby_replicas=settings.standby_replicas,
+        member=settings.instance_id,
     )
 
 

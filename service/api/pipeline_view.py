@@ -15,6 +15,9 @@ The rules:
 - The state is the most telling state of a live member: ``failed`` (with that member's
   reason) over ``running`` over ``starting`` over ``paused``; ``finished`` only when
   every live member finished.
+- Standby copies (``standbys``: the warm copies each member keeps of partitions others
+  own, with their lag) are listed per live member, each naming its member; a
+  partition's own ``standbys`` names the members the last rebalance placed them on.
 - Counters (records in and out, late records, dead letters, restarts, loop turns: each
   as counted since its member started) are summed over live members; the
   watermark is the minimum of the members' combined watermarks (a member holding only
@@ -146,6 +149,20 @@ def whole_pipeline_status(
         "partitions_total": _max(s.get("partitions_total") for s in statuses),
         "partitions": [partitions[k] for k in sorted(partitions)],
         "members": [_member_line(r, now_ms, lost_after_ms) for r in ranked],
+        "standbys": sorted(
+            (
+                {**copy, "member": report.member}
+                for report in counted
+                if report.status is not None
+                for copy in report.status.get("standbys", ())
+            ),
+            key=lambda c: (
+                str(c.get("stage")),
+                str(c.get("topic")),
+                c.get("partition"),
+                c["member"],
+            ),
+        ),
     }
     stages = _stages(statuses)
     if stages:

@@ -300,6 +300,10 @@ class StateCache:
         for key, _ in self.items():
             yield key
 
+    def __iter__(self) -> Iterator[str]:
+        """The present keys (as :meth:`items`: a dict's iteration, read from the store)."""
+        return self.keys()
+
     # -- writing -------------------------------------------------------------------------
     def __setitem__(self, key: str, value: Any) -> None:
         entries = self._entries

@@ -265,7 +265,11 @@ def build_definition(spec: PipelineSpec, allowed_modules: Sequence[str]) -> Pipe
         spec=spec.to_json(),
         state_fingerprint=state_fingerprint(spec),
         table=spec.source.changelog == "upsert",
-        state=StateSettings(backend=spec.state.backend, cache_bytes=spec.state.cache_bytes),
+        state=StateSettings(
+            backend=spec.state.backend,
+            cache_bytes=spec.state.cache_bytes,
+            standby_replicas=spec.state.standby_replicas,
+        ),
     )
 
 

@@ -518,6 +518,7 @@ class InputSpec(_Model):
 
 MIN_STATE_CACHE_BYTES = 1024 * 1024
 DEFAULT_STATE_CACHE_BYTES = 64 * 1024 * 1024
+MAX_STANDBY_REPLICAS = 8
 
 
 class StateSpec(_Model):
@@ -533,6 +534,10 @@ class StateSpec(_Model):
     )
     """With rocksdb: the bytes of state each partition's cache holds in memory (counted at
     their encoded size plus ~300 B an entry: about what they take in memory)."""
+    standby_replicas: Annotated[int, Field(ge=0, le=MAX_STANDBY_REPLICAS)] | None = None
+    """With rocksdb: how many other replicas keep a warm copy of each partition's store,
+    tailing its changelog, so that a failover replays only the tail (Kafka Streams'
+    ``num.standby.replicas``). Omitted: the service's ``SERVICE_STANDBY_REPLICAS``."""
 
 
 class PipelineSpec(_Model):

@@ -36,11 +36,12 @@ class StateBackedFactory(Protocol):
 
     @property
     def rocksdb_capable(self) -> bool:
-        """Whether this spec's operator can (a window, a running aggregate over a stream
-        without a state TTL, and a join of any kind but lookup, so far)."""
+        """Whether this spec's operator can (a window over a stream, a running aggregate,
+        a Top-N, a keyed process function and a join of any kind but lookup can: the
+        spec's rule ``rocksdb_state_supported`` refuses the others)."""
 
     def with_state(self, clock: Clock, state_map: StateMaps) -> Operator:
-        """An operator keeping its keys in the cache ``state_map`` makes."""
+        """An operator keeping its keyed state in the named maps ``state_map`` makes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +52,9 @@ class StateSettings:
     """None: the service's ``SERVICE_STATE_BACKEND``."""
     cache_bytes: int = 64 * 1024 * 1024
     """With rocksdb: each partition's write-back cache, in bytes."""
+    standby_replicas: int | None = None
+    """With rocksdb: the members keeping a warm copy of each partition besides its
+    owner; None: the service's ``SERVICE_STANDBY_REPLICAS``."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -100,7 +100,7 @@ def running_aggregate_factory(
 
 class RunningAggregateFactory:
     """Running aggregates of one spec (a :class:`~service.runtime.definition.StateBackedFactory`:
-    over a stream and without a state TTL, their keys can be in RocksDB)."""
+    over a stream or a table, with a state TTL or without, their keys can be in RocksDB)."""
 
     __slots__ = ("emit_at_checkpoint", "group_field", "pipeline", "spec", "table")
 
@@ -120,7 +120,7 @@ class RunningAggregateFactory:
 
     @property
     def rocksdb_capable(self) -> bool:
-        return not self.table and self.spec.get("state_ttl_ms") is None
+        return True
 
     def __call__(self, clock: Clock) -> Operator:
         return self.with_state(clock, None)
@@ -148,20 +148,48 @@ def top_n_factory(
     """A factory of Top-N operators (``"type": "top_n"``); ``emit_at_checkpoint`` under
     exactly-once delivery; ``table``: over a table source, partitioned by
     ``partition_by``. Validated eagerly like the window one."""
-    spec = dict(operator_spec)
+    factory = TopNFactory(pipeline, dict(operator_spec), emit_at_checkpoint, table, partition_by)
+    factory(SystemClock())
+    return factory
 
-    def build(clock: Clock) -> Operator:
+
+class TopNFactory:
+    """Top-N operators of one spec (a :class:`~service.runtime.definition.StateBackedFactory`:
+    over a stream or a table, their keys can be in RocksDB)."""
+
+    __slots__ = ("emit_at_checkpoint", "partition_by", "pipeline", "spec", "table")
+
+    def __init__(
+        self,
+        pipeline: str,
+        spec: dict[str, Any],
+        emit_at_checkpoint: bool,
+        table: bool,
+        partition_by: str | None,
+    ) -> None:
+        self.pipeline = pipeline
+        self.spec = spec
+        self.emit_at_checkpoint = emit_at_checkpoint
+        self.table = table
+        self.partition_by = partition_by
+
+    @property
+    def rocksdb_capable(self) -> bool:
+        return True
+
+    def __call__(self, clock: Clock) -> Operator:
+        return self.with_state(clock, None)
+
+    def with_state(self, clock: Clock, state_map: StateMaps | None) -> Operator:
         return build_top_n(
-            pipeline,
-            spec,
+            self.pipeline,
+            self.spec,
             clock,
-            emit_at_checkpoint=emit_at_checkpoint,
-            table=table,
-            partition_by=partition_by,
+            emit_at_checkpoint=self.emit_at_checkpoint,
+            table=self.table,
+            partition_by=self.partition_by,
+            state_maps=state_map,
         )
-
-    build(SystemClock())
-    return build
 
 
 def process_operator_factory(
@@ -171,14 +199,46 @@ def process_operator_factory(
     allowed_modules: Sequence[str] = (),
 ) -> OperatorFactory:
     """A factory of keyed process operators; validated eagerly like the window one."""
-    params_copy = dict(params) if params is not None else None
-    modules = tuple(allowed_modules)
+    factory = ProcessOperatorFactory(
+        pipeline,
+        function,
+        dict(params) if params is not None else None,
+        tuple(allowed_modules),
+    )
+    factory(SystemClock())
+    return factory
 
-    def build(clock: Clock) -> Operator:
-        return build_process_operator(pipeline, function, params_copy, clock, modules)
 
-    build(SystemClock())
-    return build
+class ProcessOperatorFactory:
+    """Keyed process operators of one spec (a
+    :class:`~service.runtime.definition.StateBackedFactory`: their value, list and map
+    states can be in RocksDB, one named map per state)."""
+
+    __slots__ = ("allowed_modules", "function", "params", "pipeline")
+
+    def __init__(
+        self,
+        pipeline: str,
+        function: str,
+        params: dict[str, Any] | None,
+        allowed_modules: tuple[str, ...],
+    ) -> None:
+        self.pipeline = pipeline
+        self.function = function
+        self.params = params
+        self.allowed_modules = allowed_modules
+
+    @property
+    def rocksdb_capable(self) -> bool:
+        return True
+
+    def __call__(self, clock: Clock) -> Operator:
+        return self.with_state(clock, None)
+
+    def with_state(self, clock: Clock, state_map: StateMaps | None) -> Operator:
+        return build_process_operator(
+            self.pipeline, self.function, self.params, clock, self.allowed_modules, state_map
+        )
 
 
 def join_operator_factory(

@@ -6,6 +6,8 @@ properties of the deployment (the broker, its timeouts), not of a pipeline.
 
 from __future__ import annotations
 
+import os
+import socket
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -96,6 +98,12 @@ class RuntimeSettings:
     state_dir: str = ""
     """``SERVICE_STATE_DIR``: the rocksdb backend's stores (empty: the system's temporary
     directory's ``clockwork-state``)."""
+    standby_replicas: int = 0
+    """``SERVICE_STANDBY_REPLICAS``: a rocksdb pipeline's standbys per partition when its
+    spec names none (consumer_group/standby.py)."""
+    member: str = ""
+    """This process's name in the groups it joins (``SERVICE_INSTANCE_ID``): what the
+    status names a partition's standbys by. Empty: the host name and the process id."""
     gc_threshold: tuple[int, int, int] | None = (500_000, 20, 100)
     """Set by ``Runtime.start`` (None: leave the interpreter's). Window state is millions
     of small long-lived objects; with the default (700, 10, 10) the cyclic collector
@@ -106,3 +114,7 @@ class RuntimeSettings:
     collections, 0.34 s CPU, ~7% of the 1M e2e run); at 500k, 0-1 (0.06 s). The state's
     own growth still triggers them, each over at most 500k young objects (tens of ms);
     nothing here relies on cycles being freed sooner."""
+
+    def member_name(self) -> str:
+        """:attr:`member`, or the host name and the process id."""
+        return self.member or f"{socket.gethostname()}-{os.getpid()}"

@@ -161,6 +161,25 @@ def test_stages_merge_by_name() -> None:
     ]
 
 
+def test_every_live_members_standby_copies_are_listed_with_their_member() -> None:
+    def copy(partition: int, lag: int) -> dict[str, Any]:
+        return {"topic": "orders", "partition": partition, "stage": "keyed", "lag": lag}
+
+    whole = whole_pipeline_status(
+        "p",
+        [
+            report("b", NOW, status(part(1, standbys=["a"]), standbys=[copy(0, 3)])),
+            report("a", NOW, status(part(0, standbys=["b"]), standbys=[copy(1, 0)])),
+            report("c", NOW - LOST_AFTER - 1, status(standbys=[copy(2, 9)])),  # lost
+        ],
+        NOW,
+        LOST_AFTER,
+    )
+    assert whole is not None
+    assert whole["standbys"] == [{**copy(0, 3), "member": "b"}, {**copy(1, 0), "member": "a"}]
+    assert {p["partition"]: p["standbys"] for p in whole["partitions"]} == {0: ["b"], 1: ["a"]}
+
+
 def test_no_report_of_a_pipeline_gives_none() -> None:
     assert whole_pipeline_status("p", [], NOW, LOST_AFTER) is None
 

@@ -98,6 +98,15 @@ def test_the_prefetch_size_reaches_the_runtime() -> None:
         Settings.from_env({"SERVICE_PREFETCH_MAX_RECORDS": "-1"})
 
 
+def test_the_standby_replicas_and_the_member_name_reach_the_runtime() -> None:
+    default = runtime_settings(Settings.from_env({"SERVICE_INSTANCE_ID": "r-1"}), "k:9092")
+    assert (default.standby_replicas, default.member) == (0, "r-1")
+    two = Settings.from_env({"SERVICE_STANDBY_REPLICAS": "2"})
+    assert runtime_settings(two, "k:9092").standby_replicas == 2
+    with pytest.raises(SettingsError, match="SERVICE_STANDBY_REPLICAS"):
+        Settings.from_env({"SERVICE_STANDBY_REPLICAS": "9"})
+
+
 def test_blank_means_default() -> None:
     assert Settings.from_env({"SERVICE_HTTP_PORT": " ", "SERVICE_API_TOKEN": ""}).api_token is None
 

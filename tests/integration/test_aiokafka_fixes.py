@@ -1,8 +1,14 @@
-"""A client start cancelled half way leaves no connection open (runtime/kafka/aiokafka_fixes.py).
+"""The work-arounds of runtime/kafka/aiokafka_fixes.py.
 
-Without the fix, aiokafka's bootstrap leaks the connection it is reading the metadata
-from when it is cancelled there, and the test suite saw it as an "Unclosed
-AIOKafkaConnection" warning raised in whichever later test the collector ran in.
+A client start cancelled half way leaves no connection open. Without the fix, aiokafka's
+bootstrap leaks the connection it is reading the metadata from when it is cancelled
+there, and the test suite saw it as an "Unclosed AIOKafkaConnection" warning raised in
+whichever later test the collector ran in.
+
+A consumer with two assignors (the standby replicas') joins its group with one JoinGroup
+naming both protocols. Without the fix, aiokafka 0.14.0 sends one per assignor, the
+first naming one protocol: two such members rebalanced in turn without end on Apache
+Kafka.
 """
 
 from __future__ import annotations
@@ -16,8 +22,12 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.conn import AIOKafkaConnection
+from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+from aiokafka.protocol.group import JoinGroupRequest
 
 import service.runtime  # noqa: F401  (installs the fix, as any use of the runtime does)
+from service.runtime.consumer_group.standby import StandbyAssignor
+from tests.integration.kafka_utils import create_topic, unique, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -68,3 +78,42 @@ async def test_a_start_cancelled_at_any_point_leaves_no_connection_open(
         for conn in leaked:
             conn.close()  # so that one leak is counted once, and warns nowhere else
     assert leaked == []
+
+
+async def test_a_consumer_with_two_assignors_joins_with_one_join_group_naming_both(
+    bootstrap_servers: str,
+) -> None:
+    topic = unique("joins")
+    await create_topic(bootstrap_servers, topic, 2)
+    standby = StandbyAssignor("me", 1)
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap_servers,
+        group_id=unique("joins"),
+        partition_assignment_strategy=(standby, RoundRobinPartitionAssignor),
+    )
+    await consumer.start()
+    try:
+        # What the consumer sends its coordinator (the broker answers it as ever).
+        coordinator: Any = consumer._coordinator
+        send = coordinator._send_req
+        protocols: list[list[str]] = []
+
+        async def noting_send(request: Any) -> Any:
+            if isinstance(request, JoinGroupRequest):  # its protocols as it is sent
+                protocols.append([name for name, _ in request._group_protocols])
+            return await send(request)
+
+        coordinator._send_req = noting_send
+        consumer.subscribe([topic])
+
+        async def assigned() -> bool:
+            return len(consumer.assignment()) == 2
+
+        await wait_until(assigned, timeout_s=30)
+    finally:
+        await consumer.stop()
+    # Each JoinGroup sent (KIP-394's second, with the member id the broker asked for, and
+    # any sent again after an error) names both, in the consumer's order.
+    assert protocols
+    assert all(names == ["clockwork-standby", "roundrobin"] for names in protocols), protocols
+    assert standby.placement  # the group chose the first protocol: the standbys' assignor

@@ -247,7 +247,11 @@ async def test_a_reset_removes_the_old_state_s_stores(
             partial(folds_to, bootstrap_servers, f"{name}.out", "read_uncommitted", want),
             timeout_s=60,
         )
-        assert len(stores(tmp_path, definition.changelog_topic)) == 2
+
+        async def made() -> bool:  # at the first checkpoint's flush
+            return len(stores(tmp_path, definition.changelog_topic)) == 2
+
+        await wait_until(made, timeout_s=60)
         reset = replace(definition, state_epoch=1)
         await runtime.replace_pipeline(reset, reset_state_=True)
 
@@ -285,7 +289,11 @@ async def test_a_pipeline_deleted_through_the_api_leaves_no_store(
             partial(folds_to, bootstrap_servers, f"{name}.out", "read_uncommitted", want),
             timeout_s=60,
         )
-        assert every_store(tmp_path)
+
+        async def made() -> bool:  # at the first checkpoint's flush
+            return bool(every_store(tmp_path))
+
+        await wait_until(made, timeout_s=60)
         deleted = await client.delete(f"/pipelines/{name}")
         assert deleted.status_code == 204, deleted.text
 

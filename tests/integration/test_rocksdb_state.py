@@ -1,16 +1,18 @@
 """The rocksdb state backend end to end (#53): a running aggregate's keys, a window's
-(tumbling through the fast operator, sessions and triggers through the general one) and
-a join's rows (an interval join, a full outer regular join), in RocksDB behind a small
-write-back cache give the memory backend's results; a restart on the same disk restores
-locally (fewer changelog records read than the state holds); a corrupt local store falls
-back to the changelog; kill -9 in the middle of an exactly-once checkpoint stays exact."""
+(tumbling through the fast operator, sessions and triggers through the general one), a
+join's rows (an interval join, a full outer regular join), a keyed process function's
+states and a Top-N's rankings, in RocksDB behind a small write-back cache give the
+memory backend's results; a restart on the same disk restores locally (fewer changelog
+records read than the state holds); a corrupt local store falls back to the changelog;
+kill -9 in the middle of an exactly-once checkpoint stays exact."""
 
 from __future__ import annotations
 
 import random
 import signal
 from collections import defaultdict
-from dataclasses import replace
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -66,6 +68,10 @@ from tests.integration.test_running_aggregates import (
     spec,
 )
 from tests.integration.test_shuffle import run_to_finish
+from tests.integration.test_top_n import TOP_N, N, sales
+from tests.integration.test_top_n import folds_to as top_n_folds_to
+from tests.integration.test_top_n import spec as top_n_spec
+from tests.integration.test_top_n import top_n as top_n_of
 from tests.integration.worker import REPLICA_OPERATOR
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
@@ -100,6 +106,42 @@ def definition_of(name: str, topic: str, bounded: bool, state: StateSettings) ->
     return replace(build_definition(validate_spec(data_spec, ()), ()), state=state)
 
 
+DEDUPE = {
+    "type": "keyed_process",
+    "function": "dedupe",
+    "params": {"ttl_ms": 3_600_000, "fields": ["amount"]},
+}
+"""Per user, each amount forwarded once (the TTL outlasts the input): which of a user's
+records with that amount comes first depends on arrival, the (user, amount) pairs do not.
+Its state: map state ``seen`` per user, and a timer per forwarded record."""
+
+
+def dedupe_definition(
+    name: str, topic: str, bounded: bool, state: StateSettings
+) -> PipelineDefinition:
+    data_spec = spec(name, topic, "at_least_once")
+    data_spec["source"]["bounded"] = bounded
+    data_spec["operator"] = DEDUPE
+    return replace(build_definition(validate_spec(data_spec, ()), ()), state=state)
+
+
+def first_amounts(data: list[dict[str, Any]]) -> set[tuple[str, int]]:
+    """The oracle of :data:`DEDUPE`: every (user, amount) of the input."""
+    return {(e["user"], e["amount"]) for e in data}
+
+
+async def forwarded(bootstrap: str, topic: str) -> list[tuple[str, int]]:
+    """The (user, amount) of each output of :data:`DEDUPE`, once per id."""
+    by_id = {v["id"]: (v["key"], v["value"]["amount"]) for v in await read_json(bootstrap, topic)}
+    return list(by_id.values())
+
+
+async def forwards(bootstrap: str, topic: str, want: set[tuple[str, int]]) -> bool:
+    """Whether ``topic`` holds exactly one output per pair of ``want``."""
+    got = await forwarded(bootstrap, topic)
+    return len(got) == len(want) and set(got) == want
+
+
 async def folded(bootstrap: str, topic: str) -> tuple[dict[str, Any], dict[str, list[int]]]:
     table: dict[str, Any] = {}
     seqs: dict[str, list[int]] = defaultdict(list)
@@ -128,6 +170,56 @@ async def test_rocksdb_results_equal_the_memory_backend_s(
         assert all(s == list(range(len(s))) for s in seqs.values()), seqs
         tables.append(table)
     assert tables[0] == tables[1] == aggregate(data)
+
+
+async def test_a_process_function_with_rocksdb_gives_the_memory_backend_s_outputs(
+    bootstrap_servers: str, tmp_path: Path
+) -> None:
+    data = purchases(3000, 300, 57)
+    outputs = []
+    for backend in (StateSettings("memory"), SMALL_CACHE):
+        name = unique("rocksproc")
+        topic = f"{name}.in"
+        await create_topic(bootstrap_servers, topic, 3)
+        await produce(
+            bootstrap_servers, topic, [json_record(i % 3, None, e) for i, e in enumerate(data)]
+        )
+        definition = dedupe_definition(name, topic, True, backend)
+        await run_to_the_end(bootstrap_servers, definition, state_dir=str(tmp_path))
+        got = await forwarded(bootstrap_servers, f"{name}.out")
+        assert len(got) == len(set(got))  # one output per pair
+        outputs.append(set(got))
+    assert outputs[0] == outputs[1] == first_amounts(data)
+
+
+async def test_a_top_n_with_rocksdb_gives_the_memory_backend_s_rank_rows(
+    bootstrap_servers: str, tmp_path: Path
+) -> None:
+    """A Top-N with a row key (every row of a category kept), over both backends."""
+    data = sales(3000)
+    tables = []
+    for backend in (StateSettings("memory"), SMALL_CACHE):
+        name = unique("rockstopn")
+        topic = f"{name}.in"
+        await create_topic(bootstrap_servers, topic, 3)
+        records = [json_record(int(e["category"][1:]) % 3, e["category"], e) for e in data]
+        await produce(bootstrap_servers, topic, records)
+        data_spec = top_n_spec(name, topic, "at_least_once", keyed=True)
+        definition = replace(build_definition(validate_spec(data_spec, ()), ()), state=backend)
+        await run_to_the_end(bootstrap_servers, definition, state_dir=str(tmp_path))
+        table: dict[str, Any] = {}
+        seqs: dict[str, list[int]] = defaultdict(list)
+        for record in await read_topic(bootstrap_servers, f"{name}.out"):
+            key = record.key.decode()
+            if record.value is None:
+                table.pop(key, None)
+                continue
+            value = orjson.loads(record.value)
+            table[key] = value["result"]["row"]
+            seqs[key].append(value["seq"])
+        assert all(s == list(range(len(s))) for s in seqs.values()), seqs
+        tables.append(table)
+    assert tables[0] == tables[1] == top_n_of(data, keyed=True)
 
 
 def restored(registry: CollectorRegistry, name: str, metric: str, source: str) -> float:
@@ -179,8 +271,35 @@ def corrupt_stores(directory: Path) -> None:
                 path.write_bytes(b"not a manifest")
 
 
+@dataclass(frozen=True)
+class Workload:
+    """A pipeline :func:`run_and_restart` runs: how it is defined, whether its output is
+    right for the input so far, and the keys its state holds after it."""
+
+    define: Callable[[str, str, bool, StateSettings], PipelineDefinition]
+    caught_up: Callable[[str, str, list[dict[str, Any]]], Awaitable[bool]]
+    keys: Callable[[list[dict[str, Any]]], int]
+
+
+async def aggregated(bootstrap: str, out: str, data: list[dict[str, Any]]) -> bool:
+    return await folds_to(bootstrap, out, "read_uncommitted", aggregate(data))
+
+
+async def deduplicated(bootstrap: str, out: str, data: list[dict[str, Any]]) -> bool:
+    return await forwards(bootstrap, out, first_amounts(data))
+
+
+RUNNING_WORKLOAD = Workload(definition_of, aggregated, lambda data: len(aggregate(data)))
+DEDUPE_WORKLOAD = Workload(
+    dedupe_definition,
+    deduplicated,
+    # each user's map state, and its timers in the map of what a key keeps beside them
+    lambda data: 2 * len({e["user"] for e in data}),
+)
+
+
 async def run_and_restart(
-    bootstrap: str, tmp_path: Path, corrupt: bool
+    bootstrap: str, tmp_path: Path, corrupt: bool, workload: Workload = RUNNING_WORKLOAD
 ) -> tuple[CollectorRegistry, str, int]:
     """Two waves into a rocksdb pipeline (the second touching few keys), a graceful stop,
     maybe a corrupted store, a restart on the same state directory and a third wave;
@@ -188,7 +307,7 @@ async def run_and_restart(
     name = unique("rockslocal")
     topic = f"{name}.in"
     await create_topic(bootstrap, topic, 2)
-    definition = definition_of(name, topic, False, SMALL_CACHE)
+    definition = workload.define(name, topic, False, SMALL_CACHE)
     waves = [
         purchases(4000, 1000, 1),
         purchases(40, 20, 2),
@@ -200,8 +319,8 @@ async def run_and_restart(
     async def send(upto: int) -> None:
         wave = waves[upto]
         await produce(bootstrap, topic, [json_record(i % 2, None, e) for i, e in enumerate(wave)])
-        want = aggregate([e for w in waves[: upto + 1] for e in w])
-        await wait_until(partial(folds_to, bootstrap, out, "read_uncommitted", want), timeout_s=60)
+        data = [e for w in waves[: upto + 1] for e in w]
+        await wait_until(partial(workload.caught_up, bootstrap, out, data), timeout_s=60)
 
     settings = runtime_settings(bootstrap, state_dir=str(tmp_path))
     first = Runtime(settings)
@@ -218,7 +337,7 @@ async def run_and_restart(
             await checkpointed_past(ends, tmp_path)
     finally:
         await first.shutdown()  # graceful: its last checkpoint names the changelog's end
-    keys = len(aggregate(waves[0]))
+    keys = workload.keys(waves[0])
     if corrupt:
         corrupt_stores(tmp_path)
     registry = CollectorRegistry()
@@ -229,15 +348,21 @@ async def run_and_restart(
         await send(3)
     finally:
         await second.shutdown()
-    _, seqs = await folded(bootstrap, out)
-    assert all(s == list(range(len(s))) for s in seqs.values()), seqs
+    if workload is RUNNING_WORKLOAD:
+        _, seqs = await folded(bootstrap, out)
+        assert all(s == list(range(len(s))) for s in seqs.values()), seqs
     return registry, name, keys
 
 
+@pytest.mark.parametrize(
+    "workload", [RUNNING_WORKLOAD, DEDUPE_WORKLOAD], ids=["running-aggregate", "process"]
+)
 async def test_a_restart_on_the_same_disk_restores_locally(
-    bootstrap_servers: str, tmp_path: Path
+    bootstrap_servers: str, tmp_path: Path, workload: Workload
 ) -> None:
-    registry, name, keys = await run_and_restart(bootstrap_servers, tmp_path, corrupt=False)
+    registry, name, keys = await run_and_restart(
+        bootstrap_servers, tmp_path, corrupt=False, workload=workload
+    )
     assert restored(registry, name, "partitions_restored", "local") == 2
     assert restored(registry, name, "state_restored", "local") == keys
     assert restored(registry, name, "state_restored", "changelog") < keys / 10
@@ -262,8 +387,6 @@ async def test_a_kill_in_the_middle_of_a_checkpoint_stays_exact_with_rocksdb(
     folding to the aggregate of all input."""
     name = unique("rockseo")
     topic = f"{name}.in"
-    from tests.integration.test_replica_loss import PARTITIONS
-
     await create_topic(bootstrap_servers, topic, PARTITIONS)
     state = {"backend": "rocksdb", "cache_bytes": 4000, "dir": str(tmp_path / "state")}
     options: dict[str, Any] = {"delivery": "exactly_once", "running": RUNNING, "state": state}
@@ -274,6 +397,39 @@ async def test_a_kill_in_the_middle_of_a_checkpoint_stays_exact_with_rocksdb(
         want[e["user"]]["total"] += e["amount"]
     with replicas(bootstrap_servers, name, topic, tmp_path, 1, **options):
         caught_up = partial(folds_to, bootstrap_servers, f"{name}.out", "read_committed", want)
+        await wait_until(caught_up, timeout_s=90, interval_s=0.3)
+    seqs: dict[str, list[int]] = defaultdict(list)
+    for value in await read_json(bootstrap_servers, f"{name}.out", "read_committed"):
+        seqs[value["key"]].append(value["seq"])
+    assert all(s == list(range(len(s))) for s in seqs.values()), seqs
+
+
+@pytest.mark.requires_broker("transactions")
+async def test_a_kill_in_the_middle_of_a_checkpoint_stays_exact_with_a_top_n_in_rocksdb(
+    bootstrap_servers: str, tmp_path: Path
+) -> None:
+    """test_top_n's crash before the commit (at the second checkpoint with outputs, one
+    committed before it), the rankings in RocksDB (a small cache), restarted on the same
+    state directory: each rank row's seq 0, 1, 2, ... once, folding to the top N of all
+    input."""
+    name = unique("rockstopneo")
+    topic = f"{name}.in"
+    await create_topic(bootstrap_servers, topic, PARTITIONS)
+    state = {"backend": "rocksdb", "cache_bytes": 4000, "dir": str(tmp_path / "state")}
+    options: dict[str, Any] = {"delivery": "exactly_once", "top_n": TOP_N, "state": state}
+    data = await crash_before_the_commit(bootstrap_servers, name, topic, tmp_path, options, 2)
+    held: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for _, e in data:
+        held[e["user"]].append(e)
+    want = {
+        f"{user}|{rank}": row
+        for user, rows in held.items()
+        for rank, row in enumerate(sorted(rows, key=lambda r: -r["ts"])[:N], start=1)
+    }  # sorted() is stable: ties stay in arrival order
+    with replicas(bootstrap_servers, name, topic, tmp_path, 1, **options):
+        caught_up = partial(
+            top_n_folds_to, bootstrap_servers, f"{name}.out", "read_committed", want
+        )
         await wait_until(caught_up, timeout_s=90, interval_s=0.3)
     seqs: dict[str, list[int]] = defaultdict(list)
     for value in await read_json(bootstrap_servers, f"{name}.out", "read_committed"):
@@ -332,6 +488,63 @@ async def test_a_partition_handed_to_another_replica_restores_into_its_store(
 def stores_in(directory: Path) -> int:
     """The RocksDBs under a state directory."""
     return len(list(directory.glob(f"*/*/{DB_DIR}")))
+
+
+SPARSE_OPERATORS = {
+    "aggregate": {
+        "type": "aggregate",
+        "aggregations": {"orders": {"fn": "count"}},
+        "state_ttl_ms": 3_600_000,
+    },
+    "top_n": {"type": "top_n", "n": 2, "order_by": {"field": "amount", "desc": True}},
+    "keyed_process": DEDUPE,
+}
+"""Each operator kind the rocksdb backend holds beside the window and the join."""
+
+
+async def sparse_results(bootstrap: str, topic: str, kind: str) -> dict[Any, Any]:
+    """What the run of :data:`SPARSE_OPERATORS`' ``kind`` emitted, as compared: each
+    upserted key's last result (a delete removes it), or the process function's
+    forwarded (user, amount) pairs."""
+    if kind == "keyed_process":
+        return {pair: True for pair in await forwarded(bootstrap, topic)}
+    table: dict[Any, Any] = {}
+    for record in await read_topic(bootstrap, topic):
+        if record.value is None:
+            table.pop(record.key, None)
+        else:
+            table[record.key] = orjson.loads(record.value)["result"]
+    return table
+
+
+@pytest.mark.parametrize("kind", list(SPARSE_OPERATORS))
+async def test_a_rocksdb_pipeline_makes_stores_only_for_partitions_with_state(
+    bootstrap_servers: str, tmp_path: Path, kind: str
+) -> None:
+    """Three users' records through a shuffle of 500 partitions: a RocksDB is made for
+    the (at most three) partitions that hold a key, none for the others, whose restore
+    and checkpoints write nothing; the results are the memory backend's."""
+    users = ["u1", "u2", "u3"]
+    data = [{"user": users[i % 3], "amount": i, "ts": 1_000 + i} for i in range(60)]
+    outputs = []
+    for backend in (StateSettings("memory"), SMALL_CACHE):
+        name = unique("rockssparse")
+        topic = f"{name}.in"
+        await create_topic(bootstrap_servers, topic, 2)
+        await produce(
+            bootstrap_servers, topic, [json_record(i % 2, None, e) for i, e in enumerate(data)]
+        )
+        data_spec = spec(name, topic, "at_least_once")
+        data_spec["key"]["shuffle_partitions"] = 500
+        data_spec["operator"] = SPARSE_OPERATORS[kind]
+        built = build_definition(validate_spec(data_spec, ()), ())
+        state_dir = tmp_path / backend.backend
+        definition = replace(built, state=backend)
+        await run_to_the_end(bootstrap_servers, definition, state_dir=str(state_dir))
+        outputs.append(await sparse_results(bootstrap_servers, f"{name}.out", kind))
+    assert outputs[0] == outputs[1] != {}
+    assert 1 <= stores_in(tmp_path / "rocksdb") <= len(users)
+    assert stores_in(tmp_path / "memory") == 0
 
 
 JOINS = {

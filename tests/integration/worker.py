@@ -18,8 +18,9 @@ commit, leave the group), SIGKILL is the crash. OPTIONS (all optional):
 - ``"running": OPERATOR``: a running aggregate (``"type": "aggregate"``) instead of the
   tumbling window (test_running_aggregates.py);
 - ``"top_n": OPERATOR``: a Top-N (``"type": "top_n"``) instead (test_top_n.py);
-- ``"state": {"backend": B, "cache_bytes": N, "dir": PATH}``: the state backend (the
-  rocksdb stores under PATH: the same PATH is the same disk across restarts);
+- ``"state": {"backend": B, "cache_bytes": N, "dir": PATH, "standby_replicas": R}``: the
+  state backend (the rocksdb stores under PATH: the same PATH is the same disk across
+  restarts) and its standby replicas (default: none);
 - ``"spec": SPEC``: the pipeline this spec builds (as the API builds it) instead, its
   ``name`` replaced by NAME and, with a ``source``, its ``source.topics`` by TOPIC
   (test_table_sources.py; a join's ``inputs`` keep theirs, TOPIC is then only a label:
@@ -76,6 +77,23 @@ def write_status(runtime: Runtime, name: str, path: str) -> None:
         for source in ("local", "changelog")
     }
     status["pid"] = os.getpid()
+    status["restored"] = {  # the rocksdb backend's restores, by where from
+        f"{metric}/{source}": REGISTRY.get_sample_value(
+            f"clockwork_{metric}_total", {"pipeline": name, "source": source}
+        )
+        for metric in ("partitions_restored", "state_restored")
+        for source in ("local", "changelog")
+    }
+    status["restore_seconds"] = REGISTRY.get_sample_value(
+        "clockwork_restore_duration_seconds_sum", {"pipeline": name}
+    )
+    status["standby_lag"] = {  # clockwork_standby_lag_records, by partition
+        sample.labels["partition"]: sample.value
+        for family in REGISTRY.collect()
+        if family.name == "clockwork_standby_lag_records"
+        for sample in family.samples
+        if sample.labels.get("pipeline") == name
+    }
     temporary = f"{path}.tmp"
     with open(temporary, "w") as out:
         json.dump(status, out)
@@ -193,7 +211,11 @@ async def main(bootstrap: str, name: str, topic: str, options: dict[str, Any]) -
         from service.runtime.definition import StateSettings
 
         state_dir = state["dir"]
-        backend = StateSettings(state["backend"], state.get("cache_bytes", 64 * 1024 * 1024))
+        backend = StateSettings(
+            state["backend"],
+            state.get("cache_bytes", 64 * 1024 * 1024),
+            state.get("standby_replicas"),
+        )
         definition = replace(definition, state=backend)
     runtime = Runtime(
         runtime_settings(

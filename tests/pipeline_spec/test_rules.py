@@ -630,13 +630,16 @@ EXAMPLES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
     ),
     "rocksdb_state_supported": (
         [
-            {**top_n(), "state": {"backend": "rocksdb"}},
-            {**running(state_ttl_ms=60_000), "state": {"backend": "rocksdb"}},
-            {**table(), "state": {"backend": "rocksdb", "cache_bytes": 1 << 20}},
             {**lookup_join(), "state": {"backend": "rocksdb"}},
+            {**table(window()), "state": {"backend": "rocksdb"}},
+            {
+                **edit(running(), lambda s: s.update(operator={"type": "map", "fields": ["a"]})),
+                "state": {"backend": "rocksdb"},
+            },
         ],
         [
             {**running(), "state": {"backend": "rocksdb"}},
+            {**running(state_ttl_ms=60_000), "state": {"backend": "rocksdb"}},
             {**join(), "state": {"backend": "rocksdb"}},
             {**window_join(), "state": {"backend": "rocksdb"}},
             {**regular_join(how="full", state_ttl_ms=1000), "state": {"backend": "rocksdb"}},
@@ -646,6 +649,10 @@ EXAMPLES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
             },
             {**lookup_join(), "state": {"backend": "memory"}},
             {**running(state_ttl_ms=None), "state": {"backend": "rocksdb"}},
+            {**table(), "state": {"backend": "rocksdb", "cache_bytes": 1 << 20}},
+            {**top_n(), "state": {"backend": "rocksdb"}},
+            {**table(top_n()), "state": {"backend": "rocksdb"}},
+            {**process(ttl_ms=1000), "state": {"backend": "rocksdb"}},
             {**running(state_ttl_ms=60_000), "state": {"backend": "memory"}},
             {**window(), "state": {"backend": "memory"}},
             {**window(), "state": {"backend": "rocksdb"}},
@@ -657,6 +664,18 @@ EXAMPLES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
                 "state": {"backend": "rocksdb", "cache_bytes": 1 << 20},
             },
             {**window(), "state": {"cache_bytes": 1 << 20}},
+        ],
+    ),
+    "standbys_need_rocksdb": (
+        [
+            {**running(), "state": {"backend": "memory", "standby_replicas": 1}},
+            {**window(), "state": {"backend": "memory", "standby_replicas": 8}},
+        ],
+        [
+            {**running(), "state": {"backend": "rocksdb", "standby_replicas": 2}},
+            {**running(), "state": {"standby_replicas": 1}},
+            {**window(), "state": {"backend": "memory", "standby_replicas": 0}},
+            {**window(), "state": {"backend": "memory"}},
         ],
     ),
     "row_key_is_not_the_key": (

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from service.core.state_cache import NamespacedStore, StateCache
 from service.runtime.partition.rocksdb_store import (
     CHECKPOINT_FILE,
+    CHECKPOINT_VERSION,
     DB_DIR,
     MAX_CHECKPOINT_AGE_S,
     RocksMemory,
@@ -223,3 +224,50 @@ def test_an_old_local_checkpoint_is_not_used(tmp_path: Path) -> None:
     partition.open()
     assert not partition.restored_locally
     assert dict(partition.cache.items()) == {f"k{i}": [i] for i in range(10)}
+
+
+def test_a_checkpoint_file_of_an_older_version_is_rebuilt_from_the_changelog(
+    tmp_path: Path,
+) -> None:
+    """Version 2 kept a running aggregate's keys in the unnamed map (``"keys"`` since):
+    its store is wiped and the changelog replayed whole."""
+    partition = _filled(tmp_path / "stage", 10)
+    path = tmp_path / "stage" / CHECKPOINT_FILE
+    data = orjson.loads(path.read_bytes())
+    assert data["version"] == CHECKPOINT_VERSION
+    data["version"] = CHECKPOINT_VERSION - 1
+    path.write_bytes(orjson.dumps(data))
+    partition.replayed = 0
+    partition.open()
+    assert not partition.restored_locally and partition.replayed == len(partition.changelog)
+    assert dict(partition.cache.items()) == {f"k{i}": [i] for i in range(10)}
+
+
+def test_a_store_never_written_is_not_made_on_disk(tmp_path: Path) -> None:
+    """An empty store reads as empty and names no checkpoint until its first write, which
+    makes its RocksDB; a checkpoint after that names it."""
+    store, checkpoint = open_store(tmp_path / "stage", MEMORY)
+    cache = StateCache(store, 200)
+    assert checkpoint is None and cache.get("k") is None and dict(cache.items()) == {}
+    cache.flush()
+    assert not store.commit(7, {"": 0}) and not store.made
+    assert not (tmp_path / "stage").exists()
+    cache["k"] = [1]
+    cache.flush()
+    assert store.made and store.commit(7, {"": 1})
+    store.close()
+    store, checkpoint = open_store(tmp_path / "stage", MEMORY)
+    assert checkpoint is not None and checkpoint.position == 7 and store.load("k") == ([1], 3)
+    store.close()
+
+
+def test_a_store_made_late_wipes_what_another_opening_left_there(tmp_path: Path) -> None:
+    """A store that was not on disk when opened (empty) is empty when it is made, even if
+    another opening wrote its directory since."""
+    store, _ = open_store(tmp_path / "stage", MEMORY)
+    other, _ = open_store(tmp_path / "stage", MEMORY)
+    other.write({"stale": [1]}, True)
+    other.close()
+    store.write({"k": [2]}, True)
+    assert dict(store.items()) == {"k": [2]}
+    store.close()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import NoReturn, cast
 
+from service.core.state_cache import StateMaps
 from service.core.time import Clock, TimeDomain
 from service.core.timers import KeyTimers, TimerService
 from service.operators.base import Collector, KeyedOutput
@@ -79,7 +80,7 @@ class Context:
         "timestamp",
     )
 
-    def __init__(self, timers: ProcessTimers, clock: Clock) -> None:
+    def __init__(self, timers: ProcessTimers, clock: Clock, maps: StateMaps | None = None) -> None:
         self.key: str | None = None
         self.timestamp: int | None = None
         self.time_domain: TimeDomain | None = None
@@ -87,7 +88,7 @@ class Context:
         self._n = 0
         self._timers = timers
         self._clock = clock
-        self._state = KeyedStateBackend(self)
+        self._state = KeyedStateBackend(self, maps)
         self.timer_service = TimerServiceView(self, timers)
 
     @property

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from service.core.state_cache import StateMaps
 from service.core.time import Clock
 from service.operators.process.builtins import BUILTIN_FUNCTIONS
 from service.operators.process.errors import InvalidParams, NotAProcessFunction, UnknownFunction
@@ -73,14 +74,16 @@ def build_process_operator(
     params: Mapping[str, Any] | None,
     clock: Clock,
     allowed_modules: Sequence[str],
+    state_maps: StateMaps | None = None,
 ) -> KeyedProcessOperator:
-    """One operator instance (one partition) of a ``keyed_process`` pipeline.
+    """One operator instance (one partition) of a ``keyed_process`` pipeline; its states
+    in the named maps ``state_maps`` makes (the rocksdb backend), or in dicts (None).
 
     Raises :class:`InvalidParams`, :class:`UnknownFunction`, :class:`NotAProcessFunction`
     or a :class:`~service.operators.udf.UdfError`.
     """
     return KeyedProcessOperator(
-        pipeline, build_process_function(function, params, allowed_modules), clock
+        pipeline, build_process_function(function, params, allowed_modules), clock, state_maps
     )
 
 

@@ -33,6 +33,13 @@ Checkpoints: :meth:`snapshot`/:meth:`restore` carry everything as plain data;
 TTL expiries and timers, or ``None`` when it has none left) plus the ``"\\x00meta"`` entry
 (watermark, counters, state declarations). A key that itself starts with NUL is written
 with one more leading NUL so it can never collide with the meta entry.
+
+With the rocksdb state backend (a :class:`~service.core.state_cache.StateMaps` given),
+the states are named maps in front of the partition's RocksDB (:mod:`.state`), and the
+timers stay on the heap: a checkpoint also writes each changed key's timers and TTL
+expiries to the named map ``"keys"`` (nothing for a key with neither), flushed with the
+states, so a restore reads that map whole (the heap and the expiries are in memory
+anyway) and applies the changelog's tail onto the maps and it.
 """
 
 from __future__ import annotations
@@ -42,8 +49,9 @@ import traceback
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from operator import itemgetter
-from typing import Any, Final
+from typing import Any, Final, cast
 
+from service.core.state_cache import StateCache, StateMaps
 from service.core.time import MIN_TIMESTAMP, Clock, TimeDomain
 from service.core.timers import TimerService
 from service.operators.base import Collector, FailedRecord, InputRecord, OperatorGauges
@@ -55,6 +63,9 @@ from service.operators.query import in_range
 
 META_ENTRY: Final = "\x00meta"
 """Name of the incremental-checkpoint entry that holds the operator-wide data."""
+KEYS_MAP: Final = "keys"
+"""The rocksdb backend's named map of each key's timers and TTL expiries."""
+_NO_TIMERS: Final[dict[str, list[Any]]] = {"event": [], "processing": []}
 
 SNAPSHOT_VERSION: Final = 1
 USER_FUNCTION_ERROR: Final = "user_function_error"
@@ -106,6 +117,7 @@ class KeyedProcessOperator:
         "_dirty",
         "_fired",
         "_function",
+        "_kept",
         "_out",
         "_pipeline",
         "_records_path",
@@ -115,7 +127,13 @@ class KeyedProcessOperator:
         "counters",
     )
 
-    def __init__(self, pipeline: str, function: KeyedProcessFunction, clock: Clock) -> None:
+    def __init__(
+        self,
+        pipeline: str,
+        function: KeyedProcessFunction,
+        clock: Clock,
+        state_maps: StateMaps | None = None,
+    ) -> None:
         self._pipeline = pipeline
         self._function = function
         self._clock = clock
@@ -124,7 +142,9 @@ class KeyedProcessOperator:
         self._timers: TimerService[str, None] = TimerService(
             self._on_event_time, self._on_processing_time
         )
-        self._ctx = Context(self._timers, clock)
+        self._kept: StateCache | None = None if state_maps is None else state_maps(KEYS_MAP)
+        """The rocksdb backend: each key's timers and expiries, as of the last checkpoint."""
+        self._ctx = Context(self._timers, clock, state_maps)
         self._state = self._ctx.state_backend
         self._state.now = clock.now_ms()
         self._out = Out(self._ctx, self.collector, pipeline)
@@ -319,6 +339,8 @@ class KeyedProcessOperator:
         self._timers.restore(snapshot["timers"])
         self.counters = ProcessCounters(**snapshot.get("counters", {}))
         self._dirty = set()
+        if self._kept is not None:
+            self._kept.clear()  # the dirty keys below write theirs again
         for store in self._state.stores.values():
             self._dirty.update(store.data)
         for domain in (TimeDomain.EVENT_TIME, TimeDomain.PROCESSING_TIME):
@@ -351,6 +373,8 @@ class KeyedProcessOperator:
                 }
             else:
                 entries[_entry_name(key)] = None
+        if self._kept is not None:
+            self._keep(keys, timers, expiries)
         entries[META_ENTRY] = {
             "version": SNAPSHOT_VERSION,
             "watermark": self._timers.current_watermark,
@@ -359,12 +383,43 @@ class KeyedProcessOperator:
         }
         return entries
 
+    def _keep(
+        self,
+        keys: Iterable[str],
+        timers: dict[str, dict[str, list[list[Any]]]],
+        expiries: dict[str, dict[str, int]],
+    ) -> None:
+        """The rocksdb backend, at a checkpoint: the changed keys' timers and expiries in
+        the named map ``"keys"`` (flushed with the states right after)."""
+        kept = self._kept
+        assert kept is not None
+        for key in keys:
+            key_timers = timers.get(key)
+            key_expiries = expiries.get(key)
+            if key_timers is None and not key_expiries:
+                kept.pop(key, None)
+            else:
+                kept[key] = {
+                    "timers": key_timers or _NO_TIMERS,
+                    "expiry": key_expiries or {},
+                }
+
+    def state_maps(self) -> list[StateCache]:
+        """The rocksdb backend's named maps (the runtime flushes them at each checkpoint)."""
+        if self._kept is None:
+            return []
+        stores = self._state.stores.values()
+        return [self._kept, *(cast(StateCache, store.data) for store in stores)]
+
     def restore_changes(self, entries: Iterable[tuple[str, Any]]) -> None:
         newest: dict[str, Any] = {}
         for name, value in entries:
             newest[name] = value
         meta = newest.pop(META_ENTRY, None) or {}
         _check_version(meta.get("version", SNAPSHOT_VERSION))
+        if self._kept is not None:
+            self._restore_onto_maps(meta, newest)
+            return
         state_per_key: list[tuple[str, dict[str, Any], dict[str, int]]] = []
         timers_per_key: list[tuple[str, dict[str, list[list[Any]]]]] = []
         for name, entry in newest.items():
@@ -374,6 +429,37 @@ class KeyedProcessOperator:
             state_per_key.append((key, entry["state"], entry.get("expiry", {})))
             timers_per_key.append((key, entry["timers"]))
         self._state.restore_keys(meta.get("states", {}), state_per_key)
+        self._timers.restore_keys(int(meta.get("watermark", MIN_TIMESTAMP)), timers_per_key)
+        self.counters = ProcessCounters(**meta.get("counters", {}))
+        self._dirty = set()
+
+    def _restore_onto_maps(self, meta: dict[str, Any], newest: dict[str, Any]) -> None:
+        """The rocksdb backend: the named maps hold a checkpoint's state (a local one, or
+        nothing); the changelog's entries after it (``newest``) are applied onto them,
+        then the timers and expiries of every key are read from the map ``"keys"``."""
+        kept = self._kept
+        assert kept is not None
+        per_key: list[tuple[str, dict[str, Any] | None]] = []
+        for name, entry in newest.items():
+            key = _entry_key(name)
+            if entry is None:
+                per_key.append((key, None))
+                kept.pop(key, None)
+                continue
+            per_key.append((key, entry["state"]))
+            timers = entry["timers"]
+            expiry = entry.get("expiry") or {}
+            if timers["event"] or timers["processing"] or expiry:
+                kept[key] = {"timers": timers, "expiry": expiry}
+            else:
+                kept.pop(key, None)
+        timers_per_key: list[tuple[str, dict[str, list[list[Any]]]]] = []
+        expiries: dict[str, list[tuple[str, int]]] = {}
+        for key, held in kept.items():
+            timers_per_key.append((key, held["timers"]))
+            for name, deadline in held["expiry"].items():
+                expiries.setdefault(name, []).append((key, deadline))
+        self._state.apply_keys(meta.get("states", {}), per_key, expiries)
         self._timers.restore_keys(int(meta.get("watermark", MIN_TIMESTAMP)), timers_per_key)
         self.counters = ProcessCounters(**meta.get("counters", {}))
         self._dirty = set()

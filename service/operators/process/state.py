@@ -19,6 +19,16 @@ bookkeeping to one entry per key).
 
 Values must be JSON-representable (checked on write, :mod:`jsonsafe`); map keys must be
 ``str`` or ``int``.
+
+**The rocksdb state backend** (issue 53; built with a
+:class:`~service.core.state_cache.StateMaps`): each named state's ``data`` is its own
+named map, ``"s/<name>"`` (a :class:`~service.core.state_cache.StateCache` in front of the
+partition's RocksDB) instead of a dict, so a state's lookup is the same one ``get`` on
+one map, and a checkpoint writes only the ``(state, key)`` entries that changed, not a
+key's every state. A list or map changed in place is marked dirty right after (the list
+and map handles of that backend). The TTL expiries stay in memory (the ``OrderedDict``
+above: one entry per key of a state with a TTL); what the operator keeps beside the
+states (:mod:`.operator`) carries them to RocksDB at each checkpoint.
 """
 
 from __future__ import annotations
@@ -26,8 +36,9 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Final, Protocol, cast
 
+from service.core.state_cache import StateCache, StateMaps
 from service.operators.process.errors import (
     NoCurrentKey,
     StateConflict,
@@ -50,16 +61,29 @@ class KeyScope(Protocol):
     key: str | None
 
 
+STATE_MAP_PREFIX: Final = "s/"
+"""A named state's map with the rocksdb backend: ``"s/<name>"``."""
+
+
 class StateStore:
     """All keys' entries of one named state, plus their expiries when it has a TTL."""
 
     __slots__ = ("data", "expiry", "kind", "name", "now_ref", "ttl_ms")
 
-    def __init__(self, name: str, kind: StateKind, ttl_ms: int | None, now_ref: _Now) -> None:
+    def __init__(
+        self,
+        name: str,
+        kind: StateKind,
+        ttl_ms: int | None,
+        now_ref: _Now,
+        data: dict[str, Any] | None = None,
+    ) -> None:
         self.name = name
         self.kind = kind
         self.ttl_ms = ttl_ms
-        self.data: dict[str, Any] = {}
+        self.data: dict[str, Any] = {} if data is None else data
+        """Key -> entry: a dict, or with the rocksdb backend a
+        :class:`~service.core.state_cache.StateCache` (typed as the dict it stands for)."""
         self.expiry: OrderedDict[str, int] | None = OrderedDict() if ttl_ms is not None else None
         self.now_ref = now_ref
 
@@ -133,7 +157,19 @@ def _ttl_reader(
                 del expiry[key]
                 data.pop(key, None)
                 return None
-        return data.get(key)  # type: ignore[arg-type]
+            return data.get(key)
+        return None
+
+    return read
+
+
+def _cached_reader(data: dict[str, Any]) -> Callable[[str | None], Any]:
+    """The ``_read`` of a handle without TTL on a
+    :class:`~service.core.state_cache.StateCache`: no key (in ``open``) reads nothing."""
+    get = data.get
+
+    def read(key: str | None) -> Any:
+        return None if key is None else get(key)
 
     return read
 
@@ -156,11 +192,13 @@ class _Handle:
         self._now = store.now_ref
         self._ttl = store.ttl_ms
         self._expiry = store.expiry
-        self._read: Callable[[str | None], Any] = (
-            store.data.get  # type: ignore[assignment]
-            if store.expiry is None
-            else _ttl_reader(store.data, store.expiry, store.now_ref)
-        )
+        self._read: Callable[[str | None], Any]
+        if store.expiry is not None:
+            self._read = _ttl_reader(store.data, store.expiry, store.now_ref)
+        elif type(store.data) is dict:
+            self._read = store.data.get  # type: ignore[assignment]
+        else:
+            self._read = _cached_reader(store.data)
 
     @property
     def name(self) -> str:
@@ -398,23 +436,105 @@ class MapState(_Handle):
         return not self._read(self._scope.key)
 
 
+class _CachedValueState(ValueState):
+    """A value state in a :class:`~service.core.state_cache.StateCache` (the rocksdb
+    backend): no key (in ``open``) reads nothing."""
+
+    __slots__ = ()
+
+    def value(self) -> Any:
+        key = self._scope.key
+        return None if key is None else self._data.get(key)
+
+
+class _CachedTtlValueState(_TtlValueState):
+    """:class:`_CachedValueState` with a TTL."""
+
+    __slots__ = ()
+
+    def value(self) -> Any:
+        return None if self._scope.key is None else super().value()
+
+
+class _CachedListState(ListState):
+    """A list state in a :class:`~service.core.state_cache.StateCache` (the rocksdb
+    backend): a list changed in place is marked dirty right after it was read."""
+
+    __slots__ = ("_mark",)
+
+    def __init__(self, store: StateStore, scope: KeyScope) -> None:
+        super().__init__(store, scope)
+        self._mark: Callable[[str], None] = cast(StateCache, store.data).mark_dirty
+
+    def add(self, value: Any) -> None:
+        super().add(value)
+        self._mark(self._scope.key)  # type: ignore[arg-type]  # add checked it
+
+    def add_all(self, values: Iterable[Any]) -> None:
+        items = list(values)
+        if items:
+            super().add_all(items)
+            self._mark(self._scope.key)  # type: ignore[arg-type]
+
+
+class _CachedMapState(MapState):
+    """A map state in a :class:`~service.core.state_cache.StateCache` (the rocksdb
+    backend): a map changed in place is marked dirty right after it was read."""
+
+    __slots__ = ("_mark",)
+
+    def __init__(self, store: StateStore, scope: KeyScope) -> None:
+        super().__init__(store, scope)
+        self._mark: Callable[[str], None] = cast(StateCache, store.data).mark_dirty
+
+    def put(self, map_key: str | int, value: Any) -> None:
+        super().put(map_key, value)
+        self._mark(self._scope.key)  # type: ignore[arg-type]  # put checked it
+
+    def remove(self, map_key: str | int) -> None:
+        key = self._scope.key
+        if key is None:
+            raise self._no_key()
+        stored = self._read(key)
+        if stored is None or map_key not in stored:
+            return
+        del stored[map_key]
+        if stored:
+            self._mark(key)
+        else:
+            self._drop(key)
+
+
 _HANDLES: dict[StateKind, type[_Handle]] = {
     StateKind.VALUE: ValueState,
     StateKind.LIST: ListState,
     StateKind.MAP: MapState,
+}
+_CACHED_HANDLES: dict[StateKind, type[_Handle]] = {
+    StateKind.VALUE: _CachedValueState,
+    StateKind.LIST: _CachedListState,
+    StateKind.MAP: _CachedMapState,
 }
 
 
 class KeyedStateBackend:
     """Every named state of one operator instance; snapshots per key or as a whole."""
 
-    __slots__ = ("_handles", "_scope", "clock_now", "stores")
+    __slots__ = ("_handles", "_maps", "_scope", "clock_now", "stores")
 
-    def __init__(self, scope: KeyScope) -> None:
+    def __init__(self, scope: KeyScope, maps: StateMaps | None = None) -> None:
         self._scope = scope
+        self._maps = maps
+        """The rocksdb backend's named maps (None: dicts, the memory backend)."""
         self.stores: dict[str, StateStore] = {}
         self._handles: dict[str, _Handle] = {}
         self.clock_now = _Now()
+
+    def _new_store(self, name: str, kind: StateKind, ttl_ms: int | None) -> StateStore:
+        maps = self._maps
+        data = None if maps is None else cast(dict[str, Any], maps(STATE_MAP_PREFIX + name))
+        store = self.stores[name] = StateStore(name, kind, ttl_ms, self.clock_now, data)
+        return store
 
     @property
     def now(self) -> int:
@@ -435,13 +555,13 @@ class KeyedStateBackend:
                     f"asked for {kind.value} state with ttl_ms={ttl_ms}"
                 )
             return handle
-        if not isinstance(name, str) or not name:
-            raise StateConflict(f"state names are non-empty strings, got {name!r}")
+        if not isinstance(name, str) or not name or "\x00" in name:
+            raise StateConflict(f"state names are non-empty strings without NUL, got {name!r}")
         if ttl_ms is not None and (type(ttl_ms) is not int or ttl_ms <= 0):
             raise StateConflict(f"state {name!r}: ttl_ms must be a positive int, got {ttl_ms!r}")
         existing = self.stores.get(name)
         if existing is None:
-            store = self.stores[name] = StateStore(name, kind, ttl_ms, self.clock_now)
+            store = self._new_store(name, kind, ttl_ms)
         elif existing.kind is not kind:  # restored before the function asked for it
             raise StateConflict(
                 f"state {name!r} was restored as {existing.kind.value} state; "
@@ -450,7 +570,11 @@ class KeyedStateBackend:
         else:
             store = existing
             store.set_ttl(ttl_ms)
-        cls = _TtlValueState if kind is StateKind.VALUE and ttl_ms is not None else _HANDLES[kind]
+        cls: type[_Handle]
+        if kind is StateKind.VALUE and ttl_ms is not None:
+            cls = _TtlValueState if self._maps is None else _CachedTtlValueState
+        else:
+            cls = (_HANDLES if self._maps is None else _CACHED_HANDLES)[kind]
         handle = self._handles[name] = cls(store, self._scope)
         return handle
 
@@ -464,12 +588,17 @@ class KeyedStateBackend:
         return count
 
     def keys_with_state(self) -> int:
-        """How many keys hold any state (O(1) with one state, O(keys) with several)."""
-        stores = [s.data for s in self.stores.values() if s.data]
+        """How many keys hold any state (O(1) with one state, O(keys) with several).
+
+        With the rocksdb backend, the most keys one state holds (exact with one state; a
+        union would read every key from disk)."""
+        stores = [s.data for s in self.stores.values() if len(s.data)]
         if not stores:
             return 0
         if len(stores) == 1:
             return len(stores[0])
+        if self._maps is not None:
+            return max(len(data) for data in stores)
         return len(set().union(*stores))
 
     def declarations(self) -> dict[str, dict[str, Any]]:
@@ -531,19 +660,22 @@ class KeyedStateBackend:
             }
         return out
 
-    def _declare(self, declarations: Mapping[str, Mapping[str, Any]]) -> None:
-        """Create (or check) stores for restored declarations and empty every store."""
+    def _declare(self, declarations: Mapping[str, Mapping[str, Any]], clear: bool = True) -> None:
+        """Create (or check) stores for restored declarations; ``clear``: empty every
+        store."""
         for name, decl in declarations.items():
             kind = StateKind(decl["kind"])
             ttl = decl.get("ttl_ms")
             store = self.stores.get(name)
             if store is None:
-                self.stores[name] = StateStore(name, kind, ttl, self.clock_now)
+                self._new_store(name, kind, ttl)
             elif store.kind is not kind:
                 raise StateConflict(
                     f"state {name!r} is {store.kind.value} state in the function but "
                     f"{kind.value} state in the snapshot"
                 )
+        if not clear:
+            return
         for store in self.stores.values():
             store.data.clear()
             if store.expiry is not None:
@@ -554,8 +686,42 @@ class KeyedStateBackend:
         self._declare(snapshot)
         for name, saved in snapshot.items():
             store = self.stores[name]
-            store.data.update((k, store.from_plain(v)) for k, v in saved["data"].items())
+            data = store.data
+            for key, plain in saved["data"].items():
+                data[key] = store.from_plain(plain)
             self._restore_expiry(store, saved.get("expiry", {}).items())
+
+    def apply_keys(
+        self,
+        declarations: Mapping[str, Mapping[str, Any]],
+        per_key: Iterable[tuple[str, Mapping[str, Any] | None]],
+        expiries: Mapping[str, list[tuple[str, int]]],
+    ) -> None:
+        """The rocksdb backend's restore: the named maps hold the state of a checkpoint
+        (or nothing), and ``per_key`` (each key changed after it: its values by state,
+        None when it has none) is applied onto them; ``expiries`` (each state's
+        deadlines, of every key) replace the ones in memory."""
+        self._declare(declarations, clear=False)
+        stores = list(self.stores.values())
+        for key, values in per_key:
+            for store in stores:
+                plain = None if values is None else values.get(store.name)
+                if plain is None:
+                    store.data.pop(key, None)
+                else:
+                    store.data[key] = store.from_plain(plain)
+        for store in stores:
+            expiry = store.expiry
+            if expiry is None:
+                continue
+            expiry.clear()
+            pairs = expiries.get(store.name, [])
+            declared = declarations.get(store.name)
+            if declared is None or declared.get("ttl_ms") is None:
+                # A TTL added since: the entries without an expiry get one (a scan).
+                self._restore_expiry(store, pairs)
+            else:  # every entry has its expiry: no scan of the map
+                expiry.update(sorted(((key, int(ts)) for key, ts in pairs), key=_deadline))
 
     def restore_keys(
         self,
@@ -585,3 +751,7 @@ class KeyedStateBackend:
                 restored.setdefault(key, fresh)
         for key, ts in sorted(restored.items(), key=lambda kv: kv[1]):
             store.expiry[key] = ts
+
+
+def _deadline(pair: tuple[str, int]) -> int:
+    return pair[1]

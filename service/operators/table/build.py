@@ -30,7 +30,7 @@ def build_running_aggregate(
     """A running aggregate from the spec's ``"operator"`` object (``"type": "aggregate"``);
     ``table``: over a table source, its rows retracted (:mod:`.table_aggregate`), grouped
     by ``group_field`` (None: by the primary key, the record's key). ``state_map``: the
-    rocksdb state backend's cache for the keys (None: the memory backend, a dict)."""
+    rocksdb state backend's named maps (None: the memory backend, dicts)."""
     kind = operator_spec.get("type")
     if kind != "aggregate":
         raise WindowConfigError(f"not a running aggregate: type {kind!r}")

@@ -31,10 +31,26 @@ the largest event timestamp folded in, the processing time of its last touch) an
 plan's. A checkpoint writes each key changed since the last one (``"k" + key``: the
 list, whether it is dirty, whether it was touched since the last tick) and the
 metadata last.
+
+**The rocksdb state backend** (a :class:`~service.core.state_cache.StateMaps` given): the
+accumulators are the named map ``"keys"``, in front of the partition's RocksDB, changed
+in place and marked dirty right after. With a state TTL the order of last touch cannot be
+the map's (most keys are not in memory), so expiry finds its keys through an index on
+disk: the named map ``"touches"``, one entry per tick that took touches (the tick's time
+-> the keys it stamped, in the order they were touched); in memory only the sorted list
+of those ticks (one int per tick within the TTL, not per key). A tick expires the
+entries of the ticks at or before ``now - state_ttl_ms``: each key listed there whose
+last touch is still that tick is deleted, one touched again since (it is listed at a
+later tick too) is skipped, and the entry goes. An operator built on a store reads the
+index's ticks (a store with keys and no index, a TTL added since, has every key indexed
+by its last touch once); a restore, streamed (:meth:`apply_changes`) or not, lists the
+changelog tail's keys at their last touch (a key already listed is listed twice: the
+second finds it gone).
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right, insort
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,6 +77,10 @@ DEFAULT_EMIT_INTERVAL_MS = 1000
 SNAPSHOT_VERSION = 1
 KEY_PREFIX = "k"
 META_ENTRY = "\u0000meta"
+KEYS_MAP = "keys"
+"""The rocksdb backend's named map of the accumulators."""
+TOUCHES_MAP = "touches"
+"""With a state TTL, the rocksdb backend's index: a tick's time -> the keys it stamped."""
 
 SEQ_SLOT = 0
 """Slot: the key's next ``seq`` (its emissions so far)."""
@@ -87,8 +107,9 @@ class RunningAggregateConfig:
     """Exactly-once delivery: dirty keys are emitted at the checkpoint, not per tick."""
     clock: Clock = field(default_factory=SystemClock)
     state_map: StateMaps | None = None
-    """The rocksdb state backend: the keys' accumulators in the cache this makes (in
-    front of the partition's RocksDB); None: in a dict (the memory backend)."""
+    """The rocksdb state backend: the keys' accumulators (and the TTL's index) in the
+    named maps this makes, in front of the partition's RocksDB; None: in a dict (the
+    memory backend)."""
 
     def __post_init__(self) -> None:
         interval = self.emit_interval_ms
@@ -102,9 +123,6 @@ class RunningAggregateConfig:
                 f"on_bad_value must be 'dead_letter' or 'skip', not {self.on_bad_value!r}"
             )
         parse_aggregations(self.aggregations)
-        if self.state_map is not None and ttl is not None:
-            # The TTL walks every key in the order of its last touch: not on disk yet.
-            raise WindowConfigError("state_ttl_ms is not supported with the rocksdb state backend")
 
 
 def _copy(acc: list[Any]) -> list[Any]:
@@ -122,6 +140,7 @@ class RunningAggregateOperator:
         "_clock",
         "_emit",
         "_expiry_tick",
+        "_index",
         "_interval",
         "_keys",
         "_next_tick",
@@ -130,6 +149,7 @@ class RunningAggregateOperator:
         "_process",
         "_skip_bad",
         "_ticks",
+        "_touch_ticks",
         "_touched",
         "_ttl",
         "_watermark",
@@ -146,10 +166,19 @@ class RunningAggregateOperator:
         self._at_checkpoint = config.emit_at_checkpoint
         self._skip_bad = config.on_bad_value == "skip"
         self._prefix = f"{config.pipeline}|"
-        self._keys: Any = {} if config.state_map is None else config.state_map()
+        maps = config.state_map
+        self._keys: Any = {} if maps is None else self._key_map(maps)
         """Key -> accumulator (a dict, or with the rocksdb backend a
-        :class:`~service.core.state_cache.StateCache`); with a TTL (a dict only), in the
+        :class:`~service.core.state_cache.StateCache`); with a TTL, a dict is in the
         order of the keys' last touch."""
+        self._index: StateCache | None = (
+            None if maps is None or self._ttl is None else maps(TOUCHES_MAP)
+        )
+        """The rocksdb backend with a TTL: a tick's time (text) -> the keys it stamped."""
+        self._touch_ticks: list[int] = []
+        """The rocksdb backend with a TTL: the times of the ticks in the index, sorted."""
+        if self._index is not None:
+            self._read_index()  # what the store holds (a local checkpoint's, or nothing)
         self._pending: dict[str, None] = {}
         """The dirty keys, in the order they became dirty (an ordered set)."""
         self._touched: dict[str, None] = {}
@@ -164,6 +193,18 @@ class RunningAggregateOperator:
         self._watermark = MIN_TIMESTAMP
         self._process = self._compile()
         self._emit = self._compile_emit()
+
+    def _key_map(self, maps: StateMaps) -> StateCache:
+        """The rocksdb backend's map of the keys' accumulators."""
+        return maps(KEYS_MAP)
+
+    def _from_entry(self, acc: list[Any]) -> list[Any]:
+        """A key's accumulator in memory from its checkpoint entry's ``acc`` (a copy)."""
+        return _copy(acc)
+
+    def _from_decoded(self, acc: list[Any]) -> list[Any]:
+        """:meth:`_from_entry` of an ``acc`` decoded for this call (taken as is)."""
+        return acc
 
     # -- the batch loop ------------------------------------------------------------------
     def _compile(self) -> Callable[[Sequence[InputRecord]], None]:
@@ -273,8 +314,13 @@ class RunningAggregateOperator:
         if self._touched or (self._pending and not self._at_checkpoint) or self._ttl is None:
             self._expiry_tick = False
         else:
-            first = next(iter(self._keys.values()))
-            due = max(now, first[SEEN_SLOT] + self._ttl)
+            if self._index is None:
+                first = next(iter(self._keys.values()))[SEEN_SLOT]
+            elif self._touch_ticks:
+                first = self._touch_ticks[0]
+            else:
+                return  # nothing to expire (nor any key that could)
+            due = max(now, first + self._ttl)
             self._expiry_tick = True
         if self._next_tick is not None and self._next_tick <= due:
             return
@@ -297,6 +343,9 @@ class RunningAggregateOperator:
         pending.clear()
 
     def _expire(self, now: int, ttl: int) -> None:
+        if self._index is not None:
+            self._expire_indexed(now, ttl, self._index)
+            return
         keys = self._keys
         touched = self._touched
         for key in touched:  # to the end of the order, touched now
@@ -322,6 +371,63 @@ class RunningAggregateOperator:
             if acc[SEQ_SLOT]:  # it was emitted: delete it
                 append(Upsert(prefix + key, key, None, acc[SEQ_SLOT], acc[TS_SLOT]))
         self._changed.update(expired)
+
+    def _expire_indexed(self, now: int, ttl: int, index: StateCache) -> None:
+        """:meth:`_expire` with the rocksdb backend: the touches stamped and listed under
+        this tick in the index, then the index's ticks at or before ``now - ttl`` taken
+        (module docstring)."""
+        keys = self._keys
+        touched = self._touched
+        ticks = self._touch_ticks
+        if touched:
+            stamped: list[str] = []
+            for key in touched:
+                acc = keys.get(key)
+                if acc is not None:  # else deleted since (a table's group with no rows)
+                    acc[SEEN_SLOT] = now
+                    keys.mark_dirty(key)
+                    stamped.append(key)
+            self._changed.update(touched)
+            touched.clear()
+            if stamped:
+                self._list_touches(now, stamped)
+        cutoff = now - ttl
+        due = bisect_right(ticks, cutoff)
+        if not due:
+            return
+        append = self.collector.results.append
+        prefix = self._prefix
+        pending = self._pending
+        expired: list[str] = []
+        for tick in ticks[:due]:
+            for key in index.pop(str(tick)) or ():
+                acc = keys.get(key)
+                if acc is None or acc[SEEN_SLOT] != tick:
+                    continue  # gone, or touched again since (listed at that tick too)
+                keys.pop(key)
+                pending.pop(key, None)
+                expired.append(key)
+                if acc[SEQ_SLOT]:  # it was emitted: delete it
+                    append(Upsert(prefix + key, key, None, acc[SEQ_SLOT], acc[TS_SLOT]))
+        del ticks[:due]
+        self._changed.update(expired)
+
+    def _list_touches(self, tick: int, keys: list[str]) -> None:
+        """Add ``keys`` to the index's entry of ``tick`` (the rocksdb backend's TTL)."""
+        index = self._index
+        assert index is not None
+        name = str(tick)
+        listed = index.get(name)
+        if listed is None:
+            index[name] = keys
+            ticks = self._touch_ticks
+            if not ticks or tick > ticks[-1]:
+                ticks.append(tick)
+            else:
+                insort(ticks, tick)
+        else:
+            listed.extend(keys)
+            index.mark_dirty(name)
 
     # -- metrics -------------------------------------------------------------------------
     def gauges(self) -> OperatorGauges:
@@ -389,13 +495,18 @@ class RunningAggregateOperator:
 
     def state_maps(self) -> list[StateCache]:
         """The caches the runtime flushes at each checkpoint (the rocksdb backend)."""
-        return [] if isinstance(self._keys, dict) else [self._keys]
+        if isinstance(self._keys, dict):
+            return []
+        return [self._keys] if self._index is None else [self._keys, self._index]
 
     def restore(self, snapshot: dict[str, Any]) -> None:
         if snapshot.get("version") != SNAPSHOT_VERSION:
             raise WindowStateError(
                 f"unknown running aggregate snapshot version {snapshot.get('version')!r}"
             )
+        if not isinstance(self._keys, dict):  # the whole state: the maps emptied first
+            for cache in self.state_maps():
+                cache.clear()
         self._load(snapshot["meta"], list(snapshot["keys"].items()))
 
     def snapshot_changes(self) -> dict[str, Any]:
@@ -414,11 +525,15 @@ class RunningAggregateOperator:
         """The rocksdb backend's restore, in batches
         (:class:`~service.operators.base.AppliesChanges`): each entry applied onto the
         keys the cache and its store hold, in order; an entry's value is taken as is (it
-        was decoded for this call)."""
+        was decoded for this call). With a state TTL each key is also listed in the index
+        at its last touch (the index's ticks were read when the operator was built)."""
         cache = self._keys
         if isinstance(cache, dict):
             raise WindowStateError("apply_changes needs the rocksdb backend's state map")
         pending = self._pending
+        touched = self._touched
+        index = self._index
+        decoded = self._from_decoded
         cut = len(KEY_PREFIX)
         for name, entry in entries:
             if name == META_ENTRY:
@@ -429,13 +544,21 @@ class RunningAggregateOperator:
                 key = name[cut:]
                 cache.pop(key)
                 pending.pop(key, None)
+                touched.pop(key, None)
             else:
                 key = name[cut:]
-                cache[key] = entry["acc"]
+                acc = cache[key] = decoded(entry["acc"])
                 if entry["dirty"]:
                     pending[key] = None
                 else:
                     pending.pop(key, None)
+                if index is not None:
+                    if entry["touched"]:
+                        touched[key] = None
+                    else:
+                        touched.pop(key, None)
+                    if acc[SEEN_SLOT]:  # stamped (else touched, stamped at a tick)
+                        self._list_touches(acc[SEEN_SLOT], [key])
         self._next_tick = None
         if self._needs_tick():
             self._schedule(self._clock.now_ms())
@@ -455,6 +578,22 @@ class RunningAggregateOperator:
         if len(invalid) == len(self.plan.invalid):
             self.plan.invalid[:] = invalid
 
+    def _read_index(self) -> None:
+        """The rocksdb backend with a TTL: the index's ticks from the store, and, with
+        keys there but no index (a TTL added since the store was written), every key
+        listed at its last touch (0 if it never had one: it expires at the first tick,
+        as a dict's restore orders it first)."""
+        index = self._index
+        assert index is not None
+        self._touch_ticks[:] = sorted(int(name) for name in index)
+        if self._touch_ticks or not len(self._keys):
+            return
+        by_tick: dict[int, list[str]] = {}
+        for key, acc in self._keys.items():
+            by_tick.setdefault(acc[SEEN_SLOT], []).append(key)
+        for tick in sorted(by_tick):
+            self._list_touches(tick, by_tick[tick])
+
     def _load(self, meta: dict[str, Any] | None, keys: list[tuple[str, Any]]) -> None:
         if meta is not None:
             self._load_meta(meta)
@@ -466,13 +605,21 @@ class RunningAggregateOperator:
             # The rocksdb backend: the store holds the state up to where the entries
             # start (empty, or a local checkpoint): they are applied onto it.
             cache = self._keys
+            index = self._index
+            if index is not None:
+                self._read_index()
             for key, entry in keys:
                 if entry is None:
                     cache.pop(key)
                 else:
-                    cache[key] = _copy(entry["acc"])
+                    acc = cache[key] = self._from_entry(entry["acc"])
                     if entry["dirty"]:
                         self._pending[key] = None
+                    if index is not None:
+                        if entry["touched"]:
+                            self._touched[key] = None
+                        if acc[SEEN_SLOT]:  # stamped (else touched, stamped at a tick)
+                            self._list_touches(acc[SEEN_SLOT], [key])
             self._next_tick = None
             if self._needs_tick():
                 self._schedule(self._clock.now_ms())
@@ -481,7 +628,7 @@ class RunningAggregateOperator:
         present = [(key, entry) for key, entry in keys if entry is not None]
         present.sort(key=lambda item: item[1]["acc"][SEEN_SLOT])  # the order of last touch
         for key, entry in present:
-            self._keys[key] = _copy(entry["acc"])
+            self._keys[key] = self._from_entry(entry["acc"])
         for key, entry in keys:  # the dirty keys in the order the checkpoint wrote them
             if entry is not None and entry["dirty"]:
                 self._pending[key] = None

@@ -34,12 +34,13 @@ the table's rows' life makes results approximate).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from service.core.paths import MISSING, PathGetter, compile_path, key_text
+from service.core.state_cache import StateCache, StateMaps
 from service.operators.base import InputRecord, Upsert
 from service.operators.window.aggregations import encode_distinct, parse_aggregations
-from service.operators.window.errors import WindowConfigError
+from service.operators.window.errors import WindowStateError
 
 from .retracting import RetractingPlan
 from .running import (
@@ -66,21 +67,57 @@ def group_of(value: Any, path: PathGetter) -> str | None:
     return key_text(raw)
 
 
+class _AccCodec:
+    """A group's accumulator to and from RocksDB (a
+    :class:`~service.core.state_cache.StateCodec`): its checkpoint form (Fractions as
+    text), :meth:`RetractingPlan.dump` and :meth:`RetractingPlan.load`."""
+
+    __slots__ = ("_plan",)
+
+    def __init__(self, plan: RetractingPlan) -> None:
+        self._plan = plan
+
+    def encode(self, acc: list[Any]) -> list[Any]:
+        return self._plan.dump(acc)
+
+    def decode(self, data: list[Any]) -> list[Any]:
+        return self._plan.load(data)
+
+
 class TableAggregateOperator(RunningAggregateOperator):
-    """One partition's running aggregates over a table's changelog (module docstring)."""
+    """One partition's running aggregates over a table's changelog (module docstring).
+
+    With the rocksdb state backend the groups' accumulators are the named map
+    ``"groups"`` (in RocksDB in their checkpoint form: :class:`_AccCodec`) and the rows
+    the map ``"rows"``."""
 
     __slots__ = ("_group_path", "_rows", "_rows_changed", "retracting")
 
     def __init__(self, config: RunningAggregateConfig, group_field: str | None = None) -> None:
-        if config.state_map is not None:
-            # Its rows and retracting accumulators are not on disk yet (issue 53).
-            raise WindowConfigError("a table aggregate has no rocksdb state backend yet")
         self.retracting = RetractingPlan(parse_aggregations(config.aggregations), ACC_BASE + 1)
         self._group_path = compile_path(group_field) if group_field is not None else None
-        self._rows: dict[str, list[Any]] = {}
-        """Primary key -> its row: ``[group, *the values the aggregations read]``."""
+        self._rows: dict[str, list[Any]] = (
+            {} if config.state_map is None else cast(dict[str, list[Any]], config.state_map("rows"))
+        )
+        """Primary key -> its row: ``[group, *the values the aggregations read]`` (with the
+        rocksdb backend a :class:`~service.core.state_cache.StateCache`)."""
         self._rows_changed: set[str] = set()
         super().__init__(config)
+
+    def _key_map(self, maps: StateMaps) -> StateCache:
+        return maps("groups", _AccCodec(self.retracting))
+
+    def _from_entry(self, acc: list[Any]) -> list[Any]:
+        return self.retracting.load(acc)
+
+    def _from_decoded(self, acc: list[Any]) -> list[Any]:
+        return self.retracting.load(acc)
+
+    def state_maps(self) -> list[StateCache]:
+        maps = super().state_maps()
+        if maps:
+            maps.append(cast(StateCache, self._rows))
+        return maps
 
     # -- the batch loop ------------------------------------------------------------------
     def _compile(self) -> Callable[[Sequence[InputRecord]], None]:
@@ -91,6 +128,7 @@ class TableAggregateOperator(RunningAggregateOperator):
         own (inline: a table's rows are this operator's hot path)."""
         rows = self._rows
         keys = self._keys
+        mark = None if type(keys) is dict else keys.mark_dirty
         pending = self._pending
         touched = self._touched if self._ttl is not None else None
         update = self.retracting.update
@@ -118,6 +156,8 @@ class TableAggregateOperator(RunningAggregateOperator):
                         acc[TS_SLOT] = ts
                     acc[_ROWS] -= 1
                     update(acc, old, -1)
+                    if mark is not None:
+                        mark(group)
                     pending[group] = None
                     if touched is not None:
                         touched[group] = None
@@ -132,6 +172,8 @@ class TableAggregateOperator(RunningAggregateOperator):
                     acc[TS_SLOT] = ts
                 acc[_ROWS] += 1
                 update(acc, new, 1)
+                if mark is not None:
+                    mark(group)
                 pending[group] = None
                 if touched is not None:
                     touched[group] = None
@@ -155,6 +197,8 @@ class TableAggregateOperator(RunningAggregateOperator):
                     append(Upsert(prefix + group, group, None, seq, acc[TS_SLOT]))
                 continue
             acc[SEQ_SLOT] = seq + 1
+            if type(keys) is not dict:
+                keys.mark_dirty(group)
             append(Upsert(prefix + group, group, result(acc), seq, acc[TS_SLOT]))
 
     def _row(self, acc: list[Any]) -> dict[str, Any] | None:
@@ -213,14 +257,34 @@ class TableAggregateOperator(RunningAggregateOperator):
             else:
                 groups.append((name, value))
         super().restore_changes(groups)
-        self._rows.clear()
+        if type(self._rows) is dict:
+            self._rows.clear()
+        # else (the rocksdb backend) the store holds the rows up to where the entries start
         for pk, row in rows.items():
             if row is not None:
                 self._rows[pk] = list(row)
+            else:
+                self._rows.pop(pk, None)
+
+    def apply_changes(self, entries: Iterable[tuple[str, Any]]) -> None:
+        """The rocksdb backend's streamed restore: the rows' entries applied onto the map
+        ``"rows"``, the groups' onto the map ``"groups"`` (the running aggregate's
+        :meth:`~RunningAggregateOperator.apply_changes`)."""
+        rows = self._rows
+        if type(rows) is dict:
+            raise WindowStateError("apply_changes needs the rocksdb backend's state map")
+        groups: list[tuple[str, Any]] = []
+        cut = len(ROW_PREFIX)
+        for name, value in entries:
+            if name.startswith(ROW_PREFIX):
+                if value is None:
+                    rows.pop(name[cut:], None)
+                else:
+                    rows[name[cut:]] = value
+            else:
+                groups.append((name, value))
+        super().apply_changes(groups)
 
     def _load(self, meta: dict[str, Any] | None, keys: list[tuple[str, Any]]) -> None:
         super()._load(meta, keys)
-        load = self.retracting.load
-        for group, acc in list(self._keys.items()):
-            self._keys[group] = load(acc)
         self._rows_changed.clear()

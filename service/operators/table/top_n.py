@@ -47,17 +47,26 @@ A record whose ``order_by`` value is not a number (missing, null, a string, NaN)
 Checkpoints: one entry per key changed since the last one (``"p" + key``: its rows, the
 row version shown at each rank and each rank's next ``seq``, whether it is dirty) and the
 metadata last (the counter, the watermark).
+
+**The rocksdb state backend** (a :class:`~service.core.state_cache.StateMaps` given): the
+keys' states are the named map ``"keys"``, live :class:`_Key` objects in its cache and
+plain lists in RocksDB (:class:`_KeyCodec`); over a table, each primary key's partition
+is the map ``"where"``. A key's state changed in place is marked dirty right after. Which
+keys are stale after a restore (above) is not a set of every restored key: each key's
+stored state carries the restore *epoch* it was last fresh in (the map ``"epoch"`` counts
+the restores of the store), and a key read back from an earlier one is stale.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from service.core.errors import ConfigError
 from service.core.paths import MISSING, compile_path, split_path
+from service.core.state_cache import StateCache, StateMaps
 from service.core.time import MAX_TIMESTAMP, MIN_TIMESTAMP, Clock, SystemClock
 from service.operators.base import Collector, FailedRecord, InputRecord, OperatorGauges, Upsert
 from service.operators.query import in_range
@@ -120,6 +129,9 @@ class TopNConfig:
     newer version and deleted by the value None (module docstring)."""
     partition_by: str | None = None
     """Over a table: the dotted path of the partition in a row (None: the primary key)."""
+    state_maps: StateMaps | None = None
+    """The rocksdb state backend: the keys (and over a table, the rows' partitions) in
+    the named maps this makes; None: in dicts (the memory backend)."""
 
     def __post_init__(self) -> None:
         if self.table and self.row_key is not None:
@@ -149,10 +161,11 @@ def build_top_n(
     emit_at_checkpoint: bool = False,
     table: bool = False,
     partition_by: str | None = None,
+    state_maps: StateMaps | None = None,
 ) -> TopNOperator:
     """A Top-N operator from the spec's ``"operator"`` object (``"type": "top_n"``);
     ``table``: over a table source, partitioned by ``partition_by`` (None: the primary
-    key)."""
+    key); ``state_maps``: the rocksdb state backend's (None: memory)."""
     kind = operator_spec.get("type")
     if kind != "top_n":
         raise TopNConfigError(f"not a Top-N operator: type {kind!r}")
@@ -171,6 +184,7 @@ def build_top_n(
             clock=clock,
             table=table,
             partition_by=partition_by,
+            state_maps=state_maps,
         )
     )
 
@@ -178,7 +192,7 @@ def build_top_n(
 class _Key:
     """One key's rows and what it emitted last."""
 
-    __slots__ = ("by_row", "rows", "seqs", "shown", "ts")
+    __slots__ = ("by_row", "rows", "seqs", "shown", "stale", "ts")
 
     def __init__(self, keyed: bool) -> None:
         self.rows: list[Row] = []
@@ -191,6 +205,51 @@ class _Key:
         """Each shown rank's next ``seq``."""
         self.ts = MIN_TIMESTAMP
         """The largest event timestamp of a row the key took in (a delete's timestamp)."""
+        self.stale = False
+        """At least once, after a restore: its next emission writes every rank (what it
+        emitted after the checkpoint, lost with the crash and replayed now, is not known:
+        a rank may have shown another row since, and be back to the one the checkpoint
+        knew)."""
+
+
+def _key_state(entry: Mapping[str, Any], keyed: bool) -> _Key:
+    """A key's state from its checkpoint entry (:meth:`TopNOperator._entry`'s layout)."""
+    state = _Key(keyed)
+    state.rows = [tuple(row) for row in entry["rows"]]
+    if state.by_row is not None:
+        state.by_row = {row[_ROW_KEY]: row for row in state.rows}
+    state.shown = [int(v) for v in entry["shown"]]
+    state.seqs = [int(s) for s in entry["seqs"]]
+    state.ts = int(entry["ts"])
+    return state
+
+
+class _KeyCodec:
+    """A key's state to and from RocksDB (a :class:`~service.core.state_cache.StateCodec`):
+    its checkpoint entry's layout, with the restore epoch it was last fresh in (-1: it is
+    stale)."""
+
+    __slots__ = ("epoch", "keyed", "stale_after_restore")
+
+    def __init__(self, keyed: bool, stale_after_restore: bool) -> None:
+        self.keyed = keyed
+        self.stale_after_restore = stale_after_restore
+        self.epoch = 0
+        """The store's restores so far (this run's)."""
+
+    def encode(self, state: _Key) -> dict[str, Any]:
+        return {
+            "rows": state.rows,  # tuples: JSON arrays (written before the next change)
+            "shown": state.shown,
+            "seqs": state.seqs,
+            "ts": state.ts,
+            "epoch": -1 if state.stale else self.epoch,
+        }
+
+    def decode(self, data: dict[str, Any]) -> _Key:
+        state = _key_state(data, self.keyed)
+        state.stale = self.stale_after_restore and data["epoch"] < self.epoch
+        return state
 
 
 class TopNOperator:
@@ -200,7 +259,9 @@ class TopNOperator:
         "_at_checkpoint",
         "_changed",
         "_clock",
+        "_codec",
         "_desc",
+        "_epochs",
         "_get_order",
         "_get_partition",
         "_get_row_key",
@@ -212,7 +273,6 @@ class TopNOperator:
         "_pending",
         "_prefix",
         "_row_key_field",
-        "_stale",
         "_table",
         "_ticks",
         "_version",
@@ -236,9 +296,24 @@ class TopNOperator:
         self._table = config.table
         part = config.partition_by
         self._get_partition = compile_path(part) if part is not None else None
-        self._where: dict[str, str] = {}
+        maps = config.state_maps
+        keyed = self._get_row_key is not None or self._table
+        self._codec: _KeyCodec | None = None
+        self._epochs: StateCache | None = None
+        self._where: dict[str, str]
         """Over a table: each primary key's partition (its row is in that key's state)."""
-        self._keys: dict[str, _Key] = {}
+        self._keys: dict[str, _Key]
+        """Key -> its state: a dict, or with the rocksdb backend a
+        :class:`~service.core.state_cache.StateCache` (typed as the dict it stands for)."""
+        if maps is None:
+            self._where = {}
+            self._keys = {}
+        else:
+            self._codec = _KeyCodec(keyed, not config.emit_at_checkpoint)
+            self._keys = cast(dict[str, _Key], maps("keys", self._codec))
+            self._where = cast(dict[str, str], maps("where")) if self._table else {}
+            self._epochs = maps("epoch")
+            self._codec.epoch = self._epochs.get("epoch", 0)
         self._pending: dict[str, None] = {}
         """The dirty keys, in the order they became dirty (an ordered set)."""
         self._changed: set[str] = set()
@@ -246,11 +321,6 @@ class TopNOperator:
         dirty)."""
         self._version = 0
         """The next row version (ties rank by it: arrival order)."""
-        self._stale: set[str] = set()
-        """At least once, after a restore: keys whose next emission writes every rank, as
-        what they emitted after the checkpoint (lost with the crash, replayed now) is not
-        known: a rank may have shown another row since, and be back to the one the
-        checkpoint knew."""
         self._next_tick: int | None = None
         self._ticks = [0, 0]
         self._watermark = MIN_TIMESTAMP
@@ -269,6 +339,7 @@ class TopNOperator:
 
     def _append_only(self, records: Sequence[InputRecord]) -> None:
         keys = self._keys
+        mark = self._mark()
         pending = self._pending
         get = self._get_order
         n = self._n
@@ -295,11 +366,14 @@ class TopNOperator:
             rows.insert(bisect_right(rows, row), row)
             if len(rows) > n:
                 rows.pop()
+            if mark is not None:
+                mark(key)
             pending[key] = None
         self._version = version
 
     def _updating(self, records: Sequence[InputRecord]) -> None:
         keys = self._keys
+        mark = self._mark()
         pending = self._pending
         get = self._get_order
         changed = self._changed
@@ -339,6 +413,8 @@ class TopNOperator:
             at = bisect_right(rows, row)
             rows.insert(at, row)
             by_row[row_key] = row
+            if mark is not None:
+                mark(key)
             if dirty or at < n:
                 pending[key] = None
             else:
@@ -351,6 +427,7 @@ class TopNOperator:
         its own (a tombstone, a row naming no partition or one that cannot be ranked: no
         new one)."""
         keys = self._keys
+        mark = self._mark()
         pending = self._pending
         changed = self._changed
         where = self._where
@@ -386,6 +463,8 @@ class TopNOperator:
                 del rows[at], by_row[pk], where[pk]
                 if ts > state.ts:
                     state.ts = ts
+                if mark is not None:
+                    mark(before)
                 if at < n:
                     pending[before] = None
                 else:
@@ -403,12 +482,20 @@ class TopNOperator:
             at = bisect_right(rows, row)
             rows.insert(at, row)
             into.by_row[pk] = row  # type: ignore[index]
+            if mark is not None:
+                mark(partition)
             where[pk] = partition
             if at < n:
                 pending[partition] = None
             else:
                 changed.add(partition)
         self._version = version
+
+    def _mark(self) -> Callable[[str], None] | None:
+        """With the rocksdb backend, the keys' cache's ``mark_dirty`` (a key's state
+        changed in place is marked right after); None with dicts."""
+        keys = self._keys
+        return None if type(keys) is dict else cast(StateCache, keys).mark_dirty
 
     def _reject(self, record: InputRecord, path: str, found: Any) -> None:
         """Dead-letter a record that cannot be ranked, counted as a bad value of ``path``
@@ -477,14 +564,14 @@ class TopNOperator:
         prefix = self._prefix
         n = self._n
         keys = self._keys
-        stale = self._stale
+        mark = self._mark()
         for key in pending:
             state = keys[key]
             rows, shown, seqs = state.rows, state.shown, state.seqs
             held = min(len(rows), n)
-            again = bool(stale) and key in stale
+            again = state.stale
             if again:
-                stale.discard(key)
+                state.stale = False
             for i in range(held):
                 row = rows[i]
                 version = row[_VERSION]
@@ -507,6 +594,8 @@ class TopNOperator:
                 del shown[i], seqs[i]
             if not rows:  # a table's partition with no rows left: its ranks deleted
                 del keys[key]
+            elif mark is not None:
+                mark(key)
         self._changed.update(pending)
         pending.clear()
 
@@ -523,7 +612,8 @@ class TopNOperator:
         return {"event": (0, 0, 0), "processing": (self._ticks[0], self._ticks[1], 0)}
 
     def stats(self) -> dict[str, Any]:
-        return {"keys": len(self._keys), "rows": sum(len(s.rows) for s in self._keys.values())}
+        rows = sum(len(state.rows) for _, state in self._keys.items())
+        return {"keys": len(self._keys), "rows": rows}
 
     # -- pull queries (operators/query.py) ------------------------------------------------
     query_kind = "top_n"
@@ -589,37 +679,81 @@ class TopNOperator:
         return changes
 
     def restore_changes(self, entries: Iterable[tuple[str, Any]]) -> None:
-        self._load(*newest_entries(entries, KEY_PREFIX, META_ENTRY, TopNStateError))
+        meta, keys = newest_entries(entries, KEY_PREFIX, META_ENTRY, TopNStateError)
+        self._load(meta, keys, whole=False)
 
-    def _load(self, meta: dict[str, Any] | None, keys: list[tuple[str, Any]]) -> None:
+    def _apply_onto_store(self, keys: list[tuple[str, Any]], whole: bool) -> None:
+        """The rocksdb backend's restore: the maps emptied first (``whole``), a new epoch
+        if they hold keys (every key stored before it is stale, under at-least-once),
+        then each entry applied onto them, the rows' partitions moved with them."""
+        codec = self._codec
+        epochs = self._epochs
+        assert codec is not None and epochs is not None
+        cache = self._keys
+        where = self._where
+        if whole:
+            cache.clear()
+            where.clear()
+        if len(cache):  # (a store with no key has none to make stale: nothing written)
+            codec.epoch += 1
+            epochs["epoch"] = codec.epoch
+        keyed = self._get_row_key is not None or self._table
+        for key, entry in keys:
+            old = cache.pop(key, None)
+            if self._table and old is not None:  # its rows that left: nowhere now
+                for pk in old.by_row:  # type: ignore[union-attr]
+                    if where.get(pk) == key:
+                        del where[pk]
+            if entry is None:
+                continue
+            state = _key_state(entry, keyed)
+            state.stale = not self._at_checkpoint
+            cache[key] = state
+            if self._table:
+                for pk in state.by_row:  # type: ignore[union-attr]
+                    where[pk] = key
+            if entry["dirty"]:
+                self._pending[key] = None
+
+    def state_maps(self) -> list[StateCache]:
+        """The rocksdb backend's named maps (the runtime flushes them at each checkpoint)."""
+        if self._epochs is None:
+            return []
+        maps = [cast(StateCache, self._keys), self._epochs]
+        if self._table:
+            maps.append(cast(StateCache, self._where))
+        return maps
+
+    def _load(
+        self, meta: dict[str, Any] | None, keys: list[tuple[str, Any]], whole: bool = True
+    ) -> None:
+        """Restore from checkpoint entries: the whole state (``whole``), or with the
+        rocksdb backend the changelog's entries after the checkpoint its store holds,
+        applied onto it (:meth:`_apply_onto_store`)."""
         if meta is not None:
             if meta.get("version") != SNAPSHOT_VERSION:
                 raise TopNStateError(f"unknown Top-N checkpoint version {meta.get('version')!r}")
             self._watermark = int(meta["watermark"])
             self._version = int(meta["next"])
-        self._keys.clear()
         self._pending.clear()
         self._changed.clear()
-        self._stale.clear()
-        self._where.clear()
-        keyed = self._get_row_key is not None or self._table
-        for key, entry in keys:
-            if entry is None:
-                continue
-            state = _Key(keyed)
-            state.rows = [tuple(row) for row in entry["rows"]]
-            if state.by_row is not None:
-                state.by_row = {row[_ROW_KEY]: row for row in state.rows}
+        if self._codec is not None:
+            self._apply_onto_store(keys, whole)
+        else:
+            self._keys.clear()
+            self._where.clear()
+            keyed = self._get_row_key is not None or self._table
+            for key, entry in keys:
+                if entry is None:
+                    continue
+                state = _key_state(entry, keyed)
                 if self._table:
-                    self._where.update((pk, key) for pk in state.by_row)
-            state.shown = [int(v) for v in entry["shown"]]
-            state.seqs = [int(s) for s in entry["seqs"]]
-            state.ts = int(entry["ts"])
-            self._keys[key] = state
-            if not self._at_checkpoint:  # what it emitted after the checkpoint is unknown
-                self._stale.add(key)
-            if entry["dirty"]:
-                self._pending[key] = None
+                    self._where.update((pk, key) for pk in state.by_row)  # type: ignore[union-attr]
+                # what it emitted after the checkpoint is unknown
+                state.stale = not self._at_checkpoint
+                self._keys[key] = state
+                if entry["dirty"]:
+                    self._pending[key] = None
         self._next_tick = None
         if self._pending and not self._at_checkpoint:
             self._next_tick = self._clock.now_ms() + self._interval

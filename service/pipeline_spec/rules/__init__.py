@@ -116,6 +116,7 @@ RULES: tuple[Rule, ...] = (
     # a running aggregate (its aggregations: the aggregates' rules above)
     running.state_ttl_covers_emit_interval,
     state.rocksdb_state_supported,
+    state.standbys_need_rocksdb,
     # a Top-N
     top_n.row_key_is_not_the_key,
     # a keyed process function

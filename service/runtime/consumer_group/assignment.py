@@ -44,6 +44,8 @@ class AssignedCheckpoints(Protocol):
     async def checkpoint(self, parts: list[PartitionTask], *, release: bool = False) -> None: ...
     async def park(self, parts: list[PartitionTask]) -> None: ...
     def release_local(self, tps: list[TopicPartition]) -> None: ...
+    async def stop_standbys(self) -> None: ...
+    def begin_standbys(self, owned: list[TopicPartition]) -> None: ...
 
 
 class LeavingReport(Protocol):
@@ -90,18 +92,22 @@ class Assignment:
     async def assign(self, assigned: list[TopicPartition]) -> None:
         session = self._session
         new = [tp for tp in assigned if tp not in session.partitions]
-        if not new:
-            return
-        # No fetching until the state is restored: records fetched meanwhile would be
-        # skipped and fetched again after the seek. The consumer forgot every pause on
-        # the rebalance, so the user's pause is applied again here too.
-        session.pauses.restoring.update(new)
-        session.pauses.apply()
-        try:
-            await session.checkpointer.restore(new, self.join)
-        except Exception as exc:
-            logger.warning("pipeline %s: restore failed: %r", session.name, exc)
-            session.fail(exc)
+        if new:
+            # No fetching until the state is restored: records fetched meanwhile would be
+            # skipped and fetched again after the seek. The consumer forgot every pause on
+            # the rebalance, so the user's pause is applied again here too.
+            session.pauses.restoring.update(new)
+            session.pauses.apply()
+            try:
+                await session.checkpointer.restore(new, self.join)
+            except Exception as exc:
+                logger.warning("pipeline %s: restore failed: %r", session.name, exc)
+                session.fail(exc)
+                return
+        # The copies of other members' partitions (standby replicas), now that this
+        # member's own are open: never one of those. They start in a task of their own,
+        # which the next revoke stops (and awaits) before anything else.
+        session.checkpointer.begin_standbys(list(assigned))
 
     def join(self, restored: Restored) -> None:
         """Put rebuilt partitions in every place at once: the consumer's position, the
@@ -131,6 +137,10 @@ class Assignment:
 
     async def revoke(self, revoked: list[TopicPartition]) -> None:
         session = self._session
+        # A rebalance begins: the standby copies stop first (their task, starting or
+        # tailing, cancelled and awaited; their stores closed), so a partition assigned
+        # here next opens its store alone.
+        await session.checkpointer.stop_standbys()
         parts = self._leave(revoked)
         if parts and session.checkpoint_on_revoke and session.error is None:
             try:

@@ -51,6 +51,7 @@ from functools import partial
 from typing import Any, Protocol
 
 from aiokafka import TopicPartition
+from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from aiokafka.errors import CommitFailedError, IllegalStateError
 from aiokafka.structs import OffsetAndMetadata
 
@@ -72,6 +73,7 @@ from service.runtime.consumer_group.local_state import LocalStates, state_root
 from service.runtime.consumer_group.pending_input import PendingInput
 from service.runtime.consumer_group.prefetch import Prefetcher
 from service.runtime.consumer_group.stages import PartitionBuilding
+from service.runtime.consumer_group.standby import Standbys
 from service.runtime.consumer_group.views import RunsStage, SessionBasics, SessionClients
 from service.runtime.definition import StateBackedFactory
 from service.runtime.kafka.batch_producer import BatchProducer
@@ -154,6 +156,12 @@ _Read = tuple[
 operators, the partitions restored locally."""
 
 
+HOLD_LOOP_S = 0.05
+"""A restore of many rocksdb partitions lets the event loop run at least this often
+(opening a RocksDB and committing its checkpoint take milliseconds each, and a consumer
+that misses its heartbeats for the session timeout is put out of the group)."""
+
+
 class _Streamed:
     """A rocksdb partition's operator with the changelog streamed onto it in batches
     (an :class:`~service.runtime.consumer_group.changelog.Applier`): its restore holds
@@ -189,14 +197,19 @@ class Checkpointer:
         end offset right after that checkpoint; kept until the next assignment."""
         self.local: LocalStates | None = None
         """The rocksdb backend's stores (:mod:`.local_state`), when this stage uses it."""
+        self.standbys: Standbys | None = None
+        """The warm copies of other members' partitions (:mod:`.standby`), when this
+        stage uses the rocksdb backend with standby replicas."""
         if self._uses_rocksdb():
             definition = session.definition
             settings = session.settings
-            self.local = LocalStates(
-                state_root(settings.state_dir),
-                definition.changelog_topic,
-                definition.state.cache_bytes,
-            )
+            root = state_root(settings.state_dir)
+            self.local = LocalStates(root, definition.changelog_topic, definition.state.cache_bytes)
+            replicas = definition.state.standby_replicas
+            if replicas is None:
+                replicas = settings.standby_replicas
+            if replicas > 0:
+                self.standbys = Standbys(session, root, definition.changelog_topic, replicas)
 
     def _uses_rocksdb(self) -> bool:
         """Whether this stage's operators keep their keys in RocksDB: the spec's backend
@@ -211,6 +224,32 @@ class Checkpointer:
             and isinstance(factory, StateBackedFactory)
             and factory.rocksdb_capable
         )
+
+    def assignors(self) -> tuple[Any, ...]:
+        """The consumer's assignors: the standbys' first when this stage has them (the
+        group falls back to round-robin while a member lacks it)."""
+        if self.standbys is None:
+            return (RoundRobinPartitionAssignor,)
+        return (self.standbys.assignor, RoundRobinPartitionAssignor)
+
+    async def stop_standbys(self) -> None:
+        """A rebalance begins: the copies stop, their stores saved and closed (before
+        the assignment opens any store)."""
+        if self.standbys is not None:
+            self.standbys.assignor.forget()
+            await self.standbys.stop()
+
+    async def close_standbys(self) -> None:
+        """The session ends: the copies stop, and none start again."""
+        if self.standbys is not None:
+            self.standbys.assignor.forget()
+            await self.standbys.close()
+
+    def begin_standbys(self, owned: list[TopicPartition]) -> None:
+        """After an assignment: the copies it asks of this member, but of ``owned``,
+        started in the background (:meth:`.standby.Standbys.begin`)."""
+        if self.standbys is not None:
+            self.standbys.begin(owned)
 
     def release_local(self, tps: list[TopicPartition]) -> None:
         """Close the stores of partitions this session no longer holds."""
@@ -492,7 +531,7 @@ class Checkpointer:
         kept = await self._take_parked(new)
         kept_tps = {part.tp for part in kept}
         new = [tp for tp in new if tp not in kept_tps]
-        starts = self._open_local(new)
+        starts = await self._open_local(new)
         restored, built, local_tps = await self._read(new, starts)
         # The join is over: what the prefetcher read is taken below or dropped.
         prefetcher = await session.stop_prefetch()
@@ -505,7 +544,11 @@ class Checkpointer:
         stage = session.stage
         bounded = definition.bounded and stage.reads_source
         pinned = definition.end_offsets is not None
+        held = time.perf_counter()
         for tp in new:
+            if self.local is not None and time.perf_counter() - held > HOLD_LOOP_S:
+                await asyncio.sleep(0)  # many stores' commits: let the loop run between
+                held = time.perf_counter()
             state = restored.get(tp) or RestoredPartition()
             plan = plan_restore(
                 state.meta,
@@ -532,7 +575,8 @@ class Checkpointer:
             if state.entries or (local is not None and not isinstance(operator, AppliesChanges)):
                 # With rocksdb even an empty tail: an operator the changelog was not
                 # streamed onto rebuilds from its store what it keeps in memory (a
-                # join's expiry heap and counts).
+                # join's expiry heap and counts, a process function's timers, a
+                # Top-N's epoch).
                 operator.restore_changes(state.entries.items())
             if local is not None:
                 if local.checkpoint is not None and tp in local_tps:
@@ -637,13 +681,19 @@ class Checkpointer:
         session = self.session
         return session.stage.operator(session, tp, session.clock, local.state_map)
 
-    def _open_local(self, new: list[TopicPartition]) -> dict[int, int]:
+    async def _open_local(self, new: list[TopicPartition]) -> dict[int, int]:
         """Open the rocksdb stores of ``new``; where to read each changelog partition
-        from: the smallest position their checkpoint files name (0: one has none)."""
+        from: the smallest position their checkpoint files name (0: one has none). A
+        RocksDB on disk takes milliseconds to open: the loop runs between every
+        :data:`HOLD_LOOP_S` of them (its heartbeats, queries and other pipelines)."""
         if self.local is None:
             return {}
         starts: dict[int, int] = {}
+        held = time.perf_counter()
         for tp in new:
+            if time.perf_counter() - held > HOLD_LOOP_S:
+                await asyncio.sleep(0)
+                held = time.perf_counter()
             checkpoint = self.local.open(tp).checkpoint
             position = checkpoint.position if checkpoint is not None else 0
             if not isinstance(position, int) or position < 0:

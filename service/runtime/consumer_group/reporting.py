@@ -57,6 +57,7 @@ class ReportSession(SessionBasics, RunsStage, Protocol):
     def pending(self) -> Mapping[TopicPartition, PendingInput]: ...
     @property
     def sink(self) -> OutputSink | None: ...
+    def standby_placement(self) -> Mapping[TopicPartition, tuple[str, ...]]: ...
 
 
 class SessionReporter:
@@ -194,6 +195,7 @@ class SessionReporter:
             stage=session.stage.name,
             shuffle=self.shuffle_numbers(part),
             bad_values=_by_field(part.bad_values),
+            standbys=session.standby_placement().get(part.tp, ()),
         )
 
     def refresh(self) -> None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, Protocol, TypeVar
 
 from aiokafka import TopicPartition
@@ -47,7 +47,7 @@ from service.runtime.kafka.end_offsets import probe_end_offsets
 from service.runtime.kafka.interrupts import Interrupted, Interruptible, abandon_join
 from service.runtime.kafka.transactions import PartitionTransactions
 from service.runtime.observability.metrics import RuntimeMetrics
-from service.runtime.observability.status import PartitionStatus
+from service.runtime.observability.status import PartitionStatus, StandbyStatus
 from service.runtime.partition.sinks import OutputSink, dumps
 from service.runtime.partition.task import PartitionTask
 from service.runtime.pipeline_topics.creation import ensure_topics
@@ -207,6 +207,7 @@ class Session:
             heartbeat_interval_ms=heartbeat,
             request_timeout_ms=settings.request_timeout_ms,
             isolation_level=definition.isolation_level,
+            partition_assignment_strategy=self.checkpointer.assignors(),
         )
         self.pauses.consumer = self.consumer
         self.consumer.subscribe(list(stage.topics), listener=RebalanceListener(self.assignment))
@@ -256,6 +257,7 @@ class Session:
     async def close(self, checkpoint: bool) -> None:
         """Stop the clients; with ``checkpoint`` first make every partition durable."""
         self.joined_group = False  # what it holds now is on its way out: no queries
+        await self.checkpointer.close_standbys()
         await self.emitter.stop()
         await self.stop_prefetch()
         self.pending.clear()
@@ -323,6 +325,16 @@ class Session:
         if prefetcher is not None:
             await prefetcher.stop()
         return prefetcher
+
+    def standby_placement(self) -> Mapping[TopicPartition, tuple[str, ...]]:
+        """Every partition's standby members, as the last rebalance placed them."""
+        standbys = self.checkpointer.standbys
+        return standbys.placement() if standbys is not None else {}
+
+    def standby_status(self) -> tuple[StandbyStatus, ...]:
+        """The warm copies this session keeps of other members' partitions."""
+        standbys = self.checkpointer.standbys
+        return standbys.status() if standbys is not None else ()
 
     def waiting(self, reason: str | None) -> None:
         """The loop waits for something outside the session (``reason``); None: no more."""

@@ -37,6 +37,7 @@ from service.runtime.observability.status import (
     PipelineState,
     PipelineStatus,
     StageStatus,
+    StandbyStatus,
 )
 from service.runtime.partition.task import PartitionTask
 from service.runtime.settings import RuntimeSettings
@@ -80,6 +81,7 @@ class StatusSession(Protocol):
     def emitter(self) -> StatusWatermarks: ...
     @property
     def reporter(self) -> StatusReport: ...
+    def standby_status(self) -> tuple[StandbyStatus, ...]: ...
 
 
 class PipelineRunner:
@@ -311,6 +313,12 @@ class PipelineRunner:
             partitions_total=total or None,
             stages=tuple(stages) if len(stages) > 1 else (),
             lookup_table=self._lookup_table(),
+            standbys=tuple(
+                copy
+                for s in self.stages
+                if s.session is not None
+                for copy in s.session.standby_status()
+            ),
         )
 
     def _lookup_table(self) -> LookupTableStatus | None:

@@ -64,6 +64,7 @@ class RuntimeMetrics:
     restore_seconds: Histogram
     partitions_restored: Counter
     state_restored_keys: Counter
+    standby_lag: Gauge
     partitions_taken_over: Counter
     takeover_delay: Histogram
     partitions_finished: Gauge
@@ -334,6 +335,14 @@ def build_metrics(registry: CollectorRegistry) -> RuntimeMetrics:
             [*_P, "source"],
             registry=r,
         ),
+        standby_lag=Gauge(
+            "clockwork_standby_lag_records",
+            "A standby copy this member keeps of a partition another member owns: the "
+            "changelog records not yet applied to its store (not read yet, or of a "
+            "checkpoint not complete).",
+            _PP,
+            registry=r,
+        ),
         partitions_taken_over=Counter(
             "clockwork_partitions_taken_over",
             "Assigned partitions whose last owner did not hand them over (it died, or its "
@@ -483,6 +492,7 @@ METRIC_NAMES: tuple[str, ...] = (
     "clockwork_restore_duration_seconds",
     "clockwork_partitions_restored_total",
     "clockwork_state_restored_total",
+    "clockwork_standby_lag_records",
     "clockwork_partitions_taken_over_total",
     "clockwork_takeover_delay_seconds",
     "clockwork_partitions_finished",

@@ -71,6 +71,9 @@ class PartitionStatus:
     bad_values: dict[str, dict[str, int]] | None = None
     """Values an aggregation could not take, ``{field: {reason: count}}``, since the
     partition was assigned here (None: none)."""
+    standbys: tuple[str, ...] = ()
+    """The members keeping a warm copy of it (standby replicas, by member name), as the
+    last rebalance placed them."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -96,6 +99,35 @@ class PartitionStatus:
             "stage": self.stage,
             **({"shuffle": self.shuffle} if self.shuffle is not None else {}),
             "bad_values": self.bad_values or {},
+            "standbys": list(self.standbys),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class StandbyStatus:
+    """One warm copy this member keeps of a partition another member owns."""
+
+    topic: str
+    partition: int
+    position: int | None
+    """The changelog offset of the last checkpoint applied (None: none yet)."""
+    offset: int | None
+    """The source offset that checkpoint resumes at (what the copy reflects)."""
+    lag: int | None
+    """Changelog records not yet applied: not read yet, or of a checkpoint not complete
+    (None before the tail's first fetch answered)."""
+    keys: int
+    stage: str = "keyed"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "partition": self.partition,
+            "stage": self.stage,
+            "position": self.position,
+            "offset": self.offset,
+            "lag": self.lag,
+            "keys": self.keys,
         }
 
 
@@ -180,6 +212,8 @@ class PipelineStatus:
     """A pipeline with a keyed shuffle: its two stages (``route``, ``shuffled``)."""
     lookup_table: LookupTableStatus | None = None
     """A lookup join's table on this replica (None before its first read starts)."""
+    standbys: tuple[StandbyStatus, ...] = ()
+    """The warm copies this replica keeps of partitions other members own."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -195,6 +229,7 @@ class PipelineStatus:
             "partitions_finished": self.partitions_finished,
             "partitions_total": self.partitions_total,
             "partitions": [p.to_dict() for p in self.partitions],
+            "standbys": [s.to_dict() for s in self.standbys],
             **({"stages": [s.to_dict() for s in self.stages]} if self.stages else {}),
             **(
                 {"lookup_table": self.lookup_table.to_dict()}

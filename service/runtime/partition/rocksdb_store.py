@@ -19,6 +19,12 @@ Crash safety, Kafka Streams' way:
   none (a crash between a write and the next commit), an unreadable one, or a RocksDB that
   does not open, it wipes the directory and starts empty: the caller rebuilds it from the
   changelog. With one, the caller replays only the changelog after its position.
+- an empty store is not made on disk until its first write: a RocksDB takes 8-35 ms to
+  create (its files synced), and a pipeline of thousands of partitions, most of them
+  without state, would otherwise hold the event loop that long for each at every
+  restore. Until then it reads as empty and names no checkpoint (its partition's state
+  is empty, whatever the changelog's position); when it is made, whatever another
+  opening left in its directory since is wiped first, as :func:`open_store` wipes.
 
 Failures to write (a full disk, another I/O error) raise :class:`StoreWriteError`, whose
 message names the store's directory and the disk (device, mount point, room left): from
@@ -75,7 +81,9 @@ CHECKPOINT_FILE = "checkpoint.json"
 PREPARED_FILE = "checkpoint.json.next"
 """The next checkpoint file, written before the changelog and renamed after it."""
 DB_DIR = "db"
-CHECKPOINT_VERSION = 2
+CHECKPOINT_VERSION = 3
+"""3: a running aggregate's keys are its named map ``"keys"`` (they were unnamed in 2, so
+a store of 2 is rebuilt from the changelog)."""
 MAX_CHECKPOINT_AGE_S = 12 * 3600
 """An older local checkpoint is not used: the changelog's compaction drops a delete's
 tombstone after ``delete.retention.ms`` (Kafka's default: 24 h), so a tail read from an
@@ -200,13 +208,26 @@ class RocksMemory:
 
 
 class RocksStore:
-    """A :class:`~service.core.state_cache.BackingStore` on one RocksDB."""
+    """A :class:`~service.core.state_cache.BackingStore` on one RocksDB (made at the first
+    write when the store starts empty: ``db`` None)."""
 
-    __slots__ = ("_checkpointed", "_db", "_prepared", "directory", "evicted", "writes")
+    __slots__ = (
+        "_checkpointed",
+        "_db",
+        "_memory",
+        "_prepared",
+        "directory",
+        "evicted",
+        "writes",
+    )
 
-    def __init__(self, directory: Path, db: Rdict, checkpointed: bool) -> None:
+    def __init__(
+        self, directory: Path, db: Rdict | None, checkpointed: bool, memory: RocksMemory
+    ) -> None:
         self.directory = directory
         self._db = db
+        """None: the store is empty and not on disk yet (:meth:`rocksdb` makes it)."""
+        self._memory = memory
         self._checkpointed = checkpointed
         """Whether the checkpoint file is there (so the next write deletes it first)."""
         self._prepared = False
@@ -216,7 +237,23 @@ class RocksStore:
         """Whether an eviction wrote since the last checkpoint's flush (the store is then
         ahead of that checkpoint: :meth:`commit` must not name it)."""
 
+    @property
+    def made(self) -> bool:
+        """Whether the RocksDB is on disk (it is not until a store that started empty
+        is first written)."""
+        return self._db is not None
+
+    def rocksdb(self) -> Rdict:
+        """The RocksDB, made now if the store is not on disk yet (its directory wiped
+        first, unless another opening holds it: that raises)."""
+        db = self._db
+        if db is None:
+            db = self._db = _create(self.directory, self._memory)
+        return db
+
     def load(self, key: str) -> tuple[Any, int] | None:
+        if self._db is None:
+            return None
         data = self._db.get(key.encode())
         if data is None:
             return None
@@ -237,10 +274,11 @@ class RocksStore:
                 data = dumps(value)
                 batch.put(key.encode(), data)
                 sizes[key] = len(data)
+        db = self.rocksdb()
         try:
             if self._checkpointed:
                 self.forget_checkpoint()
-            self._db.write(batch)  # atomic: all of the batch, or none of it
+            db.write(batch)  # atomic: all of the batch, or none of it
         except Exception as exc:
             raise store_write_error(self.directory, exc) from exc
         self.writes += 1
@@ -248,6 +286,8 @@ class RocksStore:
         return sizes
 
     def items(self, prefix: str = "") -> Iterator[tuple[str, Any]]:
+        if self._db is None:
+            return
         loads = orjson.loads
         if not prefix:
             for key, data in self._db.items():
@@ -294,8 +334,10 @@ class RocksStore:
         takes room on the disk, so that a full disk fails the checkpoint before it
         commits. Syncs the write-ahead log and writes the checkpoint file naming
         ``position`` beside the file (:meth:`publish` renames it over the file). False,
-        and nothing written, when an eviction wrote since the flush."""
-        if self.evicted:
+        and nothing written, when an eviction wrote since the flush, or when the store is
+        not on disk (empty: a restore reads the changelog from its start, which holds
+        nothing of the partition's state that is not deleted again)."""
+        if self.evicted or self._db is None:
             return False
         temporary = self.directory / PREPARED_FILE
         data = {
@@ -339,6 +381,8 @@ class RocksStore:
         """Close the RocksDB, never raising. It flushes its memtables first, which fails
         on a disk that cannot be written ("Writer has previous error"): it is closed all
         the same, what the memtables held still in its write-ahead log."""
+        if self._db is None:
+            return
         try:
             self._db.close()
         except Exception as exc:
@@ -418,14 +462,23 @@ def open_store(directory: Path, memory: RocksMemory) -> tuple[RocksStore, LocalC
                 raise store_write_error(directory, exc) from exc
             checkpoint = None
         else:
-            return RocksStore(directory, db, True), checkpoint
-    _not_in_use(directory / DB_DIR, memory)
-    shutil.rmtree(directory, ignore_errors=True)
+            return RocksStore(directory, db, True, memory), checkpoint
+    if directory.exists():  # a store without a usable checkpoint: wiped now
+        _not_in_use(directory / DB_DIR, memory)
+        shutil.rmtree(directory, ignore_errors=True)
+    return RocksStore(directory, None, False, memory), None
+
+
+def _create(directory: Path, memory: RocksMemory) -> Rdict:
+    """An empty RocksDB in ``directory``: what is there is wiped first, unless another
+    opening holds it (that raises, as in :func:`open_store`)."""
+    if directory.exists():
+        _not_in_use(directory / DB_DIR, memory)
+        shutil.rmtree(directory, ignore_errors=True)
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        db = Rdict(str(directory / DB_DIR), memory.options(), access_type=AccessType.read_write())
+        return Rdict(str(directory / DB_DIR), memory.options(), access_type=AccessType.read_write())
     except Exception as exc:
         if "lock" in str(exc).lower():
             raise
         raise store_write_error(directory, exc) from exc
-    return RocksStore(directory, db, False), None

@@ -9,11 +9,14 @@ from typing import Any
 import orjson
 import pytest
 
+from service.core.state_cache import StateMaps
 from service.core.time import ManualClock, TimeDomain
 from service.functions import Context, KeyedProcessFunction, Out
 from service.operators.base import InputRecord
 from service.operators.process import KeyedProcessOperator
+from service.runtime.consumer_group.local_state import LocalPartition
 from tests.operators.process.harness import make
+from tests.operators.rocksdb_maps import BACKENDS, flush, local_partition, restarted
 
 Step = tuple[str, int, list[InputRecord]]
 
@@ -121,20 +124,27 @@ def run_uninterrupted(plan: list[Step]) -> tuple[list[Any], dict[str, Any]]:
     return emitted, comparable(op.snapshot())
 
 
+def maps_of(partition: LocalPartition | None) -> StateMaps | None:
+    return None if partition is None else partition.state_map
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("cut", [0, 1, 17, 60, 119])
-def test_full_snapshot_restore_then_continue_equals_uninterrupted_run(cut: int) -> None:
+def test_full_snapshot_restore_then_continue_equals_uninterrupted_run(
+    cut: int, backend: str
+) -> None:
     plan = workload()
     expected, expected_state = run_uninterrupted(plan)
 
     clock = ManualClock(0)
-    first = make(Workload(), clock)
+    first = make(Workload(), clock, maps=maps_of(local_partition(backend)))
     emitted: list[Any] = []
     for step in plan[:cut]:
         apply(first, clock, step)
         emitted += drain(first)
     saved = through_json(first.snapshot())
 
-    second = make(Workload(), ManualClock(clock.now_ms()))
+    second = make(Workload(), ManualClock(clock.now_ms()), maps=maps_of(local_partition(backend)))
     second.restore(saved)
     clock2 = second._clock
     assert isinstance(clock2, ManualClock)
@@ -148,23 +158,25 @@ def test_full_snapshot_restore_then_continue_equals_uninterrupted_run(cut: int) 
     assert comparable(second.snapshot()) == expected_state
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("cuts", [[30], [10, 50, 90], list(range(0, 120, 7))])
 def test_incremental_snapshot_restore_then_continue_equals_uninterrupted_run(
-    cuts: list[int],
+    cuts: list[int], backend: str
 ) -> None:
     plan = workload()
     expected, expected_state = run_uninterrupted(plan)
 
     clock = ManualClock(0)
-    op = make(Workload(), clock)
+    op = make(Workload(), clock, maps=maps_of(local_partition(backend)))
     changelog: list[tuple[str, Any]] = []
     emitted: list[Any] = []
     for i, step in enumerate(plan):
         if i in cuts:
-            # Checkpoint, then "crash" and come back from the changelog alone.
+            # Checkpoint, then "crash" and come back from the changelog alone (with
+            # rocksdb: into a new, empty store).
             changelog += through_json(list(op.snapshot_changes().items()))
             clock = ManualClock(clock.now_ms())
-            op = make(Workload(), clock)
+            op = make(Workload(), clock, maps=maps_of(local_partition(backend)))
             op.restore_changes(changelog)
         apply(op, clock, step)
         emitted += drain(op)
@@ -173,6 +185,41 @@ def test_incremental_snapshot_restore_then_continue_equals_uninterrupted_run(
 
     assert emitted == expected
     assert comparable(op.snapshot()) == expected_state
+
+
+@pytest.mark.parametrize("cuts", [[30], [10, 50, 90], list(range(0, 120, 7))])
+def test_a_restart_on_the_same_store_replays_only_the_last_checkpoint_onward(
+    cuts: list[int],
+) -> None:
+    """The rocksdb backend's local restore: the store as the last checkpoint's flush left
+    it, and of the changelog only that checkpoint's entries (the runtime reads from the
+    changelog's end before that checkpoint wrote them)."""
+    plan = workload()
+    expected, expected_state = run_uninterrupted(plan)
+
+    clock = ManualClock(0)
+    partition = local_partition("rocksdb")
+    assert partition is not None
+    op = make(Workload(), clock, maps=partition.state_map)
+    emitted: list[Any] = []
+    evictions = 0
+    for i, step in enumerate(plan):
+        if i in cuts:
+            tail = through_json(list(op.snapshot_changes().items()))
+            flush(partition)
+            evictions += sum(cache.evictions for cache in partition.caches.values())
+            partition = restarted(partition)
+            clock = ManualClock(clock.now_ms())
+            op = make(Workload(), clock, maps=partition.state_map)
+            op.restore_changes(tail)
+        apply(op, clock, step)
+        emitted += drain(op)
+    op.advance_watermark(10**9)
+    emitted += drain(op)
+
+    assert emitted == expected
+    assert comparable(op.snapshot()) == expected_state
+    assert evictions > 0  # the store, not the cache, held most of the state
 
 
 def test_incremental_snapshot_writes_only_changed_keys_and_tombstones() -> None:

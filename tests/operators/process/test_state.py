@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from enum import IntEnum
 from typing import Any
 
@@ -16,9 +16,16 @@ from service.functions import (
     StateConflict,
     StateNotJsonSafe,
 )
-from tests.operators.process.harness import make, rec, values
+from tests.operators.process.harness import make, on_both_backends, rec, values
+from tests.operators.rocksdb_maps import BACKENDS
 
 Step = Callable[[Context, Any], Any]
+
+
+@pytest.fixture(autouse=True, params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every test here runs on both state backends (rocksdb: a cache of a few entries)."""
+    yield from on_both_backends(request)
 
 
 class Run(KeyedProcessFunction):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,7 +17,14 @@ from service.operators.process import (
     ValueState,
 )
 from service.operators.process.state import KeyedStateBackend
-from tests.operators.process.harness import make, rec, values
+from tests.operators.process.harness import make, on_both_backends, rec, values
+from tests.operators.rocksdb_maps import BACKENDS
+
+
+@pytest.fixture(autouse=True, params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every test here runs on both state backends (rocksdb: a cache of a few entries)."""
+    yield from on_both_backends(request)
 
 
 class Remember(KeyedProcessFunction):

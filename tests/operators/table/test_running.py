@@ -17,10 +17,12 @@ from service.core.time import MAX_TIMESTAMP, ManualClock
 from service.operators.base import InputRecord, Upsert
 from service.operators.table import RunningAggregateOperator, build_running_aggregate
 from service.operators.window.errors import WindowConfigError
+from service.runtime.consumer_group.local_state import LocalPartition
 from service.runtime.partition.rocksdb_store import RocksMemory, open_store
+from tests.operators.rocksdb_maps import RESTORES, flush, local_partition, restarted, restore
 
 BACKENDS = ("memory", "rocksdb")
-"""Every test without a state TTL runs on both state backends (the TTL is memory's only)."""
+"""The tests of the operator's behaviour run on both state backends."""
 _STORES = tempfile.TemporaryDirectory(prefix="running-rocksdb-")
 _MEMORY = RocksMemory(cache_bytes=8 * 1024 * 1024, write_buffer_bytes=1024 * 1024)
 _opened = [0]
@@ -67,6 +69,7 @@ def build(
     aggregations: dict[str, Any] | None = None,
     on_bad_value: str = "dead_letter",
     backend: str = "memory",
+    maps: StateMaps | None = None,
 ) -> RunningAggregateOperator:
     spec: dict[str, Any] = {
         "type": "aggregate",
@@ -77,7 +80,11 @@ def build(
     if ttl is not None:
         spec["state_ttl_ms"] = ttl
     return build_running_aggregate(
-        "p", spec, clock, emit_at_checkpoint=at_checkpoint, state_map=state_map(backend)
+        "p",
+        spec,
+        clock,
+        emit_at_checkpoint=at_checkpoint,
+        state_map=maps if maps is not None else state_map(backend),
     )
 
 
@@ -148,9 +155,10 @@ def test_exactly_once_emits_at_the_checkpoint_only(backend: str) -> None:
     assert upserts(op) == []
 
 
-def test_state_ttl_deletes_an_idle_key_with_a_tombstone() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_state_ttl_deletes_an_idle_key_with_a_tombstone(backend: str) -> None:
     clock = ManualClock(0)
-    op = build(clock, interval=100, ttl=1000)
+    op = build(clock, interval=100, ttl=1000, backend=backend)
     op.process_batch([rec("a", 1, 5), rec("b", 1, 5)])
     tick(op, clock, 100)  # emits both, takes their touch at 100
     assert [u.key for u in upserts(op)] == ["a", "b"]
@@ -176,9 +184,10 @@ def test_state_ttl_deletes_an_idle_key_with_a_tombstone() -> None:
     )
 
 
-def test_a_key_never_emitted_expires_without_a_tombstone() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_key_never_emitted_expires_without_a_tombstone(backend: str) -> None:
     clock = ManualClock(0)
-    op = build(clock, interval=100, ttl=50, at_checkpoint=True)
+    op = build(clock, interval=100, ttl=50, at_checkpoint=True, backend=backend)
     op.process_batch([rec("a", 1, 5)])
     tick(op, clock, 100)  # touched at 100
     tick(op, clock, 150)
@@ -215,18 +224,19 @@ def test_config_is_checked() -> None:
         build(clock, aggregations={"x": {"fn": "nope"}})
 
 
-def test_a_restore_goes_on_from_the_checkpoint() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_restore_goes_on_from_the_checkpoint(backend: str) -> None:
     clock = ManualClock(0)
-    op = build(clock, interval=100, ttl=10_000)
+    op = build(clock, interval=100, ttl=10_000, backend=backend)
     op.process_batch([rec("a", 1, 5), rec("b", 1, 2)])
     tick(op, clock, 100)
     upserts(op)
     op.process_batch([rec("a", 2, 3)])  # a dirty at the checkpoint
     log = list(op.snapshot_changes().items())
     full = orjson.loads(orjson.dumps(op.snapshot()))
-    from_log = build(clock, interval=100, ttl=10_000)
+    from_log = build(clock, interval=100, ttl=10_000, backend=backend)
     from_log.restore_changes(orjson.loads(orjson.dumps(log)))
-    from_full = build(clock, interval=100, ttl=10_000)
+    from_full = build(clock, interval=100, ttl=10_000, backend=backend)
     from_full.restore(full)
     for other in (from_log, from_full):
         assert other.snapshot() == op.snapshot()
@@ -275,7 +285,7 @@ def oracle(records: list[tuple[str, int, int | None]]) -> dict[str, dict[str, An
     }
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", RESTORES)
 @seed(5001)
 @settings(max_examples=300, deadline=None)
 @given(steps=steps, interval=st.integers(1, 1000), at_checkpoint=st.booleans())
@@ -323,13 +333,14 @@ def test_folded_upserts_equal_the_aggregate_of_all_input(
             log.extend(checkpoint_entries(op))
             if checkpoint == "crash":  # right after the checkpoint: restore from the log
                 op = build(clock, interval=interval, at_checkpoint=at_checkpoint, backend=backend)
-                op.restore_changes(log)
+                restore(op, log, backend)
     op.advance_watermark(MAX_TIMESTAMP)
     op.before_checkpoint()
     take(False)
     assert table == oracle(inputs)
 
 
+@pytest.mark.parametrize("backend", RESTORES)
 @seed(5002)
 @settings(max_examples=300, deadline=None)
 @given(
@@ -338,15 +349,25 @@ def test_folded_upserts_equal_the_aggregate_of_all_input(
     extra=st.integers(0, 2000),
 )
 def test_with_a_ttl_deletes_come_only_for_idle_keys_and_the_upserts_still_fold(
-    steps: list[tuple[Any, int, str | None]], interval: int, extra: int
+    steps: list[tuple[Any, int, str | None]], interval: int, extra: int, backend: str
 ) -> None:
     """With a state TTL (at least once: emitted on ticks): a key is deleted only after
     ``ttl`` of processing time without a record, by a tombstone that ends its row (its
     next upsert is seq 0); folding upserts and deletes by key gives, for each key, the
-    aggregate of its records since its last delete."""
+    aggregate of its records since its last delete; once records stop, every key
+    expires. With rocksdb (a cache of a few entries: the keys that expire are found
+    through the index on disk), a crash restores from the store as the last checkpoint's
+    flush left it and that checkpoint's entries (streamed onto it in batches, as the
+    runtime does, or restored from a dict)."""
     ttl = interval + extra
     clock = ManualClock(0)
-    op = build(clock, interval=interval, ttl=ttl)
+    partition = local_partition(backend)
+
+    def make(on: LocalPartition | None) -> RunningAggregateOperator:
+        maps = None if on is None else on.state_map
+        return build(clock, interval=interval, ttl=ttl, maps=maps)
+
+    op = make(partition)
     log: list[tuple[str, Any]] = []
     life: dict[str, list[tuple[str, int, int | None]]] = {}
     last_record: dict[str, int] = {}
@@ -380,18 +401,44 @@ def test_with_a_ttl_deletes_come_only_for_idle_keys_and_the_upserts_still_fold(
         if checkpoint is not None:
             op.before_checkpoint()
             take()
-            log.extend(orjson.loads(orjson.dumps(list(op.snapshot_changes().items()))))
+            tail = orjson.loads(orjson.dumps(list(op.snapshot_changes().items())))
+            log.extend(tail)
+            flush(partition)
             if checkpoint == "crash":
-                op = build(clock, interval=interval, ttl=ttl)
-                op.restore_changes(log)
+                if partition is None:
+                    op = make(None)
+                    op.restore_changes(log)
+                else:  # a restart on the same disk: the store and the changelog's tail
+                    partition = restarted(partition)
+                    op = make(partition)
+                    restore(op, tail, backend)
     op.advance_watermark(MAX_TIMESTAMP)
     take()
     assert table == oracle([r for rs in life.values() for r in rs])
+    for _ in range(10):  # no more records: every key expires, the emitted with a tombstone
+        due = op.next_processing_time()
+        if due is None:
+            break
+        tick(op, clock, max(due, clock.now_ms()))
+        take()
+    assert table == {} and op.gauges().keys == 0 and op.next_processing_time() is None
 
 
-def test_a_state_ttl_is_refused_with_the_rocksdb_backend() -> None:
-    with pytest.raises(WindowConfigError, match="rocksdb"):
-        build(ManualClock(0), ttl=1000, backend="rocksdb")
+def test_with_rocksdb_the_ttl_expires_keys_no_longer_in_memory() -> None:
+    clock = ManualClock(0)
+    op = build(clock, interval=100, ttl=100_000, at_checkpoint=True, backend="rocksdb")
+    for i in range(200):
+        op.process_batch([rec(f"k{i}", i, i)])
+        tick(op, clock, clock.now_ms() + 100)  # k{i} touched at (i + 1) * 100
+    op.before_checkpoint()
+    assert len(upserts(op)) == 200
+    keys, index = op.state_maps()
+    assert keys.held < 10 and len(keys) == 200
+    tick(op, clock, 100 * 100 + 100_000)  # k0 .. k99 idle for the TTL
+    gone = upserts(op)
+    assert [(u.key, u.result) for u in gone] == [(f"k{i}", None) for i in range(100)]
+    assert len(keys) == op.gauges().keys == 100
+    assert len(index) == 100  # the ticks of k100 .. k199
 
 
 def test_the_rocksdb_backend_holds_more_keys_than_its_cache() -> None:

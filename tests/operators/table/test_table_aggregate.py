@@ -13,12 +13,14 @@ import pytest
 from hypothesis import given, seed, settings
 from hypothesis import strategies as st
 
+from service.core.state_cache import StateMaps
 from service.core.time import MAX_TIMESTAMP, ManualClock
 from service.operators.base import InputRecord, Upsert
 from service.operators.table import TableAggregateOperator, build_running_aggregate
 from service.operators.table.running import RunningAggregateConfig
 from service.operators.window.aggregations import encode_distinct, order_key
 from service.operators.window.errors import WindowConfigError
+from tests.operators.rocksdb_maps import RESTORES, flush, local_partition, restarted, restore
 
 AGGS = {
     "n": {"fn": "count"},
@@ -32,7 +34,11 @@ AGGS = {
 
 
 def build(
-    clock: ManualClock, *, group: str | None = None, on_bad_value: str = "skip"
+    clock: ManualClock,
+    *,
+    group: str | None = None,
+    on_bad_value: str = "skip",
+    maps: StateMaps | None = None,
 ) -> TableAggregateOperator:
     config = RunningAggregateConfig(
         pipeline="p",
@@ -40,6 +46,7 @@ def build(
         emit_interval_ms=1000,
         on_bad_value=on_bad_value,
         clock=clock,
+        state_map=maps,
     )
     return TableAggregateOperator(config, group_field=group)
 
@@ -206,12 +213,19 @@ STEPS = st.lists(
 )
 
 
+@pytest.mark.parametrize("backend", RESTORES)
 @seed(50)
 @settings(max_examples=300, deadline=None)
-@given(STEPS)
-def test_upserts_and_deletes_fold_to_the_current_tables_aggregate(steps: list[Any]) -> None:
+@given(steps=STEPS)
+def test_upserts_and_deletes_fold_to_the_current_tables_aggregate(
+    steps: list[Any], backend: str
+) -> None:
+    """With rocksdb, a restore is from the store as the last checkpoint's flush left it
+    and that checkpoint's entries (a restart on the same disk), streamed onto it in
+    batches as the runtime does, or restored from a dict."""
     clock = ManualClock(0)
-    op = build(clock, group="g")
+    partition = local_partition(backend)
+    op = build(clock, group="g", maps=None if partition is None else partition.state_map)
     table: dict[str, tuple[str, Any]] = {}
     folded: dict[str, dict[str, Any]] = {}
     seqs: dict[str, int] = {}
@@ -240,9 +254,16 @@ def test_upserts_and_deletes_fold_to_the_current_tables_aggregate(steps: list[An
         else:  # a checkpoint (its outputs drained), then a restore from the changelog
             op._emit_pending()
             take(drain(op))
-            checkpoint.update(orjson.loads(orjson.dumps(op.snapshot_changes())))
-            op = build(clock, group="g")
-            op.restore_changes(list(checkpoint.items()))
+            tail = orjson.loads(orjson.dumps(op.snapshot_changes()))
+            checkpoint.update(tail)
+            if partition is None:
+                op = build(clock, group="g")
+                op.restore_changes(list(checkpoint.items()))
+            else:
+                flush(partition)
+                partition = restarted(partition)
+                op = build(clock, group="g", maps=partition.state_map)
+                restore(op, list(tail.items()), backend)
     op._emit_pending()
     take(drain(op))
     want = oracle(table)

@@ -11,10 +11,14 @@ import pytest
 from hypothesis import given, seed, settings
 from hypothesis import strategies as st
 
+from service.core.state_cache import StateMaps
 from service.core.time import MAX_TIMESTAMP, ManualClock
 from service.operators.base import InputRecord, Upsert
 from service.operators.table import TopNOperator, build_top_n
 from service.operators.table.top_n import TopNConfigError
+from service.runtime.consumer_group.local_state import LocalPartition
+from tests.operators.rocksdb_maps import BACKENDS, local_partition, restarted
+from tests.operators.rocksdb_maps import flush as flush_maps
 
 
 def build(
@@ -25,6 +29,7 @@ def build(
     row_key: str | None = None,
     interval: int = 1000,
     at_checkpoint: bool = False,
+    maps: StateMaps | None = None,
 ) -> TopNOperator:
     spec: dict[str, Any] = {
         "type": "top_n",
@@ -34,7 +39,7 @@ def build(
     }
     if row_key is not None:
         spec["row_key"] = row_key
-    return build_top_n("p", spec, clock, emit_at_checkpoint=at_checkpoint)
+    return build_top_n("p", spec, clock, emit_at_checkpoint=at_checkpoint, state_maps=maps)
 
 
 def rec(key: str, ts: int, x: Any, name: str | None = None) -> InputRecord:
@@ -274,6 +279,36 @@ def test_after_a_restore_at_least_once_a_key_first_writes_every_rank() -> None:
     assert upserts(exactly) == []
 
 
+def test_after_a_restart_on_the_same_store_a_key_read_back_first_writes_every_rank() -> None:
+    """The rocksdb backend: the case above, the key's state read back from the store (the
+    changelog's tail since the last checkpoint does not hold it): the store's restore
+    epoch makes it stale all the same."""
+    clock = ManualClock(0)
+    partition = local_partition("rocksdb", cache_bytes=1 << 20)  # no eviction: no write ahead
+    assert partition is not None
+    op = build(clock, n=1, row_key="name", maps=partition.state_map)
+    op.process_batch([rec("a", 1, 5, "a")])
+    flush(op, clock)
+    op.snapshot_changes()
+    flush_maps(partition)
+    op.process_batch([rec("z", 1, 1, "z")])
+    flush(op, clock)
+    tail = orjson.loads(orjson.dumps(list(op.snapshot_changes().items())))
+    assert "pa" not in dict(tail)
+    flush_maps(partition)
+    lost = [[rec("a", 2, 9, "b")], [rec("a", 3, 1, "b")]]
+    op.process_batch(lost[0])
+    assert [u.result["row"]["name"] for u in flush(op, clock) if u.result] == ["b"]
+    op.process_batch(lost[1])  # a is first again; the crash comes before the tick
+    partition = restarted(partition)
+    again = build(clock, n=1, row_key="name", maps=partition.state_map)
+    again.restore_changes(tail)
+    for batch in lost:
+        again.process_batch(batch)
+    out = flush(again, clock)
+    assert [(u.key, u.seq, u.result["row"]["name"]) for u in out if u.result] == [("a|1", 1, "a")]
+
+
 @pytest.mark.parametrize(
     "change",
     [{"n": 0}, {"n": 10_001}, {"order_by": {"field": ""}}, {"emit_interval_ms": 0}],
@@ -329,6 +364,7 @@ def oracle(
     return table
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @seed(5050)
 @settings(max_examples=300, deadline=None)
 @given(
@@ -346,20 +382,24 @@ def test_folded_rank_rows_equal_the_top_n_of_all_input(
     keyed: bool,
     interval: int,
     at_checkpoint: bool,
+    backend: str,
 ) -> None:
     """Whatever the records, ticks and checkpoints (a checkpoint may be a crash and a
-    restore from the changelog): folding the upserts by Kafka key (a tombstone deletes)
+    restore from the changelog; with rocksdb, from the store as that checkpoint left it
+    and that checkpoint's entries): folding the upserts by Kafka key (a tombstone deletes)
     gives the top n of all input per key, ties broken by arrival; each rank row's seq goes
     0, 1, 2, ... (from 0 again after its delete); a flush emits a rank row at most once;
     a rank row whose row did not change is not emitted again."""
     clock = ManualClock(0)
     row_key = "name" if keyed else None
+    partition = local_partition(backend)
 
-    def make() -> TopNOperator:
+    def make(on: LocalPartition | None) -> TopNOperator:
         return build(clock, n=n, desc=desc, row_key=row_key, interval=interval,
-                     at_checkpoint=at_checkpoint)  # fmt: skip
+                     at_checkpoint=at_checkpoint,
+                     maps=None if on is None else on.state_map)  # fmt: skip
 
-    op = make()
+    op = make(partition)
     log: list[tuple[str, Any]] = []
     inputs: list[tuple[str, int, int, str]] = []
     table: dict[str, dict[str, Any]] = {}
@@ -394,10 +434,17 @@ def test_folded_rank_rows_equal_the_top_n_of_all_input(
         if checkpoint is not None:
             op.before_checkpoint()
             take()
-            log.extend(orjson.loads(orjson.dumps(list(op.snapshot_changes().items()))))
+            tail = orjson.loads(orjson.dumps(list(op.snapshot_changes().items())))
+            log.extend(tail)
+            flush_maps(partition)
             if checkpoint == "crash":
-                op = make()
-                op.restore_changes(log)
+                if partition is None:
+                    op = make(None)
+                    op.restore_changes(log)
+                else:  # a restart on the same disk: the store and the changelog's tail
+                    partition = restarted(partition)
+                    op = make(partition)
+                    op.restore_changes(tail)
     op.advance_watermark(MAX_TIMESTAMP)
     op.before_checkpoint()
     take()
@@ -406,6 +453,7 @@ def test_folded_rank_rows_equal_the_top_n_of_all_input(
         assert op.stats()["rows"] <= n * len({k for k, *_ in inputs})
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @seed(5051)
 @settings(max_examples=200, deadline=None)
 @given(
@@ -416,18 +464,26 @@ def test_folded_rank_rows_equal_the_top_n_of_all_input(
     interval=st.integers(1, 1000),
 )
 def test_a_replay_after_a_crash_ranks_as_the_first_run_did(
-    steps: list[tuple[Any, int, str | None]], n: int, desc: bool, keyed: bool, interval: int
+    steps: list[tuple[Any, int, str | None]],
+    n: int,
+    desc: bool,
+    keyed: bool,
+    interval: int,
+    backend: str,
 ) -> None:
     """At least once: a crash anywhere (here: a step marked ``crash``, before its
     checkpoint) loses what came after the last checkpoint, and the restored operator
-    takes that input again. The replay numbers the rows as the first run did (the counter
-    is checkpointed), so ties rank the same and the folded output, repeats and all, is
-    still the top n of all input."""
+    takes that input again (with rocksdb: into a new, empty store, as the runtime wipes
+    one that evictions took past its checkpoint). The replay numbers the rows as the
+    first run did (the counter is checkpointed), so ties rank the same and the folded
+    output, repeats and all, is still the top n of all input."""
     clock = ManualClock(0)
     row_key = "name" if keyed else None
 
     def make() -> TopNOperator:
-        return build(clock, n=n, desc=desc, row_key=row_key, interval=interval)
+        partition = local_partition(backend)
+        maps = None if partition is None else partition.state_map
+        return build(clock, n=n, desc=desc, row_key=row_key, interval=interval, maps=maps)
 
     op = make()
     log: list[tuple[str, Any]] = []

@@ -13,10 +13,14 @@ import pytest
 from hypothesis import given, seed, settings
 from hypothesis import strategies as st
 
+from service.core.state_cache import StateMaps
 from service.core.time import MAX_TIMESTAMP, ManualClock
 from service.operators.base import InputRecord, Upsert
 from service.operators.table import TopNOperator, build_top_n
 from service.operators.table.top_n import TopNConfigError
+from service.runtime.consumer_group.local_state import LocalPartition
+from tests.operators.rocksdb_maps import BACKENDS, local_partition, restarted
+from tests.operators.rocksdb_maps import flush as flush_maps
 
 
 def build(
@@ -27,6 +31,7 @@ def build(
     partition_by: str | None = "p",
     interval: int = 1000,
     at_checkpoint: bool = False,
+    maps: StateMaps | None = None,
 ) -> TopNOperator:
     spec = {
         "type": "top_n",
@@ -35,7 +40,13 @@ def build(
         "emit_interval_ms": interval,
     }
     return build_top_n(
-        "t", spec, clock, emit_at_checkpoint=at_checkpoint, table=True, partition_by=partition_by
+        "t",
+        spec,
+        clock,
+        emit_at_checkpoint=at_checkpoint,
+        table=True,
+        partition_by=partition_by,
+        state_maps=maps,
     )
 
 
@@ -187,6 +198,7 @@ def oracle(
     return out
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @seed(5052)
 @settings(max_examples=300, deadline=None)
 @given(
@@ -202,18 +214,22 @@ def test_upserts_and_deletes_fold_to_the_top_n_of_the_current_table(
     desc: bool,
     interval: int,
     at_checkpoint: bool,
+    backend: str,
 ) -> None:
     """Whatever the versions, tombstones, ticks and checkpoints (a checkpoint may be a
-    crash and a restore from the changelog): folding the rank rows by Kafka key (a
-    tombstone deletes) gives the Top-N of the current table; each rank row's seq goes
+    crash and a restore from the changelog; with rocksdb, from the store as that
+    checkpoint left it and that checkpoint's entries): folding the rank rows by Kafka key
+    (a tombstone deletes) gives the Top-N of the current table; each rank row's seq goes
     0, 1, 2, ... (from 0 again after its delete); a flush emits a rank row at most once,
     and deletes only a rank it holds."""
     clock = ManualClock(0)
+    partition = local_partition(backend)
 
-    def make() -> TopNOperator:
-        return build(clock, n=n, desc=desc, interval=interval, at_checkpoint=at_checkpoint)
+    def make(on: LocalPartition | None) -> TopNOperator:
+        return build(clock, n=n, desc=desc, interval=interval, at_checkpoint=at_checkpoint,
+                     maps=None if on is None else on.state_map)  # fmt: skip
 
-    op = make()
+    op = make(partition)
     log: list[tuple[str, Any]] = []
     inputs: list[tuple[str, Any]] = []
     table: dict[str, dict[str, Any]] = {}
@@ -250,10 +266,17 @@ def test_upserts_and_deletes_fold_to_the_top_n_of_the_current_table(
         if checkpoint is not None:
             op.before_checkpoint()
             take()
-            log.extend(orjson.loads(orjson.dumps(list(op.snapshot_changes().items()))))
+            tail = orjson.loads(orjson.dumps(list(op.snapshot_changes().items())))
+            log.extend(tail)
+            flush_maps(partition)
             if checkpoint == "crash":
-                op = make()
-                op.restore_changes(log)
+                if partition is None:
+                    op = make(None)
+                    op.restore_changes(log)
+                else:  # a restart on the same disk: the store and the changelog's tail
+                    partition = restarted(partition)
+                    op = make(partition)
+                    op.restore_changes(tail)
     op.advance_watermark(MAX_TIMESTAMP)
     op.before_checkpoint()
     take()

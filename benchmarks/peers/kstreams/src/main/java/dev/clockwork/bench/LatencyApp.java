@@ -1,17 +1,13 @@
 package dev.clockwork.bench;
 
-import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.Properties;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.atomic.AtomicLong;
-import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.producer.ProducerConfig;
-import org.apache.kafka.common.serialization.Deserializer;
 import org.apache.kafka.common.serialization.Serde;
 import org.apache.kafka.common.serialization.Serdes;
-import org.apache.kafka.common.serialization.Serializer;
 import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.KeyValue;
 import org.apache.kafka.streams.StreamsBuilder;
@@ -22,7 +18,6 @@ import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Produced;
 import org.apache.kafka.streams.kstream.Suppressed;
 import org.apache.kafka.streams.kstream.TimeWindows;
-import org.apache.kafka.streams.processor.TimestampExtractor;
 
 /**
  * The latency benchmark's pipeline in Kafka Streams (benchmarks/latency.py, issue #51):
@@ -41,51 +36,6 @@ import org.apache.kafka.streams.processor.TimestampExtractor;
 public final class LatencyApp {
   static final long WINDOW_MS = 1_000;
   static final long GRACE_MS = 200;
-
-  /** Event time: the "ts" field of the JSON value (the producer's wall time, ms). */
-  public static final class TsExtractor implements TimestampExtractor {
-    @Override
-    public long extract(ConsumerRecord<Object, Object> record, long partitionTime) {
-      return field((String) record.value(), "\"ts\":");
-    }
-  }
-
-  /** The number after {@code name} in the benchmark's flat JSON records. */
-  static long field(String json, String name) {
-    int i = json.indexOf(name) + name.length();
-    long v = 0;
-    boolean negative = json.charAt(i) == '-';
-    if (negative) {
-      i++;
-    }
-    for (; i < json.length(); i++) {
-      char c = json.charAt(i);
-      if (c < '0' || c > '9') {
-        break;
-      }
-      v = v * 10 + (c - '0');
-    }
-    return negative ? -v : v;
-  }
-
-  /** count and sum as 16 bytes. */
-  static final class AggSerde implements Serde<long[]> {
-    @Override
-    public Serializer<long[]> serializer() {
-      return (topic, a) -> a == null ? null : ByteBuffer.allocate(16).putLong(a[0]).putLong(a[1]).array();
-    }
-
-    @Override
-    public Deserializer<long[]> deserializer() {
-      return (topic, b) -> {
-        if (b == null) {
-          return null;
-        }
-        ByteBuffer buf = ByteBuffer.wrap(b);
-        return new long[] {buf.getLong(), buf.getLong()};
-      };
-    }
-  }
 
   public static void main(String[] args) throws Exception {
     String bootstrap = args[0];
@@ -119,9 +69,9 @@ public final class LatencyApp {
 
     AtomicLong seen = new AtomicLong();
     AtomicLong first = new AtomicLong();
-    Serde<long[]> aggSerde = new AggSerde();
+    Serde<long[]> aggSerde = new Records.CountSumSerde();
     StreamsBuilder builder = new StreamsBuilder();
-    KStream<String, String> in = builder.stream(input, Consumed.with(Serdes.String(), Serdes.String()).withTimestampExtractor(new TsExtractor()))
+    KStream<String, String> in = builder.stream(input, Consumed.with(Serdes.String(), Serdes.String()).withTimestampExtractor(new Records.TsExtractor()))
         .peek((k, v) -> {
           if (expected > 0) {
             long n = seen.incrementAndGet();
@@ -137,7 +87,7 @@ public final class LatencyApp {
           }
         });
     if (stateless) {
-      in.filter((k, v) -> field(v, "\"amount\":") < 6)
+      in.filter((k, v) -> Records.number(v, "\"amount\":") < 6)
           .mapValues((k, v) -> "{\"key\":\"" + k + "\",\"value\":" + v + "}")
           .to(output, Produced.with(Serdes.String(), Serdes.String()));
     } else {
@@ -145,7 +95,7 @@ public final class LatencyApp {
           .windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofMillis(WINDOW_MS), Duration.ofMillis(GRACE_MS)))
           .aggregate(
               () -> new long[] {0, 0},
-              (k, v, agg) -> new long[] {agg[0] + 1, agg[1] + field(v, "\"amount\":")},
+              (k, v, agg) -> new long[] {agg[0] + 1, agg[1] + Records.number(v, "\"amount\":")},
               Materialized.with(Serdes.String(), aggSerde))
           .suppress(Suppressed.untilWindowCloses(Suppressed.BufferConfig.unbounded()))
           .toStream()

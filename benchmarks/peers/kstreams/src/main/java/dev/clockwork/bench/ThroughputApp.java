@@ -2,7 +2,6 @@ package dev.clockwork.bench;
 
 import java.io.IOException;
 import java.lang.management.ManagementFactory;
-import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -11,11 +10,8 @@ import java.util.Properties;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
-import org.apache.kafka.clients.consumer.ConsumerRecord;
-import org.apache.kafka.common.serialization.Deserializer;
 import org.apache.kafka.common.serialization.Serde;
 import org.apache.kafka.common.serialization.Serdes;
-import org.apache.kafka.common.serialization.Serializer;
 import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.KeyValue;
 import org.apache.kafka.streams.StreamsBuilder;
@@ -25,7 +21,6 @@ import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Produced;
 import org.apache.kafka.streams.kstream.Suppressed;
 import org.apache.kafka.streams.kstream.TimeWindows;
-import org.apache.kafka.streams.processor.TimestampExtractor;
 
 /**
  * The peers' throughput table's task (benchmarks/peers, W1) in Kafka Streams: JSON
@@ -45,55 +40,6 @@ import org.apache.kafka.streams.processor.TimestampExtractor;
 public final class ThroughputApp {
   static final long WINDOW_MS = 60_000;
   static final long GRACE_MS = 2_000;
-
-  /** Event time: the "ts" field of the JSON value. */
-  public static final class TsExtractor implements TimestampExtractor {
-    @Override
-    public long extract(ConsumerRecord<Object, Object> record, long partitionTime) {
-      return LatencyApp.field((String) record.value(), "\"ts\":");
-    }
-  }
-
-  /** "amount" in cents: the workload prints it with two decimals ("12.34"). */
-  static long cents(String json) {
-    String name = "\"amount\":";
-    int i = json.indexOf(name) + name.length();
-    long v = 0;
-    boolean negative = json.charAt(i) == '-';
-    if (negative) {
-      i++;
-    }
-    for (; i < json.length(); i++) {
-      char c = json.charAt(i);
-      if (c == '.') {
-        continue;
-      }
-      if (c < '0' || c > '9') {
-        break;
-      }
-      v = v * 10 + (c - '0');
-    }
-    return negative ? -v : v;
-  }
-
-  /** count and sum (cents) as 16 bytes. */
-  static final class AggSerde implements Serde<long[]> {
-    @Override
-    public Serializer<long[]> serializer() {
-      return (topic, a) -> a == null ? null : ByteBuffer.allocate(16).putLong(a[0]).putLong(a[1]).array();
-    }
-
-    @Override
-    public Deserializer<long[]> deserializer() {
-      return (topic, b) -> {
-        if (b == null) {
-          return null;
-        }
-        ByteBuffer buf = ByteBuffer.wrap(b);
-        return new long[] {buf.getLong(), buf.getLong()};
-      };
-    }
-  }
 
   public static void main(String[] args) throws Exception {
     String bootstrap = args[0];
@@ -122,9 +68,9 @@ public final class ThroughputApp {
     AtomicLong seen = new AtomicLong();
     AtomicLong first = new AtomicLong();
     CountDownLatch all = new CountDownLatch(1);
-    Serde<long[]> aggSerde = new AggSerde();
+    Serde<long[]> aggSerde = new Records.CountSumSerde();
     StreamsBuilder builder = new StreamsBuilder();
-    builder.stream(input, Consumed.with(Serdes.String(), Serdes.String()).withTimestampExtractor(new TsExtractor()))
+    builder.stream(input, Consumed.with(Serdes.String(), Serdes.String()).withTimestampExtractor(new Records.TsExtractor()))
         .peek((k, v) -> {
           long n = seen.incrementAndGet();
           if (n == 1) {
@@ -138,7 +84,7 @@ public final class ThroughputApp {
         .windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofMillis(WINDOW_MS), Duration.ofMillis(GRACE_MS)))
         .aggregate(
             () -> new long[] {0, 0},
-            (k, v, agg) -> new long[] {agg[0] + 1, agg[1] + cents(v)},
+            (k, v, agg) -> new long[] {agg[0] + 1, agg[1] + Records.cents(v, "\"amount\":")},
             Materialized.with(Serdes.String(), aggSerde))
         .suppress(Suppressed.untilWindowCloses(Suppressed.BufferConfig.unbounded()))
         .toStream()
