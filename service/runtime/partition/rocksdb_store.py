@@ -307,7 +307,7 @@ class RocksStore:
         loads = orjson.loads
         bound = prefix.encode()
         rows: list[tuple[str, Any]] = []
-        if limit <= 0:
+        if limit <= 0 or self._db is None:  # not made yet: empty
             return rows
         for key, data in self._db.items(from_key=start.encode()):
             assert isinstance(key, bytes)  # raw mode
