@@ -33,6 +33,10 @@ one is evicted and what goes to the store. The store is passed in (:class:`Backi
   operator one ``StateMaps``; an operator with several maps (a join's sides, a process
   function's states) asks it for each by a distinct name, and each named map lives in
   its own key range of the partition's one store.
+- **Ordered scans** (:class:`OrderedStore`): a store whose keys can be read in order from
+  a key on (RocksDB's iterator). A named map's store (:meth:`NamespacedStore.sibling`)
+  gives an operator a map it reads in key order without a cache in front, as the stored
+  timers do (``stored_timers.py``); :class:`MemoryStore` is the one on a dict, for tests.
 """
 
 from __future__ import annotations
@@ -45,7 +49,9 @@ __all__ = [
     "NAMESPACE_SEPARATOR",
     "TOMBSTONE_BYTES",
     "BackingStore",
+    "MemoryStore",
     "NamespacedStore",
+    "OrderedStore",
     "StateCache",
     "StateCodec",
     "StateMaps",
@@ -74,6 +80,53 @@ class BackingStore(Protocol):
 
     def items(self, prefix: str = "") -> Iterator[tuple[str, Any]]:
         """Every stored ``(key, value)`` whose key starts with ``prefix``."""
+
+
+class OrderedStore(BackingStore, Protocol):
+    """A :class:`BackingStore` that reads its keys in order (bytewise, as UTF-8)."""
+
+    def scan(self, start: str, limit: int, prefix: str = "") -> list[tuple[str, Any]]:
+        """Up to ``limit`` stored ``(key, value)`` with ``key >= start`` and starting
+        with ``prefix``, in key order."""
+        ...
+
+
+class MemoryStore:
+    """An :class:`OrderedStore` on a dict (unit tests): values kept as given, each
+    counted at the length of its ``repr``; scans sort the keys."""
+
+    __slots__ = ("data", "writes")
+
+    def __init__(self) -> None:
+        self.data: dict[str, Any] = {}
+        self.writes: list[bool] = []
+        """Each write's ``checkpoint`` flag, in order."""
+
+    def load(self, key: str) -> tuple[Any, int] | None:
+        if key not in self.data:
+            return None
+        value = self.data[key]
+        return value, len(repr(value))
+
+    def write(self, entries: Mapping[str, Any], checkpoint: bool) -> Mapping[str, int]:
+        self.writes.append(checkpoint)
+        sizes: dict[str, int] = {}
+        for key, value in entries.items():
+            if value is None:
+                self.data.pop(key, None)
+            else:
+                self.data[key] = value
+                sizes[key] = len(repr(value))
+        return sizes
+
+    def items(self, prefix: str = "") -> Iterator[tuple[str, Any]]:
+        for key in sorted(self.data):
+            if key.startswith(prefix):
+                yield key, self.data[key]
+
+    def scan(self, start: str, limit: int, prefix: str = "") -> list[tuple[str, Any]]:
+        keys = sorted(k for k in self.data if k >= start and k.startswith(prefix))
+        return [(key, self.data[key]) for key in keys[:limit]]
 
 
 class StateCodec(Protocol):
@@ -124,6 +177,20 @@ class NamespacedStore:
         cut = len(self._prefix)
         for key, value in self.store.items(self._prefix + prefix):
             yield key[cut:], value
+
+    def scan(self, start: str, limit: int, prefix: str = "") -> list[tuple[str, Any]]:
+        """:meth:`OrderedStore.scan` within the map (its store must be ordered)."""
+        store = self.store
+        if not hasattr(store, "scan"):
+            raise TypeError(f"{type(store).__name__} reads no key in order")
+        own = self._prefix
+        cut = len(own)
+        rows = store.scan(own + start, limit, own + prefix)
+        return [(key[cut:], value) for key, value in rows]
+
+    def sibling(self, name: str) -> NamespacedStore:
+        """The map ``name`` of the same store."""
+        return NamespacedStore(self.store, name)
 
 
 class StateCache:

@@ -28,6 +28,7 @@ from service.runtime.definition import PipelineDefinition, StateSettings
 from service.runtime.lifecycle.manager import Runtime
 from service.runtime.observability.metrics import build_metrics
 from service.runtime.partition.rocksdb_store import CHECKPOINT_FILE, DB_DIR
+from service.runtime.pipeline_topics.names import changelog_topic
 from tests.integration.kafka_utils import (
     cluster_of,
     create_topic,
@@ -902,3 +903,76 @@ async def test_a_kill_in_the_middle_of_a_window_checkpoint_stays_exact_with_rock
     assert crashing.process.returncode == -signal.SIGKILL
     with replicas(bootstrap_servers, name, topic, tmp_path, 1, **options):
         await check_exactly_once(bootstrap_servers, name, expected(data))
+
+
+@pytest.mark.requires_broker("transactions")
+async def test_a_killed_session_pipeline_restores_its_timers_locally_and_stays_exact(
+    bootstrap_servers: str, tmp_path: Path
+) -> None:
+    """Sessions of 1,200 keys (an hour's gap: all open), exactly-once, their state and
+    event-time timers in RocksDB behind a small cache; kill -9 right after a checkpoint
+    that followed a few keys' records, then a restart on the same state directory: the
+    stores are kept and only the changelog's tail is read (fewer records than a tenth of
+    the keys), and once records far ahead close every session, each is emitted once,
+    exact."""
+    name = unique("rockssesskill")
+    topic = f"{name}.in"
+    await create_topic(bootstrap_servers, topic, PARTITIONS)
+    users = 300  # per partition
+    wide = {"type": "session", "gap_ms": 3_600_000}
+
+    def wave(start: int, stop: int, every: int) -> list[tuple[int, dict[str, Any]]]:
+        return [
+            (p, {"user": f"u{p}-{i % users}", "ts": WINDOW_BASE + i, "amount": i % 7})
+            for p in range(PARTITIONS)
+            for i in range(start, stop, every)
+        ]
+
+    first, second = wave(0, 2 * users, 1), wave(2 * users + 1, 3 * users, users // 10)
+    state = {"backend": "rocksdb", "cache_bytes": 4000, "dir": str(tmp_path / "state")}
+    operator = {"type": "window", "assigner": wide, "aggregations": COUNT_SUM}
+    options: dict[str, Any] = {"delivery": EXACTLY_ONCE, "operator": operator, "state": state}
+    armed = tmp_path / "armed"
+    crash = {"stage": "keyed", "point": "after_commit", "at": 1, "armed_by": str(armed)}
+    crashing = Replica(
+        bootstrap_servers, name, topic, tmp_path / "crash.json", crash=crash, **options
+    )
+    try:
+        await send_by_user(bootstrap_servers, topic, first)
+
+        async def caught_up() -> bool:
+            parts = crashing.status()["partitions"] if crashing.path.exists() else []
+            return len(parts) == PARTITIONS and all(
+                p["offset"] == 2 * users and p["last_checkpoint_ms"] is not None for p in parts
+            )
+
+        await wait_until(caught_up, timeout_s=60)
+        # One record more per partition, then a local checkpoint past it: every change
+        # of the first wave is checkpointed, so the crash's checkpoint holds the second's.
+        ends = await changelog_ends(bootstrap_servers, changelog_topic(name, 0), PARTITIONS)
+        nudge = [
+            (p, {"user": f"u{p}-0", "ts": WINDOW_BASE + 2 * users, "amount": 1})
+            for p in range(PARTITIONS)
+        ]
+        await send_by_user(bootstrap_servers, topic, nudge)
+        await checkpointed_past(ends, tmp_path / "state", PARTITIONS)
+        armed.touch()  # the next checkpoint with changes, once committed, is the last
+        await send_by_user(bootstrap_servers, topic, second)
+
+        async def crashed() -> bool:
+            return crashing.exited
+
+        await wait_until(crashed, timeout_s=60)
+    finally:
+        crashing.stop(signal.SIGKILL)
+    assert crashing.process.returncode == -signal.SIGKILL
+    data = [e for _, e in first + nudge + second]
+    want = {(key, start): result for (key, start, _), result in window_oracle(data, wide).items()}
+    with replicas(bootstrap_servers, name, topic, tmp_path, 1, **options) as started:
+        await send_by_user(bootstrap_servers, topic, sentinels())
+        await check_exactly_once(bootstrap_servers, name, want)
+        restored_by = started[0].status()["restored"]
+    keys = users * PARTITIONS
+    assert restored_by["partitions_restored_local"] == PARTITIONS
+    assert restored_by["state_restored_local"] >= keys
+    assert (restored_by["state_restored_changelog"] or 0) < keys / 10

@@ -29,11 +29,14 @@ lives in a :class:`~service.core.state_cache.StateCache`, the map ``"keys"`` (Ro
 holding the checkpoint's form, :class:`~.keystate.KeyStateCodec`): a record or a timer
 gets its key's state from it (read back from RocksDB when evicted), changes it, and
 marks it dirty when done (``_done``), with no other read of the cache in between. The
-timers stay on the heap, as with Flink's RocksDB backend and heap timers; each
-checkpoint also writes the changed keys' timers into a second map, ``"timers"``, so that
-a restore onto the store (the changelog's tail applied to a local checkpoint) reads
-every key's timers back onto the heap, and the windows open count comes from the
-checkpoint's metadata.
+event-time timers live in RocksDB too, as with Flink's RocksDB backend and its default
+RocksDB timers (:class:`~service.core.stored_timers.StoredTimerService`): ordered by
+time in the map ``"timerq"``, each key's timers in a second cached map, ``"timers"``
+(what the changelog holds per key). A checkpoint writes the timers buffered since the
+last one (in :meth:`_encode_changes`, just before the runtime flushes the caches); a
+restore onto the store (the changelog's tail applied to a local checkpoint) applies
+only the tail's keys, and the windows open count comes from the checkpoint's metadata.
+Processing-time timers stay on the heap.
 """
 
 from __future__ import annotations
@@ -41,7 +44,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, ClassVar
 
-from service.core.state_cache import StateCache
+from service.core.state_cache import NamespacedStore, StateCache
+from service.core.stored_timers import (
+    BUFFERED_TIMER_BYTES,
+    MIN_BUFFER,
+    TIMER_ENTRY_CODEC,
+    StoredTimerQueue,
+    StoredTimerService,
+)
 from service.core.time import MAX_TIMESTAMP, TimeDomain
 from service.operators.base import FailedRecord, FireKind, InputRecord, WindowResult
 from service.operators.query import in_range
@@ -118,14 +128,30 @@ class _Context:
 class _OnRocks:
     """The general operator's rocksdb backend besides its keys' cache."""
 
-    __slots__ = ("open_restored", "timers")
+    __slots__ = ("open_restored", "service", "timers")
 
-    def __init__(self, timers: StateCache) -> None:
+    def __init__(self, timers: StateCache, service: StoredTimerService[Window]) -> None:
         self.timers = timers
-        """Key -> its timers as the last checkpoint wrote them (the timers live on the
-        heap; a local restore reads them from here)."""
+        """Key -> its timers (the changelog's form), kept by the stored timer service."""
+        self.service = service
+        """The operator's timer service (its event-time timers in RocksDB)."""
         self.open_restored: int | None = None
         """The windows open at the checkpoint a restore read (its metadata's)."""
+
+
+def _stored_timers(op: GeneralWindowOperator, timers: StateCache) -> StoredTimerService[Window]:
+    """The timer service of the rocksdb backend: the event-time timers in the map
+    ``"timerq"`` of the store holding ``timers`` (each key's), the buffer bounded by that
+    map's share of the cache."""
+    store = timers.store
+    if not isinstance(store, NamespacedStore):
+        raise WindowStateError("the rocksdb backend's timers need a named map of an ordered store")
+
+    def bound() -> int:
+        return max(MIN_BUFFER, timers.capacity_bytes // BUFFERED_TIMER_BYTES)
+
+    queue = StoredTimerQueue(store.sibling("timerq"), bound)
+    return StoredTimerService(op._on_event_time, op._on_processing_time, timers, queue)
 
 
 class GeneralWindowOperator(WindowOperatorBase):
@@ -151,7 +177,12 @@ class GeneralWindowOperator(WindowOperatorBase):
         # One attribute for the rest of the rocksdb backend's parts: CPython 3.11 keeps
         # up to 30 attributes in an instance's shared-key dict, past which every
         # attribute read on the per-record path is slower (measured: ~10% on sessions).
-        self._rocks = None if maps is None else _OnRocks(maps("timers"))
+        self._rocks: _OnRocks | None = None
+        if maps is not None:
+            timer_map = maps("timers", TIMER_ENTRY_CODEC)
+            service = _stored_timers(self, timer_map)
+            self._rocks = _OnRocks(timer_map, service)
+            self._timers = service
         self._open = 0
         self._ctx = _Context(self)
         self._extend = extend_window if self.session_fast_path and self._merging else None
@@ -537,26 +568,24 @@ class GeneralWindowOperator(WindowOperatorBase):
         return self._timers.snapshot()
 
     def _encode_changes(self, keys: set[str]) -> dict[str, Any]:
-        """Each key's state (keystate.py) and timers, found by one scan of the queues.
+        """Each key's state (keystate.py) and timers.
 
         Every key whose timers changed is in ``keys``: triggers and cleanup timers are
         registered and deleted only for the key being processed or fired, which
-        ``_done`` marks. The scan (O(queued timers) per checkpoint) replaces the timer
-        service's per-key index, which cost two set operations per timer change. With
-        the rocksdb backend each key's timers go into the timer map too.
+        ``_done`` marks. On the heap, the timers are found by one scan of the queues
+        (O(queued timers) per checkpoint), which replaces the timer service's per-key
+        index and its two set operations per timer change. With the rocksdb backend each
+        key's timers are its entry in the ``"timers"`` map, and the timers buffered since
+        the last checkpoint are written to the store here (the runtime flushes the
+        caches right after).
         """
-        timers = self._timers.snapshot_keys(keys) if keys else {}
-        timer_map = None if self._rocks is None else self._rocks.timers
+        rocks = self._rocks
+        timers = self._timers.snapshot_keys(keys) if keys and rocks is None else {}
         changes: dict[str, Any] = {}
         for key in keys:
             found = self._keys.get(key)
             state = None if found is None else encode_key_state(found)
-            key_timers = timers.get(key)
-            if timer_map is not None:
-                if key_timers is None:
-                    timer_map.pop(key)
-                else:
-                    timer_map[key] = key_timers
+            key_timers = timers.get(key) if rocks is None else rocks.service.key_timers(key)
             if state is None and key_timers is None:
                 changes[KEY_PREFIX + key] = None
             else:
@@ -564,6 +593,8 @@ class GeneralWindowOperator(WindowOperatorBase):
                     "state": state,
                     "timers": key_timers or {"event": [], "processing": []},
                 }
+        if rocks is not None:
+            rocks.service.flush()
         return changes
 
     def _meta(self) -> dict[str, Any]:
@@ -587,10 +618,10 @@ class GeneralWindowOperator(WindowOperatorBase):
             self.load_keys(states)
             return
         # The rocksdb backend: the store holds the state and the timers up to where the
-        # entries start (empty, or a local checkpoint); they are applied onto it, then
-        # every key's timers are read back onto the heap.
+        # entries start (empty, or a local checkpoint); they are applied onto it, each
+        # key's timers replacing its stored ones (no other key's is read).
         cache = self._keys
-        timer_map = rocks.timers
+        timers: list[tuple[str, Any]] = []
         for key, value in keys:
             data = None if value is None else value["state"]
             state = None if data is None else decode_key_state(data, self._merging)
@@ -598,12 +629,8 @@ class GeneralWindowOperator(WindowOperatorBase):
                 cache.pop(key)
             else:
                 cache[key] = state
-            key_timers = None if value is None else value["timers"]
-            if key_timers and (key_timers["event"] or key_timers["processing"]):
-                timer_map[key] = key_timers
-            else:
-                timer_map.pop(key)
-        self._timers.restore_keys(watermark, list(timer_map.items()))
+            timers.append((key, None if value is None else value["timers"]))
+        rocks.service.restore_keys(watermark, timers)
         restored = rocks.open_restored
         if restored is None:  # a checkpoint that did not count them: count them here
             restored = sum(len(state.contents) for _, state in cache.items())
@@ -614,19 +641,9 @@ class GeneralWindowOperator(WindowOperatorBase):
         rocks = self._rocks
         if rocks is None:
             self._keys = {}
-        else:  # the rocksdb backend: the store's state replaced, the timers' map too
+        else:  # the rocksdb backend: the store's state replaced (the timers already were)
             rocks.open_restored = None
-            timer_map = rocks.timers
             self._keys.clear()
-            timer_map.clear()
-            timers = self._timers
-            with_timers = {
-                key
-                for domain in (TimeDomain.EVENT_TIME, TimeDomain.PROCESSING_TIME)
-                for _, key, _ in timers.timers(domain)
-            }
-            for key, key_timers in timers.snapshot_keys(with_timers).items():
-                timer_map[key] = key_timers
         self._open = 0
         for key, data in items:
             state = decode_key_state(data, self._merging)

@@ -301,6 +301,23 @@ class RocksStore:
                 return  # keys are sorted: past the prefix's range
             yield key.decode(), loads(data)
 
+    def scan(self, start: str, limit: int, prefix: str = "") -> list[tuple[str, Any]]:
+        """Up to ``limit`` ``(key, value)`` from ``start`` on, in key order, while the
+        keys start with ``prefix`` (:class:`~service.core.state_cache.OrderedStore`)."""
+        loads = orjson.loads
+        bound = prefix.encode()
+        rows: list[tuple[str, Any]] = []
+        if limit <= 0 or self._db is None:  # not made yet: empty
+            return rows
+        for key, data in self._db.items(from_key=start.encode()):
+            assert isinstance(key, bytes)  # raw mode
+            if not key.startswith(bound):
+                break  # keys are sorted: past the prefix's range
+            rows.append((key.decode(), loads(data)))
+            if len(rows) >= limit:
+                break
+        return rows
+
     def forget_checkpoint(self) -> None:
         """Delete the checkpoint file, durably: the RocksDB is about to move past it."""
         path = self.directory / CHECKPOINT_FILE
