@@ -101,6 +101,8 @@ RESTORE_WAYS = ("local", "changelog")
 RESTORE_WORKERS = 1
 """The restore's service runs the pipeline in one process: with a worker per CPU, the
 second worker's join moves the partition once more at start-up (restored twice)."""
+SESSION_TIMEOUT_MS = 120_000
+"""The service's ``KAFKA_SESSION_TIMEOUT_MS`` here (its default: 10 s)."""
 FAILED_FOR_S = 120.0
 """A pipeline ``failed`` this long (its retries failing too) fails the run."""
 POLL_S = 0.25
@@ -315,10 +317,11 @@ def service_env(
     """The service's environment; ``workers`` None: its default (one per CPU)."""
     return {
         **os.environ,
-        # The group's session timeout is the service's default on Apache Kafka (10 s): the
-        # peers' 2 s (for Tansu's joins) is shorter than a checkpoint's flush of a
-        # million-key partition holds the loop, and the group then moves the partition.
         "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
+        # Longer than the loop is held at these key counts (a checkpoint of a million
+        # dirty keys): with the default 10 s the group expires the member while it
+        # works, and moves its partitions (restored, again and again).
+        "KAFKA_SESSION_TIMEOUT_MS": str(SESSION_TIMEOUT_MS),
         "SERVICE_HTTP_HOST": "127.0.0.1",
         "SERVICE_HTTP_PORT": str(port),
         "SERVICE_STATE_DIR": str(state_dir),
@@ -364,7 +367,15 @@ def keyed_partitions(base: str, name: str, run: Run) -> tuple[list[dict[str, Any
     """The status's keyed partitions of ``name``, and the status. A ``failed`` state is
     noted in ``run`` (the service retries a failed pipeline after its backoff); one that
     lasts :data:`FAILED_FOR_S` fails the run."""
-    _status, st = call(f"{base}/pipelines/{name}/status")
+    asked = time.perf_counter()
+    try:
+        _status, st = call(f"{base}/pipelines/{name}/status")
+    except OSError:  # no answer within the client's 30 s: the service's loop is held
+        st = None
+    took = time.perf_counter() - asked
+    run.extra["slowest status answer s"] = round(
+        max(took, run.extra.get("slowest status answer s", 0.0)), 1
+    )
     if not isinstance(st, dict):
         return [], {}
     if st.get("state") == "failed":
@@ -389,8 +400,13 @@ def read_offsets(parts: list[dict[str, Any]]) -> int:
 def state_query(base: str, name: str, key: str) -> Any:
     """A key's pull query, retried while it is a 503 (a partition moving)."""
     url = f"{base}/pipelines/{name}/state/{urllib.parse.quote(key, safe='')}"
+    answer: Any = None
     for _ in range(100):
-        status, answer = call(url)
+        try:
+            status, answer = call(url)
+        except OSError as exc:  # no answer in time: asked again
+            answer = f"no answer: {exc}"
+            continue
         if status != 503:
             return answer
         time.sleep(0.1)
@@ -436,7 +452,8 @@ def settings(workers: int) -> tuple[str, ...]:
     """What each contender runs with, printed with its numbers."""
     how = f"{workers} worker(s)" if workers else "a worker per CPU (the default)"
     return (
-        f"Clockwork: python -m service, {how}, checkpoints every 5 s; rocksdb: "
+        f"Clockwork: python -m service, {how}, checkpoints every 5 s (the default), "
+        f"KAFKA_SESSION_TIMEOUT_MS {SESSION_TIMEOUT_MS}; rocksdb: "
         "state.cache_bytes 64 MiB per "
         "partition (the default), one 64 MiB RocksDB block cache per process with the "
         "memtables charged to it (write buffer manager 32 MiB; 2 x 4 MiB per store)",
