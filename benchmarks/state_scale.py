@@ -15,9 +15,13 @@ Then, one after another, each contender consumes all of it, a session window (ga
 
 - ``memory`` and ``rocksdb``: Clockwork as a user runs it, ``python -m service`` with
   the spec POSTed (``key.partitioned``, an unbounded source, ``state.backend`` the
-  contender's, every other setting the service's default: ``state.cache_bytes`` 64 MiB
-  per partition, one 64 MiB RocksDB block cache per process with the memtables charged
-  to it, as many workers as CPUs). The driver polls the status until the partitions'
+  contender's; ``state.cache_bytes`` 64 MiB per partition, one 64 MiB RocksDB block
+  cache per process with the memtables charged to it: the defaults). Two settings are
+  not the defaults: one worker (``--workers``; with one per CPU a rocksdb partition that
+  moves between the workers at start-up fails to open while the other holds it, and is
+  retried), and a group session timeout of :data:`SESSION_TIMEOUT_MS` (at millions of
+  keys the service's loop is held longer than the default 10 s, and the group would move
+  its partitions). The driver polls the status until the partitions'
   offsets reach the topic's end (every record read), reads a sample of keys' sessions
   through the pull query (``GET /pipelines/{name}/state/{key}``: one session each, its
   count and sum exact), then stops it with SIGTERM (a last checkpoint).
