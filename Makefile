@@ -9,7 +9,7 @@ STAMP_DEV  := $(VENV)/.installed-dev
 KAFKA_POM := tests/kafka/pom.xml
 KAFKA_CP  := tests/kafka/classpath.txt
 
-.PHONY: run test fuzz lint typecheck unit kafka kstreams flink-kafka spark-jars registry bench bench-peers bench-nexmark bench-workers bench-latency clean screenshot console-vendor image compose-test
+.PHONY: run test fuzz lint typecheck unit kafka kstreams flink-kafka spark-jars registry bench bench-peers bench-nexmark bench-workers bench-latency bench-state-scale clean screenshot console-vendor image compose-test
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -195,6 +195,13 @@ LATENCY_ARGS ?= --seconds 15 --warmup 6
 bench-latency: $(STAMP_DEV) kafka kstreams flink-kafka
 	$(PY) -m benchmarks.latency --engine clockwork,kstreams,flink,quix,bytewax $(LATENCY_ARGS)
 	$(PY) -m benchmarks.latency --engine clockwork,kstreams,flink,quix,bytewax --low-latency $(LATENCY_ARGS)
+
+# State at scale (#53): 10M sessions on the memory and rocksdb backends beside Quix
+# Streams' RocksDB, then a 5M-key partition's restore, on one Apache Kafka broker.
+# STATE_SCALE_ARGS adds options (e.g. --sessions 200000 --restore-keys 200000).
+STATE_SCALE_ARGS ?=
+bench-state-scale: $(STAMP_DEV) kafka
+	$(PY) -m benchmarks.state_scale $(STATE_SCALE_ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
