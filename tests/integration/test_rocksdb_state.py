@@ -973,6 +973,6 @@ async def test_a_killed_session_pipeline_restores_its_timers_locally_and_stays_e
         await check_exactly_once(bootstrap_servers, name, want)
         restored_by = started[0].status()["restored"]
     keys = users * PARTITIONS
-    assert restored_by["partitions_restored_local"] == PARTITIONS
-    assert restored_by["state_restored_local"] >= keys
-    assert (restored_by["state_restored_changelog"] or 0) < keys / 10
+    assert restored_by["partitions_restored/local"] == PARTITIONS
+    assert restored_by["state_restored/local"] >= keys
+    assert (restored_by["state_restored/changelog"] or 0) < keys / 10

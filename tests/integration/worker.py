@@ -69,13 +69,6 @@ def write_status(runtime: Runtime, name: str, path: str) -> None:
     status["taken_over"] = REGISTRY.get_sample_value(
         "clockwork_partitions_taken_over_total", {"pipeline": name}
     )
-    status["restored"] = {  # the restores' metrics (test_rocksdb_state.py)
-        f"{metric}_{source}": REGISTRY.get_sample_value(
-            f"clockwork_{metric}_total", {"pipeline": name, "source": source}
-        )
-        for metric in ("partitions_restored", "state_restored")
-        for source in ("local", "changelog")
-    }
     status["pid"] = os.getpid()
     status["restored"] = {  # the rocksdb backend's restores, by where from
         f"{metric}/{source}": REGISTRY.get_sample_value(
