@@ -54,6 +54,7 @@ from typing import Any
 import orjson
 from rocksdict import (
     AccessType,
+    BlockBasedIndexType,
     BlockBasedOptions,
     Cache,
     Options,
@@ -199,6 +200,15 @@ class RocksMemory:
         table = BlockBasedOptions()
         table.set_block_cache(self._cache)
         table.set_cache_index_and_filter_blocks(True)
+        # A state larger than the cache would evict a table's one index and filter block
+        # (~1 MB at 800k keys) and read it again at every get (53 us a hit, 67 us a miss
+        # measured): partitioned, only their top levels stay pinned, and a key new to
+        # the state (a miss, two for a new session) is answered by its filter partition.
+        table.set_bloom_filter(10, False)
+        table.set_index_type(BlockBasedIndexType.two_level_index_search())
+        table.set_partition_filters(True)
+        table.set_pin_top_level_index_and_filter(True)
+        table.set_pin_l0_filter_and_index_blocks_in_cache(True)
         options.set_block_based_table_factory(table)
         options.set_write_buffer_size(self.write_buffer_bytes)
         options.set_max_write_buffer_number(self.max_write_buffers)
