@@ -46,6 +46,7 @@ from collections.abc import Hashable, Sequence
 from typing import Any, Generic, TypeVar
 
 from service.core.errors import ConfigError, PartitionError
+from service.core.plain_tuples import hashable, plain
 from service.core.time import MAX_TIMESTAMP, MIN_TIMESTAMP
 
 P = TypeVar("P", bound=Hashable)
@@ -334,7 +335,7 @@ class WatermarkCombiner(Generic[P]):
         return {
             "current": self._current,
             "partitions": [
-                [_plain(p), s.watermark, s.last_active, s.delivered, s.finished]
+                [plain(p), s.watermark, s.last_active, s.delivered, s.finished]
                 for p, s in self._parts.items()
             ],
             "peak": [self._peak, self._peak_at],
@@ -346,7 +347,7 @@ class WatermarkCombiner(Generic[P]):
         for partition, watermark, last_active, delivered, finished in snapshot["partitions"]:
             state = _Partition(int(watermark), int(last_active), int(delivered))
             state.finished = bool(finished)
-            parts[_hashable(partition)] = state
+            parts[hashable(partition)] = state
         self._parts = parts
         self._current = int(snapshot["current"])
         self._peak, self._peak_at = (int(v) for v in snapshot["peak"])
@@ -354,15 +355,3 @@ class WatermarkCombiner(Generic[P]):
         self._joined = False
         self._finishing = any(state.finished for state in parts.values())
         self._stale = True
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, tuple):
-        return [_plain(part) for part in value]
-    return value
-
-
-def _hashable(value: Any) -> Any:
-    if isinstance(value, list):
-        return tuple(_hashable(part) for part in value)
-    return value

@@ -48,6 +48,7 @@ from collections.abc import Callable, Container, Iterable, Iterator
 from heapq import heapify, heappop, heappush
 from typing import Any
 
+from service.core.plain_tuples import hashable, plain
 from service.core.state_cache import OrderedStore, StateCache
 from service.core.time import MAX_TIMESTAMP, TimeDomain
 from service.core.timers import LONE_SEQ, N, TimerCallback, TimerService
@@ -104,18 +105,6 @@ def _bound(limit: int) -> int:
     if limit >= MAX_TIMESTAMP:
         return 1 << 128
     return (limit + 1 + _OFFSET) << 64
-
-
-def _plain(namespace: Any) -> Any:
-    if isinstance(namespace, tuple):
-        return [_plain(part) for part in namespace]
-    return namespace
-
-
-def _hashable(namespace: Any) -> Any:
-    if isinstance(namespace, list):
-        return tuple(_hashable(part) for part in namespace)
-    return namespace
 
 
 class StoredTimerQueue:
@@ -249,7 +238,7 @@ class StoredTimerQueue:
         rows = self.store.scan(self._next, size)
         head = self._head
         for name, value in rows:
-            head.append((int(name, 16), value[0], _hashable(value[1])))
+            head.append((int(name, 16), value[0], hashable(value[1])))
         if rows:
             self._next = rows[-1][0] + "\x00"
         self._exhausted = len(rows) < size
@@ -315,7 +304,7 @@ class StoredTimerQueue:
             for name, value in rows:
                 ordinal = int(name, 16)
                 if ordinal not in deletes and ordinal not in self._puts:
-                    found.append((ordinal, value[0], _hashable(value[1])))
+                    found.append((ordinal, value[0], hashable(value[1])))
             if len(rows) < HEAD:
                 break
             start = rows[-1][0] + "\x00"
@@ -334,7 +323,7 @@ class StoredTimerQueue:
         puts = self._puts
         batch: dict[str, Any] = dict.fromkeys(map(_name, self._deletes))
         for name, (key, namespace) in puts.items():
-            batch[_name(name)] = [key, _plain(namespace)]
+            batch[_name(name)] = [key, plain(namespace)]
         # With no timer left the numbering may start over: no entry (an empty store).
         batch[META_KEY] = (
             {"size": self.size, "seq": self.seq, "processing": self.processing}
@@ -375,13 +364,13 @@ class TimerEntryCodec:
 
     def encode(self, value: Any) -> Any:
         return {
-            domain: [[ts, _plain(ns), seq] for ts, ns, seq in value[domain]]
+            domain: [[ts, plain(ns), seq] for ts, ns, seq in value[domain]]
             for domain in ("event", "processing")
         }
 
     def decode(self, data: Any) -> Any:
         return {
-            domain: [[ts, _hashable(ns), seq] for ts, ns, seq in data[domain]]
+            domain: [[ts, hashable(ns), seq] for ts, ns, seq in data[domain]]
             for domain in ("event", "processing")
         }
 
@@ -633,13 +622,13 @@ class StoredTimerService(TimerService[str, N]):
                     event[run_start][3] = LONE_SEQ
                 run_start = len(event)
                 previous = ts
-            event.append([ts, key, _plain(namespace), seq])
+            event.append([ts, key, plain(namespace), seq])
         if len(event) - run_start == 1:
             event[run_start][3] = LONE_SEQ
         return {
             "watermark": self._watermark,
             "event": event,
-            "processing": [[ts, k, _plain(ns), s] for ts, k, ns, s in self._processing.entries()],
+            "processing": [[ts, k, plain(ns), s] for ts, k, ns, s in self._processing.entries()],
         }
 
     def restore(self, snapshot: dict[str, Any]) -> None:
@@ -650,8 +639,8 @@ class StoredTimerService(TimerService[str, N]):
         self._queue.clear()
         entries: dict[Any, dict[str, list[list[Any]]]] = {}
         for ts, key, ns, seq in snapshot["event"]:
-            entries.setdefault(key, _empty_entry())["event"].append([ts, _hashable(ns), seq])
-        processing = [(ts, k, _hashable(ns), s) for ts, k, ns, s in snapshot["processing"]]
+            entries.setdefault(key, _empty_entry())["event"].append([ts, hashable(ns), seq])
+        processing = [(ts, k, hashable(ns), s) for ts, k, ns, s in snapshot["processing"]]
         for ts, key, ns, seq in processing:
             entries.setdefault(key, _empty_entry())["processing"].append([ts, ns, seq])
         self._processing.restore(processing)
@@ -670,14 +659,14 @@ class StoredTimerService(TimerService[str, N]):
         entry = self._per_key.get(key)
         if entry is None:
             return None
-        event = sorted(([ts, _plain(ns), seq] for ts, ns, seq in entry["event"]), key=_order)
+        event = sorted(([ts, plain(ns), seq] for ts, ns, seq in entry["event"]), key=_order)
         processing: list[list[Any]] = []
         if entry["processing"]:
             get_seq = self._processing.get_seq
             for timer in entry["processing"]:
                 timer[2] = get_seq(timer[0], key, timer[1])  # as the heap numbers it now
             processing = sorted(
-                ([ts, _plain(ns), seq] for ts, ns, seq in entry["processing"]), key=_order
+                ([ts, plain(ns), seq] for ts, ns, seq in entry["processing"]), key=_order
             )
             self._per_key.mark_dirty(key)
         return {"event": event, "processing": processing}

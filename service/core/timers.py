@@ -44,6 +44,7 @@ from heapq import heapify, heappop, heappush
 from itertools import count
 from typing import Any, Generic, NoReturn, Protocol, TypeVar
 
+from service.core.plain_tuples import hashable, plain
 from service.core.time import MIN_TIMESTAMP, TimeDomain
 
 K = TypeVar("K", bound=str | int)
@@ -543,8 +544,8 @@ class TimerService(Generic[K, N]):
         """
         return {
             "watermark": self._watermark,
-            "event": [[ts, k, _plain(ns), s] for ts, k, ns, s in self._event.entries()],
-            "processing": [[ts, k, _plain(ns), s] for ts, k, ns, s in self._processing.entries()],
+            "event": [[ts, k, plain(ns), s] for ts, k, ns, s in self._event.entries()],
+            "processing": [[ts, k, plain(ns), s] for ts, k, ns, s in self._processing.entries()],
         }
 
     def restore(self, snapshot: dict[str, Any]) -> None:
@@ -559,7 +560,7 @@ class TimerService(Generic[K, N]):
         for is_event, ts, namespace in self._index.get(key, ()):
             queue = self._event if is_event else self._processing
             target = event if is_event else processing
-            target.append([ts, _plain(namespace), queue.get_seq(ts, key, namespace)])
+            target.append([ts, plain(namespace), queue.get_seq(ts, key, namespace)])
         event.sort(key=lambda t: (t[0], t[2]))
         processing.sort(key=lambda t: (t[0], t[2]))
         return {"event": event, "processing": processing}
@@ -582,7 +583,7 @@ class TimerService(Generic[K, N]):
                         per_key = found.get(key)
                         if per_key is None:
                             per_key = found[key] = {"event": [], "processing": []}
-                        per_key[domain].append([ts, _plain(namespace), seq])
+                        per_key[domain].append([ts, plain(namespace), seq])
         return found
 
     def restore_keys(
@@ -604,8 +605,8 @@ class TimerService(Generic[K, N]):
 
     # -- internals ----------------------------------------------------------------------
     def _restore_queues(self, event: list[list[Any]], processing: list[list[Any]]) -> None:
-        self._event.restore((ts, k, _hashable(ns), s) for ts, k, ns, s in event)
-        self._processing.restore((ts, k, _hashable(ns), s) for ts, k, ns, s in processing)
+        self._event.restore((ts, k, hashable(ns), s) for ts, k, ns, s in event)
+        self._processing.restore((ts, k, hashable(ns), s) for ts, k, ns, s in processing)
         self._index = {}
         self._dirty = set()
         if self._track:
@@ -647,19 +648,6 @@ class TimerService(Generic[K, N]):
                 del self._index[key]
         self._dirty.add(key)
         self._on_processing(timestamp, key, namespace)
-
-
-def _plain(namespace: Any) -> Any:
-    """Namespaces are hashable (tuples); snapshots hold them as lists."""
-    if isinstance(namespace, tuple):
-        return [_plain(part) for part in namespace]
-    return namespace
-
-
-def _hashable(namespace: Any) -> Any:
-    if isinstance(namespace, list):
-        return tuple(_hashable(part) for part in namespace)
-    return namespace
 
 
 class KeyScope(Protocol):
