@@ -12,6 +12,8 @@ from __future__ import annotations
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from typing import Any
 
 from _common import (
     FETCH_MAX_WAIT_MS,
@@ -26,8 +28,11 @@ from _common import (
 )
 
 
-def main() -> int:
-    args = parse_args(__doc__ or "")
+def run(args: Any, windowed: Callable[[Any, Any, Any], Any]) -> int:
+    """Read ``args.input_topic`` (JSON, event time from ``ts``) into ``windowed(sdf,
+    Count, Sum)`` and its results into ``args.output_topic``, until ``args.records``
+    records went through; then write the report. Also the sessions' runner's
+    (``quix_sessions.py``)."""
     import quixstreams
     from quixstreams import Application
     from quixstreams.dataframe.windows import Count, Sum
@@ -67,24 +72,30 @@ def main() -> int:
             # flushed and the offsets committed on the way out.
             app.stop()
 
-    def to_row(window: dict, key: bytes, timestamp: int, headers: object) -> dict:
-        # .agg(count=..., sum=...) gives {"start", "end", "count", "sum"}.
-        return result_row(key.decode(), window["start"], window["count"], window["sum"])
-
     sdf = app.dataframe(source)
     sdf = sdf.update(count_input)
-    sdf = (
-        sdf.tumbling_window(duration_ms=WINDOW_MS, grace_ms=OUT_OF_ORDERNESS_MS)
-        .agg(count=Count(), sum=Sum("amount"))
-        .final(closing_strategy="partition")
-    )
-    sdf = sdf.apply(to_row, metadata=True)
-    sdf.to_topic(sink)
+    windowed(sdf, Count, Sum).to_topic(sink)
     app.run()
     report.finished = time.time()
     report.records_in = seen
     report.write(args.report)
     return 0 if seen == expected_records else 1
+
+
+def main() -> int:
+    def to_row(window: dict, key: bytes, timestamp: int, headers: object) -> dict:
+        # .agg(count=..., sum=...) gives {"start", "end", "count", "sum"}.
+        return result_row(key.decode(), window["start"], window["count"], window["sum"])
+
+    def windowed(sdf: Any, count: Any, total: Any) -> Any:
+        return (
+            sdf.tumbling_window(duration_ms=WINDOW_MS, grace_ms=OUT_OF_ORDERNESS_MS)
+            .agg(count=count(), sum=total("amount"))
+            .final(closing_strategy="partition")
+            .apply(to_row, metadata=True)
+        )
+
+    return run(parse_args(__doc__ or ""), windowed)
 
 
 if __name__ == "__main__":

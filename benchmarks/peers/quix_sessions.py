@@ -12,74 +12,23 @@ setting Quix's default. Stops once ``--records`` records went through the window
 from __future__ import annotations
 
 import sys
-import tempfile
-import time
+from typing import Any
 
-from _common import (
-    FETCH_MAX_WAIT_MS,
-    FETCH_QUEUE_BACKOFF_MS,
-    HEARTBEAT_INTERVAL_MS,
-    SESSION_TIMEOUT_MS,
-    Report,
-    parse_args,
-)
+from _common import parse_args
+from quix import run
 
 GAP_MS = 30 * 60 * 1000
 
 
 def main() -> int:
-    args = parse_args(__doc__ or "")
-    import quixstreams
-    from quixstreams import Application
-    from quixstreams.dataframe.windows import Count, Sum
+    def windowed(sdf: Any, count: Any, total: Any) -> Any:
+        return (
+            sdf.session_window(inactivity_gap_ms=GAP_MS)
+            .agg(count=count(), sum=total("amount"))
+            .final(closing_strategy="partition")
+        )
 
-    report = Report("Quix Streams", quixstreams.__version__)
-    state_dir = args.state_dir or tempfile.mkdtemp(prefix="quix-state-")
-    app = Application(
-        broker_address=args.bootstrap,
-        consumer_group=args.group,
-        auto_offset_reset="earliest",
-        state_dir=str(state_dir),
-        loglevel="WARNING",
-        consumer_extra_config={
-            "fetch.wait.max.ms": FETCH_MAX_WAIT_MS,
-            "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS,
-            "session.timeout.ms": SESSION_TIMEOUT_MS,
-            "heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS,
-        },
-    )
-    source = app.topic(
-        args.input_topic,
-        value_deserializer="json",
-        timestamp_extractor=lambda value, headers, ts, ts_type: value["ts"],
-    )
-    sink = app.topic(args.output_topic, value_serializer="json", key_serializer="bytes")
-    expected_records = args.records
-    seen = 0
-
-    def count_input(value: dict) -> None:
-        nonlocal seen
-        if seen == 0:
-            report.first_record = time.time()
-        seen += 1
-        if seen == expected_records:
-            # Stops after this record has gone through the window; the state is
-            # flushed and the offsets committed on the way out.
-            app.stop()
-
-    sdf = app.dataframe(source)
-    sdf = sdf.update(count_input)
-    sdf = (
-        sdf.session_window(inactivity_gap_ms=GAP_MS)
-        .agg(count=Count(), sum=Sum("amount"))
-        .final(closing_strategy="partition")
-    )
-    sdf.to_topic(sink)
-    app.run()
-    report.finished = time.time()
-    report.records_in = seen
-    report.write(args.report)
-    return 0 if seen == expected_records else 1
+    return run(parse_args(__doc__ or ""), windowed)
 
 
 if __name__ == "__main__":
