@@ -655,7 +655,14 @@ class StoredTimerService(TimerService[str, N]):
         return found
 
     def key_timers(self, key: str) -> dict[str, list[list[Any]]] | None:
-        """The key's timers in the changelog's form (None: it has none)."""
+        """The key's timers in the changelog's form (None: it has none), read without
+        bringing an evicted entry back into the cache (:meth:`StateCache.peek`), unless
+        it has processing-time timers, whose numbers are the heap's now."""
+        stored = self._per_key.peek(key)
+        if stored is None:
+            return None
+        if not stored["processing"]:
+            return {"event": sorted(stored["event"], key=_order), "processing": []}
         entry = self._per_key.get(key)
         if entry is None:
             return None

@@ -239,6 +239,89 @@ def test_a_cache_with_a_codec_holds_live_values_and_stores_encoded_ones(
     assert dict(cache.items()) == model
 
 
+FEW_KEYS = st.sampled_from(["k0", "k1", "k2", "k3"])  # a peek, then a change of the same key
+PEEKING_OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("peek"), FEW_KEYS),
+        st.tuples(st.just("set"), FEW_KEYS, st.integers(0, 10**6)),
+        st.tuples(st.just("append"), FEW_KEYS, st.integers(0, 9)),
+        st.tuples(st.just("pop"), FEW_KEYS),
+        st.tuples(st.just("flush")),
+    ),
+    max_size=100,
+)
+
+
+@seed(5357)
+@settings(max_examples=200, deadline=None)
+@given(ops=PEEKING_OPS, capacity=st.sampled_from([1, 500, 3000, 10**6]))
+def test_a_peek_reads_the_stored_form_and_changes_nothing_a_flush_writes(
+    ops: list[tuple[Any, ...]], capacity: int
+) -> None:
+    store = DictStore()
+    cache = StateCache(store, capacity, new_entry_bytes=40, codec=SetCodec())
+    model: dict[str, set[int]] = {}
+    for op in ops:
+        if op[0] == "peek":
+            held, writes = cache.held, len(store.writes)
+            found = model.get(op[1])
+            assert cache.peek(op[1]) == (None if found is None else sorted(found))
+            assert (cache.held, len(store.writes)) == (held, writes)
+        elif op[0] == "set":
+            cache[op[1]] = {op[2]}
+            model[op[1]] = {op[2]}
+        elif op[0] == "append":
+            entry = cache.get(op[1])
+            if entry is None:
+                cache[op[1]] = {op[2]}
+            else:
+                entry.add(op[2])  # after a peek of it: the peeked form is stale
+                cache.mark_dirty(op[1])
+            model.setdefault(op[1], set()).add(op[2])
+        elif op[0] == "pop":
+            assert cache.pop(op[1]) == model.pop(op[1], None)
+        elif op[0] == "flush":
+            cache.flush()
+            assert {k: orjson.loads(v) for k, v in store.data.items()} == {
+                k: sorted(v) for k, v in model.items()
+            }
+    cache.flush()
+    assert {k: orjson.loads(v) for k, v in store.data.items()} == {
+        k: sorted(v) for k, v in model.items()
+    }
+    assert dict(cache.items()) == model
+
+
+def test_a_peek_of_an_evicted_key_does_not_read_it_back_in() -> None:
+    store = DictStore()
+    cache = StateCache(store, 2000, new_entry_bytes=100)
+    for i in range(100):
+        cache[f"k{i}"] = [i]
+    assert "k0" not in cache._entries  # evicted, written
+    held, evictions, writes = cache.held, cache.evictions, len(store.writes)
+    assert cache.peek("k0") == [0]
+    assert (cache.held, cache.evictions, len(store.writes)) == (held, evictions, writes)
+    assert "k0" not in cache._entries
+
+
+class CountingCodec(SetCodec):
+    def __init__(self) -> None:
+        self.encoded = 0
+
+    def encode(self, value: set[int]) -> list[int]:
+        self.encoded += 1
+        return super().encode(value)
+
+
+def test_a_flush_writes_a_dirty_entry_as_its_peek_encoded_it() -> None:
+    codec = CountingCodec()
+    cache = StateCache(DictStore(), 10**6, codec=codec)
+    cache["k"] = {1, 2}
+    cache.peek("k")
+    cache.flush()
+    assert codec.encoded == 1
+
+
 @seed(5356)
 @settings(max_examples=200, deadline=None)
 @given(left=OPS, right=OPS, capacity=st.integers(1, 3000))

@@ -474,7 +474,8 @@ class RunningAggregateOperator:
 
     # -- checkpoints ---------------------------------------------------------------------
     def _entry(self, key: str) -> dict[str, Any] | None:
-        acc = self._keys.get(key)
+        keys = self._keys  # the rocksdb backend's: an evicted key is not read back in
+        acc = keys.get(key) if type(keys) is dict else keys.peek(key)
         if acc is None:
             return None
         return {"acc": _copy(acc), "dirty": key in self._pending, "touched": key in self._touched}

@@ -219,11 +219,16 @@ class TableAggregateOperator(RunningAggregateOperator):
 
     # -- checkpoints ---------------------------------------------------------------------
     def _entry(self, key: str) -> dict[str, Any] | None:
-        acc = self._keys.get(key)
-        if acc is None:
+        keys = self._keys
+        if type(keys) is dict:
+            acc = keys.get(key)
+            dumped = None if acc is None else self.retracting.dump(acc)
+        else:  # the store's form is the dump; an evicted key is not read back in
+            dumped = keys.peek(key)
+        if dumped is None:
             return None
         return {
-            "acc": self.retracting.dump(acc),
+            "acc": dumped,
             "dirty": key in self._pending,
             "touched": key in self._touched,
         }

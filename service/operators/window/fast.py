@@ -737,10 +737,11 @@ class FastWindowOperator(WindowOperatorBase):
     def _encode_changes(self, keys: set[str]) -> dict[str, Any]:
         """One pass over the starts, intersecting each start's keys with ``keys`` (with
         the rocksdb backend, each key's windows from the cache)."""
-        if self._cache is not None:
+        cache = self._cache
+        if cache is not None:  # without reading an evicted key back into the cache
             changes: dict[str, Any] = {}
             for key in keys:
-                changes[KEY_PREFIX + key] = self.encode_key(key) or None
+                changes[KEY_PREFIX + key] = cache.peek(key) or None
             return changes
         windows = self._windows
         found: dict[str, list[list[Any]]] = {}

@@ -582,10 +582,15 @@ class GeneralWindowOperator(WindowOperatorBase):
         rocks = self._rocks
         timers = self._timers.snapshot_keys(keys) if keys and rocks is None else {}
         changes: dict[str, Any] = {}
+        cache = self._keys
         for key in keys:
-            found = self._keys.get(key)
-            state = None if found is None else encode_key_state(found)
-            key_timers = timers.get(key) if rocks is None else rocks.service.key_timers(key)
+            if rocks is None:
+                found = cache.get(key)
+                state = None if found is None else encode_key_state(found)
+                key_timers = timers.get(key)
+            else:  # without reading an evicted key back into the cache
+                state = cache.peek(key)
+                key_timers = rocks.service.key_timers(key)
             if state is None and key_timers is None:
                 changes[KEY_PREFIX + key] = None
             else:
