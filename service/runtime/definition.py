@@ -30,15 +30,12 @@ OperatorFactory = Callable[[Clock], Operator]
 
 @runtime_checkable
 class StateBackedFactory(Protocol):
-    """An operator factory whose operators can keep their keyed state in RocksDB."""
+    """An operator factory whose operators can keep their keyed state in RocksDB: a
+    window over a stream, a running aggregate, a Top-N, a keyed process function, a join
+    of any kind but lookup (the spec's rule ``rocksdb_state_supported`` refuses the
+    others)."""
 
     def __call__(self, clock: Clock) -> Operator: ...
-
-    @property
-    def rocksdb_capable(self) -> bool:
-        """Whether this spec's operator can (a window over a stream, a running aggregate,
-        a Top-N, a keyed process function and a join of any kind but lookup can: the
-        spec's rule ``rocksdb_state_supported`` refuses the others)."""
 
     def with_state(self, clock: Clock, state_map: StateMaps) -> Operator:
         """An operator keeping its keyed state in the named maps ``state_map`` makes."""

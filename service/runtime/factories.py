@@ -26,6 +26,20 @@ from service.operators.window import WindowFunction, build_window_operator
 from service.runtime.definition import OperatorFactory
 
 
+class StateBackedOperators:
+    """A factory whose operators keep their keyed state in RocksDB when given the maps
+    of a partition's store (a :class:`~service.runtime.definition.StateBackedFactory`),
+    in memory when called with a clock alone."""
+
+    __slots__ = ()
+
+    def __call__(self, clock: Clock) -> Operator:
+        return self.with_state(clock, None)
+
+    def with_state(self, clock: Clock, state_map: StateMaps | None) -> Operator:
+        raise NotImplementedError
+
+
 def window_operator_factory(
     pipeline: str,
     operator_spec: Mapping[str, Any],
@@ -42,7 +56,7 @@ def window_operator_factory(
     return factory
 
 
-class WindowOperatorFactory:
+class WindowOperatorFactory(StateBackedOperators):
     """Window operators of one spec (a :class:`~service.runtime.definition.StateBackedFactory`:
     every kind can keep its keys in RocksDB)."""
 
@@ -59,13 +73,6 @@ class WindowOperatorFactory:
         self.spec = spec
         self.late_output = late_output
         self.function = function
-
-    @property
-    def rocksdb_capable(self) -> bool:
-        return True
-
-    def __call__(self, clock: Clock) -> Operator:
-        return self.with_state(clock, None)
 
     def with_state(self, clock: Clock, state_map: StateMaps | None) -> Operator:
         return build_window_operator(
@@ -98,7 +105,7 @@ def running_aggregate_factory(
     return factory
 
 
-class RunningAggregateFactory:
+class RunningAggregateFactory(StateBackedOperators):
     """Running aggregates of one spec (a :class:`~service.runtime.definition.StateBackedFactory`:
     over a stream or a table, with a state TTL or without, their keys can be in RocksDB)."""
 
@@ -117,13 +124,6 @@ class RunningAggregateFactory:
         self.emit_at_checkpoint = emit_at_checkpoint
         self.table = table
         self.group_field = group_field
-
-    @property
-    def rocksdb_capable(self) -> bool:
-        return True
-
-    def __call__(self, clock: Clock) -> Operator:
-        return self.with_state(clock, None)
 
     def with_state(self, clock: Clock, state_map: StateMaps | None) -> Operator:
         return build_running_aggregate(
@@ -153,7 +153,7 @@ def top_n_factory(
     return factory
 
 
-class TopNFactory:
+class TopNFactory(StateBackedOperators):
     """Top-N operators of one spec (a :class:`~service.runtime.definition.StateBackedFactory`:
     over a stream or a table, their keys can be in RocksDB)."""
 
@@ -172,13 +172,6 @@ class TopNFactory:
         self.emit_at_checkpoint = emit_at_checkpoint
         self.table = table
         self.partition_by = partition_by
-
-    @property
-    def rocksdb_capable(self) -> bool:
-        return True
-
-    def __call__(self, clock: Clock) -> Operator:
-        return self.with_state(clock, None)
 
     def with_state(self, clock: Clock, state_map: StateMaps | None) -> Operator:
         return build_top_n(
@@ -209,7 +202,7 @@ def process_operator_factory(
     return factory
 
 
-class ProcessOperatorFactory:
+class ProcessOperatorFactory(StateBackedOperators):
     """Keyed process operators of one spec (a
     :class:`~service.runtime.definition.StateBackedFactory`: their value, list and map
     states can be in RocksDB, one named map per state)."""
@@ -227,13 +220,6 @@ class ProcessOperatorFactory:
         self.function = function
         self.params = params
         self.allowed_modules = allowed_modules
-
-    @property
-    def rocksdb_capable(self) -> bool:
-        return True
-
-    def __call__(self, clock: Clock) -> Operator:
-        return self.with_state(clock, None)
 
     def with_state(self, clock: Clock, state_map: StateMaps | None) -> Operator:
         return build_process_operator(
@@ -261,7 +247,7 @@ def join_operator_factory(
     return factory
 
 
-class JoinFactory:
+class JoinFactory(StateBackedOperators):
     """Join operators of one spec, every kind but ``lookup`` (a
     :class:`~service.runtime.definition.StateBackedFactory`: their rows can be in RocksDB,
     one named map per side)."""
@@ -283,13 +269,6 @@ class JoinFactory:
         self.late_output = late_output
         self.project = project
         self.tables = tables
-
-    @property
-    def rocksdb_capable(self) -> bool:
-        return True
-
-    def __call__(self, clock: Clock) -> Operator:
-        return self.with_state(clock, None)
 
     def with_state(self, clock: Clock, state_map: StateMaps | None) -> Operator:
         operator = build_join_operator(

@@ -222,7 +222,6 @@ class Checkpointer:
             backend == "rocksdb"
             and session.stage.runs_operator
             and isinstance(factory, StateBackedFactory)
-            and factory.rocksdb_capable
         )
 
     def assignors(self) -> tuple[Any, ...]:
