@@ -456,15 +456,20 @@ class StoredTimerService(TimerService[str, N]):
         return self._processing.fire_until(now, self._fire_processing)
 
     def _fire_processing(self, timestamp: int, key: str, namespace: N) -> None:
-        entry = self._per_key.get(key)
-        if entry is not None:
-            timers = entry["processing"]
-            for i, (ts, ns, _) in enumerate(timers):
-                if ts == timestamp and ns == namespace:
-                    del timers[i]
-                    break
-            self._changed(key, entry)
+        self._forget_processing(timestamp, key, namespace)
         self._on_processing(timestamp, key, namespace)
+
+    def _forget_processing(self, timestamp: int, key: str, namespace: N) -> None:
+        """The processing-time timer, gone from the heap, out of the key's entry."""
+        entry = self._per_key.get(key)
+        if entry is None:
+            return
+        timers = entry["processing"]
+        for i, (ts, ns, _) in enumerate(timers):
+            if ts == timestamp and ns == namespace:
+                del timers[i]
+                break
+        self._changed(key, entry)
 
     def next_event_time(self) -> int | None:
         return self._queue.peek()
@@ -563,17 +568,8 @@ class StoredTimerService(TimerService[str, N]):
         entry["processing"].append([timestamp, namespace, None])
 
     def delete_processing_time_timer(self, timestamp: int, key: str, namespace: N) -> None:
-        if not self._processing.remove(timestamp, key, namespace):
-            return
-        entry = self._per_key.get(key)
-        if entry is None:
-            return
-        timers = entry["processing"]
-        for i, (ts, ns, _) in enumerate(timers):
-            if ts == timestamp and ns == namespace:
-                del timers[i]
-                break
-        self._changed(key, entry)
+        if self._processing.remove(timestamp, key, namespace):
+            self._forget_processing(timestamp, key, namespace)
 
     # -- metrics ----------------------------------------------------------------------
     @property
