@@ -9,7 +9,7 @@ batching, backpressure and serialization in one place (the runtime's sinks).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
@@ -211,6 +211,18 @@ class Operator(Protocol):
 
     def restore_changes(self, entries: Iterable[tuple[str, Any]]) -> None:
         """Rebuild the state from the newest value of each entry (tombstones skipped)."""
+        ...
+
+
+@runtime_checkable
+class StreamsChanges(Protocol):
+    """An operator whose checkpoint entries can be taken one at a time: the runtime
+    encodes each as it comes, so a checkpoint of many changed keys never holds all their
+    plain data at once (a session key's is ~1.6 KB as Python objects, ~150 B encoded)."""
+
+    def iter_changes(self) -> Iterator[tuple[str, Any]]:
+        """:meth:`Operator.snapshot_changes`'s entries, in its order, the metadata last;
+        consumed whole before the operator is used again (it reads the state as it goes)."""
         ...
 
 

@@ -51,7 +51,7 @@ async def test_a_copy_stopped_at_any_point_leaves_its_store_to_the_assignment(
     owner_operator.process_batch(
         [(f"u{i}", 0, {"user": f"u{i}", "amount": i}, i, None) for i in range(20)]
     )
-    checkpoint = encode_checkpoint(TP, owner_operator.snapshot_changes(), {"offset": 20})
+    checkpoint = encode_checkpoint(TP, owner_operator.snapshot_changes().items(), {"offset": 20})
     await produce(
         bootstrap_servers,
         built.changelog_topic,

@@ -15,7 +15,7 @@ ROW = [1699999999410, 12345, {"order": "o1", "user": "u1", "ts": 1699999999410},
 
 def test_entries_decode_to_what_was_snapshotted_with_the_metadata_last() -> None:
     records = encode_checkpoint(
-        TopicPartition("orders", 3), {"l:o1": [ROW], "r:o2": None}, {"offset": 7}
+        TopicPartition("orders", 3), {"l:o1": [ROW], "r:o2": None}.items(), {"offset": 7}
     )
     assert [orjson.loads(value) if value else value for _, value in records] == [
         [ROW],
@@ -30,7 +30,7 @@ def test_held_entries_take_their_own_size_not_an_encoders_buffer() -> None:
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
-        records = encode_checkpoint(TopicPartition("orders", 0), changes, {"offset": 1})
+        records = encode_checkpoint(TopicPartition("orders", 0), changes.items(), {"offset": 1})
         held = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()

@@ -238,13 +238,17 @@ class WindowOperatorBase:
         self._dirty.clear()
 
     def snapshot_changes(self) -> dict[str, Any]:
+        return dict(self.iter_changes())
+
+    def iter_changes(self) -> Iterator[tuple[str, Any]]:
+        """:meth:`snapshot_changes` an entry at a time (:class:`~service.operators.base.
+        StreamsChanges`), to be consumed whole before the operator is used again."""
         if not self._track:
             raise WindowStateError("snapshot_changes needs the operator built with track_keys")
         keys = set(self._dirty)
         self._dirty.clear()  # in place: the fast path's generated loop holds this set
-        changes = self._encode_changes(keys)
-        changes[META_ENTRY] = self._meta()
-        return changes
+        yield from self._changes(keys)
+        yield META_ENTRY, self._meta()
 
     def restore_changes(self, entries: Iterable[tuple[str, Any]]) -> None:
         newest: dict[str, Any] = {}
@@ -311,8 +315,8 @@ class WindowOperatorBase:
         """The full snapshot's timers, or None when :meth:`load_keys` re-creates them."""
         raise NotImplementedError
 
-    def _encode_changes(self, keys: set[str]) -> dict[str, Any]:
-        """``{"k" + key: change or None}`` for ``keys`` (the operator's dirty keys)."""
+    def _changes(self, keys: set[str]) -> Iterator[tuple[str, Any]]:
+        """``("k" + key, change or None)`` for ``keys`` (the operator's dirty keys)."""
         raise NotImplementedError
 
     def _load_changes(self, watermark: int, keys: list[tuple[str, Any]]) -> None:

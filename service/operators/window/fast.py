@@ -734,15 +734,14 @@ class FastWindowOperator(WindowOperatorBase):
     def _snapshot_timers(self) -> dict[str, Any] | None:
         return None  # implied by the windows
 
-    def _encode_changes(self, keys: set[str]) -> dict[str, Any]:
+    def _changes(self, keys: set[str]) -> Iterator[tuple[str, Any]]:
         """One pass over the starts, intersecting each start's keys with ``keys`` (with
         the rocksdb backend, each key's windows from the cache)."""
         cache = self._cache
         if cache is not None:  # without reading an evicted key back into the cache
-            changes: dict[str, Any] = {}
             for key in keys:
-                changes[KEY_PREFIX + key] = cache.peek(key) or None
-            return changes
+                yield KEY_PREFIX + key, cache.peek(key) or None
+            return
         windows = self._windows
         found: dict[str, list[list[Any]]] = {}
         for start in sorted(windows):
@@ -754,7 +753,8 @@ class FastWindowOperator(WindowOperatorBase):
                     found[key] = [row]
                 else:
                     rows.append(row)
-        return {KEY_PREFIX + key: found.get(key) for key in keys}
+        for key in keys:
+            yield KEY_PREFIX + key, found.get(key)
 
     def _load_changes(self, watermark: int, keys: list[tuple[str, Any]]) -> None:
         self._timers.restore({"watermark": watermark, "event": [], "processing": []})

@@ -33,7 +33,7 @@ event-time timers live in RocksDB too, as with Flink's RocksDB backend and its d
 RocksDB timers (:class:`~service.core.stored_timers.StoredTimerService`): ordered by
 time in the map ``"timerq"``, each key's timers in a second cached map, ``"timers"``
 (what the changelog holds per key). A checkpoint writes the timers buffered since the
-last one (in :meth:`_encode_changes`, just before the runtime flushes the caches); a
+last one (in :meth:`_changes`, just before the runtime flushes the caches); a
 restore onto the store (the changelog's tail applied to a local checkpoint) applies
 only the tail's keys, and the windows open count comes from the checkpoint's metadata.
 Processing-time timers stay on the heap.
@@ -567,7 +567,7 @@ class GeneralWindowOperator(WindowOperatorBase):
     def _snapshot_timers(self) -> dict[str, Any] | None:
         return self._timers.snapshot()
 
-    def _encode_changes(self, keys: set[str]) -> dict[str, Any]:
+    def _changes(self, keys: set[str]) -> Iterator[tuple[str, Any]]:
         """Each key's state (keystate.py) and timers.
 
         Every key whose timers changed is in ``keys``: triggers and cleanup timers are
@@ -581,7 +581,6 @@ class GeneralWindowOperator(WindowOperatorBase):
         """
         rocks = self._rocks
         timers = self._timers.snapshot_keys(keys) if keys and rocks is None else {}
-        changes: dict[str, Any] = {}
         cache = self._keys
         for key in keys:
             if rocks is None:
@@ -592,15 +591,14 @@ class GeneralWindowOperator(WindowOperatorBase):
                 state = cache.peek(key)
                 key_timers = rocks.service.key_timers(key)
             if state is None and key_timers is None:
-                changes[KEY_PREFIX + key] = None
+                yield KEY_PREFIX + key, None
             else:
-                changes[KEY_PREFIX + key] = {
-                    "state": state,
-                    "timers": key_timers or {"event": [], "processing": []},
-                }
+                yield (
+                    KEY_PREFIX + key,
+                    {"state": state, "timers": key_timers or {"event": [], "processing": []}},
+                )
         if rocks is not None:
             rocks.service.flush()
-        return changes
 
     def _meta(self) -> dict[str, Any]:
         meta = super()._meta()

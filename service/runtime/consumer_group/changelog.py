@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -98,16 +98,20 @@ def _held(data: Any) -> bytes:
     return memoryview(dumps(data)).tobytes()
 
 
-def encode_checkpoint(tp: TopicPartition, changes: dict[str, Any], meta: dict[str, Any]) -> Encoded:
-    """One partition's changed entries, then its metadata record, as bytes.
+def encode_checkpoint(
+    tp: TopicPartition, changes: Iterable[tuple[str, Any]], meta: dict[str, Any]
+) -> Encoded:
+    """One partition's changed entries (``(entry, plain data or None)``), then its
+    metadata record, as bytes.
 
     Encoded at once, in the same synchronous step as the snapshot, so later changes to
-    the operator's state cannot leak into what is written.
+    the operator's state cannot leak into what is written; each entry as it comes, so
+    an operator that streams them (``iter_changes``) never has them all as objects.
     """
     prefix = state_prefix(tp.topic, tp.partition)
     records: Encoded = [
         ((prefix + entry).encode(), None if data is None else _held(data))
-        for entry, data in changes.items()
+        for entry, data in changes
     ]
     records.append((meta_key(tp.topic, tp.partition).encode(), _held(meta)))
     return records

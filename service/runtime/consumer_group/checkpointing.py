@@ -55,7 +55,7 @@ from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssigno
 from aiokafka.errors import CommitFailedError, IllegalStateError
 from aiokafka.structs import OffsetAndMetadata
 
-from service.operators.base import AppliesChanges, Operator
+from service.operators.base import AppliesChanges, Operator, StreamsChanges
 from service.runtime.consumer_group.changelog import (
     RestoredPartition,
     append_checkpoint,
@@ -380,12 +380,17 @@ class Checkpointer:
             if version is None:
                 continue  # nothing read yet, or nothing happened since the last checkpoint
             part.checkpointed = version
-            changes = part.operator.snapshot_changes()
+            operator = part.operator
+            changes = (
+                operator.iter_changes()  # each entry encoded as it comes
+                if isinstance(operator, StreamsChanges)
+                else operator.snapshot_changes().items()
+            )
+            records = encode_checkpoint(part.tp, changes, self.meta(part, release))
             if local is not None and part.tp in local:
-                # The store holds exactly what the changelog records below hold.
+                # The store holds exactly what the changelog records hold.
                 local[part.tp].flush()
-            meta = self.meta(part, release)
-            encoded.append((part, encode_checkpoint(part.tp, changes, meta), version[0]))
+            encoded.append((part, records, version[0]))
         return encoded
 
     def meta(self, part: PartitionTask, release: bool) -> dict[str, Any]:
@@ -711,7 +716,7 @@ class Checkpointer:
                 session.batches_for(part.tp),
                 topic,
                 part.partition,
-                encode_checkpoint(part.tp, repair, meta),
+                encode_checkpoint(part.tp, repair.items(), meta),
             )
         for batches in {session.batches_for(part.tp) for part, _ in repairs}:
             await batches.flush()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from service.core.time import MAX_TIMESTAMP
+from service.operators.window.keystate import KEY_PREFIX, META_ENTRY
 
 from .helpers import build, local_partition, rec, spec, summary, tumbling
 
@@ -52,3 +53,23 @@ def test_session_timers_of_evicted_keys_read_their_state_back() -> None:
         (f"k{i}", i, i + 15, {"n": 2, "total": 3}, "on_time", 0) for i in range(KEYS)
     )
     assert op.gauges().keys == 0
+
+
+@pytest.mark.parametrize("general", [False, True], ids=["fast", "general"])
+def test_a_checkpoint_reads_evicted_keys_without_bringing_them_back_into_the_cache(
+    general: bool,
+) -> None:
+    """The changes of 200 keys behind a cache of a few entries, streamed as the runtime
+    encodes them: every key's windows are in them, and the cache neither took the
+    evicted keys back in nor wrote anything for them (no eviction during the snapshot)."""
+    local = local_partition()
+    op = build(tumbling(100), general=general, track_keys=True, maps=local.state_map)
+    op.process_batch([rec(f"k{i}", i % 50, i) for i in range(KEYS)])
+    caches = op.state_maps()
+    before = [(cache.held, cache.evictions) for cache in caches]
+    changes = list(op.iter_changes())
+    assert [(cache.held, cache.evictions) for cache in caches] == before
+    names = [name for name, _ in changes]
+    entries = sorted(KEY_PREFIX + f"k{i}" for i in range(KEYS))
+    assert names[-1] == META_ENTRY and sorted(names[:-1]) == entries
+    assert all(value for _, value in changes)

@@ -86,7 +86,9 @@ class Changelog:
     def checkpoint(self, users: list[str], source_offset: int, cut_short: bool = False) -> None:
         rows = [(u, 0, {"user": u, "amount": len(u)}, i, None) for i, u in enumerate(users)]
         self.owner.process_batch(rows)
-        records = encode_checkpoint(TP, self.owner.snapshot_changes(), {"offset": source_offset})
+        records = encode_checkpoint(
+            TP, self.owner.snapshot_changes().items(), {"offset": source_offset}
+        )
         if cut_short:  # the owner died before its metadata record
             records = records[:-1]
         self.firsts.append(self.offset)
