@@ -286,6 +286,10 @@ class Session:
         if graceful:
             await self.checkpointer.checkpoint(list(self.partitions.values()), release=True)
         self.checkpoint_on_revoke = False
+        # The stores closed before the group hears that this member leaves: the member
+        # that gets their partitions next opens them at once (again below, for any a
+        # rebalance finishing inside the consumer's stop opened meanwhile).
+        self.checkpointer.close_local()
         if self.consumer is not None:
             if self.interrupts.interrupted and not self.partitions:
                 await abandon_join(self.consumer)
