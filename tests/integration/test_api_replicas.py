@@ -9,7 +9,7 @@ import os
 import signal
 import sys
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -32,10 +32,12 @@ class ServiceProcess:
 
 
 @asynccontextmanager
-async def service_process(settings: Settings, workers: int = 1) -> AsyncIterator[ServiceProcess]:
-    """``python -m service`` with ``settings`` as its environment and ``workers`` worker
-    processes (1: the process runs the pipelines itself); SIGTERM at the end (unless the
-    test killed it)."""
+async def service_process(
+    settings: Settings, workers: int = 1, extra_env: Mapping[str, str] | None = None
+) -> AsyncIterator[ServiceProcess]:
+    """``python -m service`` with ``settings`` as its environment (and ``extra_env`` over it)
+    and ``workers`` worker processes (1: the process runs the pipelines itself); SIGTERM
+    at the end (unless the test killed it)."""
     port = free_port()
     instance_id = f"replica-{uuid.uuid4().hex[:6]}"
     env = {
@@ -53,6 +55,7 @@ async def service_process(settings: Settings, workers: int = 1) -> AsyncIterator
         "SERVICE_STORE_APPLY_TIMEOUT_MS": str(settings.store_apply_timeout_ms),
         "SERVICE_LOG_LEVEL": "WARNING",
         "SERVICE_WORKERS": str(workers),
+        **(extra_env or {}),
     }
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "service", env=env, stdin=asyncio.subprocess.DEVNULL

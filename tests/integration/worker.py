@@ -33,6 +33,9 @@ commit, leave the group), SIGKILL is the crash. OPTIONS (all optional):
   checkpoints whose transactions hold outputs; with ``"armed_by": PATH``, only the
   checkpoints that start once PATH exists count (the test arms the crash mid-stream).
   Fault injection in the worker process itself; the broker and the runtime are real.
+- ``"slow_revoke_ms": N``: a revoke of partitions this worker holds takes N ms longer
+  before it checkpoints and closes them (as a revoke's checkpoint of much state does),
+  the event loop running meanwhile (its heartbeats go on).
 """
 
 from __future__ import annotations
@@ -149,6 +152,20 @@ def inject_crash(stage: str, point: str, at: int, armed_by: str | None = None) -
     checkpointing.Checkpointer._complete = complete  # type: ignore[method-assign]
 
 
+def inject_slow_revoke(delay_ms: int) -> None:
+    """Wrap the revoke so that it takes ``delay_ms`` longer where it holds partitions."""
+    from service.runtime.consumer_group import assignment
+
+    original = assignment.Assignment.revoke
+
+    async def revoke(self: assignment.Assignment, revoked: list[Any]) -> None:
+        if any(tp in self._session.partitions for tp in revoked):
+            await asyncio.sleep(delay_ms / 1000)
+        await original(self, revoked)
+
+    assignment.Assignment.revoke = revoke  # type: ignore[method-assign]
+
+
 async def main(bootstrap: str, name: str, topic: str, options: dict[str, Any]) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -180,6 +197,8 @@ async def main(bootstrap: str, name: str, topic: str, options: dict[str, Any]) -
     crash = options.get("crash")
     if crash is not None:
         inject_crash(crash["stage"], crash["point"], int(crash["at"]), crash.get("armed_by"))
+    if "slow_revoke_ms" in options:
+        inject_slow_revoke(int(options["slow_revoke_ms"]))
     if ends is not None:
         definition = replace(definition, end_offsets=tuple(tuple(e) for e in ends))
     if "delivery" in options:

@@ -22,6 +22,7 @@ from service.runtime.partition.rocksdb_store import (
     DB_DIR,
     MAX_CHECKPOINT_AGE_S,
     RocksMemory,
+    StoreLockedError,
     open_store,
 )
 
@@ -209,7 +210,7 @@ def test_a_corrupt_checkpoint_file_is_rebuilt_from_the_changelog(tmp_path: Path)
 def test_a_store_open_elsewhere_is_never_wiped(tmp_path: Path) -> None:
     store, _ = open_store(tmp_path / "stage", MEMORY)
     store.write({"k": [1]}, False)  # no checkpoint file: a second opening would wipe it
-    with pytest.raises(Exception, match=r"(?i)lock"):
+    with pytest.raises(StoreLockedError, match=r"(?i)lock"):
         open_store(tmp_path / "stage", MEMORY)
     assert store.load("k") == ([1], 3)
     store.close()

@@ -69,7 +69,7 @@ from service.runtime.consumer_group.checkpoint_meta import (
     plan_restore,
     version_to_write,
 )
-from service.runtime.consumer_group.local_state import LocalStates, state_root
+from service.runtime.consumer_group.local_state import LOCK_WAIT_S, LocalStates, state_root
 from service.runtime.consumer_group.pending_input import PendingInput
 from service.runtime.consumer_group.prefetch import Prefetcher
 from service.runtime.consumer_group.stages import PartitionBuilding
@@ -689,16 +689,21 @@ class Checkpointer:
         """Open the rocksdb stores of ``new``; where to read each changelog partition
         from: the smallest position their checkpoint files name (0: one has none). A
         RocksDB on disk takes milliseconds to open: the loop runs between every
-        :data:`HOLD_LOOP_S` of them (its heartbeats, queries and other pipelines)."""
+        :data:`HOLD_LOOP_S` of them (its heartbeats, queries and other pipelines). One
+        that another process still holds is waited for
+        (:meth:`~.local_state.LocalStates.open_when_free`)."""
         if self.local is None:
             return {}
+        # A store another process has not closed yet is waited for, but no longer than
+        # half the session timeout: aiokafka sends no heartbeat during a restore.
+        lock_wait = min(LOCK_WAIT_S, self.session.settings.session_timeout_ms / 2000)
         starts: dict[int, int] = {}
         held = time.perf_counter()
         for tp in new:
             if time.perf_counter() - held > HOLD_LOOP_S:
                 await asyncio.sleep(0)
                 held = time.perf_counter()
-            checkpoint = self.local.open(tp).checkpoint
+            checkpoint = (await self.local.open_when_free(tp, lock_wait)).checkpoint
             position = checkpoint.position if checkpoint is not None else 0
             if not isinstance(position, int) or position < 0:
                 position = 0

@@ -22,17 +22,27 @@ The checkpointer (:mod:`.checkpointing`) drives them:
   the checkpoint commits; the session fails with it and its stage restarts after a
   backoff, from the last committed checkpoint, until the disk has room again.
 - **revoke and stop**: the stores are closed (a rocksdb partition is never parked in
-  memory: its local restore does that job).
+  memory: its local restore does that job), a stopping session's before it leaves the
+  group.
+- **a store another process holds** (a worker or replica sharing the state directory
+  that the group already moved the partition from, and that has not closed it yet:
+  one dropped from the group while its restore held the loop, or whose session is
+  ending): :meth:`LocalStates.open_when_free` tries again every
+  :data:`LOCK_POLL_S`, the loop running, until that one closes it or the bound passes
+  (:data:`LOCK_WAIT_S`, at most half the group's session timeout: aiokafka sends no
+  heartbeat while an assignment is restored); then the session fails, saying so.
 
 Memory: one :class:`~service.runtime.partition.rocksdb_store.RocksMemory` per process.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,6 +59,7 @@ from service.runtime.partition.rocksdb_store import (
     LocalCheckpoint,
     RocksMemory,
     RocksStore,
+    StoreLockedError,
     in_use,
     open_store,
     wipe_store,
@@ -56,7 +67,20 @@ from service.runtime.partition.rocksdb_store import (
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LocalPartition", "LocalStates", "remove_stores", "state_root"]
+__all__ = [
+    "LOCK_POLL_S",
+    "LOCK_WAIT_S",
+    "LocalPartition",
+    "LocalStates",
+    "remove_stores",
+    "state_root",
+]
+
+LOCK_WAIT_S = 30.0
+"""How long a restore waits at most for a store another process holds (bounded further by
+the caller: half the group's session timeout)."""
+LOCK_POLL_S = 0.05
+"""How often it tries again meanwhile."""
 
 _memory: list[RocksMemory] = []
 _open: dict[Path, RocksStore] = {}
@@ -170,6 +194,25 @@ class LocalStates:
         local = LocalPartition(store, checkpoint, self.cache_bytes)
         self.partitions[tp] = local
         return local
+
+    async def open_when_free(self, tp: TopicPartition, wait_s: float) -> LocalPartition:
+        """:meth:`open`, trying again every :data:`LOCK_POLL_S` (the loop running) while
+        another process holds the store, for up to ``wait_s``; then
+        :class:`~service.runtime.partition.rocksdb_store.StoreLockedError` saying so."""
+        started = time.monotonic()
+        while True:
+            try:
+                local = self.open(tp)
+            except StoreLockedError as exc:
+                waited = time.monotonic() - started
+                if waited >= wait_s:
+                    raise StoreLockedError(exc.directory, exc.detail, waited) from exc
+                await asyncio.sleep(min(LOCK_POLL_S, wait_s - waited))
+                continue
+            waited = time.monotonic() - started
+            if waited >= LOCK_POLL_S:
+                logger.info("state store %s opened once released (%.2fs)", self._path(tp), waited)
+            return local
 
     def wipe(self, tp: TopicPartition) -> LocalPartition:
         """Start ``tp`` over empty (its local state could not be used)."""

@@ -58,6 +58,15 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+REBALANCE_TIMEOUT_MS = 300_000
+"""How long the group waits for a member to rejoin a rebalance: its revoke first (the
+revoked partitions checkpointed, their rocksdb stores closed). aiokafka's default is the
+session timeout (10 s, 2 s in tests), shorter than a revoke's checkpoint of much state:
+the group then dropped the member during its revoke and gave its partitions to another,
+whose restore met RocksDB's lock on their stores (issue 53). This is the Java consumer's
+``max.poll.interval.ms`` default, which Kafka Streams' revokes run within. A member that
+dies is still dropped after the session timeout (its heartbeats stop)."""
+
 
 class SessionRunner(Protocol):
     """What a session takes from the runner that runs its stage's sessions one after
@@ -204,6 +213,7 @@ class Session:
             max_partition_fetch_bytes=settings.max_partition_fetch_bytes,
             fetch_max_bytes=settings.fetch_max_bytes,
             session_timeout_ms=settings.session_timeout_ms,
+            rebalance_timeout_ms=max(REBALANCE_TIMEOUT_MS, settings.session_timeout_ms),
             heartbeat_interval_ms=heartbeat,
             request_timeout_ms=settings.request_timeout_ms,
             isolation_level=definition.isolation_level,
@@ -276,6 +286,10 @@ class Session:
         if graceful:
             await self.checkpointer.checkpoint(list(self.partitions.values()), release=True)
         self.checkpoint_on_revoke = False
+        # The stores closed before the group hears that this member leaves: the member
+        # that gets their partitions next opens them at once (again below, for any a
+        # rebalance finishing inside the consumer's stop opened meanwhile).
+        self.checkpointer.close_local()
         if self.consumer is not None:
             if self.interrupts.interrupted and not self.partitions:
                 await abandon_join(self.consumer)

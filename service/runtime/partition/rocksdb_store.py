@@ -69,6 +69,7 @@ __all__ = [
     "LocalCheckpoint",
     "RocksMemory",
     "RocksStore",
+    "StoreLockedError",
     "StoreWriteError",
     "describe_disk",
     "disk_errno",
@@ -102,6 +103,27 @@ class StoreWriteError(RuntimeError):
         self.directory = directory
         self.errno = error_number
         """``errno.ENOSPC`` for a full disk, the other disk errors' numbers, else None."""
+
+
+class StoreLockedError(RuntimeError):
+    """Another opening holds the store's RocksDB (its ``LOCK`` file): another process
+    sharing the state directory (a worker, a replica) that has not closed it yet. Nothing
+    was wiped; opening it again once that one closed it succeeds."""
+
+    def __init__(self, directory: Path, detail: object, waited_s: float | None = None) -> None:
+        waited = "" if waited_s is None else f" after waiting {waited_s:.1f}s"
+        super().__init__(
+            f"the RocksDB store {directory} is still open elsewhere{waited} (a process "
+            f"sharing the state directory has not closed it): {detail}"
+        )
+        self.directory = directory
+        self.detail = detail
+        """RocksDB's error."""
+
+
+def _locked(exc: BaseException) -> bool:
+    """Whether RocksDB's error says another opening holds the database's lock."""
+    return "lock" in str(exc).lower()
 
 
 _DISK_ERRORS = {
@@ -433,15 +455,16 @@ def wipe_store(directory: Path) -> None:
 
 
 def _not_in_use(path: Path, memory: RocksMemory) -> None:
-    """Raise when another opening holds the RocksDB at ``path`` (its lock): it must not be
-    wiped under it. Any other failure to open is the wipe's business."""
+    """Raise :class:`StoreLockedError` when another opening holds the RocksDB at ``path``
+    (its lock): it must not be wiped under it. Any other failure to open is the wipe's
+    business."""
     if not path.exists():
         return
     try:
         Rdict(str(path), memory.options(), access_type=AccessType.read_write()).close()
     except Exception as exc:
-        if "lock" in str(exc).lower():
-            raise
+        if _locked(exc):
+            raise StoreLockedError(path.parent, exc) from exc
 
 
 def in_use(directory: Path, memory: RocksMemory) -> bool:
@@ -457,6 +480,8 @@ def open_store(directory: Path, memory: RocksMemory) -> tuple[RocksStore, LocalC
     """The store in ``directory`` and its local checkpoint; None: it was wiped (no
     checkpoint file, an unreadable one, or a RocksDB that does not open) and is empty.
 
+    A store another opening holds raises :class:`StoreLockedError` and wipes nothing.
+
     A disk that cannot be written (:func:`disk_errno`) raises :class:`StoreWriteError`
     and wipes nothing: the store stays for when the disk has room again."""
     checkpoint = _read_checkpoint(directory)
@@ -466,8 +491,8 @@ def open_store(directory: Path, memory: RocksMemory) -> tuple[RocksStore, LocalC
                 str(directory / DB_DIR), memory.options(), access_type=AccessType.read_write()
             )
         except Exception as exc:  # any other failure to open: rebuild from the changelog
-            if "lock" in str(exc).lower():
-                raise  # another process has it open: never wipe a store in use
+            if _locked(exc):  # another process has it open: never wipe a store in use
+                raise StoreLockedError(directory, exc) from exc
             if disk_errno(exc) is not None:
                 raise store_write_error(directory, exc) from exc
             checkpoint = None
@@ -489,6 +514,6 @@ def _create(directory: Path, memory: RocksMemory) -> Rdict:
         directory.mkdir(parents=True, exist_ok=True)
         return Rdict(str(directory / DB_DIR), memory.options(), access_type=AccessType.read_write())
     except Exception as exc:
-        if "lock" in str(exc).lower():
-            raise
+        if _locked(exc):
+            raise StoreLockedError(directory, exc) from exc
         raise store_write_error(directory, exc) from exc
