@@ -9,7 +9,7 @@ STAMP_DEV  := $(VENV)/.installed-dev
 KAFKA_POM := tests/kafka/pom.xml
 KAFKA_CP  := tests/kafka/classpath.txt
 
-.PHONY: run test fuzz lint typecheck unit kafka kstreams flink-kafka spark-jars registry bench bench-peers bench-nexmark bench-workers bench-latency bench-state-scale clean screenshot console-vendor image compose-test
+.PHONY: run test fuzz soak lint typecheck unit kafka kstreams flink-kafka spark-jars registry bench bench-peers bench-nexmark bench-workers bench-latency bench-state-scale clean screenshot console-vendor image compose-test
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -127,6 +127,12 @@ fuzz: $(STAMP_DEV) kafka
 	if [ $$status -eq 0 ]; then echo "fuzz: seed $$seed passed"; \
 	else echo "fuzz: seed $$seed FAILED (repeat with: $$again)"; fi; \
 	exit $$status
+
+# The long sweeps and soaks (tests marked soak), each the full form of one `make test`
+# runs quickly (e.g. a start cancelled at every 0.25 ms instead of a sample of points).
+# Not part of `make test`; docs/development.md.
+soak: $(STAMP_DEV) kafka
+	$(VENV)/bin/pytest -q --soak -m soak
 
 # docker-compose.yml run whole under podman-compose (PyPI; podman 4.3 has no `podman
 # compose`), with deploy/compose/podman.yml over it: the service image, and Kafka and

@@ -102,6 +102,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="run the tests marked compose (docker-compose.yml whole under podman, "
         "make compose-test); without it they are deselected",
     )
+    parser.addoption(
+        "--soak",
+        action="store_true",
+        help="run the tests marked soak (long sweeps and soaks, make soak); without it "
+        "they are deselected",
+    )
 
 
 def selected_brokers(config: pytest.Config) -> list[str]:
@@ -122,12 +128,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not config.getoption("--compose"):
-        # docker-compose.yml under podman is make compose-test's, not make test's.
-        deselected = [item for item in items if item.get_closest_marker("compose")]
+    # docker-compose.yml under podman is make compose-test's, long sweeps and soaks make
+    # soak's, not make test's.
+    for marker in ("compose", "soak"):
+        if config.getoption(f"--{marker}"):
+            continue
+        deselected = [item for item in items if item.get_closest_marker(marker)]
         if deselected:
             config.hook.pytest_deselected(items=deselected)
-            items[:] = [item for item in items if not item.get_closest_marker("compose")]
+            items[:] = [item for item in items if not item.get_closest_marker(marker)]
     for item in items:
         callspec = getattr(item, "callspec", None)
         broker = callspec.params.get("broker_name") if callspec is not None else None

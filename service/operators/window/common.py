@@ -251,6 +251,15 @@ class WindowOperatorBase:
         yield META_ENTRY, self._meta()
 
     def restore_changes(self, entries: Iterable[tuple[str, Any]]) -> None:
+        watermark, keys = self._newest_changes(entries)
+        self._load_changes(watermark, keys)
+        self._dirty.clear()
+
+    def _newest_changes(
+        self, entries: Iterable[tuple[str, Any]]
+    ) -> tuple[int, list[tuple[str, Any]]]:
+        """The watermark and each key's newest entry (None: deleted) of checkpoint
+        ``entries`` in the changelog's order; the newest metadata loaded."""
         newest: dict[str, Any] = {}
         for name, value in entries:
             newest[name] = value
@@ -267,8 +276,7 @@ class WindowOperatorBase:
                     continue
                 raise WindowStateError(f"unknown checkpoint entry {name!r}")
             keys.append((name[len(KEY_PREFIX) :], value))  # None: the key was deleted
-        self._load_changes(watermark, keys)
-        self._dirty.clear()
+        return watermark, keys
 
     def _meta(self) -> dict[str, Any]:
         return {

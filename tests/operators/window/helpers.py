@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from service.core.state_cache import StateMaps
 from service.core.time import ManualClock
-from service.operators.base import InputRecord, WindowResult
+from service.operators.base import AppliesChanges, InputRecord, WindowResult
 from service.operators.window import (
     GeneralWindowOperator,
     WindowOperator,
@@ -24,6 +27,13 @@ COUNT_SUM = {"n": {"fn": "count"}, "total": {"fn": "sum", "field": "amount"}}
 
 BACKENDS = ("memory", "rocksdb")
 """The state backends every window test parametrized on them runs on, same oracle."""
+STREAMED = "rocksdb-streamed"
+"""The rocksdb backend restored as the runtime restores an operator that
+:class:`~service.operators.base.AppliesChanges`: the changelog streamed onto it in
+batches of :data:`STREAM_BATCH` (the general operator; the fast one has no such restore)."""
+RESTORES = (*BACKENDS, STREAMED)
+STREAM_BATCH = 3
+"""Entries per streamed batch: small, so a key's entries span batches."""
 SMALL_CACHE_BYTES = 700
 """A partition's cache of a few entries (shared by its maps): most reads and writes of
 the rocksdb backend's tests go through RocksDB."""
@@ -46,8 +56,21 @@ def local_partition(directory: Path | None = None) -> LocalPartition:
 
 
 def state_maps(backend: str) -> StateMaps | None:
-    """None for memory; for rocksdb, the maps of a fresh partition store."""
+    """None for memory; for rocksdb (streamed or not), the maps of a fresh partition store."""
     return None if backend == "memory" else local_partition().state_map
+
+
+def restore(operator: WindowOperator, entries: Sequence[tuple[str, Any]], backend: str) -> None:
+    """Restore ``operator`` (just built) from changelog entries, in order: with
+    :data:`STREAMED` in batches through ``apply_changes`` (skipping the test for an
+    operator without it), else ``restore_changes``."""
+    if backend != STREAMED:
+        operator.restore_changes(entries)
+        return
+    if not isinstance(operator, AppliesChanges):
+        pytest.skip("the fast operator's restore is not streamed")
+    for start in range(0, len(entries), STREAM_BATCH):
+        operator.apply_changes(list(entries[start : start + STREAM_BATCH]))
 
 
 def spec(assigner: dict[str, Any], **extra: Any) -> dict[str, Any]:

@@ -14,7 +14,16 @@ from service.operators.base import InputRecord
 from service.operators.window import WindowOperator, WindowStateError
 from service.runtime.consumer_group.local_state import LocalPartition
 
-from .helpers import BACKENDS, build, local_partition, spec, store_directory, summary
+from .helpers import (
+    BACKENDS,
+    RESTORES,
+    build,
+    local_partition,
+    restore,
+    spec,
+    store_directory,
+    summary,
+)
 
 SPECS: dict[str, dict[str, Any]] = {
     "tumbling": spec({"type": "tumbling", "size_ms": 50}, allowed_lateness_ms=20),
@@ -121,7 +130,7 @@ def test_restore_then_continue_equals_an_uninterrupted_run(
     assert any(out), "the workload produced nothing to compare"
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", RESTORES)
 @pytest.mark.parametrize("name", sorted(SPECS))
 def test_incremental_changes_applied_in_order_equal_the_full_state(name: str, backend: str) -> None:
     steps = workload(seed=11)
@@ -133,13 +142,13 @@ def test_incremental_changes_applied_in_order_equal_the_full_state(name: str, ba
         if i % 7 == 3 or i == 40:
             changes.extend(orjson.loads(orjson.dumps(op.snapshot_changes())).items())
             rebuilt = make(name, ManualClock(clock.now_ms()), track_keys=True, backend=backend)
-            rebuilt.restore_changes(changes)
+            restore(rebuilt, changes, backend)
             assert rebuilt.snapshot() == op.snapshot()
             assert rebuilt.gauges() == op.gauges()
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("name", ["tumbling", "session"])
+@pytest.mark.parametrize("backend", RESTORES)
+@pytest.mark.parametrize("name", ["tumbling", "session", "processing", "continuous"])
 def test_restore_from_changes_then_continue_equals_an_uninterrupted_run(
     name: str, backend: str
 ) -> None:
@@ -153,7 +162,7 @@ def test_restore_from_changes_then_continue_equals_an_uninterrupted_run(
         out.append(apply(first, clock, step))
         changes.extend(first.snapshot_changes().items())
     second = make(name, clock, track_keys=True, backend=backend)
-    second.restore_changes(orjson.loads(orjson.dumps(changes)))
+    restore(second, orjson.loads(orjson.dumps(changes)), backend)
     out += [apply(second, clock, step) for step in steps[50:]]
     assert out == expected
 
