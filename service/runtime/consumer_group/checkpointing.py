@@ -685,10 +685,12 @@ class Checkpointer:
         cut_from = {tp: offset for tp, offset in cut.items() if offset is not None}
         if cut_from:
             began = time.perf_counter()
-            committed = await read_committed_values(cluster, topic, cut_from, isolation)
+            read: dict[TopicPartition, int] = {}
+            committed = await read_committed_values(cluster, topic, cut_from, isolation, read)
             for tp, values in committed.items():
                 streams[tp].apply(list(values.items()))
                 restored[tp].repair = values
+                restored[tp].records += read.get(tp, 0)  # counted: they were read too
             steps["committed values"] = time.perf_counter() - began
         steps["applied"] = sum(stream.seconds for stream in streams.values())
         for tp, stream in streams.items():
