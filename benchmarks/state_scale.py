@@ -765,7 +765,20 @@ def restart(
         run.done_s = marks["running"] - run.started_epoch
         run.extra["s from start to running"] = round(run.done_s, 2)
     run.state_bytes = dir_bytes(state_dir)
+    steps = restore_steps(workdir / "run.log")
+    if steps:
+        run.extra["restore steps"] = steps
     return run
+
+
+def restore_steps(log: Path) -> str | None:
+    """The last restore's steps as the service logged them (``restored in ... s (...)``)."""
+    try:
+        text = log.read_text(errors="replace")
+    except OSError:
+        return None
+    found = re.findall(r"restored in ([0-9.]+ s \([^)]*\))", text)
+    return found[-1] if found else None
 
 
 def call_text(url: str) -> tuple[int, str]:

@@ -46,6 +46,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
 
+import orjson
+
 __all__ = [
     "DEFAULT_NEW_ENTRY_BYTES",
     "NAMESPACE_SEPARATOR",
@@ -356,6 +358,25 @@ class StateCache:
             self._encoded.pop(key, None)
         if self._bytes > self.capacity_bytes:
             self._evict()
+
+    def settle(self, key: str, value: Any) -> Any:
+        """``self[key] = value``, unless the map holds that very value already (equal,
+        and encoded alike): then the held entry stays as it was, clean if it was, and
+        nothing is written for it. Returns the entry held now.
+
+        A local restore replays the changelog's tail onto a store that mostly holds it
+        already (its last checkpoint's entries are those the store was flushed with):
+        set blindly, each of them would be written back at the restore's flush (and at
+        evictions before it). With a codec it is always a set (live values are not
+        compared)."""
+        if self._codec is None:
+            held = self.get(key, _MISSING)
+            if held is not _MISSING and held == value:
+                dumps = orjson.dumps
+                if dumps(held) == dumps(value):  # 1 == 1.0 == True: not the same entry
+                    return held
+        self[key] = value
+        return value
 
     def mark_dirty(self, key: str) -> None:
         """The held entry ``key`` was changed in place."""

@@ -304,6 +304,35 @@ def test_a_peek_of_an_evicted_key_does_not_read_it_back_in() -> None:
     assert "k0" not in cache._entries
 
 
+def test_settling_the_value_a_store_holds_writes_nothing() -> None:
+    store = DictStore()
+    cache = StateCache(store, 2000, new_entry_bytes=100)
+    for i in range(50):
+        cache[f"k{i}"] = [i, 0.5]
+    cache.flush()
+    writes, stored = len(store.writes), dict(store.data)
+    cache = StateCache(store, 2000, count=50, new_entry_bytes=100)  # reopened, empty
+    for i in range(50):  # more than it holds: evictions on the way
+        assert cache.settle(f"k{i}", [i, 0.5]) == [i, 0.5]
+    cache.flush()
+    assert cache.evictions > 0
+    assert (len(store.writes) - writes, store.data, len(cache)) == (1, stored, 50)
+    assert store.writes[-1] is True  # only the flush's (empty) write
+
+
+def test_settling_another_value_sets_it() -> None:
+    store = DictStore()
+    cache = StateCache(store, 10**6)
+    cache["a"] = [1]
+    cache.flush()
+    cache.settle("a", [1.0])  # equal, but not the same entry
+    cache.settle("b", [2])  # new
+    cache.flush()
+    assert {k: orjson.loads(v) for k, v in store.data.items()} == {"a": [1.0], "b": [2]}
+    assert store.data["a"] == b"[1.0]"
+    assert len(cache) == 2
+
+
 class CountingCodec(SetCodec):
     def __init__(self) -> None:
         self.encoded = 0

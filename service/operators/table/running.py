@@ -548,7 +548,8 @@ class RunningAggregateOperator:
                 touched.pop(key, None)
             else:
                 key = name[cut:]
-                acc = cache[key] = decoded(entry["acc"])
+                # most often the value the store holds already: settled, not written again
+                acc = cache.settle(key, decoded(entry["acc"]))
                 if entry["dirty"]:
                     pending[key] = None
                 else:

@@ -321,12 +321,15 @@ async def read_committed_values(
     changelog_topic: str,
     cut: Mapping[TopicPartition, int],
     isolation_level: str = "read_uncommitted",
+    read: dict[TopicPartition, int] | None = None,
 ) -> dict[TopicPartition, dict[str, Any]]:
     """Streamed partitions whose changelog ends in a checkpoint cut short (``cut``: where
     its entries start, :attr:`RestoredPartition.cut_from`): each of those entries with
     its committed value (None: absent), what the restore puts back and the repair
     writes. Two reads, neither holding more than those entries: their names from where
-    they start, then their committed values from the beginning."""
+    they start, then their committed values from the beginning. ``read``: the records
+    both read, added to it by partition."""
+    counted: dict[TopicPartition, int] = {} if read is None else read
     names: dict[TopicPartition, set[str]] = {}
     for tp, offset in cut.items():
         tail = await read_changelog(
@@ -338,5 +341,8 @@ async def read_committed_values(
             values=False,
         )
         names[tp] = set(tail[tp].repair)
+        counted[tp] = counted.get(tp, 0) + tail[tp].records
     whole = await read_changelog(cluster, changelog_topic, list(names), isolation_level, only=names)
+    for tp in names:
+        counted[tp] = counted.get(tp, 0) + whole[tp].records
     return {tp: {name: whole[tp].entries.get(name) for name in names[tp]} for tp in names}

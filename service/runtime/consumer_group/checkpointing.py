@@ -143,6 +143,10 @@ class Restored:
     """Keys those local stores held."""
     changelog_records: int = 0
     """Changelog records read for ``read``."""
+    steps: dict[str, float] = field(default_factory=dict)
+    """Seconds of the restore's steps (logged with it): the stores opened, the changelog
+    read (its tail with local stores), read again for stores wiped, the committed values
+    of a checkpoint cut short, and the partitions built."""
 
     @property
     def ready(self) -> list[PartitionTask]:
@@ -167,17 +171,21 @@ class _Streamed:
     (an :class:`~service.runtime.consumer_group.changelog.Applier`): its restore holds
     no more of the partition in memory than its cache, whatever the key count."""
 
-    __slots__ = ("_build", "operator")
+    __slots__ = ("_build", "operator", "seconds")
 
     def __init__(self, operator: Operator, build: Callable[[], Operator]) -> None:
         self.operator = operator
         self._build = build
         """A new operator on the store started over (a reset)."""
+        self.seconds = 0.0
+        """Spent applying (of the changelog read's time)."""
 
     def apply(self, entries: list[tuple[str, Any]]) -> None:
         operator = self.operator
         assert isinstance(operator, AppliesChanges)
+        began = time.perf_counter()
         operator.apply_changes(entries)
+        self.seconds += time.perf_counter() - began
 
     def reset(self) -> None:
         self.operator = self._build()
@@ -535,11 +543,14 @@ class Checkpointer:
         kept = await self._take_parked(new)
         kept_tps = {part.tp for part in kept}
         new = [tp for tp in new if tp not in kept_tps]
+        steps: dict[str, float] = {}
+        began = time.perf_counter()
         starts = await self._open_local(new)
-        restored, built, local_tps = await self._read(new, starts)
+        steps["open"] = time.perf_counter() - began
+        restored, built, local_tps = await self._read(new, starts, steps)
         # The join is over: what the prefetcher read is taken below or dropped.
         prefetcher = await session.stop_prefetch()
-        result = Restored(kept=kept, read=[], prefetched={}, local=local_tps)
+        result = Restored(kept=kept, read=[], prefetched={}, local=local_tps, steps=steps)
         result.changelog_records = sum(state.records for state in restored.values())
         sink = session.sink
         assert sink is not None
@@ -548,7 +559,7 @@ class Checkpointer:
         stage = session.stage
         bounded = definition.bounded and stage.reads_source
         pinned = definition.end_offsets is not None
-        held = time.perf_counter()
+        held = began = time.perf_counter()
         for tp in new:
             if self.local is not None and time.perf_counter() - held > HOLD_LOOP_S:
                 await asyncio.sleep(0)  # many stores' commits: let the loop run between
@@ -622,9 +633,12 @@ class Checkpointer:
             if state.repair:
                 result.repairs.append((part, state.repair))
             result.read.append(part)
+        steps["build"] = time.perf_counter() - began
         return result
 
-    async def _read(self, new: list[TopicPartition], starts: dict[int, int]) -> _Read:
+    async def _read(
+        self, new: list[TopicPartition], starts: dict[int, int], steps: dict[str, float]
+    ) -> _Read:
         """The changelog of ``new`` read (from ``starts``, the local stores' positions):
         what was restored of each partition, the rocksdb partitions' operators (built on
         their stores first, and for those that take it in batches, the changelog
@@ -641,11 +655,13 @@ class Checkpointer:
             for tp, operator in built.items()
             if isinstance(operator, AppliesChanges)
         }
+        began = time.perf_counter()
         restored = (
             await read_changelog(cluster, topic, new, isolation, starts=starts, appliers=streams)
             if new
             else {}
         )
+        steps["changelog"] = time.perf_counter() - began
         if local is None:
             return restored, built, []
         # A tail without this partition's metadata (the changelog was reset or made
@@ -663,17 +679,24 @@ class Checkpointer:
             if tp in streams:
                 streams[tp] = _Streamed(built[tp], partial(self._build_local, tp, wipe=True))
         if wiped:
+            began = time.perf_counter()
             again = {tp: streams[tp] for tp in wiped if tp in streams}
             restored.update(await read_changelog(cluster, topic, wiped, isolation, appliers=again))
+            steps["wiped"] = time.perf_counter() - began
         # Streamed entries of a checkpoint cut short: back to their committed values,
         # which the repair writes to the changelog too.
         cut = {tp: restored[tp].cut_from for tp in streams}
         cut_from = {tp: offset for tp, offset in cut.items() if offset is not None}
         if cut_from:
-            committed = await read_committed_values(cluster, topic, cut_from, isolation)
+            began = time.perf_counter()
+            read: dict[TopicPartition, int] = {}
+            committed = await read_committed_values(cluster, topic, cut_from, isolation, read)
             for tp, values in committed.items():
                 streams[tp].apply(list(values.items()))
                 restored[tp].repair = values
+                restored[tp].records += read.get(tp, 0)  # counted: they were read too
+            steps["committed values"] = time.perf_counter() - began
+        steps["applied"] = sum(stream.seconds for stream in streams.values())
         for tp, stream in streams.items():
             built[tp] = stream.operator  # a reset in the changelog built it again
         return restored, built, [tp for tp in opened if tp not in wiped]
@@ -742,12 +765,15 @@ class Checkpointer:
             records = restored.changelog_records
             metrics.state_restored_keys.labels(name, "changelog").inc(records)
         logger.info(
-            "pipeline %s: assigned %s",
+            "pipeline %s: assigned %s; restored in %.2f s (%s; %d changelog records read)",
             name,
             ", ".join(
                 [tp_label(part.tp) + " (kept in memory)" for part in restored.kept]
                 + [tp_label(part.tp) for part in restored.read]
             ),
+            time.perf_counter() - started,
+            ", ".join(f"{step} {seconds:.2f} s" for step, seconds in restored.steps.items()),
+            restored.changelog_records,
         )
 
     def _taken_over(self, since_checkpoint_ms: int) -> None:

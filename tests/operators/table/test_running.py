@@ -19,7 +19,14 @@ from service.operators.table import RunningAggregateOperator, build_running_aggr
 from service.operators.window.errors import WindowConfigError
 from service.runtime.consumer_group.local_state import LocalPartition
 from service.runtime.partition.rocksdb_store import RocksMemory, open_store
-from tests.operators.rocksdb_maps import RESTORES, flush, local_partition, restarted, restore
+from tests.operators.rocksdb_maps import (
+    RESTORES,
+    STREAMED,
+    flush,
+    local_partition,
+    restarted,
+    restore,
+)
 
 BACKENDS = ("memory", "rocksdb")
 """The tests of the operator's behaviour run on both state backends."""
@@ -454,3 +461,31 @@ def test_the_rocksdb_backend_holds_more_keys_than_its_cache() -> None:
     op.before_checkpoint()
     [u] = upserts(op)
     assert (u.seq, u.result) == (1, {"n": 2, "total": 8, "hi": 7, "seen": 2})
+
+
+def test_a_local_restore_of_the_last_checkpoint_writes_nothing_back_to_the_store() -> None:
+    """A restart on the same disk replays the changelog's tail (the last checkpoint's
+    entries) onto the store its flush left: the store holds those values already, so
+    the streamed restore writes none of them back, at evictions or at its flush; what
+    the store holds afterwards, and what the operator emits, are the checkpoint's."""
+    clock = ManualClock(0)
+    partition = local_partition("rocksdb")
+    assert partition is not None
+    op = build(clock, maps=partition.state_map)
+    op.process_batch([rec(f"k{i}", i, i) for i in range(200)])
+    tick(op, clock, 1000)  # emitted: every key changed again (its seq)
+    op.process_batch([rec(f"k{i}", 300 + i, 1) for i in range(0, 200, 2)])  # dirty again
+    tail = orjson.loads(orjson.dumps(list(op.snapshot_changes().items())))
+    flush(partition)
+    store = partition.store
+    stored = dict(store.items())
+    writes = store.writes
+    partition = restarted(partition)
+    op = build(clock, maps=partition.state_map)
+    restore(op, [tuple(entry) for entry in tail], STREAMED)
+    assert partition.caches["keys"].evictions > 0  # more than its cache holds
+    flush(partition)
+    assert store.writes == writes
+    assert dict(store.items()) == stored
+    tick(op, clock, 2000)
+    assert sorted(u.key for u in upserts(op)) == sorted(f"k{i}" for i in range(0, 200, 2))
