@@ -108,7 +108,7 @@ image: $(CONTAINER_TOOLS)
 	PYTHON_IMAGE="$(PYTHON_IMAGE)" deploy/image/build.sh
 
 test: lint typecheck kafka flink-kafka spark-jars registry $(CHROMIUM) $(CONTAINER_TOOLS)
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q --durations=40
 
 # The random search `make test` leaves out (it runs the same tests derandomized, so the
 # same code gets the same verdict): every Hypothesis property and schemathesis against

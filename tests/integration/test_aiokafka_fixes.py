@@ -32,8 +32,13 @@ from tests.integration.kafka_utils import create_topic, unique, wait_until
 pytestmark = pytest.mark.integration
 
 # Cancel after 0, 0.25, ..., 19.75 ms: the bootstrap's metadata round trip on loopback
-# takes about a millisecond and falls somewhere in this range, under any load.
+# takes about a millisecond and falls somewhere in this range, under any load. `make
+# test` cancels at every millisecond of it; `make soak` at every quarter.
 DELAYS_S = [i * 0.00025 for i in range(80)]
+SWEEPS = [
+    pytest.param(DELAYS_S[::4], id="every-1ms"),
+    pytest.param(DELAYS_S, id="every-0.25ms", marks=pytest.mark.soak),
+]
 
 
 def open_connections() -> list[AIOKafkaConnection]:
@@ -54,13 +59,14 @@ def client(kind: str, bootstrap_servers: str) -> tuple[Any, Any]:
     return admin, admin.close
 
 
+@pytest.mark.parametrize("delays", SWEEPS)
 @pytest.mark.parametrize("kind", ["consumer", "producer", "admin"])
 async def test_a_start_cancelled_at_any_point_leaves_no_connection_open(
-    bootstrap_servers: str, kind: str
+    bootstrap_servers: str, kind: str, delays: list[float]
 ) -> None:
     before = {id(c) for c in open_connections()}
     leaked: list[AIOKafkaConnection] = []
-    for delay in DELAYS_S:
+    for delay in delays:
         started, close = client(kind, bootstrap_servers)
         start = asyncio.ensure_future(started.start())
         await asyncio.sleep(delay)
