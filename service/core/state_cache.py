@@ -215,6 +215,7 @@ class StateCache:
         "misses",
         "new_entry_bytes",
         "store",
+        "written_ahead_bytes",
     )
 
     def __init__(
@@ -249,6 +250,11 @@ class StateCache:
         """The last key a lookup found in neither (a set of it adds a key)."""
         self.misses = 0
         self.evictions = 0
+        self.written_ahead_bytes = 0
+        """Encoded bytes of the changed entries evictions wrote since the last flush:
+        what the next checkpoint reads back from the store beyond what the cache holds
+        (the runtime bounds it, :meth:`~service.runtime.consumer_group.local_state.
+        LocalPartition.over_bound`)."""
 
     # -- reading -------------------------------------------------------------------------
     def get(self, key: str, default: Any = None) -> Any:
@@ -429,6 +435,7 @@ class StateCache:
                 value = encoded.get(key, _MISSING)
                 batch[key] = codec.encode(entries[key]) if value is _MISSING else value
         sizes = self.store.write(batch, True)  # raises: nothing changed here
+        self.written_ahead_bytes = 0
         self._forget_deletes()
         dirty.clear()
         self._encoded.clear()
@@ -478,7 +485,8 @@ class StateCache:
                 value = encoded.get(key, _MISSING)
                 batch[key] = codec.encode(entries[key]) if value is _MISSING else value
         if batch:
-            self.store.write(batch, False)  # raises: the cache as it was, over its bound
+            written = self.store.write(batch, False)  # raises: the cache as it was
+            self.written_ahead_bytes += sum(written.values())
         self._bytes = left
         if deleted:
             self._forget_deletes()

@@ -378,3 +378,25 @@ def test_named_maps_on_one_store_never_see_each_others_keys(
         cache.flush()
         assert dict(cache.items()) == models[name]
         assert dict(cache.store.items()) == models[name]
+
+
+def test_evictions_count_the_changed_bytes_they_write_until_the_flush() -> None:
+    store = DictStore()
+    cache = StateCache(store, 2000, new_entry_bytes=100)
+    for i in range(100):
+        cache[f"k{i}"] = [i]
+    written = sum(len(data) for data in store.data.values())
+    assert cache.written_ahead_bytes == written > 0
+    cache.flush()
+    assert cache.written_ahead_bytes == 0
+
+
+def test_evicting_clean_entries_writes_nothing_ahead() -> None:
+    store = DictStore()
+    cache = StateCache(store, 2000, new_entry_bytes=100)
+    for i in range(100):
+        cache[f"k{i}"] = [i]
+    cache.flush()
+    for i in range(100):
+        cache.get(f"k{i}")  # read back, clean: evicting them writes nothing
+    assert cache.evictions > 100 and cache.written_ahead_bytes == 0

@@ -27,6 +27,7 @@ from service.pipeline_spec.models import validate_spec
 from service.runtime.definition import PipelineDefinition, StateSettings
 from service.runtime.lifecycle.manager import Runtime
 from service.runtime.observability.metrics import build_metrics
+from service.runtime.observability.status import PipelineState
 from service.runtime.partition.rocksdb_store import CHECKPOINT_FILE, DB_DIR
 from service.runtime.pipeline_topics.names import changelog_topic
 from tests.integration.kafka_utils import (
@@ -976,3 +977,42 @@ async def test_a_killed_session_pipeline_restores_its_timers_locally_and_stays_e
     assert restored_by["partitions_restored/local"] == PARTITIONS
     assert restored_by["state_restored/local"] >= keys
     assert (restored_by["state_restored/changelog"] or 0) < keys / 10
+
+
+async def test_changes_outgrowing_the_cache_bring_the_checkpoint_forward(
+    bootstrap_servers: str, tmp_path: Path
+) -> None:
+    """Sessions of 1,500 new keys behind a cache of a dozen entries, with a checkpoint
+    interval longer than the run: the changes evictions write outgrow the cache again and
+    again, and each time the next checkpoint comes at once (waiting for the one being
+    written), so several complete before the input's end; the results are the
+    oracle's."""
+    data = [dict(e, ts=WINDOW_BASE + 3 * i) for i, e in enumerate(purchases(3000, 1500, 55))]
+    name = unique("rocksbound")
+    topic = f"{name}.in"
+    await create_topic(bootstrap_servers, topic, 1)
+    await produce(bootstrap_servers, topic, [json_record(0, None, e) for e in data])
+    one_stage = window_spec(name, topic, SESSION)  # no shuffle: batches of input records
+    one_stage["key"]["partitioned"] = True
+    built = build_definition(validate_spec(one_stage, ()), ())
+    definition = replace(built, state=SMALL_CACHE)
+    registry = CollectorRegistry()
+    settings = runtime_settings(  # batches of 100: the loop looks at the bound often
+        bootstrap_servers, state_dir=str(tmp_path), checkpoint_interval_ms=600_000, max_records=100
+    )
+    runtime = Runtime(settings, metrics=build_metrics(registry))
+    await runtime.start()
+    runtime.start_pipeline(definition)
+    try:
+        await runtime.runner(name).wait_for_state(PipelineState.FINISHED, timeout_s=60)
+        status = runtime.status(name)
+        assert status.state is PipelineState.FINISHED, status.reason
+    finally:
+        await runtime.shutdown()
+    checkpoints = registry.get_sample_value(
+        "clockwork_checkpoint_duration_seconds_count", {"pipeline": name}
+    )
+    # Without the bound: none before the end (the interval is 10 minutes), then one per
+    # stage's end; with it, one each time the changes pass the cache's 4,000 bytes.
+    assert checkpoints is not None and checkpoints >= 10
+    assert await window_results(bootstrap_servers, f"{name}.out") == window_oracle(data, SESSION)

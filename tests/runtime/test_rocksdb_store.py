@@ -16,6 +16,7 @@ from hypothesis import given, seed, settings
 from hypothesis import strategies as st
 
 from service.core.state_cache import NamespacedStore, StateCache
+from service.runtime.consumer_group.local_state import LocalPartition
 from service.runtime.partition.rocksdb_store import (
     CHECKPOINT_FILE,
     CHECKPOINT_VERSION,
@@ -298,4 +299,24 @@ def test_a_get_reads_an_index_and_filter_partition_not_the_table_s_whole_index(
     index = int(properties["index block size (user-key? 1, delta-value? 1)"])
     assert int(properties["top-level index size"]) < index / 4
     assert int(properties.get("# entries for filter", 0)) == 100_000
+    store.close()
+
+
+def test_a_partition_is_over_its_bound_once_evictions_wrote_its_cache_s_worth(
+    tmp_path: Path,
+) -> None:
+    """LocalPartition.over_bound: the changed entries its maps' evictions wrote since the
+    last flush reach the partition's cache size (the runtime then checkpoints at once);
+    a flush starts the count again."""
+    store, checkpoint = open_store(tmp_path / "store", MEMORY)
+    local = LocalPartition(store, checkpoint, 4000)
+    first, second = local.state_map("a"), local.state_map("b")
+    i = 0
+    while not local.over_bound():
+        (first if i % 2 else second)[f"k{i}"] = {"n": i}
+        i += 1
+    written = sum(cache.written_ahead_bytes for cache in (first, second))
+    assert 4000 <= written < 4000 + 1000 and i > 10
+    local.flush()
+    assert not local.over_bound()
     store.close()

@@ -318,6 +318,18 @@ class Checkpointer:
         """Whether a checkpoint or a restore is running (the loop then starts none)."""
         return self.lock.locked()
 
+    def changes_over_bound(self) -> bool:
+        """Whether a rocksdb partition's changes since its last checkpoint outgrew its
+        cache (:meth:`~.local_state.LocalPartition.over_bound`): a checkpoint is due now."""
+        local = self.local
+        return local is not None and any(p.over_bound() for p in local.partitions.values())
+
+    async def wait_idle(self) -> None:
+        """Until the checkpoint (or restore) running now is done: the loop's backpressure
+        when the changes since it outgrow the caches."""
+        async with self.lock:
+            pass
+
     async def start(self, parts: list[PartitionTask]) -> None:
         """Snapshot now and complete the checkpoint in the background (see the module
         docstring); nothing if one is running. An error there fails the session."""

@@ -5,7 +5,9 @@ Each turn: apply the pause reasons, read a batch (:mod:`~service.runtime.kafka.b
 prefetched during the join, or held back by watermark alignment), hand each partition's
 fetched records to its task (decode, process, drain outputs to the sink), update the
 partition watermarks, queue the produced batches, wait while too much is unacknowledged
-(backpressure), and checkpoint every ``checkpoint_interval_ms``.
+(backpressure), and checkpoint every ``checkpoint_interval_ms`` (sooner, once the
+changes since the last outgrow a rocksdb partition's cache, waiting for the one being
+written first).
 
 Watermark alignment (``max_drift_ms``; the rule is :mod:`service.core.alignment`'s): a
 partition takes the records of a batch only while its watermark before each is at most
@@ -82,12 +84,15 @@ class LoopWatermarks(Protocol):
 
 
 class LoopCheckpoints(Protocol):
-    """What the loop asks of the checkpointer: one on time, and one at a partition's end."""
+    """What the loop asks of the checkpointer: one on time (or when the changes since the
+    last outgrow the caches), and one at a partition's end."""
 
     @property
     def last_checkpoint(self) -> float: ...
     @property
     def in_flight(self) -> bool: ...
+    def changes_over_bound(self) -> bool: ...
+    async def wait_idle(self) -> None: ...
     async def start(self, parts: list[PartitionTask]) -> None: ...
     async def checkpoint(self, parts: list[PartitionTask], *, release: bool = False) -> None: ...
 
@@ -235,7 +240,14 @@ class FetchLoop:
                 logger.info("pipeline %s: bounded input finished", session.name)
                 return True
             now = time.monotonic()
-            if now - checkpointer.last_checkpoint >= interval_s and not checkpointer.in_flight:
+            due = now - checkpointer.last_checkpoint >= interval_s
+            if not due and checkpointer.changes_over_bound():
+                # The changes since the last checkpoint outgrew the caches: the next one
+                # now, once the one being written (if any) is done; no batch meanwhile.
+                if checkpointer.in_flight:
+                    await checkpointer.wait_idle()
+                due = True
+            if due and not checkpointer.in_flight:
                 # completes beside the next batches (checkpointing.py)
                 await checkpointer.start(list(session.partitions.values()))
             if now - reporter.last_refresh >= settings.metrics_interval_s:
