@@ -251,8 +251,9 @@ class StateCache:
         self.misses = 0
         self.evictions = 0
         self.written_ahead_bytes = 0
-        """Encoded bytes of the changed entries evictions wrote since the last flush:
-        what the next checkpoint reads back from the store beyond what the cache holds
+        """The changed entries evictions wrote since the last flush, counted as the cache
+        counted them: what the next checkpoint reads back from the store beyond what the
+        cache holds
         (the runtime bounds it, :meth:`~service.runtime.consumer_group.local_state.
         LocalPartition.over_bound`)."""
 
@@ -485,8 +486,8 @@ class StateCache:
                 value = encoded.get(key, _MISSING)
                 batch[key] = codec.encode(entries[key]) if value is _MISSING else value
         if batch:
-            written = self.store.write(batch, False)  # raises: the cache as it was
-            self.written_ahead_bytes += sum(written.values())
+            self.store.write(batch, False)  # raises: the cache as it was, over its bound
+            self.written_ahead_bytes += sum(sizes[key] for key in victims if key in dirty)
         self._bytes = left
         if deleted:
             self._forget_deletes()

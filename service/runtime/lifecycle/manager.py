@@ -22,6 +22,7 @@ from service.runtime.consumer_group.local_state import remove_stores, state_root
 from service.runtime.definition import PipelineDefinition
 from service.runtime.kafka.access import connection_problem
 from service.runtime.kafka.clients import KafkaCluster
+from service.runtime.lifecycle.loop_time import within_loop_time
 from service.runtime.lifecycle.pipeline_runner import PipelineRunner
 from service.runtime.lifecycle.queries import KeyAnswer, ScanAnswer
 from service.runtime.observability.metrics import METRICS, RuntimeMetrics
@@ -30,6 +31,10 @@ from service.runtime.pipeline_topics.admin import PipelineTopics
 from service.runtime.settings import RuntimeSettings
 
 logger = logging.getLogger(__name__)
+
+REQUEST_TIMEOUT_FACTOR = 6
+"""The health check client's own request timeout, in health-check timeouts: long enough
+that the check's loop-time timeout (which a held loop does not fool) decides."""
 
 
 class PipelineExists(KeyError):
@@ -188,21 +193,11 @@ class Runtime:
         return self._broker_ready
 
     async def check_broker(self, timeout_s: float = 5.0) -> bool:
-        """Ask the broker for cluster metadata; updates :attr:`ready`."""
+        """Ask the broker for cluster metadata; updates :attr:`ready`. The timeout counts
+        only the loop's free time (:func:`.loop_time.within_loop_time`): a checkpoint
+        holding the loop is not the broker's silence."""
         try:
-            async with asyncio.timeout(timeout_s):
-                if self._client is None:
-                    client = KafkaCluster.of(self.settings).client(
-                        request_timeout_ms=int(timeout_s * 1000),
-                    )
-                    try:
-                        await client.bootstrap()
-                    except BaseException:
-                        await client.close()
-                        raise
-                    self._client = client
-                else:
-                    await self._client.fetch_all_metadata()
+            await within_loop_time(self._ask_broker(timeout_s), timeout_s)
             ready = True
         except Exception as exc:
             await self._close_client()
@@ -226,6 +221,21 @@ class Runtime:
                 runner.broker_lost()
         self.metrics.broker_ready.set(1 if ready else 0)
         return ready
+
+    async def _ask_broker(self, timeout_s: float) -> None:
+        if self._client is not None:
+            await self._client.fetch_all_metadata()
+            return
+        # The client's own timeout is asyncio's, which a held loop fools: ours decides.
+        client = KafkaCluster.of(self.settings).client(
+            request_timeout_ms=int(timeout_s * 1000 * REQUEST_TIMEOUT_FACTOR)
+        )
+        try:
+            await client.bootstrap()
+        except BaseException:
+            await client.close()
+            raise
+        self._client = client
 
     async def _watch_broker(self) -> None:
         """Check the broker every ``broker_check_interval_s``.
