@@ -253,6 +253,11 @@ async def read_changelog(
     ``appliers``: those partitions are streamed onto them (:class:`ChangelogReader`), their
     :attr:`RestoredPartition.entries` left empty; ``only`` and ``values``: see there.
 
+    ``timeout_s`` bounds the time without a record read, not the read: a restore that
+    progresses takes what the changelog needs (a 10M-key changelog takes minutes), one
+    that stalls fails. (A bound on the whole read failed a 6M-key session changelog's
+    restore at 90 s again and again, each attempt starting over.)
+
     The end is the fetch high watermark (``end_offsets()`` can be early on some brokers).
     ``read_committed`` (exactly-once) reads to the high watermark too, not to the last
     stable offset: another partition's transaction open on the same changelog partition
@@ -297,11 +302,13 @@ async def read_changelog(
         remaining = set(log_parts)
         while remaining:
             if time.monotonic() > deadline:
-                raise RestoreError(f"changelog {changelog_topic} not read within {timeout_s}s")
+                raise RestoreError(f"changelog {changelog_topic}: nothing read for {timeout_s}s")
             # Short: a getmany that gets no records waits its whole timeout even after
             # the fetch answered, and an empty changelog (every first start) gets none;
             # the end is known from the high watermark after the first fetch answer.
             batch = await consumer.getmany(timeout_ms=RESTORE_FETCH_WAIT_MS, max_records=10_000)
+            if batch:
+                deadline = time.monotonic() + timeout_s
             for records in batch.values():
                 for record in records:
                     reader.add(record.key, record.value, wanted, record.offset)
