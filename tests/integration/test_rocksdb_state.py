@@ -997,8 +997,12 @@ async def test_changes_outgrowing_the_cache_bring_the_checkpoint_forward(
     built = build_definition(validate_spec(one_stage, ()), ())
     definition = replace(built, state=SMALL_CACHE)
     registry = CollectorRegistry()
-    settings = runtime_settings(  # batches of 100: the loop looks at the bound often
-        bootstrap_servers, state_dir=str(tmp_path), checkpoint_interval_ms=600_000, max_records=100
+    settings = runtime_settings(  # small fetches: the loop looks at the bound often
+        bootstrap_servers,
+        state_dir=str(tmp_path),
+        checkpoint_interval_ms=600_000,
+        max_records=100,
+        max_partition_fetch_bytes=4096,
     )
     runtime = Runtime(settings, metrics=build_metrics(registry))
     await runtime.start()
