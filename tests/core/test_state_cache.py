@@ -218,25 +218,34 @@ def test_a_cache_with_a_codec_holds_live_values_and_stores_encoded_ones(
     for op in ops:
         if op[0] == "get":
             assert cache.get(op[1]) == model.get(op[1])
-        elif op[0] == "set":
-            cache[op[1]] = {op[2]}
-            model[op[1]] = {op[2]}
-        elif op[0] == "append":
-            entry = cache.get(op[1])
-            if entry is None:
-                cache[op[1]] = {op[2]}
-            else:
-                entry.add(op[2])
-                cache.mark_dirty(op[1])
-            model.setdefault(op[1], set()).add(op[2])
-        elif op[0] == "pop":
-            assert cache.pop(op[1]) == model.pop(op[1], None)
         else:
-            cache.flush()
-            assert {k: orjson.loads(v) for k, v in store.data.items()} == {
-                k: sorted(v) for k, v in model.items()
-            }
+            apply_to_sets(cache, store, model, op)
     assert dict(cache.items()) == model
+
+
+def apply_to_sets(
+    cache: StateCache, store: DictStore, model: dict[str, set[int]], op: tuple[Any, ...]
+) -> None:
+    """``op`` (set, append in place, pop or flush) on a cache of sets and on its model; a
+    flush's store checked against the model."""
+    if op[0] == "set":
+        cache[op[1]] = {op[2]}
+        model[op[1]] = {op[2]}
+    elif op[0] == "append":
+        entry = cache.get(op[1])
+        if entry is None:
+            cache[op[1]] = {op[2]}
+        else:
+            entry.add(op[2])  # after a peek of it: the peeked form is stale
+            cache.mark_dirty(op[1])
+        model.setdefault(op[1], set()).add(op[2])
+    elif op[0] == "pop":
+        assert cache.pop(op[1]) == model.pop(op[1], None)
+    else:
+        cache.flush()
+        assert {k: orjson.loads(v) for k, v in store.data.items()} == {
+            k: sorted(v) for k, v in model.items()
+        }
 
 
 FEW_KEYS = st.sampled_from(["k0", "k1", "k2", "k3"])  # a peek, then a change of the same key
@@ -267,28 +276,9 @@ def test_a_peek_reads_the_stored_form_and_changes_nothing_a_flush_writes(
             found = model.get(op[1])
             assert cache.peek(op[1]) == (None if found is None else sorted(found))
             assert (cache.held, len(store.writes)) == (held, writes)
-        elif op[0] == "set":
-            cache[op[1]] = {op[2]}
-            model[op[1]] = {op[2]}
-        elif op[0] == "append":
-            entry = cache.get(op[1])
-            if entry is None:
-                cache[op[1]] = {op[2]}
-            else:
-                entry.add(op[2])  # after a peek of it: the peeked form is stale
-                cache.mark_dirty(op[1])
-            model.setdefault(op[1], set()).add(op[2])
-        elif op[0] == "pop":
-            assert cache.pop(op[1]) == model.pop(op[1], None)
-        elif op[0] == "flush":
-            cache.flush()
-            assert {k: orjson.loads(v) for k, v in store.data.items()} == {
-                k: sorted(v) for k, v in model.items()
-            }
-    cache.flush()
-    assert {k: orjson.loads(v) for k, v in store.data.items()} == {
-        k: sorted(v) for k, v in model.items()
-    }
+        else:
+            apply_to_sets(cache, store, model, op)
+    apply_to_sets(cache, store, model, ("flush",))
     assert dict(cache.items()) == model
 
 

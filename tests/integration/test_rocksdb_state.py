@@ -27,7 +27,6 @@ from service.pipeline_spec.models import validate_spec
 from service.runtime.definition import PipelineDefinition, StateSettings
 from service.runtime.lifecycle.manager import Runtime
 from service.runtime.observability.metrics import build_metrics
-from service.runtime.observability.status import PipelineState
 from service.runtime.partition.rocksdb_store import CHECKPOINT_FILE, DB_DIR
 from service.runtime.pipeline_topics.names import changelog_topic
 from tests.integration.kafka_utils import (
@@ -997,22 +996,15 @@ async def test_changes_outgrowing_the_cache_bring_the_checkpoint_forward(
     built = build_definition(validate_spec(one_stage, ()), ())
     definition = replace(built, state=SMALL_CACHE)
     registry = CollectorRegistry()
-    settings = runtime_settings(  # small fetches: the loop looks at the bound often
+    await run_to_the_end(  # small fetches: the loop looks at the bound often
         bootstrap_servers,
+        definition,
         state_dir=str(tmp_path),
+        metrics=build_metrics(registry),
         checkpoint_interval_ms=600_000,
         max_records=100,
         max_partition_fetch_bytes=4096,
     )
-    runtime = Runtime(settings, metrics=build_metrics(registry))
-    await runtime.start()
-    runtime.start_pipeline(definition)
-    try:
-        await runtime.runner(name).wait_for_state(PipelineState.FINISHED, timeout_s=60)
-        status = runtime.status(name)
-        assert status.state is PipelineState.FINISHED, status.reason
-    finally:
-        await runtime.shutdown()
     checkpoints = registry.get_sample_value(
         "clockwork_checkpoint_duration_seconds_count", {"pipeline": name}
     )

@@ -20,6 +20,7 @@ import pytest
 from service.pipeline_spec.build import build_definition
 from service.pipeline_spec.models import validate_spec
 from service.runtime.lifecycle.manager import Runtime
+from service.runtime.observability.metrics import METRICS, RuntimeMetrics
 from service.runtime.observability.status import PipelineState
 from tests.api.server import app_settings, eventually, running_app, wait_ready
 from tests.integration.kafka_utils import (
@@ -68,8 +69,16 @@ def spec(name: str, topic: str, delivery: str) -> dict[str, Any]:
     }
 
 
-async def run_to_the_end(bootstrap: str, definition: Any, state_dir: str = "") -> None:
-    runtime = Runtime(runtime_settings(bootstrap, state_dir=state_dir))
+async def run_to_the_end(
+    bootstrap: str,
+    definition: Any,
+    state_dir: str = "",
+    metrics: RuntimeMetrics = METRICS,
+    **settings: Any,
+) -> None:
+    """``definition`` run on a runtime of its own until it finished (``settings``: over
+    ``runtime_settings``')."""
+    runtime = Runtime(runtime_settings(bootstrap, state_dir=state_dir, **settings), metrics=metrics)
     await runtime.start()
     runtime.start_pipeline(definition)
     try:

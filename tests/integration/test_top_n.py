@@ -19,7 +19,6 @@ import pytest
 from service.pipeline_spec.build import build_definition
 from service.pipeline_spec.models import validate_spec
 from service.runtime.lifecycle.manager import Runtime
-from service.runtime.observability.status import PipelineState
 from tests.integration.kafka_utils import (
     create_topic,
     json_record,
@@ -32,7 +31,7 @@ from tests.integration.kafka_utils import (
 )
 from tests.integration.replicas import replicas
 from tests.integration.test_replica_loss import PARTITIONS
-from tests.integration.test_running_aggregates import crash_before_the_commit
+from tests.integration.test_running_aggregates import crash_before_the_commit, run_to_the_end
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
 
@@ -114,15 +113,7 @@ async def test_the_rank_rows_folded_by_key_equal_the_top_n_of_all_input(
         records = [json_record(i % 3, None, e) for i, e in enumerate(data)]
     await produce(bootstrap_servers, topic, records)
     definition = build_definition(validate_spec(spec(name, topic, delivery, keyed), ()), ())
-    runtime = Runtime(runtime_settings(bootstrap_servers))
-    await runtime.start()
-    runtime.start_pipeline(definition)
-    try:
-        await runtime.runner(name).wait_for_state(PipelineState.FINISHED, timeout_s=60)
-        status = runtime.status(name)
-        assert status.state is PipelineState.FINISHED, status.reason
-    finally:
-        await runtime.shutdown()
+    await run_to_the_end(bootstrap_servers, definition)
 
     isolation = "read_committed" if delivery == "exactly_once" else "read_uncommitted"
     out = await read_topic(bootstrap_servers, f"{name}.out", isolation_level=isolation)
