@@ -8,6 +8,7 @@ kill -9 in the middle of an exactly-once checkpoint stays exact."""
 
 from __future__ import annotations
 
+import asyncio
 import random
 import signal
 from collections import defaultdict
@@ -24,9 +25,11 @@ from prometheus_client import CollectorRegistry
 
 from service.pipeline_spec.build import build_definition
 from service.pipeline_spec.models import validate_spec
+from service.runtime.consumer_group import changelog
 from service.runtime.definition import PipelineDefinition, StateSettings
 from service.runtime.lifecycle.manager import Runtime
 from service.runtime.observability.metrics import build_metrics
+from service.runtime.observability.status import PipelineState
 from service.runtime.partition.rocksdb_store import CHECKPOINT_FILE, DB_DIR
 from service.runtime.pipeline_topics.names import changelog_topic
 from tests.integration.kafka_utils import (
@@ -1011,4 +1014,70 @@ async def test_changes_outgrowing_the_cache_bring_the_checkpoint_forward(
     # Without the bound: none before the end (the interval is 10 minutes), then one per
     # stage's end; with it, one each time the changes pass the cache's 4,000 bytes.
     assert checkpoints is not None and checkpoints >= 10
+    assert await window_results(bootstrap_servers, f"{name}.out") == window_oracle(data, SESSION)
+
+
+async def test_a_checkpoint_s_snapshot_lets_the_loop_turn_and_holds_the_state_still(
+    bootstrap_servers: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sessions of 1,500 keys behind a cache of a dozen entries, each checkpoint's entries
+    encoded two at a time, watermark ticks every 5 ms: the event loop turns between the
+    slices (a probe task runs while a snapshot holds the state), nothing the snapshot
+    reads moves meanwhile (records read, offsets, the operators' watermarks: the ticks
+    wait), and the results are the oracle's."""
+    monkeypatch.setattr(changelog, "SNAPSHOT_SLICE", 2)
+    data = [dict(e, ts=WINDOW_BASE + 3 * i) for i, e in enumerate(purchases(3000, 1500, 56))]
+    name = unique("rocksslices")
+    topic = f"{name}.in"
+    await create_topic(bootstrap_servers, topic, 2)
+    # a user's records in one partition: key.partitioned, no shuffle
+    records = [json_record(int(e["user"][1:]) % 2, e["user"], e) for e in data]
+    await produce(bootstrap_servers, topic, records)
+    one_stage = window_spec(name, topic, SESSION)
+    one_stage["key"]["partitioned"] = True
+    one_stage["watermark"] = {"interval_ms": 5}
+    built = build_definition(validate_spec(one_stage, ()), ())
+    definition = replace(built, state=SMALL_CACHE)
+    settings = runtime_settings(
+        bootstrap_servers,
+        state_dir=str(tmp_path),
+        checkpoint_interval_ms=50,
+        max_records=100,
+        max_partition_fetch_bytes=4096,
+    )
+    runtime = Runtime(settings)
+    await runtime.start()
+    held_turns = 0
+    moved: list[tuple[Any, Any]] = []
+
+    def seen(session: Any) -> tuple[Any, ...]:
+        parts = sorted(session.partitions.items())
+        return session.records_in, [(p.next_offset, p.operator.current_watermark) for _, p in parts]
+
+    async def probe() -> None:
+        nonlocal held_turns
+        runner = runtime.runner(name)
+        at_start: dict[int, tuple[Any, ...]] = {}  # each hold's first look
+        while True:
+            await asyncio.sleep(0)  # every turn of the loop
+            session = runner.stages[-1].session
+            if session is None or not session.state_hold.held:
+                continue
+            held_turns += 1
+            now = seen(session)
+            first = at_start.setdefault(session.state_hold.holds, now)
+            if now != first:
+                moved.append((first, now))
+
+    runtime.start_pipeline(definition)
+    watcher = asyncio.get_running_loop().create_task(probe())
+    try:
+        await runtime.runner(name).wait_for_state(PipelineState.FINISHED, timeout_s=60)
+        status = runtime.status(name)
+        assert status.state is PipelineState.FINISHED, status.reason
+    finally:
+        watcher.cancel()
+        await runtime.shutdown()
+    assert held_turns > 0
+    assert moved == []
     assert await window_results(bootstrap_servers, f"{name}.out") == window_oracle(data, SESSION)

@@ -3,12 +3,15 @@ no broker."""
 
 from __future__ import annotations
 
+import asyncio
 import tracemalloc
+from collections.abc import Iterator
+from typing import Any
 
 import orjson
 from aiokafka import TopicPartition
 
-from service.runtime.consumer_group.changelog import encode_checkpoint
+from service.runtime.consumer_group.changelog import encode_checkpoint, encode_checkpoint_in_slices
 
 ROW = [1699999999410, 12345, {"order": "o1", "user": "u1", "ts": 1699999999410}, False]
 
@@ -37,3 +40,35 @@ def test_held_entries_take_their_own_size_not_an_encoders_buffer() -> None:
     payload = sum(len(key) + len(value or b"") for key, value in records)
     # keys, values and the list: a few times the payload, not 4 KiB an entry
     assert held < 4 * payload < 2_000 * 1_024
+
+
+async def test_entries_encoded_in_slices_are_the_same_records_with_the_loop_run_between() -> None:
+    """A checkpoint's entries are encoded a slice at a time (encode_checkpoint_in_slices):
+    the records are encode_checkpoint's, and the event loop turns after each full slice,
+    never inside one."""
+    changes = {f"k{i}": {"n": i} for i in range(25)}
+    turns = 0
+    seen: list[int] = []
+
+    async def turn() -> None:
+        nonlocal turns
+        while True:
+            await asyncio.sleep(0)
+            turns += 1
+
+    def watched() -> Iterator[tuple[str, Any]]:
+        for item in changes.items():
+            seen.append(turns)
+            yield item
+
+    ticker = asyncio.get_running_loop().create_task(turn())
+    await asyncio.sleep(0)  # the ticker is running
+    try:
+        tp = TopicPartition("orders", 2)
+        records = await encode_checkpoint_in_slices(tp, watched(), {"offset": 9}, 10)
+    finally:
+        ticker.cancel()
+    assert records == encode_checkpoint(tp, changes.items(), {"offset": 9})
+    slices = [seen[i : i + 10] for i in range(0, 25, 10)]
+    assert all(len(set(s)) == 1 for s in slices)  # no turn inside a slice
+    assert slices[0][0] < slices[1][0] < slices[2][0]  # a turn after each full one

@@ -7,6 +7,7 @@ import asyncio
 from service.core.time import ManualClock
 from service.core.timers import TimerService
 from service.runtime.partition.processing_timers import ProcessingTimeScheduler
+from service.runtime.partition.state_hold import StateHold
 
 
 class CountingLoop:
@@ -80,3 +81,38 @@ async def test_no_handle_without_timers() -> None:
     scheduler.reschedule()  # the queue is empty again: the handle goes
     assert loop.handles[0].cancelled()
     assert not scheduler.has_handle
+
+
+async def test_a_wake_up_during_a_hold_fires_nothing_until_the_hold_ends() -> None:
+    """A checkpoint's snapshot holds the state (state_hold.py): a timer due meanwhile
+    fires right after the hold, and no handle is armed while it lasts (no busy loop)."""
+    clock = ManualClock(1_000)
+    fired: list[str] = []
+    service: TimerService[str, str] = TimerService(
+        lambda ts, k, ns: None, lambda ts, k, ns: fired.append(k)
+    )
+    loop = CountingLoop(asyncio.get_running_loop())
+    hold = StateHold()
+    done = asyncio.Event()
+
+    def fire(now: int, head: int) -> None:
+        service.advance_processing_time(now)
+        done.set()
+
+    scheduler = ProcessingTimeScheduler(
+        loop,  # type: ignore[arg-type]
+        clock,
+        service.next_processing_time,
+        fire,
+        hold,
+    )
+    service.register_processing_time_timer(1_000, "due", "")
+    with hold.holding():
+        scheduler.reschedule()
+        for _ in range(5):  # the handle's turn comes and goes
+            await asyncio.sleep(0)
+        assert fired == [] and not scheduler.has_handle
+        assert len(loop.handles) == 1 and scheduler.wakeups == 0
+    assert scheduler.has_handle  # armed again by the hold's end
+    await asyncio.wait_for(done.wait(), timeout=5)
+    assert fired == ["due"] and scheduler.wakeups == 1

@@ -31,6 +31,7 @@ import logging
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any, Protocol
 
 import orjson
@@ -114,6 +115,39 @@ def encode_checkpoint(
         for entry, data in changes
     ]
     records.append((meta_key(tp.topic, tp.partition).encode(), _held(meta)))
+    return records
+
+
+SNAPSHOT_SLICE = 1000
+"""Entries a checkpoint encodes between two turns of the event loop: ~30 ms for session
+keys on the rocksdb backend, most of them read back from RocksDB."""
+
+
+async def encode_checkpoint_in_slices(
+    tp: TopicPartition,
+    changes: Iterable[tuple[str, Any]],
+    meta: dict[str, Any],
+    slice_entries: int | None = None,
+) -> Encoded:
+    """:func:`encode_checkpoint`, the event loop let run after every ``slice_entries``
+    entries (:data:`SNAPSHOT_SLICE`): a checkpoint of hundreds of thousands of changed
+    keys no longer holds the loop for all of them. The caller keeps the state still
+    meanwhile (:mod:`~service.runtime.partition.state_hold`)."""
+    if slice_entries is None:
+        slice_entries = SNAPSHOT_SLICE
+    prefix = state_prefix(tp.topic, tp.partition)
+    records: Encoded = []
+    append = records.append
+    entries = iter(changes)
+    while True:
+        taken = 0
+        for entry, data in islice(entries, slice_entries):
+            append(((prefix + entry).encode(), None if data is None else _held(data)))
+            taken += 1
+        if taken < slice_entries:
+            break
+        await asyncio.sleep(0)
+    append((meta_key(tp.topic, tp.partition).encode(), _held(meta)))
     return records
 
 

@@ -60,6 +60,7 @@ from service.runtime.consumer_group.changelog import (
     RestoredPartition,
     append_checkpoint,
     encode_checkpoint,
+    encode_checkpoint_in_slices,
     read_changelog,
     read_committed_values,
 )
@@ -79,6 +80,7 @@ from service.runtime.definition import StateBackedFactory
 from service.runtime.kafka.batch_producer import BatchProducer
 from service.runtime.kafka.clients import KafkaCluster
 from service.runtime.observability.metrics import RuntimeMetrics
+from service.runtime.partition.state_hold import StateHold
 from service.runtime.partition.task import PartitionTask
 
 logger = logging.getLogger(__name__)
@@ -121,6 +123,8 @@ class CheckpointSession(SessionBasics, RunsStage, SessionClients, PartitionBuild
     def reporter(self) -> LatenessReport: ...
     @property
     def end_offsets(self) -> Mapping[TopicPartition, int]: ...
+    @property
+    def state_hold(self) -> StateHold: ...
     def fail(self, exc: BaseException) -> None: ...
     async def stop_prefetch(self) -> Prefetcher | None: ...
 
@@ -310,7 +314,7 @@ class Checkpointer:
             return
         async with self.lock:
             started = time.perf_counter()
-            encoded = self._snapshot(parts, release)
+            encoded = await self._snapshot(parts, release)
             await self._complete(encoded, batches, self._mark(encoded, batches), started)
 
     @property
@@ -336,10 +340,10 @@ class Checkpointer:
         batches = self.session.batches
         if batches is None or not parts or self.lock.locked():
             return
-        await self.lock.acquire()  # free, so it returns without yielding: no batch between
+        await self.lock.acquire()  # free, so it returns without yielding
         try:
             started = time.perf_counter()
-            encoded = self._snapshot(parts, False)
+            encoded = await self._snapshot(parts, False)  # the loop awaits it: no batch
             mark = self._mark(encoded, batches)
         except BaseException:
             self.lock.release()
@@ -381,36 +385,45 @@ class Checkpointer:
             return batches.mark()
         return transactions.hold([part.tp for part, _, _ in encoded])
 
-    def _snapshot(self, parts: list[PartitionTask], release: bool) -> list[Snapshot]:
+    async def _snapshot(self, parts: list[PartitionTask], release: bool) -> list[Snapshot]:
         """The changelog records of every partition that changed since its last
-        checkpoint; synchronous, so it sees one consistent point of the loop."""
+        checkpoint, all of one point of the loop: the state is held still
+        (:mod:`~service.runtime.partition.state_hold`) while the entries are encoded in
+        slices, the event loop free between them (heartbeats, the broker's answers,
+        the API).
+
+        A snapshot cut short (an error, a cancellation) ends the session: the keys it
+        took are no longer marked changed, so no later checkpoint of these partitions
+        may follow; the next owner restores from the last committed one."""
         encoded = []
         local = self.local.partitions if self.local is not None else None
-        for part in parts:
-            # Outputs held for the checkpoint (a running aggregate under exactly-once)
-            # go out now, into what this checkpoint's mark covers.
-            part.before_checkpoint()
-            version = version_to_write(
-                part.next_offset,
-                part.operator.current_watermark,
-                part.timers.fired,
-                release,
-                part.checkpointed,
-            )
-            if version is None:
-                continue  # nothing read yet, or nothing happened since the last checkpoint
-            part.checkpointed = version
-            operator = part.operator
-            changes = (
-                operator.iter_changes()  # each entry encoded as it comes
-                if isinstance(operator, StreamsChanges)
-                else operator.snapshot_changes().items()
-            )
-            records = encode_checkpoint(part.tp, changes, self.meta(part, release))
-            if local is not None and part.tp in local:
-                # The store holds exactly what the changelog records hold.
-                local[part.tp].flush()
-            encoded.append((part, records, version[0]))
+        with self.session.state_hold.holding():
+            for part in parts:
+                # Outputs held for the checkpoint (a running aggregate under exactly-once)
+                # go out now, into what this checkpoint's mark covers.
+                part.before_checkpoint()
+                version = version_to_write(
+                    part.next_offset,
+                    part.operator.current_watermark,
+                    part.timers.fired,
+                    release,
+                    part.checkpointed,
+                )
+                if version is None:
+                    continue  # nothing read yet, or nothing happened since the last one
+                part.checkpointed = version
+                operator = part.operator
+                changes = (
+                    operator.iter_changes()  # each entry encoded as it comes
+                    if isinstance(operator, StreamsChanges)
+                    else operator.snapshot_changes().items()
+                )
+                meta = self.meta(part, release)
+                records = await encode_checkpoint_in_slices(part.tp, changes, meta)
+                if local is not None and part.tp in local:
+                    # The store holds exactly what the changelog records hold.
+                    local[part.tp].flush()
+                encoded.append((part, records, version[0]))
         return encoded
 
     def meta(self, part: PartitionTask, release: bool) -> dict[str, Any]:

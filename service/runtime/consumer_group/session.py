@@ -49,6 +49,7 @@ from service.runtime.kafka.transactions import PartitionTransactions
 from service.runtime.observability.metrics import RuntimeMetrics
 from service.runtime.observability.status import PartitionStatus, StandbyStatus
 from service.runtime.partition.sinks import OutputSink, dumps
+from service.runtime.partition.state_hold import StateHold
 from service.runtime.partition.task import PartitionTask
 from service.runtime.pipeline_topics.creation import ensure_topics
 from service.runtime.schema_registry.client import SchemaRegistry
@@ -114,6 +115,10 @@ class Session:
             WatermarkAlignment(wm.max_drift_ms) if wm.max_drift_ms is not None else None
         )
         self.pauses = PauseControl(runner.paused)
+        self.state_hold = StateHold()
+        """Held while a checkpoint's snapshot is taken (:mod:`~service.runtime.partition.
+        state_hold`): the emitter's ticks and the partitions' processing-time wake-ups
+        wait for it."""
         self.emitter = WatermarkEmitter(
             self.partitions,
             self.clock,
@@ -123,6 +128,7 @@ class Session:
             idle_advance=wm.idle_advance,
             on_tick=self.align if self.alignment is not None else None,
             on_emit=self._on_emit,
+            hold=self.state_hold,
         )
         self.records_in = 0
         self.polls = 0

@@ -32,6 +32,7 @@ from aiokafka import TopicPartition
 
 from service.core.combiner import WatermarkCombiner
 from service.core.time import MIN_TIMESTAMP, Clock
+from service.runtime.partition.state_hold import StateHold
 from service.runtime.partition.task import PartitionTask
 
 logger = logging.getLogger(__name__)
@@ -64,6 +65,7 @@ class WatermarkEmitter:
         "_after_emit",
         "_clock",
         "_combiner",
+        "_hold",
         "_on_emit",
         "_on_tick",
         "_partitions",
@@ -84,11 +86,14 @@ class WatermarkEmitter:
         idle_advance: bool = False,
         on_tick: Callable[[int], None] | None = None,
         on_emit: Callable[[int], bool] | None = None,
+        hold: StateHold | None = None,
     ) -> None:
         """``on_tick(now)`` runs after each periodic tick (alignment), ``on_emit(now)``
         after each emission, periodic or per record (a shuffle's markers; True if it
-        wrote something, which then leaves at once)."""
+        wrote something, which then leaves at once). ``hold``: the session's; a tick
+        while a checkpoint's snapshot holds the state is skipped."""
         self._partitions = partitions
+        self._hold = hold
         combiner: WatermarkCombiner[TopicPartition] = WatermarkCombiner(
             idle_timeout_ms, idle_advance=idle_advance
         )
@@ -193,17 +198,24 @@ class WatermarkEmitter:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
+    def tick(self, now: int) -> None:
+        """One periodic tick: emit, then ``on_tick``. Skipped while a checkpoint's
+        snapshot holds the state; the next tick combines what happened meanwhile."""
+        hold = self._hold
+        if hold is not None and hold.held:
+            return
+        self.emit(now)
+        if self._on_tick is not None:
+            self._on_tick(now)
+
     async def _run(self, on_error: Callable[[BaseException], None]) -> None:
         interval = self.tick_ms / 1000.0
         clock = self._clock
-        on_tick = self._on_tick
+        tick = self.tick
         while True:
             await asyncio.sleep(interval)
             try:
-                now = clock.now_ms()
-                self.emit(now)
-                if on_tick is not None:
-                    on_tick(now)
+                tick(clock.now_ms())
             except Exception as exc:  # an operator bug: the runner restarts the pipeline
                 logger.exception("watermark emission failed")
                 on_error(exc)

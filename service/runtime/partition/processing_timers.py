@@ -7,6 +7,9 @@ calls :meth:`ProcessingTimeScheduler.reschedule`; a different head replaces the 
 When the handle runs, every timer due by "now" fires (through the owner's ``fire``), then
 the new head is scheduled. A head in the past is scheduled for as soon as possible.
 
+While a checkpoint's snapshot holds the state (:class:`~.state_hold.StateHold`), a
+wake-up fires nothing: it is armed again when the hold ends.
+
 Processing time is the injected clock's; the event loop's monotonic clock only measures
 the delay, so a test clock that jumps forward is honoured at the next reschedule.
 """
@@ -17,12 +20,23 @@ import asyncio
 from collections.abc import Callable
 
 from service.core.time import Clock
+from service.runtime.partition.state_hold import StateHold
 
 
 class ProcessingTimeScheduler:
     """Keeps exactly one ``call_at`` handle for the head of one processing-time queue."""
 
-    __slots__ = ("_clock", "_fire", "_handle", "_head", "_loop", "_next_time", "fired", "wakeups")
+    __slots__ = (
+        "_clock",
+        "_fire",
+        "_handle",
+        "_head",
+        "_hold",
+        "_loop",
+        "_next_time",
+        "fired",
+        "wakeups",
+    )
 
     def __init__(
         self,
@@ -30,9 +44,12 @@ class ProcessingTimeScheduler:
         clock: Clock,
         next_time: Callable[[], int | None],
         fire: Callable[[int, int], None],
+        hold: StateHold | None = None,
     ) -> None:
-        """``next_time()`` is the queue's head (or None); ``fire(now, head)`` fires timers."""
+        """``next_time()`` is the queue's head (or None); ``fire(now, head)`` fires timers;
+        ``hold``: the session's, which puts wake-ups off while a snapshot is taken."""
         self._loop = loop
+        self._hold = hold
         self._clock = clock
         self._next_time = next_time
         self._fire = fire
@@ -77,6 +94,10 @@ class ProcessingTimeScheduler:
         head = self._head
         self._handle = None
         self._head = None
+        hold = self._hold
+        if hold is not None and hold.held:
+            hold.defer(self.reschedule)  # nothing armed meanwhile: no busy loop
+            return
         self.wakeups += 1
         self.fired += 1
         now = self._clock.now_ms()

@@ -22,6 +22,7 @@ from service.runtime.partition.decoding import DeadLetter, Decoder
 from service.runtime.partition.partitioning_check import PartitioningCheck
 from service.runtime.partition.processing_timers import ProcessingTimeScheduler
 from service.runtime.partition.sinks import OutputSink
+from service.runtime.partition.state_hold import StateHold
 
 SLICE = 2048
 """Records decoded and processed at a time (see :meth:`PartitionTask.process`)."""
@@ -66,6 +67,7 @@ class PartitionTask:
         loop: asyncio.AbstractEventLoop,
         on_timer_error: Callable[[BaseException], None],
         on_timer_lateness: Callable[[float], None] | None = None,
+        hold: StateHold | None = None,
     ) -> None:
         self.tp = tp
         self.partition = tp.partition
@@ -110,7 +112,9 @@ class PartitionTask:
             except Exception as exc:  # the runner restarts from the last checkpoint
                 on_timer_error(exc)
 
-        self.timers = ProcessingTimeScheduler(loop, clock, operator.next_processing_time, fire)
+        self.timers = ProcessingTimeScheduler(
+            loop, clock, operator.next_processing_time, fire, hold
+        )
 
     def sink_flush_hint(self) -> None:
         """Outputs of a timer wake-up leave now, not at the next fetch."""

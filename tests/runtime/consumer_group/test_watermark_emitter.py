@@ -10,6 +10,7 @@ from aiokafka import TopicPartition
 
 from service.core.time import MAX_TIMESTAMP, MIN_TIMESTAMP, ManualClock
 from service.runtime.consumer_group.watermark_emitter import IDLE_TICK_MS, WatermarkEmitter
+from service.runtime.partition.state_hold import StateHold
 
 A, B = TopicPartition("t", 0), TopicPartition("t", 1)
 
@@ -149,3 +150,18 @@ def test_idle_advance_is_what_the_markers_announce_while_it_runs() -> None:
     made.emit(1_500)
     assert made.idle_advanced() == 11_500 == made.current
     assert made.snapshot(1_500).idle_advancing
+
+
+def test_a_tick_while_a_snapshot_holds_the_state_delivers_nothing() -> None:
+    """A checkpoint's snapshot holds the state (state_hold.py): the tick is skipped, the
+    next one delivers what the partitions reached meanwhile."""
+    parts = {A: Part()}
+    hold = StateHold()
+    ticks: list[int] = []
+    made, flushed = emitter(parts, hold=hold, on_tick=ticks.append)
+    made.partition_active(A, 100, 0)
+    with hold.holding():
+        made.tick(10)
+    assert (parts[A].delivered, flushed, ticks) == ([], [], [])
+    made.tick(20)
+    assert (parts[A].delivered, flushed, ticks) == ([100], ["flush"], [20])
