@@ -7,9 +7,11 @@ one is evicted and what goes to the store. The store is passed in (:class:`Backi
 - **Entries** map a key (str) to plain JSON-able data (what a changelog entry holds). The
   cache holds them in LRU order (a dict: a hit moves the key to the end).
 - **Bytes.** Each held entry is counted at its encoded size, as last measured by the store
-  (when it was read or written), or :attr:`StateCache.new_entry_bytes` for one never
-  encoded yet; no encoding on the hot path. A deleted key waiting to be written counts
-  its key's length plus :data:`TOMBSTONE_BYTES`.
+  (when it was read or written), plus what holding it takes beyond that (the dict slots,
+  the key, the live objects: :data:`ENTRY_OVERHEAD_BYTES` for plain data, a codec's own
+  ``entry_overhead_bytes`` for its live objects), or :attr:`StateCache.new_entry_bytes`
+  for one never encoded yet; no encoding on the hot path. A deleted key waiting to be
+  written counts its key's length plus :data:`TOMBSTONE_BYTES`.
 - **Dirty.** An entry set, or changed in place and marked with :meth:`StateCache.mark_dirty`,
   differs from the store until it is written. An operator changes an entry in place
   right after it got it, then marks it, with no other access of the cache in between.
@@ -62,7 +64,8 @@ __all__ = [
 ]
 
 DEFAULT_NEW_ENTRY_BYTES = 400
-"""The size counted for an entry never encoded yet (until the next write measures it)."""
+"""The size counted for an entry never encoded yet (until the next write measures it), with
+:data:`ENTRY_OVERHEAD_BYTES` (a codec's entries: its own overhead instead)."""
 TOMBSTONE_BYTES = 64
 """Added to a pending delete's key length."""
 ENTRY_OVERHEAD_BYTES = 300
@@ -134,7 +137,12 @@ class MemoryStore:
 
 
 class StateCodec(Protocol):
-    """Live per-key state to and from the plain data the store keeps (JSON-able)."""
+    """Live per-key state to and from the plain data the store keeps (JSON-able).
+
+    A codec may set ``entry_overhead_bytes``: what a held entry's live objects take in
+    memory beyond its encoded size (measured, as ``tests/operators/test_held_bytes.py``
+    does), so that the cache's bound is what its entries take (default
+    :data:`ENTRY_OVERHEAD_BYTES`)."""
 
     def encode(self, value: Any) -> Any: ...
 
@@ -209,6 +217,7 @@ class StateCache:
         "_dirty",
         "_encoded",
         "_entries",
+        "_overhead",
         "_sizes",
         "capacity_bytes",
         "evictions",
@@ -223,7 +232,7 @@ class StateCache:
         store: BackingStore,
         capacity_bytes: int,
         count: int = 0,
-        new_entry_bytes: int = DEFAULT_NEW_ENTRY_BYTES,
+        new_entry_bytes: int | None = None,
         codec: StateCodec | None = None,
     ) -> None:
         if capacity_bytes <= 0:
@@ -231,6 +240,11 @@ class StateCache:
         self.store = store
         self._codec = codec
         self.capacity_bytes = capacity_bytes
+        overhead = getattr(codec, "entry_overhead_bytes", ENTRY_OVERHEAD_BYTES)
+        self._overhead: int = overhead
+        """Counted for each held entry beyond its encoded size."""
+        if new_entry_bytes is None:
+            new_entry_bytes = DEFAULT_NEW_ENTRY_BYTES - ENTRY_OVERHEAD_BYTES + overhead
         self.new_entry_bytes = new_entry_bytes
         self._entries: dict[str, Any] = {}
         """Held entries, least recently used first."""
@@ -281,7 +295,7 @@ class StateCache:
         if self._codec is not None:
             value = self._codec.decode(value)
         self._entries[key] = value
-        size += ENTRY_OVERHEAD_BYTES
+        size += self._overhead
         self._sizes[key] = size
         self._bytes += size
         if self._bytes > self.capacity_bytes:
@@ -444,7 +458,7 @@ class StateCache:
         for key, size in sizes.items():
             old = held.get(key)
             if old is not None:
-                size += ENTRY_OVERHEAD_BYTES
+                size += self._overhead
                 held[key] = size
                 self._bytes += size - old
         if self._bytes > self.capacity_bytes:

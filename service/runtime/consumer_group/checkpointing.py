@@ -532,6 +532,7 @@ class Checkpointer:
         topic = session.definition.changelog_topic
         for part, records, _ in encoded:
             size += append_checkpoint(batches, topic, part.partition, records)
+            records.clear()  # copied into the batches: freed now, not after the acks
         await batches.wait_delivered(batches.mark())
         # the snapshot's offsets: the loop may have gone on since (start())
         offsets = {part.tp: OffsetAndMetadata(offset, "") for part, _, offset in encoded}

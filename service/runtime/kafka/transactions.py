@@ -161,7 +161,9 @@ class PartitionTransactions:
 
 
 async def _send(producer: AIOKafkaProducer, topic: str, partition: int, records: Encoded) -> int:
-    """Send ``records`` straight through ``producer`` (not behind the held batches)."""
+    """Send ``records`` straight through ``producer`` (not behind the held batches),
+    emptying the list: each batch holds a copy, so the records are freed before the
+    acknowledgements come (a checkpoint's can be ~100 MB)."""
     futures = []
     size = 0
     builder = producer.create_batch()
@@ -174,6 +176,7 @@ async def _send(producer: AIOKafkaProducer, topic: str, partition: int, records:
         size += len(key) + (len(value) if value else 0)
     if builder.record_count():
         futures.append(await producer.send_batch(builder, topic, partition=partition))
+    records.clear()
     if futures:
         await asyncio.gather(*futures)
     return size
