@@ -22,7 +22,8 @@ one is evicted and what goes to the store. The store is passed in (:class:`Backi
   store forgets its local checkpoint then).
 - **Flush** (:meth:`StateCache.flush`): at a checkpoint, every dirty entry and pending
   delete in one batch with ``checkpoint=True``; after it, the store holds exactly the
-  state.
+  state. :meth:`StateCache.flush_in_steps` writes it in several batches, pausing between
+  them, for a caller that lets other work run meanwhile.
 - **A write that fails** (a full disk: the store raises) changes nothing here: the batch
   is built before the write and the entries leave the cache only after it, so an
   eviction's failure leaves the cache as it was (over its bound) and a flush's leaves
@@ -436,31 +437,59 @@ class StateCache:
     # -- the store -----------------------------------------------------------------------
     def flush(self) -> None:
         """A checkpoint: write every dirty entry and pending delete in one batch."""
-        deleted = self._deleted
-        batch: dict[str, Any] = dict.fromkeys(deleted)
-        entries = self._entries
+        for _ in self.flush_in_steps(0):
+            pass
+
+    def flush_in_steps(self, step_entries: int) -> Iterator[None]:
+        """:meth:`flush`, a batch of at most ``step_entries`` dirty entries at a time
+        (0: one batch), pausing after each but the last: the caller drives it and may let
+        other work run in between (the runtime lets the event loop run, the state held
+        still, so that a checkpoint of many keys never holds the loop for its whole
+        flush). Nothing may change an entry meanwhile; a read may, through the
+        eviction it causes, write dirty entries itself: those are skipped.
+
+        The store holds the state once it is driven to its end. A write that fails
+        leaves the entries of its batch and of the batches after it dirty, and the
+        ones written before it clean (they are in the store): nothing is lost."""
         dirty = self._dirty
+        keys = list(dirty)
+        step = step_entries if step_entries > 0 else max(1, len(keys))
+        entries = self._entries
         codec = self._codec
-        if codec is None:
-            for key in dirty:
-                batch[key] = entries[key]
-        else:
-            encoded = self._encoded
-            for key in dirty:
-                value = encoded.get(key, _MISSING)
-                batch[key] = codec.encode(entries[key]) if value is _MISSING else value
-        sizes = self.store.write(batch, True)  # raises: nothing changed here
-        self.written_ahead_bytes = 0
-        self._forget_deletes()
-        dirty.clear()
-        self._encoded.clear()
+        encoded = self._encoded
         held = self._sizes
-        for key, size in sizes.items():
-            old = held.get(key)
-            if old is not None:
-                size += self._overhead
-                held[key] = size
-                self._bytes += size - old
+        for start in range(0, max(1, len(keys)), step):
+            part = keys[start : start + step]
+            deleted = self._deleted
+            batch: dict[str, Any] = dict.fromkeys(deleted)
+            for key in part:
+                if key not in dirty:
+                    continue  # evicted since the flush began: the eviction wrote it
+                if codec is None:
+                    batch[key] = entries[key]
+                else:
+                    value = encoded.get(key, _MISSING)
+                    batch[key] = codec.encode(entries[key]) if value is _MISSING else value
+            last = start + step >= len(keys)
+            if not batch and not last:
+                continue  # its entries evicted meanwhile (the last write always comes)
+            sizes = self.store.write(batch, True)  # raises: this batch's entries dirty
+            if deleted:
+                self._forget_deletes()
+            for key in part:
+                dirty.discard(key)
+            if encoded:
+                for key in part:
+                    encoded.pop(key, None)
+            for key, size in sizes.items():
+                old = held.get(key)
+                if old is not None:
+                    size += self._overhead
+                    held[key] = size
+                    self._bytes += size - old
+            if not last:
+                yield
+        self.written_ahead_bytes = 0
         if self._bytes > self.capacity_bytes:
             self._evict()
 

@@ -53,6 +53,31 @@ OP = st.one_of(
 OPS = st.lists(OP, max_size=300)
 
 
+def apply_to_lists(
+    cache: StateCache, store: DictStore, model: dict[str, Any], op: tuple[Any, ...]
+) -> None:
+    """``op`` (get, set, append in place, pop or flush) on a cache of lists and on its
+    model; a flush's store checked against the model."""
+    if op[0] == "get":
+        assert cache.get(op[1]) == model.get(op[1])
+    elif op[0] == "set":
+        cache[op[1]] = [op[2]]
+        model[op[1]] = [op[2]]  # not the same list: the cache's is changed in place
+    elif op[0] == "append":
+        entry = cache.get(op[1])
+        if entry is None:
+            cache[op[1]] = [op[2]]
+        else:
+            entry.append(op[2])
+            cache.mark_dirty(op[1])
+        model.setdefault(op[1], []).append(op[2])
+    elif op[0] == "pop":
+        assert cache.pop(op[1]) == model.pop(op[1], None)
+    else:
+        cache.flush()
+        assert {k: orjson.loads(v) for k, v in store.data.items()} == model
+
+
 @seed(5353)
 @settings(max_examples=300, deadline=None)
 @given(ops=OPS, capacity=st.integers(1, 3000))
@@ -61,27 +86,75 @@ def test_the_cache_reads_back_what_a_dict_holds(ops: list[tuple[Any, ...]], capa
     cache = StateCache(store, capacity, new_entry_bytes=40)
     model: dict[str, Any] = {}
     for op in ops:
-        if op[0] == "get":
-            assert cache.get(op[1]) == model.get(op[1])
-        elif op[0] == "set":
-            cache[op[1]] = [op[2]]
-            model[op[1]] = [op[2]]  # not the same list: the cache's is changed in place
-        elif op[0] == "append":
-            entry = cache.get(op[1])
-            if entry is None:
-                cache[op[1]] = [op[2]]
-            else:
-                entry.append(op[2])
-                cache.mark_dirty(op[1])
-            model.setdefault(op[1], []).append(op[2])
-        elif op[0] == "pop":
-            assert cache.pop(op[1]) == model.pop(op[1], None)
-        else:
-            cache.flush()
-            assert {k: orjson.loads(v) for k, v in store.data.items()} == model
+        apply_to_lists(cache, store, model, op)
         assert len(cache) == len(model)
         assert cache.held_bytes <= capacity or cache.held <= 1
     assert dict(cache.items()) == model
+
+
+STEPPED_OPS = st.lists(
+    st.one_of(
+        OP,
+        st.tuples(st.just("flush_in_steps"), st.integers(1, 5), st.lists(KEYS, max_size=3)),
+    ),
+    max_size=300,
+)
+
+
+@seed(5360)
+@settings(max_examples=300, deadline=None)
+@given(ops=STEPPED_OPS, capacity=st.integers(1, 3000))
+def test_a_flush_in_steps_with_reads_between_them_writes_what_a_flush_writes(
+    ops: list[tuple[Any, ...]], capacity: int
+) -> None:
+    """Between the steps only reads come (a checkpoint holds the state; a pull query
+    reads), and with a small cache they evict, writing dirty entries themselves."""
+    store = DictStore()
+    cache = StateCache(store, capacity, new_entry_bytes=40)
+    model: dict[str, Any] = {}
+    for op in ops:
+        if op[0] == "flush_in_steps":
+            for _ in cache.flush_in_steps(op[1]):
+                for key in op[2]:
+                    assert cache.get(key) == model.get(key)
+            assert {k: orjson.loads(v) for k, v in store.data.items()} == model
+            assert cache.dirty == 0 and cache.written_ahead_bytes == 0
+        else:
+            apply_to_lists(cache, store, model, op)
+    assert dict(cache.items()) == model
+
+
+def test_a_read_between_steps_that_evicts_the_rest_leaves_them_to_its_eviction() -> None:
+    store = DictStore()
+    cache = StateCache(store, 500, new_entry_bytes=40)
+    cache["big"] = list(range(100))  # ~700 B counted once written
+    cache.flush()
+    model = {f"d{i}": [i] for i in range(10)}
+    for key, value in model.items():  # "big" evicted for them
+        cache[key] = list(value)
+    assert cache.held == 10 and cache.dirty == 10
+    steps = cache.flush_in_steps(1)
+    next(steps)  # one written
+    assert cache.get("big") == list(range(100))  # read back: every other entry evicted
+    assert cache.held == 1
+    for _ in steps:  # the rest skipped: written by that eviction
+        pass
+    assert {k: orjson.loads(v) for k, v in store.data.items()} == {"big": list(range(100)), **model}
+    assert cache.dirty == 0 and store.writes == [True, True, False, True]
+
+
+def test_a_flush_in_steps_writes_a_batch_per_step() -> None:
+    store = DictStore()
+    cache = StateCache(store, 10**6)
+    for i in range(10):
+        cache[f"k{i}"] = [i]
+    cache.pop("k0")
+    steps = sum(1 for _ in cache.flush_in_steps(4))
+    assert steps == 2  # a pause after each batch but the last
+    assert store.writes == [True, True, True]  # 3 entries + the delete, 4, 2
+    assert {k: orjson.loads(v) for k, v in store.data.items()} == {
+        f"k{i}": [i] for i in range(1, 10)
+    }
 
 
 @seed(5354)

@@ -388,9 +388,9 @@ class Checkpointer:
     async def _snapshot(self, parts: list[PartitionTask], release: bool) -> list[Snapshot]:
         """The changelog records of every partition that changed since its last
         checkpoint, all of one point of the loop: the state is held still
-        (:mod:`~service.runtime.partition.state_hold`) while the entries are encoded in
-        slices, the event loop free between them (heartbeats, the broker's answers,
-        the API).
+        (:mod:`~service.runtime.partition.state_hold`) while the entries are encoded and
+        the stores flushed in slices, the event loop free between them (heartbeats, the
+        broker's answers, the API).
 
         A snapshot cut short (an error, a cancellation) ends the session: the keys it
         took are no longer marked changed, so no later checkpoint of these partitions
@@ -422,7 +422,7 @@ class Checkpointer:
                 records = await encode_checkpoint_in_slices(part.tp, changes, meta)
                 if local is not None and part.tp in local:
                     # The store holds exactly what the changelog records hold.
-                    local[part.tp].flush()
+                    await local[part.tp].flush_in_steps()
                 encoded.append((part, records, version[0]))
         return encoded
 
