@@ -34,6 +34,8 @@ from tests.integration.replicas import Replica
 from tests.integration.test_running_aggregates import RUNNING
 
 PARTITIONS = 2
+PRODUCE_CHUNK = 100_000
+"""Keys per partition produced at a time."""
 
 
 def broker(name: str) -> AbstractContextManager[Any]:
@@ -78,13 +80,14 @@ async def failover(bootstrap: str, keys: int, writes: int, standbys: int) -> dic
             except TimeoutError:
                 print((root / "r0.log").read_text()[-3000:])  # why
                 raise
-            records = [
-                json_record(p, f"u{p}-{k}", {"user": f"u{p}-{k}", "ts": w, "amount": 1})
-                for w in range(writes)
-                for k in range(keys)
-                for p in range(PARTITIONS)
-            ]
-            await produce(bootstrap, topic, records, max_batch_size=256 * 1024)
+            for w in range(writes):  # in chunks: 5M keys' records at once took 24 GB
+                for start in range(0, keys, PRODUCE_CHUNK):
+                    records = [
+                        json_record(p, f"u{p}-{k}", {"user": f"u{p}-{k}", "ts": w, "amount": 1})
+                        for k in range(start, min(start + PRODUCE_CHUNK, keys))
+                        for p in range(PARTITIONS)
+                    ]
+                    await produce(bootstrap, topic, records, max_batch_size=256 * 1024)
             end = keys * writes
 
             async def quiet() -> bool:
