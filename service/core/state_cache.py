@@ -547,6 +547,16 @@ class StateCache:
         return self._bytes
 
     @property
+    def changed_bytes(self) -> int:
+        """What the next checkpoint encodes, as this cache counts it: the changed entries
+        evictions wrote since the last flush, and the held dirty ones (at the held
+        entries' mean size: no sum kept on the hot path)."""
+        held = len(self._entries)
+        dirty = len(self._dirty)
+        mean = self._bytes // held if held else 0
+        return self.written_ahead_bytes + dirty * mean
+
+    @property
     def held(self) -> int:
         return len(self._entries)
 

@@ -463,3 +463,18 @@ def test_evicting_clean_entries_writes_nothing_ahead() -> None:
     for i in range(100):
         cache.get(f"k{i}")  # read back, clean: evicting them writes nothing
     assert cache.evictions > 100 and cache.written_ahead_bytes == 0
+
+
+def test_the_changed_bytes_count_the_held_dirty_entries_and_the_evicted_ones() -> None:
+    store = DictStore()
+    cache = StateCache(store, 10_000, new_entry_bytes=100)
+    for i in range(50):
+        cache[f"k{i}"] = [i]
+    assert cache.changed_bytes == cache.held_bytes == 5_000  # all held, all dirty
+    cache.flush()
+    assert cache.changed_bytes == 0
+    for i in range(50, 200):  # new keys beyond the cache: evictions write some
+        cache[f"k{i}"] = [i]
+    held_dirty = cache.changed_bytes - cache.written_ahead_bytes
+    assert cache.written_ahead_bytes > 0
+    assert 0 < held_dirty <= cache.held_bytes

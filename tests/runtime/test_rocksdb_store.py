@@ -302,12 +302,12 @@ def test_a_get_reads_an_index_and_filter_partition_not_the_table_s_whole_index(
     store.close()
 
 
-def test_a_partition_is_over_its_bound_once_evictions_wrote_its_cache_s_worth(
+def test_a_partition_is_over_its_bound_once_its_changes_reach_half_its_cache(
     tmp_path: Path,
 ) -> None:
     """LocalPartition.over_bound: the changed entries its maps' evictions wrote since the
-    last flush reach the partition's cache size (the runtime then checkpoints at once);
-    a flush starts the count again."""
+    last flush and the dirty ones they hold reach half the partition's cache size (the
+    runtime then checkpoints at once); a flush starts the count again."""
     store, checkpoint = open_store(tmp_path / "store", MEMORY)
     local = LocalPartition(store, checkpoint, 4000)
     first, second = local.state_map("a"), local.state_map("b")
@@ -315,8 +315,8 @@ def test_a_partition_is_over_its_bound_once_evictions_wrote_its_cache_s_worth(
     while not local.over_bound():
         (first if i % 2 else second)[f"k{i}"] = {"n": i}
         i += 1
-    written = sum(cache.written_ahead_bytes for cache in (first, second))
-    assert 4000 <= written < 4000 + 2000 and i > 5
+    changed = sum(cache.changed_bytes for cache in (first, second))
+    assert 2000 <= changed < 2000 + 1000 and i > 2
     local.flush()
     assert not local.over_bound()
     store.close()
