@@ -44,7 +44,7 @@ TOKEN = "schemathesis-token"
 async def test_schemathesis_finds_no_failure(
     bootstrap_servers: str, broker_name: str, tmp_path: Path
 ) -> None:
-    settings = app_settings(bootstrap_servers, api_token=TOKEN, kafka_fetch_max_wait_ms=200)
+    settings = app_settings(bootstrap_servers, api_token=TOKEN, kafka_fetch_max_wait_ms=20)
     events = tmp_path / "events.ndjson"
     command = [
         str(Path(sys.executable).with_name("st")),
