@@ -454,8 +454,6 @@ class StateCache:
         dirty = self._dirty
         keys = list(dirty)
         step = step_entries if step_entries > 0 else max(1, len(keys))
-        entries = self._entries
-        codec = self._codec
         encoded = self._encoded
         held = self._sizes
         for start in range(0, max(1, len(keys)), step):
@@ -463,13 +461,8 @@ class StateCache:
             deleted = self._deleted
             batch: dict[str, Any] = dict.fromkeys(deleted)
             for key in part:
-                if key not in dirty:
-                    continue  # evicted since the flush began: the eviction wrote it
-                if codec is None:
-                    batch[key] = entries[key]
-                else:
-                    value = encoded.get(key, _MISSING)
-                    batch[key] = codec.encode(entries[key]) if value is _MISSING else value
+                if key in dirty:  # else evicted since the flush began: the eviction wrote it
+                    batch[key] = self._stored_form(key)
             last = start + step >= len(keys)
             if not batch and not last:
                 continue  # its entries evicted meanwhile (the last write always comes)
@@ -492,6 +485,16 @@ class StateCache:
         self.written_ahead_bytes = 0
         if self._bytes > self.capacity_bytes:
             self._evict()
+
+    def _stored_form(self, key: str) -> Any:
+        """Held entry ``key`` as the store keeps it: its codec's encoding (the one a
+        :meth:`peek` made, if the entry did not change since), or the entry itself."""
+        value = self._entries[key]
+        codec = self._codec
+        if codec is None:
+            return value
+        peeked = self._encoded.get(key, _MISSING)
+        return codec.encode(value) if peeked is _MISSING else peeked
 
     def _forget_deletes(self) -> None:
         """The pending deletes are in the store: no longer counted."""
@@ -518,16 +521,10 @@ class StateCache:
         deleted = self._deleted
         batch: dict[str, Any] = dict.fromkeys(deleted) if deleted else {}
         dirty = self._dirty
-        codec = self._codec
         encoded = self._encoded
         for key in victims:
-            if key not in dirty:
-                continue
-            if codec is None:
-                batch[key] = entries[key]
-            else:
-                value = encoded.get(key, _MISSING)
-                batch[key] = codec.encode(entries[key]) if value is _MISSING else value
+            if key in dirty:
+                batch[key] = self._stored_form(key)
         if batch:
             self.store.write(batch, False)  # raises: the cache as it was, over its bound
             self.written_ahead_bytes += sum(sizes[key] for key in victims if key in dirty)

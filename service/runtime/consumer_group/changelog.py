@@ -99,22 +99,34 @@ def _held(data: Any) -> bytes:
     return memoryview(dumps(data)).tobytes()
 
 
+def _append_entries(records: Encoded, prefix: str, changes: Iterable[tuple[str, Any]]) -> int:
+    """Each changed entry (``(entry, plain data or None)``) onto ``records`` as its
+    changelog record, as it comes; returns how many."""
+    append = records.append
+    taken = 0
+    for entry, data in changes:
+        append(((prefix + entry).encode(), None if data is None else _held(data)))
+        taken += 1
+    return taken
+
+
+def _meta_record(tp: TopicPartition, meta: dict[str, Any]) -> tuple[bytes, bytes]:
+    return meta_key(tp.topic, tp.partition).encode(), _held(meta)
+
+
 def encode_checkpoint(
     tp: TopicPartition, changes: Iterable[tuple[str, Any]], meta: dict[str, Any]
 ) -> Encoded:
     """One partition's changed entries (``(entry, plain data or None)``), then its
-    metadata record, as bytes.
-
-    Encoded at once, in the same synchronous step as the snapshot, so later changes to
-    the operator's state cannot leak into what is written; each entry as it comes, so
-    an operator that streams them (``iter_changes``) never has them all as objects.
+    metadata record, as bytes: in one synchronous step, so later changes to the
+    operator's state cannot leak into what is written (a checkpoint's snapshot takes
+    :func:`encode_checkpoint_in_slices`, the state held still instead); each entry as it
+    comes, so an operator that streams them (``iter_changes``) never has them all as
+    objects.
     """
-    prefix = state_prefix(tp.topic, tp.partition)
-    records: Encoded = [
-        ((prefix + entry).encode(), None if data is None else _held(data))
-        for entry, data in changes
-    ]
-    records.append((meta_key(tp.topic, tp.partition).encode(), _held(meta)))
+    records: Encoded = []
+    _append_entries(records, state_prefix(tp.topic, tp.partition), changes)
+    records.append(_meta_record(tp, meta))
     return records
 
 
@@ -137,17 +149,12 @@ async def encode_checkpoint_in_slices(
         slice_entries = SNAPSHOT_SLICE
     prefix = state_prefix(tp.topic, tp.partition)
     records: Encoded = []
-    append = records.append
     entries = iter(changes)
     while True:
-        taken = 0
-        for entry, data in islice(entries, slice_entries):
-            append(((prefix + entry).encode(), None if data is None else _held(data)))
-            taken += 1
-        if taken < slice_entries:
+        if _append_entries(records, prefix, islice(entries, slice_entries)) < slice_entries:
             break
-        await asyncio.sleep(0)
-    append((meta_key(tp.topic, tp.partition).encode(), _held(meta)))
+        await asyncio.sleep(0)  # a full slice: the loop's turn
+    records.append(_meta_record(tp, meta))
     return records
 
 
