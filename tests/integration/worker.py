@@ -28,7 +28,8 @@ commit, leave the group), SIGKILL is the crash. OPTIONS (all optional):
 - ``"crash": {"stage": S, "point": P, "at": N}``: the process kills itself (SIGKILL) at
   the N-th checkpoint of stage S (``keyed``, ``route`` or ``shuffled``) that writes
   something: ``before_flush`` (nothing of it done), ``after_outputs`` (its outputs
-  acknowledged, its changelog not written, its offsets not committed) or
+  acknowledged, its changelog not committed -- at-least-once its entries may be
+  written, not the metadata records that commit them --, its offsets not committed) or
   ``after_commit`` (all done); with exactly-once, ``after_outputs`` counts only the
   checkpoints whose transactions hold outputs; with ``"armed_by": PATH``, only the
   checkpoints that start once PATH exists count (the test arms the crash mid-stream).
@@ -118,10 +119,10 @@ def inject_crash(stage: str, point: str, at: int, armed_by: str | None = None) -
         encoded: Any,
         batches: Any,
         outputs: int | dict[Any, int],
-        started: float,
+        *rest: Any,
     ) -> None:
         if self.session.stage.name != stage or not encoded:
-            await original(self, encoded, batches, outputs, started)
+            await original(self, encoded, batches, outputs, *rest)
             return
         # exactly-once: a transaction holds outputs when its mark moved since the last
         fresh = isinstance(outputs, dict) and any(
@@ -130,7 +131,7 @@ def inject_crash(stage: str, point: str, at: int, armed_by: str | None = None) -
         if isinstance(outputs, dict):
             marks.update(outputs)
         if not armed():
-            await original(self, encoded, batches, outputs, started)
+            await original(self, encoded, batches, outputs, *rest)
             return
         if point == "before_flush":
             hit()
@@ -145,7 +146,7 @@ def inject_crash(stage: str, point: str, at: int, armed_by: str | None = None) -
         elif point == "after_outputs":
             await batches.wait_delivered(outputs)
             hit()
-        await original(self, encoded, batches, outputs, started)
+        await original(self, encoded, batches, outputs, *rest)
         if point == "after_commit":
             hit()
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any, Protocol
@@ -99,18 +99,18 @@ def _held(data: Any) -> bytes:
     return memoryview(dumps(data)).tobytes()
 
 
-def _append_entries(records: Encoded, prefix: str, changes: Iterable[tuple[str, Any]]) -> int:
-    """Each changed entry (``(entry, plain data or None)``) onto ``records`` as its
-    changelog record, as it comes; returns how many."""
-    append = records.append
-    taken = 0
+def _encoded_entries(
+    prefix: str, changes: Iterable[tuple[str, Any]]
+) -> Iterator[tuple[bytes, bytes | None]]:
+    """Each changed entry (``(entry, plain data or None)``) as its changelog record, as
+    it comes."""
     for entry, data in changes:
-        append(((prefix + entry).encode(), None if data is None else _held(data)))
-        taken += 1
-    return taken
+        yield (prefix + entry).encode(), None if data is None else _held(data)
 
 
-def _meta_record(tp: TopicPartition, meta: dict[str, Any]) -> tuple[bytes, bytes]:
+def meta_record(tp: TopicPartition, meta: dict[str, Any]) -> tuple[bytes, bytes]:
+    """``tp``'s checkpoint metadata as its changelog record: what commits the entries
+    written before it."""
     return meta_key(tp.topic, tp.partition).encode(), _held(meta)
 
 
@@ -124,15 +124,30 @@ def encode_checkpoint(
     comes, so an operator that streams them (``iter_changes``) never has them all as
     objects.
     """
-    records: Encoded = []
-    _append_entries(records, state_prefix(tp.topic, tp.partition), changes)
-    records.append(_meta_record(tp, meta))
+    records: Encoded = list(_encoded_entries(state_prefix(tp.topic, tp.partition), changes))
+    records.append(meta_record(tp, meta))
     return records
 
 
 SNAPSHOT_SLICE = 1000
 """Entries a checkpoint encodes between two turns of the event loop: ~30 ms for session
 keys on the rocksdb backend, most of them read back from RocksDB."""
+
+
+def _slices(
+    tp: TopicPartition, changes: Iterable[tuple[str, Any]], slice_entries: int | None
+) -> Iterator[tuple[Encoded, bool]]:
+    """``changes``' records in lists of ``slice_entries`` (:data:`SNAPSHOT_SLICE`), each
+    with whether it was full (more may follow: the loop's turn); the last one is shorter
+    (possibly empty)."""
+    size = SNAPSHOT_SLICE if slice_entries is None else slice_entries
+    entries = _encoded_entries(state_prefix(tp.topic, tp.partition), changes)
+    while True:
+        taken = list(islice(entries, size))
+        full = len(taken) == size
+        yield taken, full
+        if not full:
+            return
 
 
 async def encode_checkpoint_in_slices(
@@ -145,17 +160,50 @@ async def encode_checkpoint_in_slices(
     entries (:data:`SNAPSHOT_SLICE`): a checkpoint of hundreds of thousands of changed
     keys no longer holds the loop for all of them. The caller keeps the state still
     meanwhile (:mod:`~service.runtime.partition.state_hold`)."""
-    if slice_entries is None:
-        slice_entries = SNAPSHOT_SLICE
-    prefix = state_prefix(tp.topic, tp.partition)
     records: Encoded = []
-    entries = iter(changes)
-    while True:
-        if _append_entries(records, prefix, islice(entries, slice_entries)) < slice_entries:
-            break
-        await asyncio.sleep(0)  # a full slice: the loop's turn
-    records.append(_meta_record(tp, meta))
+    for taken, full in _slices(tp, changes, slice_entries):
+        records += taken
+        if full:
+            await asyncio.sleep(0)  # the loop's turn
+    records.append(meta_record(tp, meta))
     return records
+
+
+@dataclass(slots=True)
+class Appended:
+    """What :func:`append_entries_in_slices` put into the batches."""
+
+    entries: int = 0
+    bytes: int = 0
+
+
+async def append_entries_in_slices(
+    batches: BatchProducer,
+    changelog_topic: str,
+    tp: TopicPartition,
+    changes: Iterable[tuple[str, Any]],
+    slice_entries: int | None = None,
+) -> Appended:
+    """A checkpoint's changed entries appended to the changelog's batches as they are
+    encoded, a slice at a time, the batches' capacity awaited after each full slice
+    (the event loop runs then): the records are never all held at once, beside their
+    copies in the batches (at 1.5M session keys those two were half the service's
+    heap). The metadata record that commits them is the caller's to append, once the
+    outputs the checkpoint covers are delivered: entries written before it are a
+    checkpoint cut short until then, which a restore repairs (the module docstring).
+    The caller keeps the state still meanwhile."""
+    appended = Appended()
+    append = batches.append
+    partition = tp.partition
+    for taken, full in _slices(tp, changes, slice_entries):
+        for key, value in taken:
+            append(changelog_topic, partition, key, value, None)
+            appended.bytes += len(key) + (len(value) if value else 0)
+        appended.entries += len(taken)
+        if full:
+            await asyncio.sleep(0)  # the loop's turn (the sender's among them)
+            await batches.wait_capacity()
+    return appended
 
 
 def append_checkpoint(

@@ -3,7 +3,11 @@
 A checkpoint is: snapshot every partition's changed state, flush outputs, write the
 changelog (metadata last), flush, commit offsets. So whatever a checkpoint covers was
 produced before it was recorded, and a restart replays only input after it:
-at-least-once output with deterministic ids.
+at-least-once output with deterministic ids. At-least-once, the snapshot appends the
+changed entries to the changelog's batches as it encodes them, behind the outputs (a
+checkpoint's records were otherwise held twice at its peak: encoded, then copied into
+the batches); what commits them is the metadata records, appended once the outputs and
+the entries are acknowledged.
 
 A restore (on assignment) reads the changelog, rebuilds each partition's operator and
 watermark generator, seeks to the checkpointed offset (or ``start_from`` without one),
@@ -57,10 +61,14 @@ from aiokafka.structs import OffsetAndMetadata
 
 from service.operators.base import AppliesChanges, Operator, StreamsChanges
 from service.runtime.consumer_group.changelog import (
+    Appended,
+    Encoded,
     RestoredPartition,
     append_checkpoint,
+    append_entries_in_slices,
     encode_checkpoint,
     encode_checkpoint_in_slices,
+    meta_record,
     read_changelog,
     read_committed_values,
 )
@@ -86,8 +94,21 @@ from service.runtime.partition.task import PartitionTask
 logger = logging.getLogger(__name__)
 
 
-Snapshot = tuple[PartitionTask, Any, int]
-"""A partition, its encoded changelog records and the input offset they resume at."""
+@dataclass(slots=True)
+class Snapshot:
+    """One partition's part of a checkpoint, as its snapshot left it."""
+
+    part: PartitionTask
+    offset: int
+    """The input offset the checkpoint resumes at."""
+    records: Encoded
+    """Changelog records still to write, its metadata record last: at-least-once, that
+    record alone (the entries went into the batches as they were encoded,
+    :func:`~.changelog.append_entries_in_slices`); exactly-once, every entry too (they
+    go into the partition's transaction at its commit)."""
+    appended: Appended = field(default_factory=Appended)
+    """The entries already in the batches."""
+
 
 Outputs = int | dict[TopicPartition, int]
 """What a checkpoint covers of the outputs: a mark of the session's batches, or with
@@ -314,8 +335,10 @@ class Checkpointer:
             return
         async with self.lock:
             started = time.perf_counter()
+            positions = await self._local_positions(parts)
             encoded = await self._snapshot(parts, release)
-            await self._complete(encoded, batches, self._mark(encoded, batches), started)
+            mark = self._mark(encoded, batches)
+            await self._complete(encoded, batches, mark, positions, started)
 
     @property
     def in_flight(self) -> bool:
@@ -343,13 +366,14 @@ class Checkpointer:
         await self.lock.acquire()  # free, so it returns without yielding
         try:
             started = time.perf_counter()
+            positions = await self._local_positions(parts)
             encoded = await self._snapshot(parts, False)  # the loop awaits it: no batch
             mark = self._mark(encoded, batches)
         except BaseException:
             self.lock.release()
             raise
         self._background = asyncio.get_running_loop().create_task(
-            self._complete_in_background(encoded, batches, mark, started),
+            self._complete_in_background(encoded, batches, mark, positions, started),
             name=f"clockwork-checkpoint-{self.session.name}",
         )
 
@@ -358,10 +382,11 @@ class Checkpointer:
         encoded: list[Snapshot],
         batches: BatchProducer,
         mark: Outputs,
+        positions: dict[int, int],
         started: float,
     ) -> None:
         try:
-            await self._complete(encoded, batches, mark, started)
+            await self._complete(encoded, batches, mark, positions, started)
         except Exception as exc:
             self.session.fail(exc)
         finally:
@@ -383,7 +408,7 @@ class Checkpointer:
         transactions = self.session.transactions
         if transactions is None:
             return batches.mark()
-        return transactions.hold([part.tp for part, _, _ in encoded])
+        return transactions.hold([snapshot.part.tp for snapshot in encoded])
 
     async def _snapshot(self, parts: list[PartitionTask], release: bool) -> list[Snapshot]:
         """The changelog records of every partition that changed since its last
@@ -392,11 +417,17 @@ class Checkpointer:
         the stores flushed in slices, the event loop free between them (heartbeats, the
         broker's answers, the API).
 
+        At-least-once, the entries go into the changelog's batches as they are encoded
+        (their metadata records wait for :meth:`_write_and_commit`), behind the outputs
+        appended before them: the checkpoint's mark covers both.
+
         A snapshot cut short (an error, a cancellation) ends the session: the keys it
         took are no longer marked changed, so no later checkpoint of these partitions
         may follow; the next owner restores from the last committed one."""
         encoded = []
         local = self.local.partitions if self.local is not None else None
+        batches = self.session.batches if self.session.transactions is None else None
+        topic = self.session.definition.changelog_topic
         with self.session.state_hold.holding():
             for part in parts:
                 # Outputs held for the checkpoint (a running aggregate under exactly-once)
@@ -419,11 +450,16 @@ class Checkpointer:
                     else operator.snapshot_changes().items()
                 )
                 meta = self.meta(part, release)
-                records = await encode_checkpoint_in_slices(part.tp, changes, meta)
+                if batches is not None:
+                    appended = await append_entries_in_slices(batches, topic, part.tp, changes)
+                    snapshot = Snapshot(part, version[0], [meta_record(part.tp, meta)], appended)
+                else:
+                    records = await encode_checkpoint_in_slices(part.tp, changes, meta)
+                    snapshot = Snapshot(part, version[0], records)
                 if local is not None and part.tp in local:
                     # The store holds exactly what the changelog records hold.
                     await local[part.tp].flush_in_steps()
-                encoded.append((part, records, version[0]))
+                encoded.append(snapshot)
         return encoded
 
     def meta(self, part: PartitionTask, release: bool) -> dict[str, Any]:
@@ -444,17 +480,19 @@ class Checkpointer:
         encoded: list[Snapshot],
         batches: BatchProducer,
         outputs: Outputs,
+        positions: dict[int, int],
         started: float,
     ) -> None:
-        """Wait for the outputs up to mark ``outputs``, write ``encoded``, commit."""
+        """Wait for the outputs up to mark ``outputs``, write ``encoded``, commit.
+        ``positions``: the rocksdb partitions' changelog ends before the snapshot."""
         session = self.session
         metrics = session.metrics
         name = session.name
-        entries = sum(len(records) for _, records, _ in encoded)
+        entries = sum(s.appended.entries + len(s.records) for s in encoded)
         try:
             # 1. every write of the rocksdb stores that takes room on the disk: a full
             #    disk fails the checkpoint here, before anything of it commits
-            self._prepare_local(encoded, await self._local_positions(encoded))
+            self._prepare_local(encoded, positions)
             # 2. the outputs, the changelog, the offsets (one transaction each with
             #    exactly-once)
             if isinstance(outputs, dict):
@@ -467,18 +505,19 @@ class Checkpointer:
         # 3. the stores' checkpoint files name the committed changelog
         self._publish_local(encoded)
         wall = int(time.time() * 1000)
-        for part, _, _ in encoded:
-            part.last_checkpoint_ms = wall
+        for snapshot in encoded:
+            snapshot.part.last_checkpoint_ms = wall
         self.last_checkpoint = time.monotonic()
         metrics.checkpoint_seconds.labels(name).observe(time.perf_counter() - started)
         metrics.checkpoint_entries.labels(name).inc(entries)
         metrics.checkpoint_bytes.labels(name).inc(size)
 
-    async def _local_positions(self, encoded: list[Snapshot]) -> dict[int, int]:
-        """The changelog partitions' ends before this checkpoint writes its records: the
-        position each rocksdb partition's checkpoint file names once it committed."""
+    async def _local_positions(self, parts: list[PartitionTask]) -> dict[int, int]:
+        """The changelog partitions' ends before a checkpoint of ``parts`` writes its
+        records: the position each rocksdb partition's checkpoint file names once it
+        committed. Read before the snapshot, which may append entries already."""
         local = self.local.partitions if self.local is not None else {}
-        partitions = [part.partition for part, _, _ in encoded if part.tp in local]
+        partitions = [part.partition for part in parts if part.tp in local]
         return await self._changelog_ends(partitions) if partitions else {}
 
     def _prepare_local(self, encoded: list[Snapshot], positions: dict[int, int]) -> None:
@@ -487,9 +526,9 @@ class Checkpointer:
         position read before the records are written and the keys at the flush."""
         if self.local is None:
             return
-        for part, _, _ in encoded:
-            local = self.local.partitions.get(part.tp)
-            position = positions.get(part.partition)
+        for snapshot in encoded:
+            local = self.local.partitions.get(snapshot.part.tp)
+            position = positions.get(snapshot.part.partition)
             if local is not None and position is not None:
                 local.store.prepare(position, local.flushed)
 
@@ -497,8 +536,8 @@ class Checkpointer:
         """After the changelog commit: each rocksdb partition's checkpoint file."""
         if self.local is None:
             return
-        for part, _, _ in encoded:
-            local = self.local.partitions.get(part.tp)
+        for snapshot in encoded:
+            local = self.local.partitions.get(snapshot.part.tp)
             if local is not None:
                 local.store.publish()
 
@@ -513,29 +552,32 @@ class Checkpointer:
         topic = session.definition.changelog_topic
         sizes = await asyncio.gather(
             *(
-                transactions.commit(part.tp, marks[part.tp], topic, records, offset)
-                for part, records, offset in encoded
+                transactions.commit(s.part.tp, marks[s.part.tp], topic, s.records, s.offset)
+                for s in encoded
             )
         )
-        session.stage.committed({part.tp: offset for part, _, offset in encoded})
+        session.stage.committed({s.part.tp: s.offset for s in encoded})
         return sum(sizes)
 
     async def _write_and_commit(
         self, encoded: list[Snapshot], batches: BatchProducer, outputs: int
     ) -> int:
-        """At-least-once: the outputs, then the changelog, then the offsets."""
+        """At-least-once: the outputs and the changelog's entries (both before the mark
+        ``outputs``), then the metadata records that commit the entries, then the
+        offsets."""
         session = self.session
         name = session.name
-        # outputs first: the changelog must not get ahead of them
+        # outputs first: the changelog's commit must not get ahead of them
         await batches.wait_delivered(outputs)
         size = 0
         topic = session.definition.changelog_topic
-        for part, records, _ in encoded:
-            size += append_checkpoint(batches, topic, part.partition, records)
-            records.clear()  # copied into the batches: freed now, not after the acks
+        for snapshot in encoded:
+            size += snapshot.appended.bytes
+            size += append_checkpoint(batches, topic, snapshot.part.partition, snapshot.records)
+            snapshot.records.clear()  # copied into the batches: freed now, not after the acks
         await batches.wait_delivered(batches.mark())
         # the snapshot's offsets: the loop may have gone on since (start())
-        offsets = {part.tp: OffsetAndMetadata(offset, "") for part, _, offset in encoded}
+        offsets = {s.part.tp: OffsetAndMetadata(s.offset, "") for s in encoded}
         if offsets and session.consumer is not None:
             try:
                 await session.consumer.commit(offsets)
