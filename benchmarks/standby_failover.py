@@ -10,9 +10,12 @@ is killed (SIGKILL) and the survivor takes its partition over. Run twice: with
 takeover's assignment (``clockwork_restore_duration_seconds``; both partitions, its own
 restored locally either way), the changelog records it read, and the wall time from the
 kill to the survivor holding and having checkpointed both partitions (this includes the
-group's session timeout, 2 s here, the same in both runs).
+group's session timeout, ``--session-timeout-ms``, the same in both runs: by default
+the service's 10 s; the tests' 2 s let a loop held by a large checkpoint drop a
+member from the group, and the runs restored again and again).
 
-Run: ``python -m benchmarks.standby_failover [--keys N] [--writes W] [--broker tansu|kafka]``
+Run: ``python -m benchmarks.standby_failover [--keys N] [--writes W] [--broker tansu|kafka]
+[--session-timeout-ms MS]``
 (Apache Kafka needs ``make kafka``'s jars). On Tansu the survivor's own partition reads
 back its last checkpoint's records either way (Tansu reports a changelog's end late, and
 the checkpoint file names the end before them), so compare the two runs' differences.
@@ -52,7 +55,9 @@ def restored(status: dict[str, Any], what: str) -> float:
     return float(status["restored"].get(what) or 0)
 
 
-async def failover(bootstrap: str, keys: int, writes: int, standbys: int) -> dict[str, float]:
+async def failover(
+    bootstrap: str, keys: int, writes: int, standbys: int, session_timeout_ms: int
+) -> dict[str, float]:
     name = unique("standbybench")
     topic = f"{name}.in"
     await create_topic(bootstrap, topic, PARTITIONS)
@@ -67,6 +72,7 @@ async def failover(bootstrap: str, keys: int, writes: int, standbys: int) -> dic
                 root / f"r{i}.json",
                 running=RUNNING,
                 state={**state, "dir": str(root / f"state{i}")},
+                session_timeout_ms=session_timeout_ms,
             )
             for i in range(PARTITIONS)
         ]
@@ -142,7 +148,9 @@ async def main(args: argparse.Namespace) -> None:
     with broker(args.broker) as running:
         bootstrap = running.bootstrap_servers
         for standbys in (1, 0):
-            result = await failover(bootstrap, args.keys, args.writes, standbys)
+            result = await failover(
+                bootstrap, args.keys, args.writes, standbys, args.session_timeout_ms
+            )
             print(
                 f"standby_replicas={standbys}: restore {result['restore_s']:.2f} s, "
                 f"{result['changelog_records']:.0f} changelog records read, "
@@ -157,4 +165,7 @@ if __name__ == "__main__":
     parser.add_argument("--keys", type=int, default=200_000, help="keys per partition")
     parser.add_argument("--writes", type=int, default=1, help="records per key")
     parser.add_argument("--broker", choices=("kafka", "tansu"), default="tansu")
+    parser.add_argument(
+        "--session-timeout-ms", type=int, default=10_000, help="the group session timeout"
+    )
     asyncio.run(main(parser.parse_args()))

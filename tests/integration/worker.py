@@ -37,6 +37,8 @@ commit, leave the group), SIGKILL is the crash. OPTIONS (all optional):
 - ``"stall": {"ms": N, "armed_by": PATH}``: once PATH exists, the worker's event loop is
   held for N ms, once (``time.sleep``: no heartbeat, no fetch, as a loop held by much
   work or a paused process), so that its group session can expire.
+- ``"session_timeout_ms": N``: the group session timeout (default 2000, the tests'
+  quick one; a benchmark of much state takes the service's 10 s).
 - ``"slow_revoke_ms": N``: a revoke of partitions this worker holds takes N ms longer
   before it checkpoints and closes them (as a revoke's checkpoint of much state does),
   the event loop running meanwhile (its heartbeats go on).
@@ -248,7 +250,11 @@ async def main(bootstrap: str, name: str, topic: str, options: dict[str, Any]) -
         definition = replace(definition, state=backend)
     runtime = Runtime(
         runtime_settings(
-            bootstrap, checkpoint_interval_ms=200, max_records=500, state_dir=state_dir
+            bootstrap,
+            checkpoint_interval_ms=200,
+            max_records=500,
+            state_dir=state_dir,
+            session_timeout_ms=int(options.get("session_timeout_ms", 2000)),
         )
     )
     await runtime.start()
