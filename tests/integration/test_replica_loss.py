@@ -176,54 +176,6 @@ async def test_a_killed_replica_s_partitions_are_taken_over_unbounded(
         assert survivor.status()["taken_over"] == 2
 
 
-async def test_a_replica_held_past_its_session_timeout_loses_its_partitions_then_rejoins(
-    bootstrap_servers: str, tmp_path: Path
-) -> None:
-    """One replica's event loop is held for 8 s (the session timeout is 2 s): the group
-    hands its partitions to the other at once, which takes them over. When it runs
-    again, aiokafka finds its membership gone before it calls the revoke: the partitions
-    count as lost, closed without a checkpoint (their changelog is the new owner's now),
-    and it joins again. The results are an uninterrupted run's."""
-    name = unique("lossheld")
-    topic = f"{name}.in"
-    await create_topic(bootstrap_servers, topic, PARTITIONS)
-    first, second = dataset(0, HALF), dataset(HALF, 2 * HALF)
-    armed = tmp_path / "stall"
-    pair = [
-        Replica(
-            bootstrap_servers,
-            name,
-            topic,
-            tmp_path / "r0.json",
-            stall={"ms": 8_000, "armed_by": str(armed)},
-        ),
-        Replica(bootstrap_servers, name, topic, tmp_path / "r1.json"),
-    ]
-    held, other = pair
-    try:
-        await balanced(pair)
-        await send(bootstrap_servers, topic, first)
-        await two_checkpointed(pair)
-        armed.touch()
-
-        async def took_over() -> bool:
-            return other.checkpointed(4, processed=False)
-
-        await wait_until(took_over, timeout_s=45)
-
-        async def lost_and_back() -> bool:
-            return held.status().get("lost") == 2 and len(held.holds()) == 2
-
-        await wait_until(lost_and_back, timeout_s=60)
-        await send(bootstrap_servers, topic, second + sentinels())
-        await settle_and_check(bootstrap_servers, name, expected(first + second))
-        assert other.status()["taken_over"] == 2
-        assert other.status().get("lost") is None  # it handed them back: a revoke
-    finally:
-        for replica in pair:
-            replica.stop(signal.SIGTERM)
-
-
 async def test_a_takeover_behind_the_survivor_s_own_partitions_loses_nothing(
     bootstrap_servers: str, tmp_path: Path
 ) -> None:

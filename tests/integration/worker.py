@@ -34,9 +34,6 @@ commit, leave the group), SIGKILL is the crash. OPTIONS (all optional):
   checkpoints whose transactions hold outputs; with ``"armed_by": PATH``, only the
   checkpoints that start once PATH exists count (the test arms the crash mid-stream).
   Fault injection in the worker process itself; the broker and the runtime are real.
-- ``"stall": {"ms": N, "armed_by": PATH}``: once PATH exists, the worker's event loop is
-  held for N ms, once (``time.sleep``: no heartbeat, no fetch, as a loop held by much
-  work or a paused process), so that its group session can expire.
 - ``"session_timeout_ms": N``: the group session timeout (default 2000, the tests'
   quick one; a benchmark of much state takes the service's 10 s).
 - ``"slow_revoke_ms": N``: a revoke of partitions this worker holds takes N ms longer
@@ -53,7 +50,6 @@ import logging
 import os
 import signal
 import sys
-import time
 from dataclasses import replace
 from typing import Any
 
@@ -78,9 +74,6 @@ def write_status(runtime: Runtime, name: str, path: str) -> None:
     status = runtime.status(name).to_dict()
     status["taken_over"] = REGISTRY.get_sample_value(
         "clockwork_partitions_taken_over_total", {"pipeline": name}
-    )
-    status["lost"] = REGISTRY.get_sample_value(
-        "clockwork_partitions_lost_total", {"pipeline": name}
     )
     status["pid"] = os.getpid()
     status["restored"] = {  # the rocksdb backend's restores, by where from
@@ -176,15 +169,6 @@ def inject_slow_revoke(delay_ms: int) -> None:
     assignment.Assignment.revoke = revoke  # type: ignore[method-assign]
 
 
-def stall_once_armed(stall: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The ``stall`` option: once its file exists, hold the event loop (a blocking sleep:
-    nothing else runs, heartbeats included) and return None (done); else ``stall``."""
-    if stall is not None and os.path.exists(stall["armed_by"]):
-        time.sleep(stall["ms"] / 1000)
-        return None
-    return stall
-
-
 async def main(bootstrap: str, name: str, topic: str, options: dict[str, Any]) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -262,10 +246,8 @@ async def main(bootstrap: str, name: str, topic: str, options: dict[str, Any]) -
     runner = runtime.runner(name)
     finished = asyncio.ensure_future(runner.wait_for_state(PipelineState.FINISHED, timeout_s=3600))
     stopped = asyncio.ensure_future(stop.wait())
-    stall = options.get("stall")
     try:
         while not (stop.is_set() or finished.done()):
-            stall = stall_once_armed(stall)
             if status_path is not None:
                 write_status(runtime, name, status_path)
             await asyncio.wait({finished, stopped}, timeout=0.05)

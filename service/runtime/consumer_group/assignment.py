@@ -21,9 +21,7 @@ from aiokafka import TopicPartition
 
 from service.runtime.consumer_group.checkpointing import Restored, tp_label
 from service.runtime.consumer_group.views import HeldPartitions, SessionBasics
-from service.runtime.kafka.membership import membership_lost
 from service.runtime.kafka.transactions import PartitionTransactions
-from service.runtime.observability.metrics import RuntimeMetrics
 from service.runtime.partition.task import PartitionTask
 
 logger = logging.getLogger(__name__)
@@ -65,8 +63,6 @@ class AssignmentSession(SessionBasics, HeldPartitions, Protocol):
 
     @property
     def consumer(self) -> Any: ...
-    @property
-    def metrics(self) -> RuntimeMetrics: ...
     @property
     def transactions(self) -> PartitionTransactions | None: ...
     @property
@@ -146,20 +142,7 @@ class Assignment:
         # here next opens its store alone.
         await session.checkpointer.stop_standbys()
         parts = self._leave(revoked)
-        lost = bool(parts) and membership_lost(session.consumer)
-        if lost:
-            # Another member may own them already: no checkpoint of them from here. (One
-            # running in the background is left to end: cut short, its entries would
-            # stand in the changelog without their metadata record, and the new owner's
-            # next one would commit them.)
-            session.metrics.partitions_lost.labels(session.name).inc(len(parts))
-            logger.warning(
-                "pipeline %s: lost %s (this member's group session expired): closed "
-                "without a checkpoint; their new owner resumes from the last one",
-                session.name,
-                ", ".join(tp_label(p.tp) for p in parts),
-            )
-        elif parts and session.checkpoint_on_revoke and session.error is None:
+        if parts and session.checkpoint_on_revoke and session.error is None:
             try:
                 await session.checkpointer.checkpoint(parts, release=True)
             except Exception as exc:
@@ -172,7 +155,7 @@ class Assignment:
                     logger.info("pipeline %s: revoked partitions not kept: %r", session.name, exc)
         session.checkpointer.release_local(revoked)
         if session.transactions is not None:  # committed above, or to be aborted
-            await session.transactions.close(revoked, drop=session.error is not None or lost)
+            await session.transactions.close(revoked, drop=session.error is not None)
         if parts:
             logger.info(
                 "pipeline %s: revoked %s", session.name, ", ".join(tp_label(p.tp) for p in parts)

@@ -66,7 +66,6 @@ class RuntimeMetrics:
     state_restored_keys: Counter
     standby_lag: Gauge
     partitions_taken_over: Counter
-    partitions_lost: Counter
     takeover_delay: Histogram
     partitions_finished: Gauge
     prefetched_records: Counter
@@ -348,14 +347,6 @@ def build_metrics(registry: CollectorRegistry) -> RuntimeMetrics:
             "clockwork_partitions_taken_over",
             "Assigned partitions whose last owner did not hand them over (it died, or its "
             "session failed): restored from that owner's last checkpoint.",
-            _P,
-            registry=r,
-        ),
-        partitions_lost=Counter(
-            "clockwork_partitions_lost",
-            "Partitions this member lost instead of handing them over: the group moved them "
-            "on while its session had expired (no heartbeat within the session timeout), "
-            "so they were closed without a checkpoint.",
             _P,
             registry=r,
         ),
