@@ -29,9 +29,10 @@ RUN pip wheel --no-deps --wheel-dir /package .
 # --- the packages of each image, installed from the wheels on a clean base: the
 # dependencies into /usr/local (where pip installs on the official image and on Debian's
 # python alike), the package on its own under /package-root (pip's --root: the same
-# paths, under it); the images copy both in, so no wheel is left in a layer and a change of the code copies the package
-# alone (not pyspark's 1.3 GB again). (Not `RUN --mount=from=build`: podman 4.3's
-# buildah cannot mount a stage that came from its layer cache.)
+# paths, under it); the images copy both in, so no wheel is left in a layer and a
+# change of the code copies the package alone (not pyspark's 1.3 GB again). (Not
+# `RUN --mount=from=build`: podman 4.3's buildah cannot mount a stage that came from
+# its layer cache.)
 FROM ${PYTHON_IMAGE} AS service-dependencies
 COPY --from=build /wheels /wheels
 COPY --from=build /requirements.txt /wheels/

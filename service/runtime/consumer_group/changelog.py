@@ -193,12 +193,8 @@ async def append_entries_in_slices(
     checkpoint cut short until then, which a restore repairs (the module docstring).
     The caller keeps the state still meanwhile."""
     appended = Appended()
-    append = batches.append
-    partition = tp.partition
     for taken, full in _slices(tp, changes, slice_entries):
-        for key, value in taken:
-            append(changelog_topic, partition, key, value, None)
-            appended.bytes += len(key) + (len(value) if value else 0)
+        appended.bytes += append_checkpoint(batches, changelog_topic, tp.partition, taken)
         appended.entries += len(taken)
         if full:
             await asyncio.sleep(0)  # the loop's turn (the sender's among them)
