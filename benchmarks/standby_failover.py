@@ -8,11 +8,12 @@ Once both are quiet (every record read and checkpointed, their copies caught up)
 is killed (SIGKILL) and the survivor takes its partition over. Run twice: with
 ``standby_replicas: 1`` and with 0. Printed for each: the survivor's restore of the
 takeover's assignment (``clockwork_restore_duration_seconds``; both partitions, its own
-restored locally either way), the changelog records it read, and the wall time from the
-kill to the survivor holding and having checkpointed both partitions (this includes the
-group's session timeout, ``--session-timeout-ms``, the same in both runs: by default
-the service's 10 s; the tests' 2 s let a loop held by a large checkpoint drop a
-member from the group, and the runs restored again and again).
+restored locally either way), the changelog records it read, the keys it found locally,
+the partitions it restored (2: one rebalance; more, the group rebalanced again), and the
+wall time from the kill to the survivor holding and having checkpointed both partitions
+(this includes the group's session timeout, ``--session-timeout-ms``, the same in both
+runs: by default the service's 10 s; the tests' 2 s let a loop held by a large
+checkpoint drop a member from the group, and the runs restored again and again).
 
 Run: ``python -m benchmarks.standby_failover [--keys N] [--writes W] [--broker tansu|kafka]
 [--session-timeout-ms MS]``
@@ -141,6 +142,12 @@ async def failover(
         "local_keys": restored(after, "state_restored/local")
         - restored(before, "state_restored/local"),
         "kill_to_checkpointed_s": wall,
+        # 2 for one takeover (both partitions); more: the group rebalanced again
+        "partitions_restored": sum(
+            restored(after, f"partitions_restored/{way}")
+            - restored(before, f"partitions_restored/{way}")
+            for way in ("memory", "local", "changelog")
+        ),
     }
 
 
@@ -155,7 +162,8 @@ async def main(args: argparse.Namespace) -> None:
                 f"standby_replicas={standbys}: restore {result['restore_s']:.2f} s, "
                 f"{result['changelog_records']:.0f} changelog records read, "
                 f"{result['local_keys']:.0f} keys found locally, "
-                f"kill to both partitions checkpointed {result['kill_to_checkpointed_s']:.2f} s",
+                f"kill to both partitions checkpointed {result['kill_to_checkpointed_s']:.2f} s, "
+                f"{result['partitions_restored']:.0f} partitions restored",
                 flush=True,
             )
 

@@ -9,6 +9,11 @@ A consumer with two assignors (the standby replicas') joins its group with one J
 naming both protocols. Without the fix, aiokafka 0.14.0 sends one per assignor, the
 first naming one protocol: two such members rebalanced in turn without end on Apache
 Kafka.
+
+A member whose assignment callback takes longer than the group's session timeout (a
+restore) stays in the group. Without the fix, aiokafka sends no heartbeat until the
+callback returns: the coordinator drops the member meanwhile, and the group rebalances
+again once it returns.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import gc
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.conn import AIOKafkaConnection
 from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
@@ -123,3 +128,51 @@ async def test_a_consumer_with_two_assignors_joins_with_one_join_group_naming_bo
     assert protocols
     assert all(names == ["clockwork-standby", "roundrobin"] for names in protocols), protocols
     assert standby.placement  # the group chose the first protocol: the standbys' assignor
+
+
+class SlowAssignment(ConsumerRebalanceListener):  # type: ignore[misc]
+    """Holds every assignment's callback for ``hold_s`` (the loop free, as a restore
+    that awaits its reads), and notes each assignment."""
+
+    def __init__(self, hold_s: float) -> None:
+        self.hold_s = hold_s
+        self.assignments: list[set[TopicPartition]] = []
+        self.held = asyncio.Event()
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        pass
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        self.assignments.append(set(assigned))
+        await asyncio.sleep(self.hold_s)
+        self.held.set()
+
+
+async def test_a_member_stays_in_its_group_through_an_assignment_longer_than_its_session(
+    bootstrap_servers: str,
+) -> None:
+    session_timeout_ms = 2000
+    topic = unique("slowassign")
+    await create_topic(bootstrap_servers, topic, 2)
+    listener = SlowAssignment(hold_s=3 * session_timeout_ms / 1000)
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap_servers,
+        group_id=unique("slowassign"),
+        enable_auto_commit=False,
+        session_timeout_ms=session_timeout_ms,
+        heartbeat_interval_ms=500,
+    )
+    await consumer.start()
+    try:
+        consumer.subscribe([topic], listener=listener)
+        await asyncio.wait_for(listener.held.wait(), timeout=60)
+        coordinator: Any = consumer._coordinator
+        generation = coordinator.generation
+        # A commit names the member and its generation: the coordinator takes it only
+        # from a member still in the group at that generation (a dropped one gets
+        # UNKNOWN_MEMBER_ID, and aiokafka rejoins).
+        await consumer.commit({TopicPartition(topic, 0): 0})
+        assert coordinator.generation == generation
+    finally:
+        await consumer.stop()
+    assert listener.assignments == [{TopicPartition(topic, 0), TopicPartition(topic, 1)}]

@@ -785,16 +785,15 @@ class Checkpointer:
         (:meth:`~.local_state.LocalStates.open_when_free`)."""
         if self.local is None:
             return {}
-        # A store another process has not closed yet is waited for, but no longer than
-        # half the session timeout: aiokafka sends no heartbeat during a restore.
-        lock_wait = min(LOCK_WAIT_S, self.session.settings.session_timeout_ms / 2000)
         starts: dict[int, int] = {}
         held = time.perf_counter()
         for tp in new:
             if time.perf_counter() - held > HOLD_LOOP_S:
                 await asyncio.sleep(0)
                 held = time.perf_counter()
-            checkpoint = (await self.local.open_when_free(tp, lock_wait)).checkpoint
+            # One another process has not closed yet is waited for, the member's
+            # heartbeats going on (aiokafka_fixes); then the session fails, saying so.
+            checkpoint = (await self.local.open_when_free(tp, LOCK_WAIT_S)).checkpoint
             position = checkpoint.position if checkpoint is not None else 0
             if not isinstance(position, int) or position < 0:
                 position = 0

@@ -29,8 +29,8 @@ The checkpointer (:mod:`.checkpointing`) drives them:
   one dropped from the group while its restore held the loop, or whose session is
   ending): :meth:`LocalStates.open_when_free` tries again every
   :data:`LOCK_POLL_S`, the loop running, until that one closes it or the bound passes
-  (:data:`LOCK_WAIT_S`, at most half the group's session timeout: aiokafka sends no
-  heartbeat while an assignment is restored); then the session fails, saying so.
+  (:data:`LOCK_WAIT_S`; the member heartbeats meanwhile, as through the whole restore:
+  :mod:`~service.runtime.kafka.aiokafka_fixes`); then the session fails, saying so.
 
 Memory: one :class:`~service.runtime.partition.rocksdb_store.RocksMemory` per process.
 """
@@ -81,8 +81,7 @@ FLUSH_STEP = 4000
 ~7 us each, encoded and put into a RocksDB write batch: ~30 ms)."""
 
 LOCK_WAIT_S = 30.0
-"""How long a restore waits at most for a store another process holds (bounded further by
-the caller: half the group's session timeout)."""
+"""How long a restore waits at most for a store another process holds."""
 LOCK_POLL_S = 0.05
 """How often it tries again meanwhile."""
 

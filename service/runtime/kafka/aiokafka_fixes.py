@@ -1,4 +1,4 @@
-"""Work-arounds for two aiokafka bugs, installed when :mod:`service.runtime` is imported.
+"""Work-arounds for three aiokafka bugs, installed when :mod:`service.runtime` is imported.
 
 **A connection left open by a cancelled bootstrap.** ``AIOKafkaClient.bootstrap``
 (aiokafka 0.11 to 0.14) opens a connection, asks it for the cluster metadata and closes
@@ -31,6 +31,24 @@ The fix installs aiokafka's method with the one change upstream proposes
 versions it was copied from (:data:`ONE_JOIN_VERSIONS`): a consumer with one assignor
 sends the same request as before. ``tests/integration/test_aiokafka_fixes.py`` checks
 that a join sends one JoinGroup with every protocol, whatever the version.
+
+**No heartbeat during the assignment's callback.** aiokafka (0.11 to 0.14) stops its
+heartbeat task before a join and starts it again only once the join is complete, after
+``on_partitions_assigned`` has returned (the revoke's callback, before the join, keeps
+it). The service restores the assigned partitions' state in that callback: a restore
+longer than the group's session timeout (a 1M-key changelog takes ~12 s on this
+machine, the default timeout is 10 s) got the member dropped from the group by its
+coordinator while it restored. The restore completed, the member's first heartbeat
+after it found itself unknown, and the group rebalanced again: the partitions were
+revoked, checkpointed and restored a second time (seen as 3M keys found locally for
+two partitions of 1M in ``benchmarks/standby_failover``), and with more members they
+could move on. The Java consumer heartbeats from its own thread, callbacks or not
+(KIP-62): what bounds a callback's length there is ``max.poll.interval.ms``, as it still
+is here (aiokafka's heartbeat task leaves the group when no fetch was made for that
+long). The fix starts the heartbeat task as the join completes, before the callback
+(``GroupCoordinator._on_join_complete``); aiokafka's own start after it then finds it
+running. ``tests/integration/test_aiokafka_fixes.py`` holds an assignment's callback
+for three session timeouts, and the member's generation is still the group's after it.
 """
 
 from __future__ import annotations
@@ -66,12 +84,31 @@ class _Opening:
 _opening: ContextVar[_Opening | None] = ContextVar("clockwork_bootstrap", default=None)
 
 _INSTALLED = "_clockwork_closes_cancelled_bootstrap"
+_HEARTBEATS_INSTALLED = "_clockwork_heartbeats_during_assignment"
 
 
 def install() -> None:
-    """Both fixes (once; later calls change nothing)."""
+    """The three fixes (once; later calls change nothing)."""
     _install_bootstrap_fix()
     _install_one_join()
+    _install_heartbeat_during_assignment()
+
+
+def _install_heartbeat_during_assignment() -> None:
+    """Wrap ``GroupCoordinator._on_join_complete``: the heartbeat task first."""
+    coordinator_class: Any = group_coordinator.GroupCoordinator
+    if getattr(coordinator_class, _HEARTBEATS_INSTALLED, False):
+        return
+    on_join_complete: Callable[..., Awaitable[None]] = coordinator_class._on_join_complete
+
+    async def heartbeating_on_join_complete(self: Any, *args: Any, **kwargs: Any) -> None:
+        # The join is complete (generation and member id are the new ones): heartbeats
+        # are valid from here, and keep the member in the group through the callback.
+        self._start_heartbeat_task()
+        await on_join_complete(self, *args, **kwargs)
+
+    coordinator_class._on_join_complete = heartbeating_on_join_complete
+    setattr(coordinator_class, _HEARTBEATS_INSTALLED, True)
 
 
 def _install_one_join() -> None:
