@@ -141,6 +141,20 @@ become ``spark.jars`` unless the run sets it, so a run resolves nothing (and wri
 nothing to an Ivy cache: the image runs on a read-only root filesystem)."""
 
 
+def local_threads(master: str) -> int:
+    """The worker threads of a ``local``, ``local[N]``, ``local[*]`` or ``local[N,F]``
+    master (Spark's forms; ``*``: the machine's CPUs)."""
+    inside = master.partition("[")[2].partition("]")[0].split(",")[0].strip()
+    if not inside:
+        return 1
+    if inside == "*":
+        return os.cpu_count() or 1
+    try:
+        return max(1, int(inside))
+    except ValueError:
+        return 1
+
+
 def build_session(master: str | None, conf: dict[str, str], *, delta: bool = False) -> SparkSession:
     """A SparkSession for the job: UTC session time zone, dynamic partition overwrite;
     with ``delta``, Delta Lake's extension and catalog, and its jar added to
@@ -148,8 +162,11 @@ def build_session(master: str | None, conf: dict[str, str], *, delta: bool = Fal
     spark-submit, pass it with ``--packages``) unless ``spark.jars`` already has one.
 
     In local mode the Python workers run this interpreter (they need pyarrow and
-    confluent-kafka), unless ``PYSPARK_PYTHON`` says otherwise, and the driver binds to
-    loopback: nothing outside the machine needs to reach a local-mode job.
+    confluent-kafka), unless ``PYSPARK_PYTHON`` says otherwise, the driver binds to
+    loopback (nothing outside the machine needs to reach a local-mode job), and a file
+    listing runs as many tasks as the master has threads: Spark's default (10,000,
+    ``spark.sql.sources.parallelPartitionDiscovery.parallelism``, made for clusters) made
+    Delta's ``VACUUM`` of a small table take 31 s on ``local[2]``, against 4 s.
     """
     local = master is not None and master.startswith("local")
     if local:
@@ -165,7 +182,13 @@ def build_session(master: str | None, conf: dict[str, str], *, delta: bool = Fal
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.sources.partitionOverwriteMode": "dynamic",
         **(
-            {"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"}
+            {
+                "spark.driver.bindAddress": "127.0.0.1",
+                "spark.driver.host": "127.0.0.1",
+                "spark.sql.sources.parallelPartitionDiscovery.parallelism": str(
+                    local_threads(master or "local")
+                ),
+            }
             if local
             else {}
         ),
