@@ -170,8 +170,17 @@ def tansu_broker() -> Iterator[EmbeddedBroker]:
 
 @pytest.fixture(scope="session")
 def apache_kafka_broker() -> Iterator[KafkaBroker]:
-    with KafkaBroker() as broker:
+    yield from discarded_at_the_end(KafkaBroker())
+
+
+def discarded_at_the_end(broker: KafkaBroker) -> Iterator[KafkaBroker]:
+    """``broker`` started, then discarded (killed, its directory removed) at the fixture's
+    end: no clean shutdown to wait for, nothing reads its logs again."""
+    broker.start()
+    try:
         yield broker
+    finally:
+        broker.discard()
 
 
 @pytest.fixture(scope="session")
@@ -208,12 +217,10 @@ def kafka_pki(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureR
 def sasl_ssl_kafka(kafka_pki: Pki) -> Iterator[KafkaBroker]:
     """Apache Kafka with one SASL_SSL listener (SCRAM) and the StandardAuthorizer; one per
     session, started by the first test that needs it."""
-    with sasl_ssl_broker(kafka_pki) as broker:
-        yield broker
+    yield from discarded_at_the_end(sasl_ssl_broker(kafka_pki))
 
 
 @pytest.fixture(scope="session")
 def mtls_kafka(kafka_pki: Pki) -> Iterator[KafkaBroker]:
     """Apache Kafka with one SSL listener that requires client certificates."""
-    with mtls_broker(kafka_pki) as broker:
-        yield broker
+    yield from discarded_at_the_end(mtls_broker(kafka_pki))

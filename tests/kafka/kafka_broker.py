@@ -430,6 +430,12 @@ class KafkaBroker:
         if directory is not None:
             shutil.rmtree(directory, ignore_errors=True)
 
+    def discard(self) -> None:
+        """Kill the node and remove its directory: for a broker whose data nothing reads
+        again (a test session's end). A clean shutdown flushes and checkpoints every
+        partition's log first: 13 s for 10,000 partitions, a suite's worth."""
+        self.stop(timeout_s=0)
+
     def __enter__(self) -> KafkaBroker:
         return self.start()
 
