@@ -107,8 +107,12 @@ $(CONTAINER_TOOLS):
 image: $(CONTAINER_TOOLS)
 	PYTHON_IMAGE="$(PYTHON_IMAGE)" deploy/image/build.sh
 
+# Two pytest-xdist workers (the machine's 2 cores: one alone kept them 0.85 busy, waiting
+# on brokers and group joins); tests/conftest.py's ONE_WORKER_GROUPS keep the image
+# builds, Spark and Flink on one worker each. TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= 2
 test: lint typecheck kafka flink-kafka spark-jars registry $(CHROMIUM) $(CONTAINER_TOOLS)
-	$(VENV)/bin/pytest -q --durations=40
+	$(VENV)/bin/pytest -q --durations=40 -n $(TEST_WORKERS) --dist loadgroup
 
 # The random search `make test` leaves out (it runs the same tests derandomized, so the
 # same code gets the same verdict): every Hypothesis property and schemathesis against

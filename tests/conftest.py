@@ -127,6 +127,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         )
 
 
+ONE_WORKER_GROUPS = ("container", "spark", "flink")
+"""Markers whose tests all run in one pytest-xdist worker (``make test`` runs two, with
+``--dist loadgroup``): one image build, one Spark and one Flink JVM per run, not one per
+worker. Each worker starts the brokers its tests use."""
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups off the items
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # docker-compose.yml under podman is make compose-test's, long sweeps and soaks make
     # soak's, not make test's.
@@ -137,6 +144,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if deselected:
             config.hook.pytest_deselected(items=deselected)
             items[:] = [item for item in items if not item.get_closest_marker(marker)]
+    for item in items:
+        group = next((g for g in ONE_WORKER_GROUPS if item.get_closest_marker(g)), None)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
     for item in items:
         callspec = getattr(item, "callspec", None)
         broker = callspec.params.get("broker_name") if callspec is not None else None
