@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from typing import Protocol
+from typing import Any, Protocol
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -127,13 +127,49 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         )
 
 
-ONE_WORKER_GROUPS = ("container", "spark", "flink")
-"""Markers whose tests all run in one pytest-xdist worker (``make test`` runs two, with
-``--dist loadgroup``): one image build, one Spark and one Flink JVM per run, not one per
-worker. Each worker starts the brokers its tests use."""
+ONE_WORKER_GROUPS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "spark": ("spark", ("tests/compaction/",)),
+    "container": ("images", ("tests/container/",)),
+    "flink": (
+        "flink",
+        tuple(
+            f"tests/integration/test_{name}.py"
+            for name in ("nexmark_flink", "sql_flink", "top_n_flink", "updating_flink")
+        ),
+    ),
+}
+"""Groups of tests that run in one pytest-xdist worker (``make test`` runs two): one
+image build, one Spark and one Flink JVM per run, not one per worker. Each group: the
+session fixture that starts the server, and the paths of its tests (the controller
+schedules by node id, before any fixture is known; a test elsewhere that uses the
+fixture is refused at collection). Every other test is scheduled alone; each worker
+starts the brokers its tests use."""
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups off the items
+def one_worker_group(nodeid: str) -> str | None:
+    """The :data:`ONE_WORKER_GROUPS` group of the test ``nodeid``, if any."""
+    for group, (_, paths) in ONE_WORKER_GROUPS.items():
+        if nodeid.startswith(paths):
+            return group
+    return None
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup``: :data:`ONE_WORKER_GROUPS` (xdist's own ``xdist_group``
+    marks do not group on pytest 9: xdist 3.8 renames ``item._nodeid``, which pytest 9
+    no longer reads)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class OneWorkerGroups(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return one_worker_group(nodeid) or nodeid
+
+    return OneWorkerGroups(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # docker-compose.yml under podman is make compose-test's, long sweeps and soaks make
     # soak's, not make test's.
@@ -145,9 +181,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             config.hook.pytest_deselected(items=deselected)
             items[:] = [item for item in items if not item.get_closest_marker(marker)]
     for item in items:
-        group = next((g for g in ONE_WORKER_GROUPS if item.get_closest_marker(g)), None)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
+        callspec = getattr(item, "callspec", None)
+        params = callspec.params if callspec is not None else {}
+        fixtures = [f for f in getattr(item, "fixturenames", ()) if f not in params]
+        for group, (fixture, paths) in ONE_WORKER_GROUPS.items():
+            if fixture in fixtures and not item.nodeid.startswith(paths):
+                raise pytest.UsageError(
+                    f"{item.nodeid} uses the {fixture} fixture: list its file in "
+                    f"ONE_WORKER_GROUPS[{group!r}] (tests/conftest.py)"
+                )
     for item in items:
         callspec = getattr(item, "callspec", None)
         broker = callspec.params.get("broker_name") if callspec is not None else None
