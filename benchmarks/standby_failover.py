@@ -5,7 +5,8 @@ Two replicas (worker processes, ``tests/integration/worker.py``, each its own st
 directory) run a running aggregate (count and sum per user) with the rocksdb backend
 over a 2-partition topic, ``--keys`` keys per partition, each written ``--writes`` times.
 Once both are quiet (every record read and checkpointed, their copies caught up), one
-is killed (SIGKILL) and the survivor takes its partition over. Run twice: with
+is killed (SIGKILL) and the survivor takes its partition over (then both its partitions
+must hold every key, each once: else it stops, saying what they hold). Run twice: with
 ``standby_replicas: 1`` and with 0. Printed for each: the survivor's restore of the
 takeover's assignment (``clockwork_restore_duration_seconds``; both partitions, its own
 restored locally either way), the changelog records it read, the keys it found locally,
@@ -132,6 +133,16 @@ async def failover(
             await wait_until(took_over, timeout_s=600, interval_s=0.05)
             wall = time.monotonic() - killed
             after = survivor.status()
+
+            async def every_key_held_once() -> bool:
+                parts = survivor.status()["partitions"]
+                return [p["keys"] for p in parts] == [keys] * PARTITIONS
+
+            try:  # the restored partitions hold every key, each once
+                await wait_until(every_key_held_once, timeout_s=60, interval_s=0.5)
+            except TimeoutError:
+                held = [p["keys"] for p in survivor.status()["partitions"]]
+                raise SystemExit(f"keys held after the takeover: {held}, not {keys} each") from None
         finally:
             for r in pair:
                 r.stop(signal.SIGTERM)

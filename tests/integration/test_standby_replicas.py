@@ -2,7 +2,7 @@
 its own state directory), ``standby_replicas: 1``, a running aggregate over a stream.
 Each keeps a warm copy of the other's partition, caught up in its status; the owner is
 killed (SIGKILL) and the survivor restores the partition from its copy, reading only the
-changelog's tail, and the results stay exact.
+changelog's tail, and the results stay exact, every key held once.
 
 Only the partition that is taken over holds state when its owner is killed (the first
 wave goes to it alone), so the changelog records the survivor reads are those of the
@@ -184,6 +184,18 @@ async def test_a_failover_restores_from_the_standby_s_copy(
         await wait_until(
             partial(folds_to, bootstrap_servers, out, "read_uncommitted", want), timeout_s=60
         )
+        # The survivor holds every key of both partitions, each once: the copy's and its
+        # own, with what the second wave added.
+        distinct = {
+            p: len({e["user"] for q, e in first + last + second if q == p})
+            for p in range(PARTITIONS)
+        }
+
+        async def every_key_held_once() -> bool:
+            parts = survivor.status()["partitions"]
+            return {p["partition"]: p["keys"] for p in parts} == distinct
+
+        await wait_until(every_key_held_once, timeout_s=30)
     finally:
         for r in pair:
             r.stop(signal.SIGTERM)
