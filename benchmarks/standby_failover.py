@@ -146,18 +146,19 @@ async def failover(
         finally:
             for r in pair:
                 r.stop(signal.SIGTERM)
+
+    def during(what: str) -> float:
+        """What the survivor's ``restored`` counter ``what`` gained from before the kill."""
+        return restored(after, what) - restored(before, what)
+
     return {
         "restore_s": float(after["restore_seconds"] or 0) - float(before["restore_seconds"] or 0),
-        "changelog_records": restored(after, "state_restored/changelog")
-        - restored(before, "state_restored/changelog"),
-        "local_keys": restored(after, "state_restored/local")
-        - restored(before, "state_restored/local"),
+        "changelog_records": during("state_restored/changelog"),
+        "local_keys": during("state_restored/local"),
         "kill_to_checkpointed_s": wall,
         # 2 for one takeover (both partitions); more: the group rebalanced again
         "partitions_restored": sum(
-            restored(after, f"partitions_restored/{way}")
-            - restored(before, f"partitions_restored/{way}")
-            for way in ("memory", "local", "changelog")
+            during(f"partitions_restored/{way}") for way in ("memory", "local", "changelog")
         ),
     }
 

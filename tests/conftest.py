@@ -190,9 +190,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                     f"{item.nodeid} uses the {fixture} fixture: list its file in "
                     f"ONE_WORKER_GROUPS[{group!r}] (tests/conftest.py)"
                 )
-    for item in items:
-        callspec = getattr(item, "callspec", None)
-        broker = callspec.params.get("broker_name") if callspec is not None else None
+        broker = params.get("broker_name")
         for marker in item.iter_markers("requires_broker"):
             unknown = sorted(set(marker.args) - FEATURES)
             if unknown or not marker.args:
